@@ -1,0 +1,1764 @@
+"""One exception hierarchy for sharecon, rooted in :class:`KafkaError`.
+
+Layout::
+
+    KafkaError
+    ├── ProtocolError                 bytes that do not follow the Kafka protocol
+    │   ├── LocalProtocolError        we were asked to encode something illegal
+    │   └── RemoteProtocolError       the peer sent something we cannot decode
+    │       └── CorruptRecordError    a record batch failed its CRC, or would not decompress
+    ├── IncompatibleBrokerError       the broker lacks an API/version/feature we need
+    ├── ConfigError                   a wrong argument or configuration value
+    ├── KafkaConnectionError          a connection to a broker failed or broke
+    ├── KafkaTimeoutError             a deadline passed
+    └── BrokerError                   the broker answered with a non-zero error code
+        └── one class per code (``UnknownTopicOrPartitionError``, ``InvalidRecordStateError``, ...)
+
+Each broker error code is mapped exactly once, in :data:`ERROR_CODES`; use
+:func:`error_for_code` to turn a code into an exception instance. Codes the broker
+may send that this table does not know become :class:`UnknownServerError`, keeping
+the number.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import ClassVar, NamedTuple
+
+__all__ = [
+    "ERROR_CODES",
+    "BrokerError",
+    "ConfigError",
+    "CorruptRecordError",
+    "ErrorCode",
+    "IncompatibleBrokerError",
+    "KafkaConnectionError",
+    "KafkaError",
+    "KafkaTimeoutError",
+    "LocalProtocolError",
+    "ProtocolError",
+    "RemoteProtocolError",
+    "error_class_for_code",
+    "error_for_code",
+]
+# The per-code classes below are exported too (see the end of this module).
+
+
+class KafkaError(Exception):
+    """Root of every exception sharecon raises on purpose."""
+
+    #: Whether retrying the same operation may succeed.
+    retriable: ClassVar[bool] = False
+
+
+class ProtocolError(KafkaError):
+    """Bytes that do not follow the Kafka wire protocol."""
+
+
+class LocalProtocolError(ProtocolError):
+    """We were asked to encode something the protocol cannot express (our side's fault)."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent bytes we cannot decode: truncated, malformed, or inconsistent."""
+
+
+class CorruptRecordError(RemoteProtocolError):
+    """A record batch failed its CRC-32C check, would not decompress, or is malformed.
+
+    ``base_offset`` and ``last_offset`` (inclusive) name the offsets the bad batch
+    covers when they could be read, so callers can release or reject exactly those.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        base_offset: int | None = None,
+        last_offset: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.base_offset = base_offset
+        self.last_offset = last_offset
+
+
+class IncompatibleBrokerError(KafkaError):
+    """The broker does not offer an API, version or feature that is required."""
+
+
+class ConfigError(KafkaError, ValueError):
+    """A configuration value or argument is wrong; the message names which and why."""
+
+
+class KafkaConnectionError(KafkaError, builtins.ConnectionError):
+    """A connection to a broker could not be made, or broke; the message names the broker."""
+
+    retriable = True
+
+
+class KafkaTimeoutError(KafkaError, builtins.TimeoutError):
+    """An operation did not finish before its deadline."""
+
+    retriable = True
+
+
+class BrokerError(KafkaError):
+    """The broker answered with a non-zero error code.
+
+    Subclasses exist for every code in :data:`ERROR_CODES`; ``code``, ``name`` and
+    ``retriable`` are class attributes. ``str(err)`` reads
+    ``[122 SHARE_SESSION_NOT_FOUND] The share session was not found.`` followed by
+    any context the raiser added.
+    """
+
+    code: ClassVar[int] = -1
+    name: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
+    description: ClassVar[str] = "The broker reported an unexpected error."
+
+    def __init__(self, message: str | None = None, *, code: int | None = None) -> None:
+        # `code` is only for UnknownServerError standing in for a code we do not know.
+        self.error_code = self.code if code is None else code
+        detail = f" {message}" if message else ""
+        super().__init__(f"[{self.error_code} {self.name}] {self.description}{detail}")
+
+
+class ErrorCode(NamedTuple):
+    """One row of the broker error-code table."""
+
+    code: int
+    name: str
+    retriable: bool
+    description: str
+
+
+# Code, name, retriable, description. Retriable follows the broker's own classification
+# (its RetriableException subclasses, InvalidMetadataException included).
+# Descriptions are ours: short, and written for someone reading a traceback.
+_TABLE: tuple[tuple[int, str, bool, str], ...] = (
+    (-1, "UNKNOWN_SERVER_ERROR", False, "The broker hit an unexpected error handling the request."),
+    (1, "OFFSET_OUT_OF_RANGE", False, "The offset is outside the partition's log."),
+    (
+        2,
+        "CORRUPT_MESSAGE",
+        True,
+        "A message failed its CRC, its size check, or is otherwise corrupt.",
+    ),
+    (3, "UNKNOWN_TOPIC_OR_PARTITION", True, "The broker does not host this topic-partition."),
+    (4, "INVALID_FETCH_SIZE", False, "The fetch size is invalid."),
+    (
+        5,
+        "LEADER_NOT_AVAILABLE",
+        True,
+        "The partition has no leader right now (an election is under way).",
+    ),
+    (
+        6,
+        "NOT_LEADER_OR_FOLLOWER",
+        True,
+        "This broker is not the partition's leader (or not a replica).",
+    ),
+    (7, "REQUEST_TIMED_OUT", True, "The request timed out on the broker."),
+    (8, "BROKER_NOT_AVAILABLE", False, "The broker is not available."),
+    (9, "REPLICA_NOT_AVAILABLE", True, "The replica is not available for the partition."),
+    (10, "MESSAGE_TOO_LARGE", False, "A message is larger than the broker accepts."),
+    (11, "STALE_CONTROLLER_EPOCH", False, "The controller moved to another broker."),
+    (12, "OFFSET_METADATA_TOO_LARGE", False, "The offset metadata is too large."),
+    (13, "NETWORK_EXCEPTION", True, "The connection closed before a response arrived."),
+    (14, "COORDINATOR_LOAD_IN_PROGRESS", True, "The coordinator is still loading its state."),
+    (15, "COORDINATOR_NOT_AVAILABLE", True, "The coordinator is not available."),
+    (16, "NOT_COORDINATOR", True, "This broker is not the coordinator for the group."),
+    (17, "INVALID_TOPIC_EXCEPTION", False, "The topic name or operation is invalid."),
+    (
+        18,
+        "RECORD_LIST_TOO_LARGE",
+        False,
+        "A record batch is larger than the broker's segment size.",
+    ),
+    (19, "NOT_ENOUGH_REPLICAS", True, "Fewer in-sync replicas than required; nothing was written."),
+    (
+        20,
+        "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+        True,
+        "Written, but to fewer in-sync replicas than required.",
+    ),
+    (21, "INVALID_REQUIRED_ACKS", False, "The produce request's acks value is invalid."),
+    (22, "ILLEGAL_GENERATION", False, "The group generation is not valid."),
+    (23, "INCONSISTENT_GROUP_PROTOCOL", False, "The member's protocols do not match the group's."),
+    (24, "INVALID_GROUP_ID", False, "The group id is invalid."),
+    (25, "UNKNOWN_MEMBER_ID", False, "The coordinator does not know this member."),
+    (
+        26,
+        "INVALID_SESSION_TIMEOUT",
+        False,
+        "The session timeout is outside the broker's allowed range.",
+    ),
+    (27, "REBALANCE_IN_PROGRESS", False, "The group is rebalancing."),
+    (28, "INVALID_COMMIT_OFFSET_SIZE", False, "The committed offset data size is invalid."),
+    (29, "TOPIC_AUTHORIZATION_FAILED", False, "Not authorized to access the topic."),
+    (30, "GROUP_AUTHORIZATION_FAILED", False, "Not authorized to access the group."),
+    (31, "CLUSTER_AUTHORIZATION_FAILED", False, "Not authorized for the cluster operation."),
+    (32, "INVALID_TIMESTAMP", False, "A timestamp is out of the accepted range."),
+    (33, "UNSUPPORTED_SASL_MECHANISM", False, "The broker does not support this SASL mechanism."),
+    (34, "ILLEGAL_SASL_STATE", False, "The request is not valid in the current SASL state."),
+    (35, "UNSUPPORTED_VERSION", False, "The broker does not support this API version or feature."),
+    (36, "TOPIC_ALREADY_EXISTS", False, "A topic with this name already exists."),
+    (37, "INVALID_PARTITIONS", False, "The partition count is invalid."),
+    (
+        38,
+        "INVALID_REPLICATION_FACTOR",
+        False,
+        "The replication factor is invalid for this cluster.",
+    ),
+    (39, "INVALID_REPLICA_ASSIGNMENT", False, "The replica assignment is invalid."),
+    (40, "INVALID_CONFIG", False, "A configuration value is invalid."),
+    (41, "NOT_CONTROLLER", True, "This broker is not the controller."),
+    (
+        42,
+        "INVALID_REQUEST",
+        False,
+        "The broker found the request malformed or not allowed; see its log.",
+    ),
+    (
+        43,
+        "UNSUPPORTED_FOR_MESSAGE_FORMAT",
+        False,
+        "The message format does not support the request.",
+    ),
+    (44, "POLICY_VIOLATION", False, "The request violates a configured policy."),
+    (
+        45,
+        "OUT_OF_ORDER_SEQUENCE_NUMBER",
+        False,
+        "The broker received an out-of-order sequence number.",
+    ),
+    (46, "DUPLICATE_SEQUENCE_NUMBER", False, "The broker received a duplicate sequence number."),
+    (47, "INVALID_PRODUCER_EPOCH", False, "The producer epoch is old."),
+    (48, "INVALID_TXN_STATE", False, "The transactional operation is invalid in this state."),
+    (
+        49,
+        "INVALID_PRODUCER_ID_MAPPING",
+        False,
+        "The producer id is not assigned to this transactional id.",
+    ),
+    (
+        50,
+        "INVALID_TRANSACTION_TIMEOUT",
+        False,
+        "The transaction timeout exceeds the broker's maximum.",
+    ),
+    (51, "CONCURRENT_TRANSACTIONS", False, "Another operation on this transaction is under way."),
+    (52, "TRANSACTION_COORDINATOR_FENCED", False, "The transaction coordinator has been fenced."),
+    (
+        53,
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+        False,
+        "Not authorized for the transactional id.",
+    ),
+    (54, "SECURITY_DISABLED", False, "Security features are disabled on the broker."),
+    (55, "OPERATION_NOT_ATTEMPTED", False, "The broker did not attempt this operation."),
+    (56, "KAFKA_STORAGE_ERROR", True, "The broker hit a disk error."),
+    (57, "LOG_DIR_NOT_FOUND", False, "The log directory is not configured on the broker."),
+    (58, "SASL_AUTHENTICATION_FAILED", False, "SASL authentication failed."),
+    (59, "UNKNOWN_PRODUCER_ID", False, "The broker has no state for this producer id."),
+    (60, "REASSIGNMENT_IN_PROGRESS", False, "A partition reassignment is in progress."),
+    (61, "DELEGATION_TOKEN_AUTH_DISABLED", False, "Delegation tokens are disabled."),
+    (62, "DELEGATION_TOKEN_NOT_FOUND", False, "The delegation token was not found."),
+    (
+        63,
+        "DELEGATION_TOKEN_OWNER_MISMATCH",
+        False,
+        "The principal is not the token's owner or renewer.",
+    ),
+    (
+        64,
+        "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED",
+        False,
+        "Delegation token requests are not allowed on this channel.",
+    ),
+    (65, "DELEGATION_TOKEN_AUTHORIZATION_FAILED", False, "Delegation token authorization failed."),
+    (66, "DELEGATION_TOKEN_EXPIRED", False, "The delegation token has expired."),
+    (67, "INVALID_PRINCIPAL_TYPE", False, "The principal type is not supported."),
+    (68, "NON_EMPTY_GROUP", False, "The group still has members."),
+    (69, "GROUP_ID_NOT_FOUND", False, "The group does not exist."),
+    (70, "FETCH_SESSION_ID_NOT_FOUND", True, "The fetch session was not found."),
+    (71, "INVALID_FETCH_SESSION_EPOCH", True, "The fetch session epoch is invalid."),
+    (
+        72,
+        "LISTENER_NOT_FOUND",
+        True,
+        "The leader has no listener matching the one used for metadata.",
+    ),
+    (73, "TOPIC_DELETION_DISABLED", False, "Topic deletion is disabled on the broker."),
+    (74, "FENCED_LEADER_EPOCH", True, "The request's leader epoch is older than the broker's."),
+    (75, "UNKNOWN_LEADER_EPOCH", True, "The request's leader epoch is newer than the broker's."),
+    (
+        76,
+        "UNSUPPORTED_COMPRESSION_TYPE",
+        False,
+        "The client does not support the partition's compression.",
+    ),
+    (77, "STALE_BROKER_EPOCH", False, "The broker epoch has changed."),
+    (78, "OFFSET_NOT_AVAILABLE", True, "The leader's high watermark has not caught up yet."),
+    (79, "MEMBER_ID_REQUIRED", False, "The member needs a member id first."),
+    (80, "PREFERRED_LEADER_NOT_AVAILABLE", True, "The preferred leader is not available."),
+    (81, "GROUP_MAX_SIZE_REACHED", False, "The group has reached its maximum number of members."),
+    (82, "FENCED_INSTANCE_ID", False, "Another member registered with the same group.instance.id."),
+    (83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", True, "No eligible leaders are available."),
+    (84, "ELECTION_NOT_NEEDED", True, "A leader election is not needed."),
+    (85, "NO_REASSIGNMENT_IN_PROGRESS", False, "No partition reassignment is in progress."),
+    (86, "GROUP_SUBSCRIBED_TO_TOPIC", False, "The group is still subscribed to the topic."),
+    (87, "INVALID_RECORD", False, "The broker rejected a record as invalid."),
+    (88, "UNSTABLE_OFFSET_COMMIT", True, "There are unstable offsets to clear first."),
+    (89, "THROTTLING_QUOTA_EXCEEDED", True, "A throttling quota was exceeded."),
+    (
+        90,
+        "PRODUCER_FENCED",
+        False,
+        "A newer producer with the same transactional id fenced this one.",
+    ),
+    (91, "RESOURCE_NOT_FOUND", False, "The resource does not exist."),
+    (92, "DUPLICATE_RESOURCE", False, "The request named the same resource twice."),
+    (93, "UNACCEPTABLE_CREDENTIAL", False, "The credential does not meet the broker's criteria."),
+    (94, "INCONSISTENT_VOTER_SET", False, "The voter set is inconsistent."),
+    (95, "INVALID_UPDATE_VERSION", False, "The update version is invalid."),
+    (96, "FEATURE_UPDATE_FAILED", False, "Finalized features could not be updated."),
+    (
+        97,
+        "PRINCIPAL_DESERIALIZATION_FAILURE",
+        False,
+        "The request principal could not be deserialized.",
+    ),
+    (98, "SNAPSHOT_NOT_FOUND", False, "The snapshot was not found."),
+    (99, "POSITION_OUT_OF_RANGE", False, "The snapshot position is out of range."),
+    (100, "UNKNOWN_TOPIC_ID", True, "The broker does not host this topic id."),
+    (101, "DUPLICATE_BROKER_REGISTRATION", False, "This broker id is already registered."),
+    (102, "BROKER_ID_NOT_REGISTERED", False, "This broker id is not registered."),
+    (103, "INCONSISTENT_TOPIC_ID", False, "The log's topic id does not match the request's."),
+    (104, "INCONSISTENT_CLUSTER_ID", False, "The cluster id does not match the broker's."),
+    (105, "TRANSACTIONAL_ID_NOT_FOUND", False, "The transactional id was not found."),
+    (106, "FETCH_SESSION_TOPIC_ID_ERROR", True, "The fetch session used topic ids inconsistently."),
+    (107, "INELIGIBLE_REPLICA", False, "The new ISR contains an ineligible replica."),
+    (108, "NEW_LEADER_ELECTED", False, "The partition state changed but a new leader was elected."),
+    (109, "OFFSET_MOVED_TO_TIERED_STORAGE", False, "The offset has moved to tiered storage."),
+    (110, "FENCED_MEMBER_EPOCH", False, "The member epoch was fenced; the member must rejoin."),
+    (111, "UNRELEASED_INSTANCE_ID", False, "The instance id is still used by another member."),
+    (112, "UNSUPPORTED_ASSIGNOR", False, "The group does not support the assignor."),
+    (113, "STALE_MEMBER_EPOCH", False, "The member epoch is stale."),
+    (114, "MISMATCHED_ENDPOINT_TYPE", False, "The request went to an endpoint of the wrong type."),
+    (115, "UNSUPPORTED_ENDPOINT_TYPE", False, "This endpoint type is not supported."),
+    (116, "UNKNOWN_CONTROLLER_ID", False, "The controller id is not known."),
+    (
+        117,
+        "UNKNOWN_SUBSCRIPTION_ID",
+        False,
+        "The telemetry subscription id is unknown or outdated.",
+    ),
+    (118, "TELEMETRY_TOO_LARGE", False, "The telemetry push is larger than the broker accepts."),
+    (119, "INVALID_REGISTRATION", False, "The broker registration is invalid."),
+    (120, "TRANSACTION_ABORTABLE", False, "The transaction hit an error and can be aborted."),
+    (
+        121,
+        "INVALID_RECORD_STATE",
+        False,
+        "The record is not acquired by this member (lock expired, or not ours).",
+    ),
+    (122, "SHARE_SESSION_NOT_FOUND", True, "The share session was not found."),
+    (
+        123,
+        "INVALID_SHARE_SESSION_EPOCH",
+        True,
+        "The share session epoch is not the one the broker expects.",
+    ),
+    (124, "FENCED_STATE_EPOCH", False, "The share-group state epoch did not match."),
+    (125, "INVALID_VOTER_KEY", False, "The voter key does not match the replica's."),
+    (126, "DUPLICATE_VOTER", False, "The voter is already in the voter set."),
+    (127, "VOTER_NOT_FOUND", False, "The voter is not in the voter set."),
+    (128, "INVALID_REGULAR_EXPRESSION", False, "The regular expression is invalid."),
+    (129, "REBOOTSTRAP_REQUIRED", False, "Client metadata is stale; the client must rebootstrap."),
+    (130, "STREAMS_INVALID_TOPOLOGY", False, "The streams topology is invalid."),
+    (131, "STREAMS_INVALID_TOPOLOGY_EPOCH", False, "The streams topology epoch is invalid."),
+    (132, "STREAMS_TOPOLOGY_FENCED", False, "The streams topology epoch is outdated."),
+    (133, "SHARE_SESSION_LIMIT_REACHED", True, "The broker's share-session cache is full."),
+)
+
+#: Every broker error code we know, by number.
+ERROR_CODES: dict[int, ErrorCode] = {row[0]: ErrorCode(*row) for row in _TABLE}
+
+
+# --- BEGIN GENERATED by tools/gen_errors.py: do not edit by hand ---
+
+
+class UnknownServerError(BrokerError):
+    """Broker error -1 UNKNOWN_SERVER_ERROR: The broker hit an unexpected error handling the request."""
+
+    code = -1
+    name = "UNKNOWN_SERVER_ERROR"
+    retriable = False
+    description = "The broker hit an unexpected error handling the request."
+
+
+class OffsetOutOfRangeError(BrokerError):
+    """Broker error 1 OFFSET_OUT_OF_RANGE: The offset is outside the partition's log."""
+
+    code = 1
+    name = "OFFSET_OUT_OF_RANGE"
+    retriable = False
+    description = "The offset is outside the partition's log."
+
+
+class CorruptMessageError(BrokerError):
+    """Broker error 2 CORRUPT_MESSAGE: A message failed its CRC, its size check, or is otherwise corrupt."""
+
+    code = 2
+    name = "CORRUPT_MESSAGE"
+    retriable = True
+    description = "A message failed its CRC, its size check, or is otherwise corrupt."
+
+
+class UnknownTopicOrPartitionError(BrokerError):
+    """Broker error 3 UNKNOWN_TOPIC_OR_PARTITION: The broker does not host this topic-partition."""
+
+    code = 3
+    name = "UNKNOWN_TOPIC_OR_PARTITION"
+    retriable = True
+    description = "The broker does not host this topic-partition."
+
+
+class InvalidFetchSizeError(BrokerError):
+    """Broker error 4 INVALID_FETCH_SIZE: The fetch size is invalid."""
+
+    code = 4
+    name = "INVALID_FETCH_SIZE"
+    retriable = False
+    description = "The fetch size is invalid."
+
+
+class LeaderNotAvailableError(BrokerError):
+    """Broker error 5 LEADER_NOT_AVAILABLE: The partition has no leader right now (an election is under way)."""
+
+    code = 5
+    name = "LEADER_NOT_AVAILABLE"
+    retriable = True
+    description = "The partition has no leader right now (an election is under way)."
+
+
+class NotLeaderOrFollowerError(BrokerError):
+    """Broker error 6 NOT_LEADER_OR_FOLLOWER: This broker is not the partition's leader (or not a replica)."""
+
+    code = 6
+    name = "NOT_LEADER_OR_FOLLOWER"
+    retriable = True
+    description = "This broker is not the partition's leader (or not a replica)."
+
+
+class RequestTimedOutError(BrokerError):
+    """Broker error 7 REQUEST_TIMED_OUT: The request timed out on the broker."""
+
+    code = 7
+    name = "REQUEST_TIMED_OUT"
+    retriable = True
+    description = "The request timed out on the broker."
+
+
+class BrokerNotAvailableError(BrokerError):
+    """Broker error 8 BROKER_NOT_AVAILABLE: The broker is not available."""
+
+    code = 8
+    name = "BROKER_NOT_AVAILABLE"
+    retriable = False
+    description = "The broker is not available."
+
+
+class ReplicaNotAvailableError(BrokerError):
+    """Broker error 9 REPLICA_NOT_AVAILABLE: The replica is not available for the partition."""
+
+    code = 9
+    name = "REPLICA_NOT_AVAILABLE"
+    retriable = True
+    description = "The replica is not available for the partition."
+
+
+class MessageTooLargeError(BrokerError):
+    """Broker error 10 MESSAGE_TOO_LARGE: A message is larger than the broker accepts."""
+
+    code = 10
+    name = "MESSAGE_TOO_LARGE"
+    retriable = False
+    description = "A message is larger than the broker accepts."
+
+
+class StaleControllerEpochError(BrokerError):
+    """Broker error 11 STALE_CONTROLLER_EPOCH: The controller moved to another broker."""
+
+    code = 11
+    name = "STALE_CONTROLLER_EPOCH"
+    retriable = False
+    description = "The controller moved to another broker."
+
+
+class OffsetMetadataTooLargeError(BrokerError):
+    """Broker error 12 OFFSET_METADATA_TOO_LARGE: The offset metadata is too large."""
+
+    code = 12
+    name = "OFFSET_METADATA_TOO_LARGE"
+    retriable = False
+    description = "The offset metadata is too large."
+
+
+class NetworkError(BrokerError):
+    """Broker error 13 NETWORK_EXCEPTION: The connection closed before a response arrived."""
+
+    code = 13
+    name = "NETWORK_EXCEPTION"
+    retriable = True
+    description = "The connection closed before a response arrived."
+
+
+class CoordinatorLoadInProgressError(BrokerError):
+    """Broker error 14 COORDINATOR_LOAD_IN_PROGRESS: The coordinator is still loading its state."""
+
+    code = 14
+    name = "COORDINATOR_LOAD_IN_PROGRESS"
+    retriable = True
+    description = "The coordinator is still loading its state."
+
+
+class CoordinatorNotAvailableError(BrokerError):
+    """Broker error 15 COORDINATOR_NOT_AVAILABLE: The coordinator is not available."""
+
+    code = 15
+    name = "COORDINATOR_NOT_AVAILABLE"
+    retriable = True
+    description = "The coordinator is not available."
+
+
+class NotCoordinatorError(BrokerError):
+    """Broker error 16 NOT_COORDINATOR: This broker is not the coordinator for the group."""
+
+    code = 16
+    name = "NOT_COORDINATOR"
+    retriable = True
+    description = "This broker is not the coordinator for the group."
+
+
+class InvalidTopicError(BrokerError):
+    """Broker error 17 INVALID_TOPIC_EXCEPTION: The topic name or operation is invalid."""
+
+    code = 17
+    name = "INVALID_TOPIC_EXCEPTION"
+    retriable = False
+    description = "The topic name or operation is invalid."
+
+
+class RecordListTooLargeError(BrokerError):
+    """Broker error 18 RECORD_LIST_TOO_LARGE: A record batch is larger than the broker's segment size."""
+
+    code = 18
+    name = "RECORD_LIST_TOO_LARGE"
+    retriable = False
+    description = "A record batch is larger than the broker's segment size."
+
+
+class NotEnoughReplicasError(BrokerError):
+    """Broker error 19 NOT_ENOUGH_REPLICAS: Fewer in-sync replicas than required; nothing was written."""
+
+    code = 19
+    name = "NOT_ENOUGH_REPLICAS"
+    retriable = True
+    description = "Fewer in-sync replicas than required; nothing was written."
+
+
+class NotEnoughReplicasAfterAppendError(BrokerError):
+    """Broker error 20 NOT_ENOUGH_REPLICAS_AFTER_APPEND: Written, but to fewer in-sync replicas than required."""
+
+    code = 20
+    name = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+    retriable = True
+    description = "Written, but to fewer in-sync replicas than required."
+
+
+class InvalidRequiredAcksError(BrokerError):
+    """Broker error 21 INVALID_REQUIRED_ACKS: The produce request's acks value is invalid."""
+
+    code = 21
+    name = "INVALID_REQUIRED_ACKS"
+    retriable = False
+    description = "The produce request's acks value is invalid."
+
+
+class IllegalGenerationError(BrokerError):
+    """Broker error 22 ILLEGAL_GENERATION: The group generation is not valid."""
+
+    code = 22
+    name = "ILLEGAL_GENERATION"
+    retriable = False
+    description = "The group generation is not valid."
+
+
+class InconsistentGroupProtocolError(BrokerError):
+    """Broker error 23 INCONSISTENT_GROUP_PROTOCOL: The member's protocols do not match the group's."""
+
+    code = 23
+    name = "INCONSISTENT_GROUP_PROTOCOL"
+    retriable = False
+    description = "The member's protocols do not match the group's."
+
+
+class InvalidGroupIdError(BrokerError):
+    """Broker error 24 INVALID_GROUP_ID: The group id is invalid."""
+
+    code = 24
+    name = "INVALID_GROUP_ID"
+    retriable = False
+    description = "The group id is invalid."
+
+
+class UnknownMemberIdError(BrokerError):
+    """Broker error 25 UNKNOWN_MEMBER_ID: The coordinator does not know this member."""
+
+    code = 25
+    name = "UNKNOWN_MEMBER_ID"
+    retriable = False
+    description = "The coordinator does not know this member."
+
+
+class InvalidSessionTimeoutError(BrokerError):
+    """Broker error 26 INVALID_SESSION_TIMEOUT: The session timeout is outside the broker's allowed range."""
+
+    code = 26
+    name = "INVALID_SESSION_TIMEOUT"
+    retriable = False
+    description = "The session timeout is outside the broker's allowed range."
+
+
+class RebalanceInProgressError(BrokerError):
+    """Broker error 27 REBALANCE_IN_PROGRESS: The group is rebalancing."""
+
+    code = 27
+    name = "REBALANCE_IN_PROGRESS"
+    retriable = False
+    description = "The group is rebalancing."
+
+
+class InvalidCommitOffsetSizeError(BrokerError):
+    """Broker error 28 INVALID_COMMIT_OFFSET_SIZE: The committed offset data size is invalid."""
+
+    code = 28
+    name = "INVALID_COMMIT_OFFSET_SIZE"
+    retriable = False
+    description = "The committed offset data size is invalid."
+
+
+class TopicAuthorizationFailedError(BrokerError):
+    """Broker error 29 TOPIC_AUTHORIZATION_FAILED: Not authorized to access the topic."""
+
+    code = 29
+    name = "TOPIC_AUTHORIZATION_FAILED"
+    retriable = False
+    description = "Not authorized to access the topic."
+
+
+class GroupAuthorizationFailedError(BrokerError):
+    """Broker error 30 GROUP_AUTHORIZATION_FAILED: Not authorized to access the group."""
+
+    code = 30
+    name = "GROUP_AUTHORIZATION_FAILED"
+    retriable = False
+    description = "Not authorized to access the group."
+
+
+class ClusterAuthorizationFailedError(BrokerError):
+    """Broker error 31 CLUSTER_AUTHORIZATION_FAILED: Not authorized for the cluster operation."""
+
+    code = 31
+    name = "CLUSTER_AUTHORIZATION_FAILED"
+    retriable = False
+    description = "Not authorized for the cluster operation."
+
+
+class InvalidTimestampError(BrokerError):
+    """Broker error 32 INVALID_TIMESTAMP: A timestamp is out of the accepted range."""
+
+    code = 32
+    name = "INVALID_TIMESTAMP"
+    retriable = False
+    description = "A timestamp is out of the accepted range."
+
+
+class UnsupportedSaslMechanismError(BrokerError):
+    """Broker error 33 UNSUPPORTED_SASL_MECHANISM: The broker does not support this SASL mechanism."""
+
+    code = 33
+    name = "UNSUPPORTED_SASL_MECHANISM"
+    retriable = False
+    description = "The broker does not support this SASL mechanism."
+
+
+class IllegalSaslStateError(BrokerError):
+    """Broker error 34 ILLEGAL_SASL_STATE: The request is not valid in the current SASL state."""
+
+    code = 34
+    name = "ILLEGAL_SASL_STATE"
+    retriable = False
+    description = "The request is not valid in the current SASL state."
+
+
+class UnsupportedVersionError(BrokerError):
+    """Broker error 35 UNSUPPORTED_VERSION: The broker does not support this API version or feature."""
+
+    code = 35
+    name = "UNSUPPORTED_VERSION"
+    retriable = False
+    description = "The broker does not support this API version or feature."
+
+
+class TopicAlreadyExistsError(BrokerError):
+    """Broker error 36 TOPIC_ALREADY_EXISTS: A topic with this name already exists."""
+
+    code = 36
+    name = "TOPIC_ALREADY_EXISTS"
+    retriable = False
+    description = "A topic with this name already exists."
+
+
+class InvalidPartitionsError(BrokerError):
+    """Broker error 37 INVALID_PARTITIONS: The partition count is invalid."""
+
+    code = 37
+    name = "INVALID_PARTITIONS"
+    retriable = False
+    description = "The partition count is invalid."
+
+
+class InvalidReplicationFactorError(BrokerError):
+    """Broker error 38 INVALID_REPLICATION_FACTOR: The replication factor is invalid for this cluster."""
+
+    code = 38
+    name = "INVALID_REPLICATION_FACTOR"
+    retriable = False
+    description = "The replication factor is invalid for this cluster."
+
+
+class InvalidReplicaAssignmentError(BrokerError):
+    """Broker error 39 INVALID_REPLICA_ASSIGNMENT: The replica assignment is invalid."""
+
+    code = 39
+    name = "INVALID_REPLICA_ASSIGNMENT"
+    retriable = False
+    description = "The replica assignment is invalid."
+
+
+class InvalidConfigError(BrokerError):
+    """Broker error 40 INVALID_CONFIG: A configuration value is invalid."""
+
+    code = 40
+    name = "INVALID_CONFIG"
+    retriable = False
+    description = "A configuration value is invalid."
+
+
+class NotControllerError(BrokerError):
+    """Broker error 41 NOT_CONTROLLER: This broker is not the controller."""
+
+    code = 41
+    name = "NOT_CONTROLLER"
+    retriable = True
+    description = "This broker is not the controller."
+
+
+class InvalidRequestError(BrokerError):
+    """Broker error 42 INVALID_REQUEST: The broker found the request malformed or not allowed; see its log."""
+
+    code = 42
+    name = "INVALID_REQUEST"
+    retriable = False
+    description = "The broker found the request malformed or not allowed; see its log."
+
+
+class UnsupportedForMessageFormatError(BrokerError):
+    """Broker error 43 UNSUPPORTED_FOR_MESSAGE_FORMAT: The message format does not support the request."""
+
+    code = 43
+    name = "UNSUPPORTED_FOR_MESSAGE_FORMAT"
+    retriable = False
+    description = "The message format does not support the request."
+
+
+class PolicyViolationError(BrokerError):
+    """Broker error 44 POLICY_VIOLATION: The request violates a configured policy."""
+
+    code = 44
+    name = "POLICY_VIOLATION"
+    retriable = False
+    description = "The request violates a configured policy."
+
+
+class OutOfOrderSequenceNumberError(BrokerError):
+    """Broker error 45 OUT_OF_ORDER_SEQUENCE_NUMBER: The broker received an out-of-order sequence number."""
+
+    code = 45
+    name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    retriable = False
+    description = "The broker received an out-of-order sequence number."
+
+
+class DuplicateSequenceNumberError(BrokerError):
+    """Broker error 46 DUPLICATE_SEQUENCE_NUMBER: The broker received a duplicate sequence number."""
+
+    code = 46
+    name = "DUPLICATE_SEQUENCE_NUMBER"
+    retriable = False
+    description = "The broker received a duplicate sequence number."
+
+
+class InvalidProducerEpochError(BrokerError):
+    """Broker error 47 INVALID_PRODUCER_EPOCH: The producer epoch is old."""
+
+    code = 47
+    name = "INVALID_PRODUCER_EPOCH"
+    retriable = False
+    description = "The producer epoch is old."
+
+
+class InvalidTxnStateError(BrokerError):
+    """Broker error 48 INVALID_TXN_STATE: The transactional operation is invalid in this state."""
+
+    code = 48
+    name = "INVALID_TXN_STATE"
+    retriable = False
+    description = "The transactional operation is invalid in this state."
+
+
+class InvalidProducerIdMappingError(BrokerError):
+    """Broker error 49 INVALID_PRODUCER_ID_MAPPING: The producer id is not assigned to this transactional id."""
+
+    code = 49
+    name = "INVALID_PRODUCER_ID_MAPPING"
+    retriable = False
+    description = "The producer id is not assigned to this transactional id."
+
+
+class InvalidTransactionTimeoutError(BrokerError):
+    """Broker error 50 INVALID_TRANSACTION_TIMEOUT: The transaction timeout exceeds the broker's maximum."""
+
+    code = 50
+    name = "INVALID_TRANSACTION_TIMEOUT"
+    retriable = False
+    description = "The transaction timeout exceeds the broker's maximum."
+
+
+class ConcurrentTransactionsError(BrokerError):
+    """Broker error 51 CONCURRENT_TRANSACTIONS: Another operation on this transaction is under way."""
+
+    code = 51
+    name = "CONCURRENT_TRANSACTIONS"
+    retriable = False
+    description = "Another operation on this transaction is under way."
+
+
+class TransactionCoordinatorFencedError(BrokerError):
+    """Broker error 52 TRANSACTION_COORDINATOR_FENCED: The transaction coordinator has been fenced."""
+
+    code = 52
+    name = "TRANSACTION_COORDINATOR_FENCED"
+    retriable = False
+    description = "The transaction coordinator has been fenced."
+
+
+class TransactionalIdAuthorizationFailedError(BrokerError):
+    """Broker error 53 TRANSACTIONAL_ID_AUTHORIZATION_FAILED: Not authorized for the transactional id."""
+
+    code = 53
+    name = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+    retriable = False
+    description = "Not authorized for the transactional id."
+
+
+class SecurityDisabledError(BrokerError):
+    """Broker error 54 SECURITY_DISABLED: Security features are disabled on the broker."""
+
+    code = 54
+    name = "SECURITY_DISABLED"
+    retriable = False
+    description = "Security features are disabled on the broker."
+
+
+class OperationNotAttemptedError(BrokerError):
+    """Broker error 55 OPERATION_NOT_ATTEMPTED: The broker did not attempt this operation."""
+
+    code = 55
+    name = "OPERATION_NOT_ATTEMPTED"
+    retriable = False
+    description = "The broker did not attempt this operation."
+
+
+class KafkaStorageError(BrokerError):
+    """Broker error 56 KAFKA_STORAGE_ERROR: The broker hit a disk error."""
+
+    code = 56
+    name = "KAFKA_STORAGE_ERROR"
+    retriable = True
+    description = "The broker hit a disk error."
+
+
+class LogDirNotFoundError(BrokerError):
+    """Broker error 57 LOG_DIR_NOT_FOUND: The log directory is not configured on the broker."""
+
+    code = 57
+    name = "LOG_DIR_NOT_FOUND"
+    retriable = False
+    description = "The log directory is not configured on the broker."
+
+
+class SaslAuthenticationFailedError(BrokerError):
+    """Broker error 58 SASL_AUTHENTICATION_FAILED: SASL authentication failed."""
+
+    code = 58
+    name = "SASL_AUTHENTICATION_FAILED"
+    retriable = False
+    description = "SASL authentication failed."
+
+
+class UnknownProducerIdError(BrokerError):
+    """Broker error 59 UNKNOWN_PRODUCER_ID: The broker has no state for this producer id."""
+
+    code = 59
+    name = "UNKNOWN_PRODUCER_ID"
+    retriable = False
+    description = "The broker has no state for this producer id."
+
+
+class ReassignmentInProgressError(BrokerError):
+    """Broker error 60 REASSIGNMENT_IN_PROGRESS: A partition reassignment is in progress."""
+
+    code = 60
+    name = "REASSIGNMENT_IN_PROGRESS"
+    retriable = False
+    description = "A partition reassignment is in progress."
+
+
+class DelegationTokenAuthDisabledError(BrokerError):
+    """Broker error 61 DELEGATION_TOKEN_AUTH_DISABLED: Delegation tokens are disabled."""
+
+    code = 61
+    name = "DELEGATION_TOKEN_AUTH_DISABLED"
+    retriable = False
+    description = "Delegation tokens are disabled."
+
+
+class DelegationTokenNotFoundError(BrokerError):
+    """Broker error 62 DELEGATION_TOKEN_NOT_FOUND: The delegation token was not found."""
+
+    code = 62
+    name = "DELEGATION_TOKEN_NOT_FOUND"
+    retriable = False
+    description = "The delegation token was not found."
+
+
+class DelegationTokenOwnerMismatchError(BrokerError):
+    """Broker error 63 DELEGATION_TOKEN_OWNER_MISMATCH: The principal is not the token's owner or renewer."""
+
+    code = 63
+    name = "DELEGATION_TOKEN_OWNER_MISMATCH"
+    retriable = False
+    description = "The principal is not the token's owner or renewer."
+
+
+class DelegationTokenRequestNotAllowedError(BrokerError):
+    """Broker error 64 DELEGATION_TOKEN_REQUEST_NOT_ALLOWED: Delegation token requests are not allowed on this channel."""
+
+    code = 64
+    name = "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED"
+    retriable = False
+    description = "Delegation token requests are not allowed on this channel."
+
+
+class DelegationTokenAuthorizationFailedError(BrokerError):
+    """Broker error 65 DELEGATION_TOKEN_AUTHORIZATION_FAILED: Delegation token authorization failed."""
+
+    code = 65
+    name = "DELEGATION_TOKEN_AUTHORIZATION_FAILED"
+    retriable = False
+    description = "Delegation token authorization failed."
+
+
+class DelegationTokenExpiredError(BrokerError):
+    """Broker error 66 DELEGATION_TOKEN_EXPIRED: The delegation token has expired."""
+
+    code = 66
+    name = "DELEGATION_TOKEN_EXPIRED"
+    retriable = False
+    description = "The delegation token has expired."
+
+
+class InvalidPrincipalTypeError(BrokerError):
+    """Broker error 67 INVALID_PRINCIPAL_TYPE: The principal type is not supported."""
+
+    code = 67
+    name = "INVALID_PRINCIPAL_TYPE"
+    retriable = False
+    description = "The principal type is not supported."
+
+
+class NonEmptyGroupError(BrokerError):
+    """Broker error 68 NON_EMPTY_GROUP: The group still has members."""
+
+    code = 68
+    name = "NON_EMPTY_GROUP"
+    retriable = False
+    description = "The group still has members."
+
+
+class GroupIdNotFoundError(BrokerError):
+    """Broker error 69 GROUP_ID_NOT_FOUND: The group does not exist."""
+
+    code = 69
+    name = "GROUP_ID_NOT_FOUND"
+    retriable = False
+    description = "The group does not exist."
+
+
+class FetchSessionIdNotFoundError(BrokerError):
+    """Broker error 70 FETCH_SESSION_ID_NOT_FOUND: The fetch session was not found."""
+
+    code = 70
+    name = "FETCH_SESSION_ID_NOT_FOUND"
+    retriable = True
+    description = "The fetch session was not found."
+
+
+class InvalidFetchSessionEpochError(BrokerError):
+    """Broker error 71 INVALID_FETCH_SESSION_EPOCH: The fetch session epoch is invalid."""
+
+    code = 71
+    name = "INVALID_FETCH_SESSION_EPOCH"
+    retriable = True
+    description = "The fetch session epoch is invalid."
+
+
+class ListenerNotFoundError(BrokerError):
+    """Broker error 72 LISTENER_NOT_FOUND: The leader has no listener matching the one used for metadata."""
+
+    code = 72
+    name = "LISTENER_NOT_FOUND"
+    retriable = True
+    description = "The leader has no listener matching the one used for metadata."
+
+
+class TopicDeletionDisabledError(BrokerError):
+    """Broker error 73 TOPIC_DELETION_DISABLED: Topic deletion is disabled on the broker."""
+
+    code = 73
+    name = "TOPIC_DELETION_DISABLED"
+    retriable = False
+    description = "Topic deletion is disabled on the broker."
+
+
+class FencedLeaderEpochError(BrokerError):
+    """Broker error 74 FENCED_LEADER_EPOCH: The request's leader epoch is older than the broker's."""
+
+    code = 74
+    name = "FENCED_LEADER_EPOCH"
+    retriable = True
+    description = "The request's leader epoch is older than the broker's."
+
+
+class UnknownLeaderEpochError(BrokerError):
+    """Broker error 75 UNKNOWN_LEADER_EPOCH: The request's leader epoch is newer than the broker's."""
+
+    code = 75
+    name = "UNKNOWN_LEADER_EPOCH"
+    retriable = True
+    description = "The request's leader epoch is newer than the broker's."
+
+
+class UnsupportedCompressionTypeError(BrokerError):
+    """Broker error 76 UNSUPPORTED_COMPRESSION_TYPE: The client does not support the partition's compression."""
+
+    code = 76
+    name = "UNSUPPORTED_COMPRESSION_TYPE"
+    retriable = False
+    description = "The client does not support the partition's compression."
+
+
+class StaleBrokerEpochError(BrokerError):
+    """Broker error 77 STALE_BROKER_EPOCH: The broker epoch has changed."""
+
+    code = 77
+    name = "STALE_BROKER_EPOCH"
+    retriable = False
+    description = "The broker epoch has changed."
+
+
+class OffsetNotAvailableError(BrokerError):
+    """Broker error 78 OFFSET_NOT_AVAILABLE: The leader's high watermark has not caught up yet."""
+
+    code = 78
+    name = "OFFSET_NOT_AVAILABLE"
+    retriable = True
+    description = "The leader's high watermark has not caught up yet."
+
+
+class MemberIdRequiredError(BrokerError):
+    """Broker error 79 MEMBER_ID_REQUIRED: The member needs a member id first."""
+
+    code = 79
+    name = "MEMBER_ID_REQUIRED"
+    retriable = False
+    description = "The member needs a member id first."
+
+
+class PreferredLeaderNotAvailableError(BrokerError):
+    """Broker error 80 PREFERRED_LEADER_NOT_AVAILABLE: The preferred leader is not available."""
+
+    code = 80
+    name = "PREFERRED_LEADER_NOT_AVAILABLE"
+    retriable = True
+    description = "The preferred leader is not available."
+
+
+class GroupMaxSizeReachedError(BrokerError):
+    """Broker error 81 GROUP_MAX_SIZE_REACHED: The group has reached its maximum number of members."""
+
+    code = 81
+    name = "GROUP_MAX_SIZE_REACHED"
+    retriable = False
+    description = "The group has reached its maximum number of members."
+
+
+class FencedInstanceIdError(BrokerError):
+    """Broker error 82 FENCED_INSTANCE_ID: Another member registered with the same group.instance.id."""
+
+    code = 82
+    name = "FENCED_INSTANCE_ID"
+    retriable = False
+    description = "Another member registered with the same group.instance.id."
+
+
+class EligibleLeadersNotAvailableError(BrokerError):
+    """Broker error 83 ELIGIBLE_LEADERS_NOT_AVAILABLE: No eligible leaders are available."""
+
+    code = 83
+    name = "ELIGIBLE_LEADERS_NOT_AVAILABLE"
+    retriable = True
+    description = "No eligible leaders are available."
+
+
+class ElectionNotNeededError(BrokerError):
+    """Broker error 84 ELECTION_NOT_NEEDED: A leader election is not needed."""
+
+    code = 84
+    name = "ELECTION_NOT_NEEDED"
+    retriable = True
+    description = "A leader election is not needed."
+
+
+class NoReassignmentInProgressError(BrokerError):
+    """Broker error 85 NO_REASSIGNMENT_IN_PROGRESS: No partition reassignment is in progress."""
+
+    code = 85
+    name = "NO_REASSIGNMENT_IN_PROGRESS"
+    retriable = False
+    description = "No partition reassignment is in progress."
+
+
+class GroupSubscribedToTopicError(BrokerError):
+    """Broker error 86 GROUP_SUBSCRIBED_TO_TOPIC: The group is still subscribed to the topic."""
+
+    code = 86
+    name = "GROUP_SUBSCRIBED_TO_TOPIC"
+    retriable = False
+    description = "The group is still subscribed to the topic."
+
+
+class InvalidRecordError(BrokerError):
+    """Broker error 87 INVALID_RECORD: The broker rejected a record as invalid."""
+
+    code = 87
+    name = "INVALID_RECORD"
+    retriable = False
+    description = "The broker rejected a record as invalid."
+
+
+class UnstableOffsetCommitError(BrokerError):
+    """Broker error 88 UNSTABLE_OFFSET_COMMIT: There are unstable offsets to clear first."""
+
+    code = 88
+    name = "UNSTABLE_OFFSET_COMMIT"
+    retriable = True
+    description = "There are unstable offsets to clear first."
+
+
+class ThrottlingQuotaExceededError(BrokerError):
+    """Broker error 89 THROTTLING_QUOTA_EXCEEDED: A throttling quota was exceeded."""
+
+    code = 89
+    name = "THROTTLING_QUOTA_EXCEEDED"
+    retriable = True
+    description = "A throttling quota was exceeded."
+
+
+class ProducerFencedError(BrokerError):
+    """Broker error 90 PRODUCER_FENCED: A newer producer with the same transactional id fenced this one."""
+
+    code = 90
+    name = "PRODUCER_FENCED"
+    retriable = False
+    description = "A newer producer with the same transactional id fenced this one."
+
+
+class ResourceNotFoundError(BrokerError):
+    """Broker error 91 RESOURCE_NOT_FOUND: The resource does not exist."""
+
+    code = 91
+    name = "RESOURCE_NOT_FOUND"
+    retriable = False
+    description = "The resource does not exist."
+
+
+class DuplicateResourceError(BrokerError):
+    """Broker error 92 DUPLICATE_RESOURCE: The request named the same resource twice."""
+
+    code = 92
+    name = "DUPLICATE_RESOURCE"
+    retriable = False
+    description = "The request named the same resource twice."
+
+
+class UnacceptableCredentialError(BrokerError):
+    """Broker error 93 UNACCEPTABLE_CREDENTIAL: The credential does not meet the broker's criteria."""
+
+    code = 93
+    name = "UNACCEPTABLE_CREDENTIAL"
+    retriable = False
+    description = "The credential does not meet the broker's criteria."
+
+
+class InconsistentVoterSetError(BrokerError):
+    """Broker error 94 INCONSISTENT_VOTER_SET: The voter set is inconsistent."""
+
+    code = 94
+    name = "INCONSISTENT_VOTER_SET"
+    retriable = False
+    description = "The voter set is inconsistent."
+
+
+class InvalidUpdateVersionError(BrokerError):
+    """Broker error 95 INVALID_UPDATE_VERSION: The update version is invalid."""
+
+    code = 95
+    name = "INVALID_UPDATE_VERSION"
+    retriable = False
+    description = "The update version is invalid."
+
+
+class FeatureUpdateFailedError(BrokerError):
+    """Broker error 96 FEATURE_UPDATE_FAILED: Finalized features could not be updated."""
+
+    code = 96
+    name = "FEATURE_UPDATE_FAILED"
+    retriable = False
+    description = "Finalized features could not be updated."
+
+
+class PrincipalDeserializationFailureError(BrokerError):
+    """Broker error 97 PRINCIPAL_DESERIALIZATION_FAILURE: The request principal could not be deserialized."""
+
+    code = 97
+    name = "PRINCIPAL_DESERIALIZATION_FAILURE"
+    retriable = False
+    description = "The request principal could not be deserialized."
+
+
+class SnapshotNotFoundError(BrokerError):
+    """Broker error 98 SNAPSHOT_NOT_FOUND: The snapshot was not found."""
+
+    code = 98
+    name = "SNAPSHOT_NOT_FOUND"
+    retriable = False
+    description = "The snapshot was not found."
+
+
+class PositionOutOfRangeError(BrokerError):
+    """Broker error 99 POSITION_OUT_OF_RANGE: The snapshot position is out of range."""
+
+    code = 99
+    name = "POSITION_OUT_OF_RANGE"
+    retriable = False
+    description = "The snapshot position is out of range."
+
+
+class UnknownTopicIdError(BrokerError):
+    """Broker error 100 UNKNOWN_TOPIC_ID: The broker does not host this topic id."""
+
+    code = 100
+    name = "UNKNOWN_TOPIC_ID"
+    retriable = True
+    description = "The broker does not host this topic id."
+
+
+class DuplicateBrokerRegistrationError(BrokerError):
+    """Broker error 101 DUPLICATE_BROKER_REGISTRATION: This broker id is already registered."""
+
+    code = 101
+    name = "DUPLICATE_BROKER_REGISTRATION"
+    retriable = False
+    description = "This broker id is already registered."
+
+
+class BrokerIdNotRegisteredError(BrokerError):
+    """Broker error 102 BROKER_ID_NOT_REGISTERED: This broker id is not registered."""
+
+    code = 102
+    name = "BROKER_ID_NOT_REGISTERED"
+    retriable = False
+    description = "This broker id is not registered."
+
+
+class InconsistentTopicIdError(BrokerError):
+    """Broker error 103 INCONSISTENT_TOPIC_ID: The log's topic id does not match the request's."""
+
+    code = 103
+    name = "INCONSISTENT_TOPIC_ID"
+    retriable = False
+    description = "The log's topic id does not match the request's."
+
+
+class InconsistentClusterIdError(BrokerError):
+    """Broker error 104 INCONSISTENT_CLUSTER_ID: The cluster id does not match the broker's."""
+
+    code = 104
+    name = "INCONSISTENT_CLUSTER_ID"
+    retriable = False
+    description = "The cluster id does not match the broker's."
+
+
+class TransactionalIdNotFoundError(BrokerError):
+    """Broker error 105 TRANSACTIONAL_ID_NOT_FOUND: The transactional id was not found."""
+
+    code = 105
+    name = "TRANSACTIONAL_ID_NOT_FOUND"
+    retriable = False
+    description = "The transactional id was not found."
+
+
+class FetchSessionTopicIdError(BrokerError):
+    """Broker error 106 FETCH_SESSION_TOPIC_ID_ERROR: The fetch session used topic ids inconsistently."""
+
+    code = 106
+    name = "FETCH_SESSION_TOPIC_ID_ERROR"
+    retriable = True
+    description = "The fetch session used topic ids inconsistently."
+
+
+class IneligibleReplicaError(BrokerError):
+    """Broker error 107 INELIGIBLE_REPLICA: The new ISR contains an ineligible replica."""
+
+    code = 107
+    name = "INELIGIBLE_REPLICA"
+    retriable = False
+    description = "The new ISR contains an ineligible replica."
+
+
+class NewLeaderElectedError(BrokerError):
+    """Broker error 108 NEW_LEADER_ELECTED: The partition state changed but a new leader was elected."""
+
+    code = 108
+    name = "NEW_LEADER_ELECTED"
+    retriable = False
+    description = "The partition state changed but a new leader was elected."
+
+
+class OffsetMovedToTieredStorageError(BrokerError):
+    """Broker error 109 OFFSET_MOVED_TO_TIERED_STORAGE: The offset has moved to tiered storage."""
+
+    code = 109
+    name = "OFFSET_MOVED_TO_TIERED_STORAGE"
+    retriable = False
+    description = "The offset has moved to tiered storage."
+
+
+class FencedMemberEpochError(BrokerError):
+    """Broker error 110 FENCED_MEMBER_EPOCH: The member epoch was fenced; the member must rejoin."""
+
+    code = 110
+    name = "FENCED_MEMBER_EPOCH"
+    retriable = False
+    description = "The member epoch was fenced; the member must rejoin."
+
+
+class UnreleasedInstanceIdError(BrokerError):
+    """Broker error 111 UNRELEASED_INSTANCE_ID: The instance id is still used by another member."""
+
+    code = 111
+    name = "UNRELEASED_INSTANCE_ID"
+    retriable = False
+    description = "The instance id is still used by another member."
+
+
+class UnsupportedAssignorError(BrokerError):
+    """Broker error 112 UNSUPPORTED_ASSIGNOR: The group does not support the assignor."""
+
+    code = 112
+    name = "UNSUPPORTED_ASSIGNOR"
+    retriable = False
+    description = "The group does not support the assignor."
+
+
+class StaleMemberEpochError(BrokerError):
+    """Broker error 113 STALE_MEMBER_EPOCH: The member epoch is stale."""
+
+    code = 113
+    name = "STALE_MEMBER_EPOCH"
+    retriable = False
+    description = "The member epoch is stale."
+
+
+class MismatchedEndpointTypeError(BrokerError):
+    """Broker error 114 MISMATCHED_ENDPOINT_TYPE: The request went to an endpoint of the wrong type."""
+
+    code = 114
+    name = "MISMATCHED_ENDPOINT_TYPE"
+    retriable = False
+    description = "The request went to an endpoint of the wrong type."
+
+
+class UnsupportedEndpointTypeError(BrokerError):
+    """Broker error 115 UNSUPPORTED_ENDPOINT_TYPE: This endpoint type is not supported."""
+
+    code = 115
+    name = "UNSUPPORTED_ENDPOINT_TYPE"
+    retriable = False
+    description = "This endpoint type is not supported."
+
+
+class UnknownControllerIdError(BrokerError):
+    """Broker error 116 UNKNOWN_CONTROLLER_ID: The controller id is not known."""
+
+    code = 116
+    name = "UNKNOWN_CONTROLLER_ID"
+    retriable = False
+    description = "The controller id is not known."
+
+
+class UnknownSubscriptionIdError(BrokerError):
+    """Broker error 117 UNKNOWN_SUBSCRIPTION_ID: The telemetry subscription id is unknown or outdated."""
+
+    code = 117
+    name = "UNKNOWN_SUBSCRIPTION_ID"
+    retriable = False
+    description = "The telemetry subscription id is unknown or outdated."
+
+
+class TelemetryTooLargeError(BrokerError):
+    """Broker error 118 TELEMETRY_TOO_LARGE: The telemetry push is larger than the broker accepts."""
+
+    code = 118
+    name = "TELEMETRY_TOO_LARGE"
+    retriable = False
+    description = "The telemetry push is larger than the broker accepts."
+
+
+class InvalidRegistrationError(BrokerError):
+    """Broker error 119 INVALID_REGISTRATION: The broker registration is invalid."""
+
+    code = 119
+    name = "INVALID_REGISTRATION"
+    retriable = False
+    description = "The broker registration is invalid."
+
+
+class TransactionAbortableError(BrokerError):
+    """Broker error 120 TRANSACTION_ABORTABLE: The transaction hit an error and can be aborted."""
+
+    code = 120
+    name = "TRANSACTION_ABORTABLE"
+    retriable = False
+    description = "The transaction hit an error and can be aborted."
+
+
+class InvalidRecordStateError(BrokerError):
+    """Broker error 121 INVALID_RECORD_STATE: The record is not acquired by this member (lock expired, or not ours)."""
+
+    code = 121
+    name = "INVALID_RECORD_STATE"
+    retriable = False
+    description = "The record is not acquired by this member (lock expired, or not ours)."
+
+
+class ShareSessionNotFoundError(BrokerError):
+    """Broker error 122 SHARE_SESSION_NOT_FOUND: The share session was not found."""
+
+    code = 122
+    name = "SHARE_SESSION_NOT_FOUND"
+    retriable = True
+    description = "The share session was not found."
+
+
+class InvalidShareSessionEpochError(BrokerError):
+    """Broker error 123 INVALID_SHARE_SESSION_EPOCH: The share session epoch is not the one the broker expects."""
+
+    code = 123
+    name = "INVALID_SHARE_SESSION_EPOCH"
+    retriable = True
+    description = "The share session epoch is not the one the broker expects."
+
+
+class FencedStateEpochError(BrokerError):
+    """Broker error 124 FENCED_STATE_EPOCH: The share-group state epoch did not match."""
+
+    code = 124
+    name = "FENCED_STATE_EPOCH"
+    retriable = False
+    description = "The share-group state epoch did not match."
+
+
+class InvalidVoterKeyError(BrokerError):
+    """Broker error 125 INVALID_VOTER_KEY: The voter key does not match the replica's."""
+
+    code = 125
+    name = "INVALID_VOTER_KEY"
+    retriable = False
+    description = "The voter key does not match the replica's."
+
+
+class DuplicateVoterError(BrokerError):
+    """Broker error 126 DUPLICATE_VOTER: The voter is already in the voter set."""
+
+    code = 126
+    name = "DUPLICATE_VOTER"
+    retriable = False
+    description = "The voter is already in the voter set."
+
+
+class VoterNotFoundError(BrokerError):
+    """Broker error 127 VOTER_NOT_FOUND: The voter is not in the voter set."""
+
+    code = 127
+    name = "VOTER_NOT_FOUND"
+    retriable = False
+    description = "The voter is not in the voter set."
+
+
+class InvalidRegularExpressionError(BrokerError):
+    """Broker error 128 INVALID_REGULAR_EXPRESSION: The regular expression is invalid."""
+
+    code = 128
+    name = "INVALID_REGULAR_EXPRESSION"
+    retriable = False
+    description = "The regular expression is invalid."
+
+
+class RebootstrapRequiredError(BrokerError):
+    """Broker error 129 REBOOTSTRAP_REQUIRED: Client metadata is stale; the client must rebootstrap."""
+
+    code = 129
+    name = "REBOOTSTRAP_REQUIRED"
+    retriable = False
+    description = "Client metadata is stale; the client must rebootstrap."
+
+
+class StreamsInvalidTopologyError(BrokerError):
+    """Broker error 130 STREAMS_INVALID_TOPOLOGY: The streams topology is invalid."""
+
+    code = 130
+    name = "STREAMS_INVALID_TOPOLOGY"
+    retriable = False
+    description = "The streams topology is invalid."
+
+
+class StreamsInvalidTopologyEpochError(BrokerError):
+    """Broker error 131 STREAMS_INVALID_TOPOLOGY_EPOCH: The streams topology epoch is invalid."""
+
+    code = 131
+    name = "STREAMS_INVALID_TOPOLOGY_EPOCH"
+    retriable = False
+    description = "The streams topology epoch is invalid."
+
+
+class StreamsTopologyFencedError(BrokerError):
+    """Broker error 132 STREAMS_TOPOLOGY_FENCED: The streams topology epoch is outdated."""
+
+    code = 132
+    name = "STREAMS_TOPOLOGY_FENCED"
+    retriable = False
+    description = "The streams topology epoch is outdated."
+
+
+class ShareSessionLimitReachedError(BrokerError):
+    """Broker error 133 SHARE_SESSION_LIMIT_REACHED: The broker's share-session cache is full."""
+
+    code = 133
+    name = "SHARE_SESSION_LIMIT_REACHED"
+    retriable = True
+    description = "The broker's share-session cache is full."
+
+
+_BY_CODE: dict[int, type[BrokerError]] = {
+    -1: UnknownServerError,
+    1: OffsetOutOfRangeError,
+    2: CorruptMessageError,
+    3: UnknownTopicOrPartitionError,
+    4: InvalidFetchSizeError,
+    5: LeaderNotAvailableError,
+    6: NotLeaderOrFollowerError,
+    7: RequestTimedOutError,
+    8: BrokerNotAvailableError,
+    9: ReplicaNotAvailableError,
+    10: MessageTooLargeError,
+    11: StaleControllerEpochError,
+    12: OffsetMetadataTooLargeError,
+    13: NetworkError,
+    14: CoordinatorLoadInProgressError,
+    15: CoordinatorNotAvailableError,
+    16: NotCoordinatorError,
+    17: InvalidTopicError,
+    18: RecordListTooLargeError,
+    19: NotEnoughReplicasError,
+    20: NotEnoughReplicasAfterAppendError,
+    21: InvalidRequiredAcksError,
+    22: IllegalGenerationError,
+    23: InconsistentGroupProtocolError,
+    24: InvalidGroupIdError,
+    25: UnknownMemberIdError,
+    26: InvalidSessionTimeoutError,
+    27: RebalanceInProgressError,
+    28: InvalidCommitOffsetSizeError,
+    29: TopicAuthorizationFailedError,
+    30: GroupAuthorizationFailedError,
+    31: ClusterAuthorizationFailedError,
+    32: InvalidTimestampError,
+    33: UnsupportedSaslMechanismError,
+    34: IllegalSaslStateError,
+    35: UnsupportedVersionError,
+    36: TopicAlreadyExistsError,
+    37: InvalidPartitionsError,
+    38: InvalidReplicationFactorError,
+    39: InvalidReplicaAssignmentError,
+    40: InvalidConfigError,
+    41: NotControllerError,
+    42: InvalidRequestError,
+    43: UnsupportedForMessageFormatError,
+    44: PolicyViolationError,
+    45: OutOfOrderSequenceNumberError,
+    46: DuplicateSequenceNumberError,
+    47: InvalidProducerEpochError,
+    48: InvalidTxnStateError,
+    49: InvalidProducerIdMappingError,
+    50: InvalidTransactionTimeoutError,
+    51: ConcurrentTransactionsError,
+    52: TransactionCoordinatorFencedError,
+    53: TransactionalIdAuthorizationFailedError,
+    54: SecurityDisabledError,
+    55: OperationNotAttemptedError,
+    56: KafkaStorageError,
+    57: LogDirNotFoundError,
+    58: SaslAuthenticationFailedError,
+    59: UnknownProducerIdError,
+    60: ReassignmentInProgressError,
+    61: DelegationTokenAuthDisabledError,
+    62: DelegationTokenNotFoundError,
+    63: DelegationTokenOwnerMismatchError,
+    64: DelegationTokenRequestNotAllowedError,
+    65: DelegationTokenAuthorizationFailedError,
+    66: DelegationTokenExpiredError,
+    67: InvalidPrincipalTypeError,
+    68: NonEmptyGroupError,
+    69: GroupIdNotFoundError,
+    70: FetchSessionIdNotFoundError,
+    71: InvalidFetchSessionEpochError,
+    72: ListenerNotFoundError,
+    73: TopicDeletionDisabledError,
+    74: FencedLeaderEpochError,
+    75: UnknownLeaderEpochError,
+    76: UnsupportedCompressionTypeError,
+    77: StaleBrokerEpochError,
+    78: OffsetNotAvailableError,
+    79: MemberIdRequiredError,
+    80: PreferredLeaderNotAvailableError,
+    81: GroupMaxSizeReachedError,
+    82: FencedInstanceIdError,
+    83: EligibleLeadersNotAvailableError,
+    84: ElectionNotNeededError,
+    85: NoReassignmentInProgressError,
+    86: GroupSubscribedToTopicError,
+    87: InvalidRecordError,
+    88: UnstableOffsetCommitError,
+    89: ThrottlingQuotaExceededError,
+    90: ProducerFencedError,
+    91: ResourceNotFoundError,
+    92: DuplicateResourceError,
+    93: UnacceptableCredentialError,
+    94: InconsistentVoterSetError,
+    95: InvalidUpdateVersionError,
+    96: FeatureUpdateFailedError,
+    97: PrincipalDeserializationFailureError,
+    98: SnapshotNotFoundError,
+    99: PositionOutOfRangeError,
+    100: UnknownTopicIdError,
+    101: DuplicateBrokerRegistrationError,
+    102: BrokerIdNotRegisteredError,
+    103: InconsistentTopicIdError,
+    104: InconsistentClusterIdError,
+    105: TransactionalIdNotFoundError,
+    106: FetchSessionTopicIdError,
+    107: IneligibleReplicaError,
+    108: NewLeaderElectedError,
+    109: OffsetMovedToTieredStorageError,
+    110: FencedMemberEpochError,
+    111: UnreleasedInstanceIdError,
+    112: UnsupportedAssignorError,
+    113: StaleMemberEpochError,
+    114: MismatchedEndpointTypeError,
+    115: UnsupportedEndpointTypeError,
+    116: UnknownControllerIdError,
+    117: UnknownSubscriptionIdError,
+    118: TelemetryTooLargeError,
+    119: InvalidRegistrationError,
+    120: TransactionAbortableError,
+    121: InvalidRecordStateError,
+    122: ShareSessionNotFoundError,
+    123: InvalidShareSessionEpochError,
+    124: FencedStateEpochError,
+    125: InvalidVoterKeyError,
+    126: DuplicateVoterError,
+    127: VoterNotFoundError,
+    128: InvalidRegularExpressionError,
+    129: RebootstrapRequiredError,
+    130: StreamsInvalidTopologyError,
+    131: StreamsInvalidTopologyEpochError,
+    132: StreamsTopologyFencedError,
+    133: ShareSessionLimitReachedError,
+}
+# --- END GENERATED ---
+
+
+def error_class_for_code(code: int) -> type[BrokerError]:
+    """Return the :class:`BrokerError` subclass for ``code`` (UnknownServerError if unknown).
+
+    :raises ValueError: for code 0, which means no error.
+    """
+    if code == 0:
+        raise ValueError("error code 0 (NONE) is not an error")
+    return _BY_CODE.get(code, UnknownServerError)
+
+
+def error_for_code(code: int, message: str | None = None) -> BrokerError | None:
+    """Return an exception instance for a broker error code, or ``None`` for 0 (NONE).
+
+    Unknown codes become ``UnknownServerError`` whose ``error_code`` keeps the number.
+
+    :param code: the int16 error code from a response.
+    :param message: extra context (the broker's ErrorMessage, the partition, ...).
+    """
+    if code == 0:
+        return None
+    cls = _BY_CODE.get(code)
+    if cls is None:
+        return UnknownServerError(
+            f"(unknown error code {code}) {message or ''}".rstrip(), code=code
+        )
+    return cls(message)
+
+
+__all__ += [cls.__name__ for cls in _BY_CODE.values()]
