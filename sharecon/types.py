@@ -6,7 +6,7 @@ Pure data; importable from any layer (the sans-I/O ones included).
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 __all__ = ["ZERO_UUID", "AckType", "Header", "TopicIdPartition", "TopicPartition"]
@@ -44,7 +44,8 @@ class TopicIdPartition:
 
     topic_id: uuid.UUID
     partition: int
-    topic: str | None = None
+    # The name is a convenience for messages and logs; identity is (topic_id, partition).
+    topic: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
