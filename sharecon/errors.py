@@ -10,7 +10,10 @@ Layout::
     ├── IncompatibleBrokerError       the broker lacks an API/version/feature we need
     ├── ConfigError                   a wrong argument or configuration value
     ├── KafkaConnectionError          a connection to a broker failed or broke
+    │   ├── BrokerConnectError        could not connect (refused, unreachable, TLS handshake)
+    │   └── BrokerDisconnectedError   an open connection broke or was closed
     ├── KafkaTimeoutError             a deadline passed
+    │   └── RequestTimeoutError       a request got no response in time
     └── BrokerError                   the broker answered with a non-zero error code
         └── one class per code (``UnknownTopicOrPartitionError``, ``InvalidRecordStateError``, ...)
 
@@ -27,6 +30,8 @@ from typing import ClassVar, NamedTuple
 
 __all__ = [
     "ERROR_CODES",
+    "BrokerConnectError",
+    "BrokerDisconnectedError",
     "BrokerError",
     "ConfigError",
     "CorruptRecordError",
@@ -38,6 +43,7 @@ __all__ = [
     "LocalProtocolError",
     "ProtocolError",
     "RemoteProtocolError",
+    "RequestTimeoutError",
     "error_class_for_code",
     "error_for_code",
 ]
@@ -96,10 +102,22 @@ class KafkaConnectionError(KafkaError, builtins.ConnectionError):
     retriable = True
 
 
+class BrokerConnectError(KafkaConnectionError):
+    """A connection to a broker could not be opened (refused, unreachable, TLS or SASL failed)."""
+
+
+class BrokerDisconnectedError(KafkaConnectionError):
+    """An open connection broke or was closed; requests pending on it failed with this."""
+
+
 class KafkaTimeoutError(KafkaError, builtins.TimeoutError):
     """An operation did not finish before its deadline."""
 
     retriable = True
+
+
+class RequestTimeoutError(KafkaTimeoutError):
+    """A request got no response before its deadline; the connection itself is still usable."""
 
 
 class BrokerError(KafkaError):
