@@ -166,7 +166,7 @@ class ScramMechanism(SaslMechanism):
         final_bare = f"c=biws,r={nonce}"
         auth_message = f"{self._first_bare},{server_first.decode()},{final_bare}".encode()
         signature = self._hmac(stored_key, auth_message)
-        proof = bytes(a ^ b for a, b in zip(client_key, signature))
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
         server_key = self._hmac(salted, b"Server Key")
         self._server_signature = self._hmac(server_key, auth_message)
         return f"{final_bare},p={base64.b64encode(proof).decode()}".encode()

@@ -6,9 +6,13 @@ unknown correlation ids) are played here; share behaviour is never tested this w
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import anyio
 from anyio.abc import ByteStream
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 
 class MemoryByteStream(ByteStream):
