@@ -1,0 +1,591 @@
+"""The acknowledgement ledger: what we acquired, what the application said, what is in flight.
+
+Rules of this module:
+
+1. State is kept per acquired range ("segment"), one byte per offset in a ``bytearray``;
+   bulk changes (implicit accept of a whole fetch, release on close, completing a request)
+   are ``bytes.translate`` calls, so no per-record objects are made on the hot path.
+2. Every segment is tagged with the :class:`SessionTag` (leader node, session generation)
+   it was acquired under. Its acknowledgements may only be sent on that same session: a
+   session reset or a leader change kills them (they are reported, never re-sent under a
+   new epoch), because the broker's acquisition state does not carry over.
+3. At most one request per session is in flight; :meth:`AckLedger.take` refuses a second.
+4. Offset states, and the only transitions allowed::
+
+       ACQUIRED --deliver--> DELIVERED --mark--> MARKED(t) --take--> SENT(t) --answer--> DONE
+       ACQUIRED ------------mark-------------->  MARKED(t)           SENT(RENEW) --ok--> DELIVERED
+       gap offsets start as MARKED(GAP)          (session reset: DELIVERED -> DEAD, rest -> DONE)
+
+   A RENEW does not finish a record: once answered it is DELIVERED again and still needs
+   ACCEPT, RELEASE or REJECT. A terminal mark may replace a pending or in-flight RENEW.
+5. Renew acknowledgements need ``IsRenewAck=true``, which forbids fetching in the same
+   request (Kafka 4.2+); :meth:`AckLedger.take` says whether what it took contains any.
+6. No I/O, no clock, no logging. Broker error codes are data (``int``).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from enum import Enum, IntEnum
+from typing import TYPE_CHECKING
+
+from sharecon.errors import BrokerError, error_for_code
+from sharecon.types import AckType, TopicIdPartition
+
+from .acks import AckBatch, Run, batches_from_runs
+
+if TYPE_CHECKING:
+    from collections.abc import Container, Iterable, Mapping
+
+    from .session import SessionTag
+
+__all__ = [
+    "AckFailure",
+    "AckLedger",
+    "AckResult",
+    "MarkResult",
+    "Taken",
+]
+
+# Offset states (one byte each). 0..4 are MARKED with that AckType, not yet sent.
+_ACQUIRED = 0x10  # acquired, still in the consumer's buffer
+_DELIVERED = 0x11  # handed to the application, awaiting its acknowledgement
+_DEAD = 0x12  # handed out, but the lock is gone (session reset / leader change)
+_SENT = 0x20  # _SENT + t: sent with type t, awaiting the broker's answer
+_DONE = 0x40  # finished (answered, failed or superseded)
+_RENEW = int(AckType.RENEW)
+_SENT_RENEW = _SENT + _RENEW
+
+_MARKED_RUN = re.compile(rb"([\x00-\x04])\1*")
+_MARKED_RUN_NO_RENEW = re.compile(rb"([\x00-\x03])\1*")
+_MARKED_ANY = re.compile(rb"[\x00-\x04]")
+_DELIVERED_RUN = re.compile(rb"\x11+")
+_NOT_DONE = re.compile(rb"[^\x40]")
+_OUTSTANDING = re.compile(rb"[\x00-\x04\x10\x11\x20-\x24]")
+_SENT_RUN = re.compile(rb"([\x20-\x24])\1*")
+
+
+def _table(mapping: Mapping[int, int]) -> bytes:
+    t = bytearray(range(256))
+    for k, v in mapping.items():
+        t[k] = v
+    return bytes(t)
+
+
+_TAKE_ALL = _table({t: _SENT + t for t in range(5)})
+_TAKE_NO_RENEW = _table({t: _SENT + t for t in range(4)})
+_ANSWER_OK = _table({**{_SENT + t: _DONE for t in range(4)}, _SENT_RENEW: _DELIVERED})
+_ANSWER_REQUEUE = _table({_SENT + t: t for t in range(5)})
+_KILL = _table(
+    {
+        **dict.fromkeys(range(5), _DONE),
+        **{_SENT + t: _DONE for t in range(5)},
+        _ACQUIRED: _DONE,
+        _DELIVERED: _DEAD,
+    }
+)
+_TO_DELIVERED = _table({_ACQUIRED: _DELIVERED})
+# Superseded by a redelivery: in-flight offsets stay SENT, that request's answer reports them.
+_SUPERSEDE = _table({**dict.fromkeys(range(5), _DONE), _ACQUIRED: _DONE, _DELIVERED: _DONE})
+# Bulk marks, by type: held records (buffered or delivered) take the type, dead ones drop.
+_MARK_HELD = [_table({_ACQUIRED: t, _DELIVERED: t, _DEAD: _DONE}) for t in range(5)]
+_MARK_DELIVERED = [_table({_DELIVERED: t, _DEAD: _DONE}) for t in range(5)]
+
+
+class MarkResult(IntEnum):
+    """What :meth:`AckLedger.mark` did with an application's acknowledgement."""
+
+    #: Recorded; it goes out with the next request to the partition's leader session.
+    OK = 0
+    #: Not an outstanding offset of ours: never acquired, or already finished.
+    UNKNOWN = 1
+    #: The record already carries a terminal acknowledgement (pending or in flight).
+    ALREADY_ACKNOWLEDGED = 2
+    #: The record's lock was lost (session reset or leader change); nothing will be sent.
+    DEAD = 3
+
+
+class AckFailure(Enum):
+    """Why acknowledgements were not (successfully) applied by the broker."""
+
+    #: The broker answered the partition with a non-zero error code.
+    BROKER_ERROR = "the broker rejected the acknowledgements"
+    #: The whole request failed (top-level error code, or the connection broke).
+    REQUEST_FAILED = "the request carrying the acknowledgements failed"
+    #: The share session was reset; acquisitions made under it cannot be acknowledged.
+    SESSION_RESET = "the share session was reset"
+    #: The partition's leader changed; the old leader's acquisition locks are gone.
+    LEADER_CHANGED = "the partition moved to another leader"
+    #: The broker's response did not mention the partition.
+    MISSING_FROM_RESPONSE = "the response did not include the partition"
+    #: The broker delivered the same offsets again (our lock had expired).
+    SUPERSEDED = "the records were delivered again (the acquisition lock expired)"
+
+
+@dataclass(frozen=True, slots=True)
+class AckResult:
+    """The outcome for one partition's acknowledgements.
+
+    ``error_code`` is 0 on success; otherwise ``reason`` says which kind of failure
+    (for :attr:`AckFailure.SESSION_RESET` and similar the code is the one that caused it,
+    e.g. 13 NETWORK_EXCEPTION for a broken connection).
+    """
+
+    partition: TopicIdPartition
+    batches: tuple[AckBatch, ...]
+    error_code: int = 0
+    reason: AckFailure | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the broker applied the acknowledgements."""
+        return self.error_code == 0 and self.reason is None
+
+    @property
+    def count(self) -> int:
+        """How many offsets the result covers."""
+        return sum(b.count for b in self.batches)
+
+    def error(self) -> BrokerError | None:
+        """The typed exception for ``error_code`` (``None`` on success)."""
+        if self.ok:
+            return None
+        msg = f"{self.partition}: {self.reason.value if self.reason else ''}"
+        return error_for_code(self.error_code or -1, msg)
+
+
+@dataclass(slots=True, eq=False)
+class Taken:
+    """Acknowledgements taken for one request on one session (see :meth:`AckLedger.take`).
+
+    ``acks`` maps each partition to its wire batches. If ``is_renew`` is true the request
+    must set ``IsRenewAck=true`` and so cannot fetch (ShareFetch with zeroed fetch
+    parameters, or ShareAcknowledge), and needs ShareFetch/ShareAcknowledge v2+.
+    """
+
+    tag: SessionTag
+    acks: dict[TopicIdPartition, list[AckBatch]]
+    is_renew: bool
+    count: int
+    _touched: dict[TopicIdPartition, list[_Segment]] = field(default_factory=dict, repr=False)
+
+
+class _Segment:
+    """One acquired range ``first..last`` with a state byte per offset."""
+
+    __slots__ = ("first", "last", "seq", "states", "tag")
+
+    def __init__(self, first: int, last: int, tag: SessionTag, seq: int) -> None:
+        self.first = first
+        self.last = last
+        self.tag = tag
+        self.seq = seq
+        self.states = bytearray(b"\x10") * (last - first + 1)
+
+    def done(self) -> bool:
+        return _NOT_DONE.search(self.states) is None
+
+    def marked_runs(self, pattern: re.Pattern[bytes], out: list[Run]) -> None:
+        first = self.first
+        for m in pattern.finditer(self.states):
+            out.append((first + m.start(), first + m.end() - 1, self.states[m.start()]))
+
+
+class _Partition:
+    """Segments of one partition, sorted by first offset (overlaps only when superseded)."""
+
+    __slots__ = ("max_len", "segments", "starts")
+
+    def __init__(self) -> None:
+        self.segments: list[_Segment] = []
+        self.starts: list[int] = []
+        self.max_len = 0
+
+    def insert(self, seg: _Segment) -> None:
+        i = bisect_right(self.starts, seg.first)
+        self.starts.insert(i, seg.first)
+        self.segments.insert(i, seg)
+        self.max_len = max(self.max_len, seg.last - seg.first + 1)
+
+    def overlapping(self, first: int, last: int) -> list[_Segment]:
+        hi = bisect_right(self.starts, last)
+        out = []
+        for j in range(hi - 1, -1, -1):
+            seg = self.segments[j]
+            if seg.first + self.max_len <= first:
+                break
+            if seg.last >= first:
+                out.append(seg)
+        return out
+
+    def find(self, offset: int) -> tuple[_Segment, int] | None:
+        """The newest segment holding ``offset`` in a state other than DONE."""
+        best: _Segment | None = None
+        for seg in self.overlapping(offset, offset):
+            if seg.states[offset - seg.first] != _DONE and (best is None or seg.seq > best.seq):
+                best = seg
+        return None if best is None else (best, offset - best.first)
+
+    def prune(self) -> None:
+        if any(s.done() for s in self.segments):
+            self.segments = [s for s in self.segments if not s.done()]
+            self.starts = [s.first for s in self.segments]
+            self.max_len = max((s.last - s.first + 1 for s in self.segments), default=0)
+
+
+class AckLedger:
+    """Acknowledgement state for every partition this consumer holds records of.
+
+    Typical use by the consumer::
+
+        ledger.add(tp, tag, acquired_ranges, gaps)      # on a ShareFetch response
+        ledger.deliver(tp, first, last)                 # records handed to the app
+        ledger.mark(tp, offset, AckType.ACCEPT)         # the app's acknowledgement
+        taken = ledger.take(tag)                        # building the next request
+        ledger.complete(tag, {tp: code, ...})           # its response
+        ledger.invalidate(tag=old_tag, ...)             # the session was reset
+    """
+
+    def __init__(self) -> None:
+        self._parts: dict[TopicIdPartition, _Partition] = {}
+        self._inflight: dict[SessionTag, Taken] = {}
+        self._seq = 0
+
+    # -- intake ------------------------------------------------------------------------
+
+    def add(
+        self,
+        tp: TopicIdPartition,
+        tag: SessionTag,
+        ranges: Iterable[tuple[int, int]],
+        gaps: Iterable[tuple[int, int]] = (),
+    ) -> list[AckResult]:
+        """Record acquired ranges ``(first, last)`` of ``tp`` fetched on session ``tag``.
+
+        Offsets in ``gaps`` (inside the ranges) are marked GAP at once and go out with the
+        next request. Offsets we still held from an earlier delivery are superseded: the
+        broker only redelivers a record after our lock on it ended.
+
+        :returns: failures for superseded acknowledgements that had not been answered.
+        """
+        part = self._parts.get(tp)
+        if part is None:
+            part = self._parts[tp] = _Partition()
+        failed: list[Run] = []
+        new: list[_Segment] = []
+        for first, last in ranges:
+            if last < first:
+                raise ValueError(f"{tp}: acquired range {first}..{last} is inverted")
+            for old in part.overlapping(first, last):
+                lo, hi = max(first, old.first) - old.first, min(last, old.last) - old.first
+                view = old.states[lo : hi + 1]
+                for m in _MARKED_RUN.finditer(view):
+                    start = old.first + lo + m.start()
+                    failed.append((start, start + m.end() - m.start() - 1, view[m.start()]))
+                old.states[lo : hi + 1] = view.translate(_SUPERSEDE)
+            self._seq += 1
+            seg = _Segment(first, last, tag, self._seq)
+            part.insert(seg)
+            new.append(seg)
+        for g_first, g_last in gaps:
+            for seg in new:
+                lo, hi = max(g_first, seg.first), min(g_last, seg.last)
+                if lo <= hi:
+                    seg.states[lo - seg.first : hi - seg.first + 1] = bytes(hi - lo + 1)
+        part.prune()
+        if not failed:
+            return []
+        failed.sort()
+        return [AckResult(tp, tuple(batches_from_runs(failed)), 0, AckFailure.SUPERSEDED)]
+
+    def deliver(self, tp: TopicIdPartition, first: int, last: int) -> None:
+        """Note that offsets ``first..last`` of ``tp`` were handed to the application."""
+        part = self._parts.get(tp)
+        if part is None:
+            return
+        for seg in part.overlapping(first, last):
+            lo, hi = max(first, seg.first) - seg.first, min(last, seg.last) - seg.first
+            seg.states[lo : hi + 1] = seg.states[lo : hi + 1].translate(_TO_DELIVERED)
+
+    # -- the application's acknowledgements ----------------------------------------------
+
+    def mark(self, tp: TopicIdPartition, offset: int, ack: AckType) -> MarkResult:
+        """Record the application's acknowledgement of one record (rule 4)."""
+        part = self._parts.get(tp)
+        if part is None:
+            return MarkResult.UNKNOWN
+        found = part.find(offset)
+        if found is None:
+            return MarkResult.UNKNOWN
+        seg, i = found
+        state = seg.states[i]
+        t = int(ack)
+        if state in (_ACQUIRED, _DELIVERED) or (state in (_RENEW, _SENT_RENEW)):
+            seg.states[i] = t
+            return MarkResult.OK
+        if state == _DEAD:
+            seg.states[i] = _DONE
+            if seg.done():
+                part.prune()
+                self._drop_empty()
+            return MarkResult.DEAD
+        return MarkResult.ALREADY_ACKNOWLEDGED
+
+    def mark_range(self, tp: TopicIdPartition, first: int, last: int, ack: AckType) -> int:
+        """Acknowledge every not-yet-acknowledged record of ``tp`` in ``first..last``.
+
+        Records already acknowledged keep their type; dead ones are dropped.
+
+        :returns: how many records were marked.
+        """
+        part = self._parts.get(tp)
+        if part is None:
+            return 0
+        t = int(ack)
+        table = _MARK_HELD[t]
+        n = 0
+        for seg in part.overlapping(first, last):
+            lo, hi = max(first, seg.first) - seg.first, min(last, seg.last) - seg.first
+            view = seg.states[lo : hi + 1]
+            n += view.count(_ACQUIRED) + view.count(_DELIVERED)
+            seg.states[lo : hi + 1] = view.translate(table)
+        part.prune()
+        return n
+
+    def mark_delivered(
+        self,
+        ack: AckType,
+        *,
+        include_buffered: bool = False,
+        partitions: Iterable[TopicIdPartition] | None = None,
+    ) -> int:
+        """Acknowledge every delivered, unacknowledged record with ``ack`` (implicit mode).
+
+        ACCEPT when the application moves on; RELEASE on close or on an exception. With
+        ``include_buffered`` the records not yet handed out are included too (close).
+        Dead records are dropped.
+
+        :returns: how many records were marked.
+        """
+        t = int(ack)
+        table = _MARK_HELD[t] if include_buffered else _MARK_DELIVERED[t]
+        n = 0
+        tps = list(self._parts) if partitions is None else list(partitions)
+        for tp in tps:
+            part = self._parts.get(tp)
+            if part is None:
+                continue
+            for seg in part.segments:
+                n += seg.states.count(_DELIVERED)
+                if include_buffered:
+                    n += seg.states.count(_ACQUIRED)
+                seg.states[:] = seg.states.translate(table)
+            part.prune()
+        self._drop_empty()
+        return n
+
+    def unacknowledged(self) -> dict[TopicIdPartition, list[int]]:
+        """Delivered records still awaiting the application's acknowledgement (explicit mode).
+
+        Renewed records count: a RENEW does not finish a record.
+        """
+        out: dict[TopicIdPartition, list[int]] = {}
+        for tp, part in self._parts.items():
+            offs: list[int] = []
+            for seg in part.segments:
+                for m in _DELIVERED_RUN.finditer(seg.states):
+                    offs.extend(range(seg.first + m.start(), seg.first + m.end()))
+            if offs:
+                offs.sort()
+                out[tp] = offs
+        return out
+
+    # -- requests ----------------------------------------------------------------------
+
+    def has_marked(self, tag: SessionTag) -> bool:
+        """Whether acknowledgements for session ``tag`` wait to be sent."""
+        return any(
+            _MARKED_ANY.search(seg.states) is not None
+            for part in self._parts.values()
+            for seg in part.segments
+            if seg.tag == tag
+        )
+
+    def outstanding(self, tag: SessionTag) -> int:
+        """How many offsets acquired on ``tag`` are not finished (buffered, held, marked, sent)."""
+        n = 0
+        for part in self._parts.values():
+            for seg in part.segments:
+                if seg.tag == tag:
+                    n += len(_OUTSTANDING.findall(seg.states))
+        return n
+
+    def in_flight(self, tag: SessionTag) -> bool:
+        """Whether a request with acknowledgements is in flight on session ``tag``."""
+        return tag in self._inflight
+
+    def take(self, tag: SessionTag, *, include_renew: bool = True) -> Taken | None:
+        """Take every marked acknowledgement of session ``tag`` for the next request.
+
+        The offsets become SENT until :meth:`complete`, :meth:`complete_all` or
+        :meth:`invalidate` answers them. With ``include_renew=False`` RENEW marks stay
+        behind (so a normal fetch can carry the terminal ones).
+
+        :returns: ``None`` when there is nothing to send.
+        :raises RuntimeError: if a request of this session is already in flight (rule 3).
+        """
+        if tag in self._inflight:
+            raise RuntimeError(f"share session {tag} already has a request in flight")
+        pattern = _MARKED_RUN if include_renew else _MARKED_RUN_NO_RENEW
+        table = _TAKE_ALL if include_renew else _TAKE_NO_RENEW
+        acks: dict[TopicIdPartition, list[AckBatch]] = {}
+        touched: dict[TopicIdPartition, list[_Segment]] = {}
+        is_renew = False
+        count = 0
+        for tp, part in self._parts.items():
+            runs: list[Run] = []
+            segs: list[_Segment] = []
+            for seg in part.segments:
+                if seg.tag != tag:
+                    continue
+                n = len(runs)
+                seg.marked_runs(pattern, runs)
+                if len(runs) > n:
+                    seg.states[:] = seg.states.translate(table)
+                    segs.append(seg)
+            if not runs:
+                continue
+            runs.sort()
+            for f, lst, t in runs:
+                count += lst - f + 1
+                if t == _RENEW:
+                    is_renew = True
+            acks[tp] = batches_from_runs(runs)
+            touched[tp] = segs
+        if not acks:
+            return None
+        taken = Taken(tag, acks, is_renew, count, touched)
+        self._inflight[tag] = taken
+        return taken
+
+    def complete(
+        self,
+        tag: SessionTag,
+        codes: Mapping[TopicIdPartition, int],
+        *,
+        requeue: Container[int] = (),
+    ) -> list[AckResult]:
+        """Apply the response to the request in flight on ``tag``.
+
+        :param codes: the per-partition acknowledgement error code (``AcknowledgeErrorCode``
+            in ShareFetch, ``ErrorCode`` in ShareAcknowledge). A partition we sent acks for
+            but the response omits fails with INVALID_RECORD_STATE (as the reference client).
+        :param requeue: codes after which the acknowledgements go back to MARKED, to be
+            sent again on this same session (for example retriable codes in commit-sync).
+        :returns: one result per partition, successes included. Nothing if no request of
+            ``tag`` is in flight (a late answer after a reset).
+        """
+        taken = self._inflight.pop(tag, None)
+        if taken is None:
+            return []
+        out: list[AckResult] = []
+        for tp, batches in taken.acks.items():
+            code = codes.get(tp)
+            reason: AckFailure | None = None
+            if code is None:
+                code, reason = 121, AckFailure.MISSING_FROM_RESPONSE
+            elif code != 0:
+                reason = AckFailure.BROKER_ERROR
+            if code != 0 and code in requeue:
+                table = _ANSWER_REQUEUE
+            else:
+                # A failed renew leaves the record held: the application must still finish it.
+                table = _ANSWER_OK
+                out.append(AckResult(tp, tuple(batches), code, reason))
+            self._answer(tp, taken._touched.get(tp, ()), table)
+        self._drop_empty()
+        return out
+
+    def complete_all(self, tag: SessionTag, error_code: int) -> list[AckResult]:
+        """Fail the whole request in flight on ``tag`` (a top-level error, session kept)."""
+        taken = self._inflight.pop(tag, None)
+        if taken is None:
+            return []
+        out = []
+        for tp, batches in taken.acks.items():
+            out.append(AckResult(tp, tuple(batches), error_code, AckFailure.REQUEST_FAILED))
+            self._answer(tp, taken._touched.get(tp, ()), _ANSWER_OK)
+        self._drop_empty()
+        return out
+
+    def invalidate(
+        self,
+        reason: AckFailure,
+        error_code: int,
+        *,
+        tag: SessionTag | None = None,
+        node_id: int | None = None,
+        partition: TopicIdPartition | None = None,
+    ) -> list[AckResult]:
+        """Kill everything acquired under matching segments (rule 2).
+
+        Matching means: acquired on session ``tag`` / on node ``node_id`` / of
+        ``partition`` (each given criterion must hold). Use ``tag=`` after a session
+        reset or transport error, ``partition=`` (with ``node_id=`` of the old leader)
+        after a leader change.
+
+        Marked and in-flight acknowledgements are failed and returned (never re-sent);
+        buffered records are dropped; delivered records become dead (:meth:`mark` then
+        answers :attr:`MarkResult.DEAD`).
+        """
+        if tag is None and node_id is None and partition is None:
+            raise ValueError("invalidate() needs tag=, node_id= or partition=")
+        out: list[AckResult] = []
+        tps = [partition] if partition is not None else list(self._parts)
+        for tp in tps:
+            part = self._parts.get(tp)
+            if part is None:
+                continue
+            runs: list[Run] = []
+            for seg in part.segments:
+                if (tag is not None and seg.tag != tag) or (
+                    node_id is not None and seg.tag.node_id != node_id
+                ):
+                    continue
+                seg.marked_runs(_MARKED_RUN, runs)
+                for m in _SENT_RUN.finditer(seg.states):
+                    t = seg.states[m.start()] - _SENT
+                    runs.append((seg.first + m.start(), seg.first + m.end() - 1, t))
+                seg.states[:] = seg.states.translate(_KILL)
+            for itag, taken in self._inflight.items():
+                if (tag is None or itag == tag) and (node_id is None or itag.node_id == node_id):
+                    taken.acks.pop(tp, None)
+                    taken._touched.pop(tp, None)
+            part.prune()
+            if runs:
+                runs.sort()
+                out.append(AckResult(tp, tuple(batches_from_runs(runs)), error_code, reason))
+        for itag in [t for t, tk in self._inflight.items() if not tk.acks]:
+            del self._inflight[itag]
+        self._drop_empty()
+        return out
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _answer(self, tp: TopicIdPartition, segs: Iterable[_Segment], table: bytes) -> None:
+        for seg in segs:
+            seg.states[:] = seg.states.translate(table)
+        part = self._parts.get(tp)
+        if part is not None:
+            part.prune()
+
+    def _drop_empty(self) -> None:
+        empty = [tp for tp, p in self._parts.items() if not p.segments]
+        for tp in empty:
+            del self._parts[tp]
+
+    def partitions(self) -> list[TopicIdPartition]:
+        """Partitions with anything outstanding."""
+        return list(self._parts)

@@ -1,0 +1,395 @@
+"""The ShareGroupHeartbeat state machine: joining, staying, being fenced, leaving.
+
+Rules of this module:
+
+1. The member id is made here, once per consumer, and kept across rejoins. It has the
+   form of Kafka's own ``Uuid.toString()`` (22 URL-safe base64 characters, no padding),
+   as the reference client sends, so it reads the same as Java members in broker tools.
+2. MemberEpoch: 0 joins (or rejoins after fencing), -1 leaves, otherwise the epoch from
+   the last response is echoed.
+3. SubscribedTopicNames is sent when joining and when it changed since last sent; RackId
+   on the first heartbeat of a join. A failed heartbeat forgets what was sent, so the next
+   one sends both again.
+4. One heartbeat in flight at a time. The next is due ``HeartbeatIntervalMs`` after the
+   response; at once after an assignment change (to acknowledge it), after fencing, or
+   after NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE; after a backoff for retriable errors.
+5. An assignment (topic id -> partitions) replaces the previous one whole; ``None`` means
+   unchanged. The diff is returned so the consumer can adjust sessions without losing
+   pending acknowledgements.
+6. Errors are data: a fatal one is returned as a typed :class:`sharecon.errors.BrokerError`
+   and the state becomes FATAL; nothing is raised here. No I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import uuid
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from sharecon.errors import BrokerError, error_class_for_code, error_for_code
+from sharecon.types import TopicIdPartition
+
+from .backoff import Backoff
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+
+__all__ = [
+    "AssignmentChange",
+    "HeartbeatOutcome",
+    "HeartbeatPlan",
+    "MemberState",
+    "Membership",
+    "new_member_id",
+]
+
+LEAVE_EPOCH = -1
+JOIN_EPOCH = 0
+
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+UNKNOWN_MEMBER_ID = 25
+TOPIC_AUTHORIZATION_FAILED = 29
+GROUP_AUTHORIZATION_FAILED = 30
+INVALID_REQUEST = 42
+GROUP_ID_NOT_FOUND = 69
+GROUP_MAX_SIZE_REACHED = 81
+FENCED_MEMBER_EPOCH = 110
+UNSUPPORTED_ASSIGNOR = 112
+
+_FENCED = frozenset({FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID})
+_COORDINATOR_MOVED = frozenset({NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE})
+_FATAL = frozenset(
+    {GROUP_AUTHORIZATION_FAILED, INVALID_REQUEST, GROUP_MAX_SIZE_REACHED, UNSUPPORTED_ASSIGNOR}
+)
+_AT_ONCE = -math.inf
+
+
+def new_member_id(make_uuid: Callable[[], uuid.UUID] = uuid.uuid4) -> str:
+    """A fresh member id: a random UUID as 22 URL-safe base64 characters (rule 1).
+
+    Ids starting with ``-`` are redrawn (as Kafka does) so they never look like a
+    command-line option.
+    """
+    while True:
+        text = base64.urlsafe_b64encode(make_uuid().bytes).decode("ascii").rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+class MemberState(Enum):
+    """Where the member stands in the share group."""
+
+    #: Not in the group; the next heartbeat joins (epoch 0).
+    UNJOINED = "unjoined"
+    #: A join (epoch 0) is in flight or being retried.
+    JOINING = "joining"
+    #: In the group, heartbeating with the epoch the coordinator gave.
+    STABLE = "stable"
+    #: Fenced by the coordinator; the assignment is dropped, a rejoin is due at once.
+    FENCED = "fenced"
+    #: Leaving: the next (or pending) heartbeat carries epoch -1.
+    LEAVING = "leaving"
+    #: Left the group; :meth:`Membership.rejoin` starts over with the same member id.
+    LEFT = "left"
+    #: A fatal error; the consumer must stop.
+    FATAL = "fatal"
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatPlan:
+    """The fields of the next ShareGroupHeartbeat request (``None`` = send null)."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    rack_id: str | None
+    subscribed_topic_names: tuple[str, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentChange:
+    """A new assignment, and how it differs from the previous one."""
+
+    assigned: frozenset[TopicIdPartition]
+    added: frozenset[TopicIdPartition]
+    removed: frozenset[TopicIdPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatOutcome:
+    """What a heartbeat answer means for the consumer.
+
+    :ivar change: set when the assignment changed (including being dropped).
+    :ivar error: an error to report (TOPIC_AUTHORIZATION_FAILED) or, with state FATAL,
+        to raise.
+    :ivar find_coordinator: look the group coordinator up again before the next heartbeat.
+    """
+
+    state: MemberState
+    change: AssignmentChange | None = None
+    error: BrokerError | None = None
+    find_coordinator: bool = False
+
+
+@dataclass(slots=True)
+class _Sent:
+    rack: bool = False
+    topics: tuple[str, ...] | None = None
+
+
+@dataclass(slots=True)
+class _InFlight:
+    epoch: int
+
+
+class Membership:
+    """One consumer's membership of a share group (rules 1-6).
+
+    :param group_id: the share group.
+    :param topics: topic names to subscribe to (non-empty).
+    :param rack_id: the client rack (``client.rack``), if any.
+    :param member_id: a fixed member id (tests); made with :func:`new_member_id` otherwise.
+    :param backoff: retry policy for retriable errors.
+    """
+
+    def __init__(
+        self,
+        group_id: str,
+        topics: Iterable[str],
+        *,
+        rack_id: str | None = None,
+        member_id: str | None = None,
+        backoff: Backoff | None = None,
+    ) -> None:
+        if not group_id:
+            raise ValueError("group_id must be a non-empty string")
+        if rack_id == "":
+            raise ValueError("rack_id must be None or a non-empty string")
+        self.group_id = group_id
+        self.rack_id = rack_id
+        self.member_id = member_id if member_id is not None else new_member_id()
+        if not 0 < len(self.member_id) <= 36:
+            raise ValueError(f"member id must be 1..36 characters, got {self.member_id!r}")
+        self._topics = self._check_topics(topics)
+        self._backoff = backoff or Backoff()
+        self._attempts = 0
+        self._state = MemberState.UNJOINED
+        self._epoch = JOIN_EPOCH
+        self._interval: float | None = None
+        self._due = _AT_ONCE
+        self._inflight: _InFlight | None = None
+        self._sent = _Sent()
+        self._assignment: frozenset[TopicIdPartition] = frozenset()
+
+    @staticmethod
+    def _check_topics(topics: Iterable[str]) -> tuple[str, ...]:
+        out = tuple(sorted(set(topics)))
+        if not out or any(not t for t in out):
+            raise ValueError("subscribe to at least one non-empty topic name")
+        return out
+
+    # -- state -------------------------------------------------------------------------
+
+    @property
+    def state(self) -> MemberState:
+        """The current state."""
+        return self._state
+
+    @property
+    def member_epoch(self) -> int:
+        """The epoch the next regular heartbeat carries (0 when not joined)."""
+        return self._epoch
+
+    @property
+    def assignment(self) -> frozenset[TopicIdPartition]:
+        """The partitions assigned to this member (topic ids; names unknown here)."""
+        return self._assignment
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """The subscribed topic names (sorted)."""
+        return self._topics
+
+    @property
+    def heartbeat_interval(self) -> float | None:
+        """The coordinator's heartbeat interval in seconds, once known."""
+        return self._interval
+
+    @property
+    def in_flight(self) -> bool:
+        """Whether a heartbeat awaits its answer."""
+        return self._inflight is not None
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`build_heartbeat` will next produce a request (``-inf`` = at once).
+
+        ``None`` while a heartbeat is in flight, and after LEFT or FATAL.
+        """
+        if self._inflight is not None or self._state in (MemberState.LEFT, MemberState.FATAL):
+            return None
+        return self._due
+
+    # -- commands ----------------------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Change the subscription; the next heartbeat (due at once) carries it."""
+        new = self._check_topics(topics)
+        if new != self._topics:
+            self._topics = new
+            self._due = _AT_ONCE
+
+    def leave(self) -> AssignmentChange | None:
+        """Leave the group (rule 2: a heartbeat with epoch -1).
+
+        :returns: the dropped assignment if the member left at once (it was not in the
+            group, so there is nothing to send); otherwise it is reported by the answer to
+            the leave heartbeat.
+        """
+        if self._state in (MemberState.LEFT, MemberState.FATAL, MemberState.LEAVING):
+            return None
+        if self._inflight is None and self._state in (MemberState.UNJOINED, MemberState.FENCED):
+            self._state = MemberState.LEFT
+            return self._set_assignment(frozenset())
+        # In the group, or a join may have reached the coordinator: say goodbye.
+        self._state = MemberState.LEAVING
+        self._due = _AT_ONCE
+        return None
+
+    def rejoin(self) -> None:
+        """Start over after LEFT (for example after max.poll.interval), same member id."""
+        if self._state is not MemberState.LEFT:
+            raise RuntimeError(f"rejoin() needs state LEFT, not {self._state.name}")
+        self._state = MemberState.UNJOINED
+        self._epoch = JOIN_EPOCH
+        self._due = _AT_ONCE
+        self._sent = _Sent()
+
+    # -- requests and answers ----------------------------------------------------------
+
+    def build_heartbeat(self, now: float) -> HeartbeatPlan | None:
+        """The next heartbeat if one is due at ``now`` (and none is in flight)."""
+        if self._inflight is not None or now < self._due:
+            return None
+        state = self._state
+        if state in (MemberState.LEFT, MemberState.FATAL):
+            return None
+        if state is MemberState.LEAVING:
+            self._inflight = _InFlight(LEAVE_EPOCH)
+            return HeartbeatPlan(self.group_id, self.member_id, LEAVE_EPOCH, None, None)
+        if state in (MemberState.UNJOINED, MemberState.FENCED, MemberState.JOINING):
+            self._state = MemberState.JOINING
+            self._epoch = JOIN_EPOCH
+            self._sent = _Sent()
+        joining = self._state is MemberState.JOINING
+        rack = None
+        if not self._sent.rack:
+            rack = self.rack_id
+            self._sent.rack = True
+        topics = None
+        if joining or self._sent.topics != self._topics:
+            topics = self._topics
+            self._sent.topics = topics
+        self._inflight = _InFlight(self._epoch)
+        return HeartbeatPlan(self.group_id, self.member_id, self._epoch, rack, topics)
+
+    def on_response(
+        self,
+        now: float,
+        *,
+        error_code: int,
+        member_epoch: int = 0,
+        heartbeat_interval_ms: int = 0,
+        assignment: Mapping[uuid.UUID, Iterable[int]] | None = None,
+        error_message: str | None = None,
+    ) -> HeartbeatOutcome:
+        """Apply a ShareGroupHeartbeat response received at ``now`` (rules 2-6)."""
+        sent = self._inflight
+        if sent is None:
+            raise RuntimeError("heartbeat response without a heartbeat in flight")
+        self._inflight = None
+        if heartbeat_interval_ms > 0:
+            self._interval = heartbeat_interval_ms / 1000.0
+
+        if sent.epoch == LEAVE_EPOCH:
+            # Whatever the answer (GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID...), we are out.
+            self._state = MemberState.LEFT
+            self._epoch = JOIN_EPOCH
+            return HeartbeatOutcome(self._state, self._set_assignment(frozenset()))
+        if self._state is MemberState.LEAVING:
+            # leave() came while this heartbeat was in flight: send the leave now.
+            self._due = _AT_ONCE
+            return HeartbeatOutcome(self._state)
+
+        if error_code == 0:
+            self._attempts = 0
+            self._epoch = member_epoch
+            self._state = MemberState.STABLE
+            self._due = now + (self._interval if self._interval is not None else 0.0)
+            change = None
+            if assignment is not None:
+                new = frozenset(
+                    TopicIdPartition(tid, p) for tid, parts in assignment.items() for p in parts
+                )
+                change = self._set_assignment(new)
+                if change is not None:
+                    self._due = _AT_ONCE
+            return HeartbeatOutcome(self._state, change)
+
+        return self._on_error_code(now, error_code, error_message)
+
+    def _on_error_code(self, now: float, code: int, message: str | None) -> HeartbeatOutcome:
+        self._sent = _Sent()  # the coordinator may not have seen what we sent
+        err = error_for_code(code, message)
+        if code in _FENCED:
+            self._state = MemberState.FENCED
+            self._epoch = JOIN_EPOCH
+            self._due = _AT_ONCE
+            return HeartbeatOutcome(self._state, self._set_assignment(frozenset()))
+        if code in _COORDINATOR_MOVED:
+            self._due = _AT_ONCE
+            return HeartbeatOutcome(self._state, find_coordinator=True)
+        if code == TOPIC_AUTHORIZATION_FAILED:
+            self._due = now + (self._interval if self._interval is not None else 0.0)
+            return HeartbeatOutcome(self._state, error=err)
+        if code in _FATAL or code == GROUP_ID_NOT_FOUND or not error_class_for_code(code).retriable:
+            self._state = MemberState.FATAL
+            return HeartbeatOutcome(self._state, self._set_assignment(frozenset()), error=err)
+        # COORDINATOR_LOAD_IN_PROGRESS and any other retriable code: back off, retry.
+        self._due = now + self._backoff.delay(self._attempts)
+        self._attempts += 1
+        return HeartbeatOutcome(self._state)
+
+    def on_error(self, now: float) -> HeartbeatOutcome:
+        """The heartbeat failed in transport (disconnect, timeout) at ``now``.
+
+        A leave counts as done (best effort); otherwise retry after a backoff, after
+        looking the coordinator up again.
+        """
+        sent = self._inflight
+        if sent is None:
+            raise RuntimeError("heartbeat failure without a heartbeat in flight")
+        self._inflight = None
+        if sent.epoch == LEAVE_EPOCH:
+            self._state = MemberState.LEFT
+            self._epoch = JOIN_EPOCH
+            return HeartbeatOutcome(self._state, self._set_assignment(frozenset()))
+        self._sent = _Sent()
+        self._due = (
+            _AT_ONCE
+            if self._state is MemberState.LEAVING
+            else now + self._backoff.delay(self._attempts)
+        )
+        self._attempts += 1
+        return HeartbeatOutcome(self._state, find_coordinator=True)
+
+    def _set_assignment(self, new: frozenset[TopicIdPartition]) -> AssignmentChange | None:
+        old = self._assignment
+        if new == old:
+            return None
+        self._assignment = new
+        return AssignmentChange(new, new - old, old - new)

@@ -1,0 +1,284 @@
+"""The acknowledgement ledger: lifecycle, renew, resets and leader changes."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from sharecon._share.acks import AckBatch
+from sharecon._share.ledger import AckFailure, AckLedger, AckResult, MarkResult
+from sharecon._share.session import SessionTag
+from sharecon.errors import InvalidRecordStateError
+from sharecon.types import AckType, TopicIdPartition
+
+G, A, R, J, N = AckType.GAP, AckType.ACCEPT, AckType.RELEASE, AckType.REJECT, AckType.RENEW
+T1 = uuid.UUID(int=1)
+TP0 = TopicIdPartition(T1, 0, "t")
+TP1 = TopicIdPartition(T1, 1, "t")
+TAG = SessionTag(node_id=1, generation=0)
+TAG_NEXT = SessionTag(node_id=1, generation=1)
+OTHER = SessionTag(node_id=2, generation=0)
+
+
+def b(first: int, last: int, *types: AckType) -> AckBatch:
+    return AckBatch(first, last, tuple(types))
+
+
+def delivered(ledger: AckLedger, tp: TopicIdPartition, first: int, last: int) -> None:
+    assert ledger.add(tp, TAG, [(first, last)]) == []
+    ledger.deliver(tp, first, last)
+
+
+def test_implicit_accept_lifecycle() -> None:
+    """Delivered -> accepted -> taken (in flight) -> answered -> gone."""
+    ledger = AckLedger()
+    delivered(ledger, TP0, 0, 499)
+    assert ledger.unacknowledged() == {TP0: list(range(500))}
+    assert ledger.mark_delivered(A) == 500
+    assert ledger.unacknowledged() == {}
+    taken = ledger.take(TAG)
+    assert taken is not None
+    assert taken.acks == {TP0: [b(0, 499, A)]}
+    assert (taken.count, taken.is_renew) == (500, False)
+    assert ledger.in_flight(TAG)
+    with pytest.raises(RuntimeError):
+        ledger.take(TAG)  # one request in flight per session
+    assert ledger.complete(TAG, {TP0: 0}) == [AckResult(TP0, (b(0, 499, A),))]
+    assert ledger.partitions() == []
+    assert ledger.take(TAG) is None
+    assert ledger.complete(TAG, {TP0: 0}) == []  # nothing in flight any more
+
+
+def test_gaps_are_sent_without_waiting_for_the_application() -> None:
+    ledger = AckLedger()
+    ledger.add(TP0, TAG, [(0, 9)], gaps=[(3, 4), (9, 9)])
+    taken = ledger.take(TAG)
+    assert taken is not None and taken.acks == {TP0: [b(3, 4, G), b(9, 9, G)]}
+    ledger.complete(TAG, {TP0: 0})
+    ledger.deliver(TP0, 0, 9)
+    assert ledger.unacknowledged() == {TP0: [0, 1, 2, 5, 6, 7, 8]}
+
+
+def test_buffered_records_are_not_implicitly_accepted() -> None:
+    """Implicit accept covers what the application saw, not what is still buffered."""
+    ledger = AckLedger()
+    ledger.add(TP0, TAG, [(0, 9)])
+    ledger.deliver(TP0, 0, 4)
+    assert ledger.mark_delivered(A) == 5
+    taken = ledger.take(TAG)
+    assert taken is not None and taken.acks == {TP0: [b(0, 4, A)]}
+
+
+def test_close_releases_delivered_and_buffered() -> None:
+    ledger = AckLedger()
+    ledger.add(TP0, TAG, [(0, 9)])
+    ledger.deliver(TP0, 0, 4)
+    assert ledger.mark(TP0, 2, A) is MarkResult.OK
+    assert ledger.mark_delivered(R, include_buffered=True) == 9
+    taken = ledger.take(TAG)
+    assert taken is not None and taken.acks == {TP0: [b(0, 9, R, R, A, R, R, R, R, R, R, R)]}
+
+
+@pytest.mark.parametrize(
+    ("steps", "want"),
+    [
+        ([(5, A)], [MarkResult.OK]),
+        ([(50, A)], [MarkResult.UNKNOWN]),
+        ([(5, A), (5, R)], [MarkResult.OK, MarkResult.ALREADY_ACKNOWLEDGED]),
+        ([(5, N), (5, A)], [MarkResult.OK, MarkResult.OK]),
+        ([(5, N), (5, N)], [MarkResult.OK, MarkResult.OK]),
+        ([(5, A), (5, N)], [MarkResult.OK, MarkResult.ALREADY_ACKNOWLEDGED]),
+    ],
+    ids=["ok", "unknown", "twice", "renew then accept", "renew twice", "renew after accept"],
+)
+def test_mark_results(steps: list[tuple[int, AckType]], want: list[MarkResult]) -> None:
+    ledger = AckLedger()
+    delivered(ledger, TP0, 0, 9)
+    assert [ledger.mark(TP0, o, t) for o, t in steps] == want
+
+
+def test_mark_unknown_partition_and_after_completion() -> None:
+    ledger = AckLedger()
+    assert ledger.mark(TP1, 0, A) is MarkResult.UNKNOWN
+    delivered(ledger, TP0, 0, 0)
+    ledger.mark(TP0, 0, A)
+    ledger.take(TAG)
+    assert ledger.mark(TP0, 0, R) is MarkResult.ALREADY_ACKNOWLEDGED  # in flight
+    ledger.complete(TAG, {TP0: 0})
+    assert ledger.mark(TP0, 0, R) is MarkResult.UNKNOWN  # finished
+
+
+def test_explicit_acks_mixed_types() -> None:
+    ledger = AckLedger()
+    delivered(ledger, TP0, 10, 14)
+    for o, t in [(10, A), (11, A), (12, R), (13, J)]:
+        assert ledger.mark(TP0, o, t) is MarkResult.OK
+    assert ledger.unacknowledged() == {TP0: [14]}
+    taken = ledger.take(TAG)
+    assert taken is not None and taken.acks == {TP0: [b(10, 13, A, A, R, J)]}
+    assert ledger.unacknowledged() == {TP0: [14]}
+
+
+def test_mark_range() -> None:
+    ledger = AckLedger()
+    delivered(ledger, TP0, 0, 9)
+    ledger.mark(TP0, 3, R)
+    assert ledger.mark_range(TP0, 2, 6, A) == 4
+    taken = ledger.take(TAG)
+    assert taken is not None and taken.acks == {TP0: [b(2, 6, A, R, A, A, A)]}
+
+
+def test_take_spans_deliveries_and_partitions_but_only_its_session() -> None:
+    ledger = AckLedger()
+    ledger.add(TP0, TAG, [(0, 4), (5, 9)])
+    ledger.add(TP1, TAG, [(0, 2)])
+    ledger.add(TP1, OTHER, [(3, 3)])  # fetched from another leader
+    ledger.mark_range(TP0, 0, 9, A)
+    ledger.mark_range(TP1, 0, 3, R)
+    taken = ledger.take(TAG)
+    assert taken is not None
+    assert taken.acks == {TP0: [b(0, 9, A)], TP1: [b(0, 2, R)]}
+    other = ledger.take(OTHER)
+    assert other is not None and other.acks == {TP1: [b(3, 3, R)]}
+
+
+def test_renew_keeps_the_record_outstanding() -> None:
+    ledger = AckLedger()
+    delivered(ledger, TP0, 0, 1)
+    ledger.mark(TP0, 0, N)
+    ledger.mark(TP0, 1, A)
+    taken = ledger.take(TAG)
+    assert taken is not None and taken.is_renew
+    assert taken.acks == {TP0: [b(0, 1, N, A)]}
+    ledger.complete(TAG, {TP0: 0})
+    # The renewed record is held again and still needs a terminal acknowledgement.
+    assert ledger.unacknowledged() == {TP0: [0]}
+    assert ledger.mark(TP0, 0, A) is MarkResult.OK
+    taken = ledger.take(TAG)
+    assert taken is not None and not taken.is_renew and taken.acks == {TP0: [b(0, 0, A)]}
+
+
+def test_terminal_ack_while_renew_in_flight_wins() -> None:
+    ledger = AckLedger()
+    delivered(ledger, TP0, 0, 0)
+    ledger.mark(TP0, 0, N)
+    ledger.take(TAG)
+    assert ledger.mark(TP0, 0, R) is MarkResult.OK
+    ledger.complete(TAG, {TP0: 0})
+    assert ledger.unacknowledged() == {}
+    taken = ledger.take(TAG)
+    assert taken is not None and taken.acks == {TP0: [b(0, 0, R)]}
+
+
+def test_take_without_renew_leaves_renews_behind() -> None:
+    ledger = AckLedger()
+    delivered(ledger, TP0, 0, 1)
+    ledger.mark(TP0, 0, N)
+    ledger.mark(TP0, 1, A)
+    assert ledger.has_marked(TAG)
+    taken = ledger.take(TAG, include_renew=False)
+    assert taken is not None and not taken.is_renew and taken.acks == {TP0: [b(1, 1, A)]}
+    ledger.complete(TAG, {TP0: 0})
+    renew = ledger.take(TAG)
+    assert renew is not None and renew.is_renew and renew.acks == {TP0: [b(0, 0, N)]}
+
+
+def test_broker_error_and_missing_partition() -> None:
+    ledger = AckLedger()
+    delivered(ledger, TP0, 0, 0)
+    delivered(ledger, TP1, 0, 0)
+    ledger.mark_delivered(A)
+    ledger.take(TAG)
+    results = ledger.complete(TAG, {TP0: 121})
+    assert results == [
+        AckResult(TP0, (b(0, 0, A),), 121, AckFailure.BROKER_ERROR),
+        AckResult(TP1, (b(0, 0, A),), 121, AckFailure.MISSING_FROM_RESPONSE),
+    ]
+    err = results[0].error()
+    assert isinstance(err, InvalidRecordStateError)
+    assert ledger.partitions() == []  # failures are final: nothing is re-sent
+
+
+def test_requeue_codes_send_again_on_the_same_session() -> None:
+    ledger = AckLedger()
+    delivered(ledger, TP0, 0, 2)
+    ledger.mark_delivered(A)
+    ledger.take(TAG)
+    assert ledger.complete(TAG, {TP0: 7}, requeue={7}) == []
+    again = ledger.take(TAG)
+    assert again is not None and again.acks == {TP0: [b(0, 2, A)]}
+
+
+def test_complete_all_fails_the_request() -> None:
+    ledger = AckLedger()
+    delivered(ledger, TP0, 0, 2)
+    ledger.mark_delivered(A)
+    ledger.take(TAG)
+    assert ledger.complete_all(TAG, 30) == [
+        AckResult(TP0, (b(0, 2, A),), 30, AckFailure.REQUEST_FAILED)
+    ]
+    assert ledger.partitions() == []
+
+
+def test_session_reset_fails_acks_and_never_resends_them() -> None:
+    """In-flight and marked acks of the old session fail once; nothing goes out later."""
+    ledger = AckLedger()
+    delivered(ledger, TP0, 0, 9)
+    ledger.mark_range(TP0, 0, 3, A)
+    ledger.take(TAG)  # 0..3 in flight
+    ledger.mark(TP0, 4, R)  # marked, not sent
+    ledger.add(TP1, TAG, [(0, 4)])  # buffered, never handed out
+    results = ledger.invalidate(AckFailure.SESSION_RESET, 13, tag=TAG)
+    assert results == [AckResult(TP0, (b(0, 4, A, A, A, A, R),), 13, AckFailure.SESSION_RESET)]
+    assert ledger.complete(TAG, {TP0: 0}) == []  # the late answer reports nothing twice
+    assert not ledger.in_flight(TAG)
+    assert ledger.take(TAG) is None and ledger.take(TAG_NEXT) is None
+    # The application still holds 5..9: its acknowledgements are dead, not sent.
+    assert ledger.mark(TP0, 5, A) is MarkResult.DEAD
+    assert ledger.mark(TP0, 5, A) is MarkResult.UNKNOWN
+    assert ledger.unacknowledged() == {}
+    assert ledger.mark_delivered(A) == 0  # drops the remaining dead records
+    assert ledger.partitions() == []
+
+
+def test_leader_change_fails_only_that_partition() -> None:
+    ledger = AckLedger()
+    delivered(ledger, TP0, 0, 1)
+    delivered(ledger, TP1, 0, 1)
+    ledger.mark_delivered(A)
+    ledger.take(TAG)
+    results = ledger.invalidate(AckFailure.LEADER_CHANGED, 6, partition=TP0, node_id=1)
+    assert results == [AckResult(TP0, (b(0, 1, A),), 6, AckFailure.LEADER_CHANGED)]
+    assert ledger.complete(TAG, {TP1: 0}) == [AckResult(TP1, (b(0, 1, A),))]
+    assert ledger.partitions() == []
+
+
+def test_invalidate_needs_a_criterion() -> None:
+    with pytest.raises(ValueError):
+        AckLedger().invalidate(AckFailure.SESSION_RESET, 13)
+
+
+def test_redelivery_supersedes_unanswered_acks() -> None:
+    """The broker redelivers offsets only after our lock ended: old marks are void."""
+    ledger = AckLedger()
+    delivered(ledger, TP0, 0, 9)
+    ledger.mark_range(TP0, 5, 9, A)
+    results = ledger.add(TP0, TAG, [(5, 14)])
+    assert results == [AckResult(TP0, (b(5, 9, A),), 0, AckFailure.SUPERSEDED)]
+    assert ledger.mark(TP0, 7, R) is MarkResult.OK  # applies to the new delivery
+    ledger.mark_range(TP0, 0, 4, A)
+    taken = ledger.take(TAG)
+    assert taken is not None and taken.acks == {TP0: [b(0, 4, A), b(7, 7, R)]}
+
+
+def test_outstanding_counts() -> None:
+    ledger = AckLedger()
+    ledger.add(TP0, TAG, [(0, 9)], gaps=[(9, 9)])
+    assert ledger.outstanding(TAG) == 10
+    ledger.deliver(TP0, 0, 8)
+    ledger.mark_delivered(A)
+    ledger.take(TAG)
+    assert ledger.outstanding(TAG) == 10
+    ledger.complete(TAG, {TP0: 0})
+    assert ledger.outstanding(TAG) == 0
