@@ -386,6 +386,7 @@ def decoder_for(cls: type[Struct], version: int) -> Callable[[Reader], Any]:
     g.emit(0, "def decode(r):")
     g.emit(1, "fi = -1")
     g.emit(1, "try:")
+    g.emit(2, "pass")
     kwargs: list[str] = []
     tagged: list[tuple[int, FieldSpec]] = []
     for i, f in enumerate(cls.kafka_fields):
