@@ -1,0 +1,276 @@
+"""The ShareGroupHeartbeat state machine, driven through join/stable/fenced/leave sequences."""
+
+from __future__ import annotations
+
+import math
+import uuid
+
+import pytest
+
+from sharecon._share.backoff import Backoff
+from sharecon._share.membership import (
+    AssignmentChange,
+    HeartbeatPlan,
+    Membership,
+    MemberState,
+    new_member_id,
+)
+from sharecon.errors import (
+    GroupAuthorizationFailedError,
+    GroupIdNotFoundError,
+    GroupMaxSizeReachedError,
+    InvalidRecordError,
+    InvalidRequestError,
+    TopicAuthorizationFailedError,
+    UnsupportedAssignorError,
+)
+from sharecon.types import TopicIdPartition
+
+T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
+MID = "member-1"
+NO_JITTER = Backoff(initial=0.1, maximum=1.0, jitter=0.0)
+
+
+def tp(t: uuid.UUID, p: int) -> TopicIdPartition:
+    return TopicIdPartition(t, p)
+
+
+def member(**kw: object) -> Membership:
+    return Membership("g", ["b", "a"], rack_id="r1", member_id=MID, backoff=NO_JITTER, **kw)  # type: ignore[arg-type]
+
+
+def joined(
+    m: Membership, now: float = 0.0, parts: dict[uuid.UUID, list[int]] | None = None
+) -> None:
+    assert m.build_heartbeat(now) is not None
+    m.on_response(
+        now, error_code=0, member_epoch=5, heartbeat_interval_ms=5000, assignment=parts or {}
+    )
+
+
+def test_member_id_looks_like_a_kafka_uuid() -> None:
+    fixed = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
+    mid = new_member_id(lambda: fixed)
+    assert mid == "a6e4EJ2tEdGAtADAT9QwyA" and len(mid) == 22
+    # An id that would start with "-" is drawn again.
+    draws = iter([uuid.UUID(bytes=b"\xfb" + bytes(15)), fixed])
+    assert new_member_id(lambda: next(draws)) == mid
+    assert len(Membership("g", ["t"]).member_id) == 22
+
+
+def test_join_then_stable_sequence() -> None:
+    m = member()
+    assert m.state is MemberState.UNJOINED and m.next_deadline() == -math.inf
+    plan = m.build_heartbeat(0.0)
+    assert plan == HeartbeatPlan("g", MID, 0, "r1", ("a", "b"))
+    assert m.state is MemberState.JOINING
+    assert m.build_heartbeat(0.0) is None and m.next_deadline() is None  # in flight
+
+    out = m.on_response(
+        1.0, error_code=0, member_epoch=5, heartbeat_interval_ms=5000, assignment={T1: [0, 1]}
+    )
+    assert out.state is MemberState.STABLE
+    assert out.change == AssignmentChange(
+        frozenset({tp(T1, 0), tp(T1, 1)}), frozenset({tp(T1, 0), tp(T1, 1)}), frozenset()
+    )
+    assert m.next_deadline() == -math.inf  # acknowledge the assignment promptly
+    assert m.build_heartbeat(1.0) == HeartbeatPlan("g", MID, 5, None, None)
+
+    out = m.on_response(
+        2.0, error_code=0, member_epoch=5, heartbeat_interval_ms=5000, assignment=None
+    )
+    assert out.change is None and m.assignment == {tp(T1, 0), tp(T1, 1)}  # None = unchanged
+    assert m.next_deadline() == 7.0  # interval counted from the response
+    assert m.build_heartbeat(6.9) is None
+    assert m.build_heartbeat(7.0) == HeartbeatPlan("g", MID, 5, None, None)
+
+
+def test_assignment_change_diff() -> None:
+    m = member()
+    joined(m, parts={T1: [0, 1]})
+    m.build_heartbeat(0.0)
+    out = m.on_response(1.0, error_code=0, member_epoch=6, assignment={T1: [1], T2: [0]})
+    assert out.change == AssignmentChange(
+        frozenset({tp(T1, 1), tp(T2, 0)}), frozenset({tp(T2, 0)}), frozenset({tp(T1, 0)})
+    )
+    assert m.member_epoch == 6
+    # The same assignment again is not a change and does not hurry the next heartbeat.
+    m.build_heartbeat(1.0)
+    assert (
+        m.on_response(2.0, error_code=0, member_epoch=6, assignment={T2: [0], T1: [1]}).change
+        is None
+    )
+    assert m.next_deadline() == 7.0
+
+
+def test_subscription_change_is_sent_promptly() -> None:
+    m = member()
+    joined(m)
+    assert m.next_deadline() == 5.0
+    m.subscribe(["c"])
+    assert m.next_deadline() == -math.inf
+    assert m.build_heartbeat(0.5) == HeartbeatPlan("g", MID, 5, None, ("c",))
+    with pytest.raises(ValueError):
+        m.subscribe([])
+
+
+@pytest.mark.parametrize("code", [110, 25], ids=["FENCED_MEMBER_EPOCH", "UNKNOWN_MEMBER_ID"])
+def test_fenced_drops_assignment_and_rejoins_at_once(code: int) -> None:
+    m = member()
+    joined(m, parts={T1: [0]})
+    m.build_heartbeat(0.0)
+    out = m.on_response(3.0, error_code=code)
+    assert out.state is MemberState.FENCED
+    assert out.change == AssignmentChange(frozenset(), frozenset(), frozenset({tp(T1, 0)}))
+    assert m.next_deadline() == -math.inf
+    # Rejoin: epoch 0, same member id, rack and topics again.
+    assert m.build_heartbeat(3.0) == HeartbeatPlan("g", MID, 0, "r1", ("a", "b"))
+
+
+@pytest.mark.parametrize("code", [16, 15], ids=["NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE"])
+def test_coordinator_moved_retries_at_once(code: int) -> None:
+    m = member()
+    joined(m, parts={T1: [0]})
+    m.build_heartbeat(0.0)
+    out = m.on_response(3.0, error_code=code)
+    assert out.find_coordinator and out.state is MemberState.STABLE and out.change is None
+    assert m.next_deadline() == -math.inf
+    # The new coordinator may not have seen our subscription: send it again.
+    assert m.build_heartbeat(3.0) == HeartbeatPlan("g", MID, 5, "r1", ("a", "b"))
+
+
+def test_load_in_progress_backs_off_exponentially() -> None:
+    m = member()
+    assert m.build_heartbeat(0.0) is not None
+    assert m.on_response(1.0, error_code=14).state is MemberState.JOINING
+    assert m.next_deadline() == pytest.approx(1.1)
+    assert m.build_heartbeat(1.1) is not None
+    m.on_response(2.0, error_code=14)
+    assert m.next_deadline() == pytest.approx(2.2)
+    assert m.build_heartbeat(2.2) == HeartbeatPlan("g", MID, 0, "r1", ("a", "b"))
+    m.on_response(3.0, error_code=0, member_epoch=1, heartbeat_interval_ms=1000)
+    assert m.state is MemberState.STABLE
+
+
+FATAL = [
+    (30, GroupAuthorizationFailedError),
+    (42, InvalidRequestError),
+    (81, GroupMaxSizeReachedError),
+    (112, UnsupportedAssignorError),
+    (69, GroupIdNotFoundError),
+    (87, InvalidRecordError),  # an unexpected non-retriable code
+]
+
+
+@pytest.mark.parametrize(("code", "cls"), FATAL, ids=[str(c) for c, _ in FATAL])
+def test_fatal_errors(code: int, cls: type[Exception]) -> None:
+    m = member()
+    joined(m, parts={T1: [0]})
+    m.build_heartbeat(0.0)
+    out = m.on_response(1.0, error_code=code, error_message="nope")
+    assert out.state is MemberState.FATAL and isinstance(out.error, cls)
+    assert out.change is not None and out.change.removed == {tp(T1, 0)}
+    assert m.next_deadline() is None and m.build_heartbeat(100.0) is None
+
+
+def test_topic_authorization_failed_is_reported_and_member_stays() -> None:
+    m = member()
+    joined(m)
+    assert m.build_heartbeat(5.0) is not None
+    out = m.on_response(6.0, error_code=29)
+    assert out.state is MemberState.STABLE and isinstance(out.error, TopicAuthorizationFailedError)
+    assert m.next_deadline() == 11.0
+
+
+def test_other_retriable_code_backs_off() -> None:
+    m = member()
+    joined(m)
+    assert m.build_heartbeat(5.0) is not None
+    out = m.on_response(6.0, error_code=7)  # REQUEST_TIMED_OUT
+    assert out.state is MemberState.STABLE and out.error is None
+    assert m.next_deadline() == pytest.approx(6.1)
+
+
+def test_leave_sequence_then_rejoin() -> None:
+    m = member()
+    joined(m, parts={T1: [0]})
+    assert m.leave() is None
+    assert m.state is MemberState.LEAVING and m.next_deadline() == -math.inf
+    assert m.build_heartbeat(1.0) == HeartbeatPlan("g", MID, -1, None, None)
+    out = m.on_response(1.5, error_code=69)  # GROUP_ID_NOT_FOUND is fine when leaving
+    assert out.state is MemberState.LEFT and out.error is None
+    assert out.change is not None and out.change.removed == {tp(T1, 0)}
+    assert m.build_heartbeat(10.0) is None
+    m.rejoin()
+    assert m.build_heartbeat(10.0) == HeartbeatPlan("g", MID, 0, "r1", ("a", "b"))
+
+
+def test_leave_before_joining_sends_nothing() -> None:
+    m = member()
+    assert m.leave() is None
+    assert m.state is MemberState.LEFT and m.build_heartbeat(0.0) is None
+    with pytest.raises(RuntimeError):
+        member().rejoin()
+
+
+def test_leave_while_join_in_flight() -> None:
+    m = member()
+    m.build_heartbeat(0.0)
+    m.leave()
+    out = m.on_response(1.0, error_code=0, member_epoch=3, assignment={T1: [0]})
+    assert out.state is MemberState.LEAVING and out.change is None
+    assert m.build_heartbeat(1.0) == HeartbeatPlan("g", MID, -1, None, None)
+    assert m.on_error(2.0).state is MemberState.LEFT  # a failed leave still counts
+
+
+def test_transport_error_backs_off_and_resends_fields() -> None:
+    m = member()
+    joined(m)
+    assert m.build_heartbeat(5.0) is not None
+    out = m.on_error(6.0)
+    assert out.find_coordinator and out.state is MemberState.STABLE
+    assert m.next_deadline() == pytest.approx(6.1)
+    assert m.build_heartbeat(6.1) == HeartbeatPlan("g", MID, 5, "r1", ("a", "b"))
+
+
+def test_answers_without_request_are_rejected() -> None:
+    m = member()
+    with pytest.raises(RuntimeError):
+        m.on_response(0.0, error_code=0)
+    with pytest.raises(RuntimeError):
+        m.on_error(0.0)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{"member_id": ""}, {"member_id": "x" * 37}, {"rack_id": ""}],
+    ids=["empty id", "long id", "empty rack"],
+)
+def test_bad_arguments(kw: dict[str, str]) -> None:
+    args: dict[str, object] = {"member_id": MID, **kw}
+    with pytest.raises(ValueError):
+        Membership("g", ["t"], **args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("attempt", "rand", "want"),
+    [
+        (0, 0.5, 0.1),
+        (1, 0.5, 0.2),
+        (3, 0.5, 0.8),
+        (4, 0.5, 1.0),
+        (0, 0.0, 0.08),
+        (0, 1.0, 0.12),
+        (1000, 0.5, 1.0),
+    ],
+)
+def test_backoff(attempt: int, rand: float, want: float) -> None:
+    assert Backoff(rand=lambda: rand).delay(attempt) == pytest.approx(want)
+
+
+def test_backoff_validates() -> None:
+    for kw in ({"initial": 0.0}, {"initial": 2.0}, {"multiplier": 0.5}, {"jitter": 1.0}):
+        with pytest.raises(ValueError):
+            Backoff(**kw)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        Backoff().delay(-1)
