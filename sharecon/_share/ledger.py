@@ -57,6 +57,8 @@ _SENT = 0x20  # _SENT + t: sent with type t, awaiting the broker's answer
 _DONE = 0x40  # finished (answered, failed or superseded)
 _RENEW = int(AckType.RENEW)
 _SENT_RENEW = _SENT + _RENEW
+# States a mark may overwrite: held records, and a renew (pending or in flight).
+_MARKABLE = frozenset({_ACQUIRED, _DELIVERED, _RENEW, _SENT_RENEW})
 
 _MARKED_RUN = re.compile(rb"([\x00-\x04])\1*")
 _MARKED_RUN_NO_RENEW = re.compile(rb"([\x00-\x03])\1*")
@@ -196,14 +198,18 @@ class _Segment:
 class _Partition:
     """Segments of one partition, sorted by first offset (overlaps only when superseded)."""
 
-    __slots__ = ("max_len", "segments", "starts")
+    __slots__ = ("max_len", "overlaps", "segments", "starts")
 
     def __init__(self) -> None:
         self.segments: list[_Segment] = []
         self.starts: list[int] = []
         self.max_len = 0
+        # True while segments may overlap (after a redelivery); find() then scans.
+        self.overlaps = False
 
     def insert(self, seg: _Segment) -> None:
+        if self.overlapping(seg.first, seg.last):
+            self.overlaps = True
         i = bisect_right(self.starts, seg.first)
         self.starts.insert(i, seg.first)
         self.segments.insert(i, seg)
@@ -222,6 +228,14 @@ class _Partition:
 
     def find(self, offset: int) -> tuple[_Segment, int] | None:
         """The newest segment holding ``offset`` in a state other than DONE."""
+        if not self.overlaps:
+            i = bisect_right(self.starts, offset) - 1
+            if i < 0:
+                return None
+            seg = self.segments[i]
+            if offset > seg.last or seg.states[offset - seg.first] == _DONE:
+                return None
+            return seg, offset - seg.first
         best: _Segment | None = None
         for seg in self.overlapping(offset, offset):
             if seg.states[offset - seg.first] != _DONE and (best is None or seg.seq > best.seq):
@@ -233,6 +247,9 @@ class _Partition:
             self.segments = [s for s in self.segments if not s.done()]
             self.starts = [s.first for s in self.segments]
             self.max_len = max((s.last - s.first + 1 for s in self.segments), default=0)
+            self.overlaps = any(
+                a.last >= b.first for a, b in zip(self.segments, self.segments[1:], strict=False)
+            )
 
 
 class AckLedger:
@@ -316,15 +333,25 @@ class AckLedger:
         part = self._parts.get(tp)
         if part is None:
             return MarkResult.UNKNOWN
-        found = part.find(offset)
-        if found is None:
-            return MarkResult.UNKNOWN
-        seg, i = found
+        if part.overlaps:
+            found = part.find(offset)
+            if found is None:
+                return MarkResult.UNKNOWN
+            seg, i = found
+        else:  # the common case, inlined: this runs once per record
+            j = bisect_right(part.starts, offset) - 1
+            if j < 0:
+                return MarkResult.UNKNOWN
+            seg = part.segments[j]
+            i = offset - seg.first
+            if offset > seg.last:
+                return MarkResult.UNKNOWN
         state = seg.states[i]
-        t = int(ack)
-        if state in (_ACQUIRED, _DELIVERED) or (state in (_RENEW, _SENT_RENEW)):
-            seg.states[i] = t
+        if state in _MARKABLE:
+            seg.states[i] = ack
             return MarkResult.OK
+        if state == _DONE:
+            return MarkResult.UNKNOWN
         if state == _DEAD:
             seg.states[i] = _DONE
             if seg.done():

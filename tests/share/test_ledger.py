@@ -282,3 +282,13 @@ def test_outstanding_counts() -> None:
     assert ledger.outstanding(TAG) == 10
     ledger.complete(TAG, {TP0: 0})
     assert ledger.outstanding(TAG) == 0
+
+
+def test_finished_offset_inside_a_live_delivery_is_unknown() -> None:
+    ledger = AckLedger()
+    delivered(ledger, TP0, 0, 1)
+    ledger.mark(TP0, 0, A)
+    ledger.take(TAG)
+    ledger.complete(TAG, {TP0: 0})
+    assert ledger.mark(TP0, 0, R) is MarkResult.UNKNOWN
+    assert ledger.mark(TP0, 1, R) is MarkResult.OK
