@@ -1,0 +1,217 @@
+"""Record decoding speed: sharecon vs kafka-python vs aiokafka, side by side.
+
+Decodes 1 MiB record sets (100-byte and 1 KiB values, 16-byte keys, batches of at
+most 16 KiB like the Java producer's default ``batch.size``), uncompressed and with
+each codec. Every decoder does the same work: split the batches, verify each CRC,
+decompress, build every record and touch its key and value.
+
+aiokafka is measured as it ships: its default decoder is a C (Cython) extension
+(``aiokafka.record._crecords``); its pure-Python fallback is measured too, for reference.
+kafka-python's decoder is pure Python.
+
+Run: ``.venv/bin/python benchmarks/decode.py`` (needs the ``bench`` extra:
+``pip install -e '.[dev,bench]'``). Results go to ``benchmarks/results/decode.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import random
+import struct
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from _common import best_time, environment, fmt_rate, print_table, write_json
+
+from sharecon.protocol.records import Codec, Record, encode_batch, read_batches
+
+Decoder = Callable[[bytes], int]
+
+TOTAL_BYTES = 1 << 20
+BATCH_BYTES = 16 * 1024
+KEY_SIZE = 16
+VALUE_SIZES = {"100B": 100, "1KiB": 1024}
+
+
+def make_record_set(value_size: int, codec: Codec, *, seed: int = 1) -> tuple[bytes, int, int]:
+    """About 1 MiB of records in ~16 KiB batches; returns (data, record count, raw bytes)."""
+    rnd = random.Random(seed)
+    # Text-like values from a small vocabulary: compressible, but not trivially.
+    words = [
+        bytes(rnd.choices(b"abcdefghijklmnopqrstuvwxyz", k=rnd.randint(2, 9))) for _ in range(500)
+    ]
+    ts = 1_750_000_000_000
+    batches: list[bytes] = []
+    offset = 0
+    raw_total = 0
+    while raw_total < TOTAL_BYTES:
+        records: list[Record] = []
+        size = 0
+        while size < BATCH_BYTES and raw_total + size < TOTAL_BYTES:
+            value = b" ".join(rnd.choices(words, k=value_size // 4))[:value_size].ljust(
+                value_size, b"."
+            )
+            key = b"user-%011d" % rnd.randrange(10**11)
+            records.append(Record(offset + len(records), ts + rnd.randint(0, 50), key, value))
+            size += KEY_SIZE + value_size + 8
+        batch = encode_batch(records, codec=codec, base_offset=offset)
+        batches.append(batch)
+        offset += len(records)
+        raw_total += size
+    return b"".join(batches), offset, raw_total
+
+
+def decode_sharecon(data: bytes) -> int:
+    n = 0
+    for batch in read_batches(data).batches:
+        for r in batch.records():
+            r.key  # noqa: B018
+            r.value  # noqa: B018
+            n += 1
+    return n
+
+
+def _memory_records_decoder(memory_records: Any) -> Decoder:
+    def decode(data: bytes) -> int:
+        n = 0
+        records = memory_records(data)
+        while (batch := records.next_batch()) is not None:
+            if not batch.validate_crc():
+                raise RuntimeError("CRC failed")
+            for r in batch:
+                r.key  # noqa: B018
+                r.value  # noqa: B018
+                n += 1
+        return n
+
+    return decode
+
+
+def _aiokafka_pure_python() -> Decoder:
+    from aiokafka.record.default_records import _DefaultRecordBatchPy
+
+    length_at = struct.Struct(">i")
+
+    def decode(data: bytes) -> int:
+        n = 0
+        view = memoryview(data)
+        pos = 0
+        while len(data) - pos >= 12:
+            (length,) = length_at.unpack_from(data, pos + 8)
+            end = pos + 12 + length
+            if end > len(data):
+                break
+            batch = _DefaultRecordBatchPy(view[pos:end])
+            if not batch.validate_crc():
+                raise RuntimeError("CRC failed")
+            for r in batch:
+                r.key  # noqa: B018
+                r.value  # noqa: B018
+                n += 1
+            pos = end
+        return n
+
+    return decode
+
+
+def decoders() -> tuple[dict[str, Decoder], dict[str, str]]:
+    """The decoders available in this environment, and notes on what each one is."""
+    found: dict[str, Decoder] = {"sharecon": decode_sharecon}
+    notes = {"sharecon": "pure Python"}
+    try:
+        from kafka.record.memory_records import MemoryRecords as KafkaPythonRecords
+    except ImportError:
+        print("kafka-python not installed (pip install -e '.[bench]')", file=sys.stderr)
+    else:
+        found["kafka-python"] = _memory_records_decoder(KafkaPythonRecords)
+        notes["kafka-python"] = "pure Python"
+    try:
+        from aiokafka.record.memory_records import MemoryRecords as AiokafkaRecords
+    except ImportError:
+        print("aiokafka not installed (pip install -e '.[bench]')", file=sys.stderr)
+    else:
+        is_c = "_crecords" in AiokafkaRecords.__module__
+        found["aiokafka"] = _memory_records_decoder(AiokafkaRecords)
+        notes["aiokafka"] = "C extension (default)" if is_c else "pure Python (no C extension)"
+        if is_c:
+            found["aiokafka-py"] = _aiokafka_pure_python()
+            notes["aiokafka-py"] = "pure-Python fallback"
+    return found, notes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=5, help="runs per case (best is kept)")
+    parser.add_argument("--min-time", type=float, default=0.2, help="CPU seconds per run")
+    args = parser.parse_args()
+
+    found, notes = decoders()
+    results: list[dict[str, Any]] = []
+    rows: list[list[object]] = []
+    for size_name, value_size in VALUE_SIZES.items():
+        for codec in Codec:
+            data, count, raw = make_record_set(value_size, codec)
+            case: dict[str, Any] = {
+                "value_size": size_name,
+                "codec": codec.name.lower(),
+                "records": count,
+                "wire_bytes": len(data),
+                "raw_bytes": raw,
+                "decoders": {},
+            }
+            for name, decode in found.items():
+                got = decode(data)
+                if got != count:
+                    raise RuntimeError(f"{name} decoded {got} records, expected {count}")
+                seconds = best_time(
+                    functools.partial(decode, data), repeats=args.repeats, min_time=args.min_time
+                )
+                case["decoders"][name] = {
+                    "seconds": seconds,
+                    "records_per_s": count / seconds,
+                    "mb_per_s": raw / seconds / 1e6,
+                }
+            results.append(case)
+            rates = {n: d["records_per_s"] for n, d in case["decoders"].items()}
+            row: list[object] = [size_name, codec.name.lower()]
+            for name in found:
+                row += [fmt_rate(rates[name]), f"{case['decoders'][name]['mb_per_s']:.1f}"]
+            for other in ("kafka-python", "aiokafka", "aiokafka-py"):
+                if other in rates:
+                    row.append(f"{rates['sharecon'] / rates[other]:.2f}x")
+            rows.append(row)
+            print(f"  done: {size_name} {codec.name.lower()}", file=sys.stderr)
+
+    headers: list[str] = ["value", "codec"]
+    for name in found:
+        headers += [f"{name} rec/s", "MB/s"]
+    for other in ("kafka-python", "aiokafka", "aiokafka-py"):
+        if other in found:
+            headers.append(f"sc/{other}")
+    print()
+    print_table(
+        headers,
+        rows,
+        title="Record decoding, 1 MiB record sets (MB/s of uncompressed record data; "
+        "CPU time, best of runs)",
+    )
+    for name, note in notes.items():
+        print(f"  {name}: {note}")
+    path = write_json(
+        "decode",
+        {
+            "benchmark": "decode",
+            "environment": environment(
+                ["aiokafka", "kafka-python", "lz4", "zstandard", "python-snappy", "crc32c"]
+            ),
+            "decoders": notes,
+            "cases": results,
+        },
+    )
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()
