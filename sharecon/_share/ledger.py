@@ -58,6 +58,7 @@ _DONE = 0x40  # finished (answered, failed or superseded)
 _RENEW = int(AckType.RENEW)
 _SENT_RENEW = _SENT + _RENEW
 # States a mark may overwrite: held records, and a renew (pending or in flight).
+_UNKNOWN_SERVER_ERROR = -1
 _MARKABLE = frozenset({_ACQUIRED, _DELIVERED, _RENEW, _SENT_RENEW})
 
 _MARKED_RUN = re.compile(rb"([\x00-\x04])\1*")
@@ -155,7 +156,7 @@ class AckResult:
         if self.ok:
             return None
         msg = f"{self.partition}: {self.reason.value if self.reason else ''}"
-        return error_for_code(self.error_code or -1, msg)
+        return error_for_code(self.error_code or _UNKNOWN_SERVER_ERROR, msg)
 
 
 @dataclass(slots=True, eq=False)
@@ -315,7 +316,8 @@ class AckLedger:
         if not failed:
             return []
         failed.sort()
-        return [AckResult(tp, tuple(batches_from_runs(failed)), 0, AckFailure.SUPERSEDED)]
+        # The lock is gone: the broker itself would answer INVALID_RECORD_STATE.
+        return [AckResult(tp, tuple(batches_from_runs(failed)), 121, AckFailure.SUPERSEDED)]
 
     def deliver(self, tp: TopicIdPartition, first: int, last: int) -> None:
         """Note that offsets ``first..last`` of ``tp`` were handed to the application."""

@@ -5,8 +5,10 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from sharecon._share.acks import AckBatch
+from sharecon._share.acks import AckBatch, expand
 from sharecon._share.ledger import AckFailure, AckLedger, AckResult, MarkResult
 from sharecon._share.session import SessionTag
 from sharecon.errors import InvalidRecordStateError
@@ -265,7 +267,8 @@ def test_redelivery_supersedes_unanswered_acks() -> None:
     delivered(ledger, TP0, 0, 9)
     ledger.mark_range(TP0, 5, 9, A)
     results = ledger.add(TP0, TAG, [(5, 14)])
-    assert results == [AckResult(TP0, (b(5, 9, A),), 0, AckFailure.SUPERSEDED)]
+    assert results == [AckResult(TP0, (b(5, 9, A),), 121, AckFailure.SUPERSEDED)]
+    assert isinstance(results[0].error(), InvalidRecordStateError)
     assert ledger.mark(TP0, 7, R) is MarkResult.OK  # applies to the new delivery
     ledger.mark_range(TP0, 0, 4, A)
     taken = ledger.take(TAG)
@@ -292,3 +295,41 @@ def test_finished_offset_inside_a_live_delivery_is_unknown() -> None:
     ledger.complete(TAG, {TP0: 0})
     assert ledger.mark(TP0, 0, R) is MarkResult.UNKNOWN
     assert ledger.mark(TP0, 1, R) is MarkResult.OK
+
+
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 39), st.sampled_from(list(AckType)[1:])), max_size=30),
+        min_size=1,
+        max_size=4,
+    ),
+    st.sets(st.integers(0, 39), max_size=8),
+)
+def test_rounds_match_a_per_offset_model(
+    rounds: list[list[tuple[int, AckType]]], gap_offsets: set[int]
+) -> None:
+    """Every round sends exactly the acks marked since the last one; renews come back."""
+    ledger = AckLedger()
+    ledger.add(TP0, TAG, [(0, 19), (20, 39)], gaps=[(o, o) for o in gap_offsets])
+    ledger.deliver(TP0, 0, 39)
+    held = {o for o in range(40) if o not in gap_offsets}  # records the app may acknowledge
+    pending: dict[int, AckType] = dict.fromkeys(gap_offsets, G)
+    for marks in rounds:
+        for o, t in marks:
+            result = ledger.mark(TP0, o, t)
+            if o in held and (o not in pending or pending[o] is N):
+                assert result is MarkResult.OK
+                pending[o] = t
+            else:
+                assert result is not MarkResult.OK
+        taken = ledger.take(TAG)
+        if not pending:
+            assert taken is None
+            continue
+        assert taken is not None
+        assert dict(expand(taken.acks[TP0])) == pending
+        assert taken.is_renew == (N in pending.values())
+        ledger.complete(TAG, {TP0: 0})
+        held -= {o for o, t in pending.items() if t is not N}
+        pending = {}
+    assert ledger.unacknowledged() == ({TP0: sorted(held)} if held else {})
