@@ -55,8 +55,12 @@ class MemoryByteStream(ByteStream):
         await self._tx.aclose()
 
     async def aclose(self) -> None:
-        await self._tx.aclose()
-        await self._rx.aclose()
+        self.close()
+
+    def close(self) -> None:
+        """Close both directions (synchronously, so fixtures and plain tests can too)."""
+        self._tx.close()
+        self._rx.close()
 
 
 def byte_stream_pair(

@@ -1,0 +1,334 @@
+"""One pipelined connection to one Kafka broker.
+
+Rules of this module:
+
+1. One reader task per connection (:meth:`BrokerConnection.run`), started by the owner's task
+   group. It only splits the byte stream into frames and routes each by correlation id. Bodies
+   are decoded in the task that made the request, so a body that fails to decode fails that
+   request alone and the connection stays usable.
+2. One writer at a time. An interruption (cancellation, timeout, error) while a frame is being
+   written closes the connection: half a frame on the wire would desynchronise the stream.
+3. A caller that gives up (cancelled, timed out) leaves its entry in ``_pending``; the reader
+   drops the late response when it arrives. An id the reader does not know at all means the
+   stream is out of step, and the connection is closed.
+4. When the stream breaks, every pending request fails at once with
+   :class:`~sharecon.errors.BrokerDisconnectedError` naming the broker and why, and the
+   connection is dead for good; the cluster layer opens a new one.
+5. anyio and OS exceptions never leave this module unmapped.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+import anyio
+
+from sharecon import errors
+from sharecon.protocol import NEED_DATA, FrameDecoder, decode_response_for, encode_request
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from anyio.abc import ByteStream, TaskStatus
+
+    from sharecon.protocol import Request, Response, VersionTable
+
+R = TypeVar("R", bound="Response")
+
+__all__ = ["DEFAULT_MAX_FRAME_SIZE", "BrokerAddress", "BrokerConnection"]
+
+logger = logging.getLogger(__name__)
+
+#: Largest response frame accepted by default (the Java client's default fetch.max.bytes is 50 MiB).
+DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
+_RECEIVE_CHUNK = 256 * 1024
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerAddress:
+    """Where a broker listens. ``node_id`` is -1 for a bootstrap address not yet identified."""
+
+    host: str
+    port: int
+    node_id: int = -1
+
+    def __str__(self) -> str:
+        where = f"{self.host}:{self.port}"
+        return where if self.node_id < 0 else f"broker {self.node_id} ({where})"
+
+
+class _Pending:
+    """One request waiting for its response frame (or for the connection's death)."""
+
+    __slots__ = ("api_key", "api_version", "error", "event", "frame")
+
+    def __init__(self, api_key: int, api_version: int) -> None:
+        self.api_key = api_key
+        self.api_version = api_version
+        self.event = anyio.Event()
+        self.frame: bytes | None = None
+        self.error: errors.KafkaConnectionError | None = None
+
+
+class BrokerConnection:
+    """A pipelined request/response channel to one broker over an anyio byte stream.
+
+    Construct it over a connected stream, start :meth:`run` in a task group, then call
+    :meth:`request` from any number of tasks. Opening sockets, TLS, ApiVersions and SASL are
+    done by :func:`sharecon._net.connect.open_connection`; this class is the part that
+    is also exercised over in-memory streams in tests.
+
+    :param stream: a connected byte stream (TCP, TLS, or an in-memory pair in tests).
+    :param address: the broker, for error messages and logs.
+    :param client_id: sent in every request header.
+    :param max_frame_size: larger response frames are refused before any allocation.
+    """
+
+    def __init__(
+        self,
+        stream: ByteStream,
+        address: BrokerAddress,
+        *,
+        client_id: str | None = "sharecon",
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    ) -> None:
+        self.address = address
+        self.client_id = client_id
+        self._stream = stream
+        self._max_frame_size = max_frame_size
+        self._pending: dict[int, _Pending] = {}
+        self._next_id = 0
+        self._write_lock = anyio.Lock()
+        self._failure: str | None = None
+        self._failure_cause: BaseException | None = None
+        self._reader_scope: anyio.CancelScope | None = None
+        self._reader_done = anyio.Event()
+        #: Negotiated versions; set by the ApiVersions handshake (None until then).
+        self.versions: VersionTable | None = None
+        self._reauth_at: float | None = None
+        self._reauth: Callable[[], Awaitable[None]] | None = None
+        self._reauth_task: int | None = None
+        self._reauth_done: anyio.Event | None = None
+
+    # -- state -------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection has failed or been closed; it is never reused then."""
+        return self._failure is not None
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent (or being sent) whose response has not been routed yet."""
+        return len(self._pending)
+
+    def __repr__(self) -> str:
+        state = f"closed: {self._failure}" if self._failure else f"{len(self._pending)} in flight"
+        return f"<BrokerConnection {self.address} {state}>"
+
+    # -- reader ------------------------------------------------------------------------------
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Read frames until the connection ends; route each to its waiting request.
+
+        Never raises for connection problems: it records them, fails the pending requests,
+        and returns, so it cannot tear down the owner's task group.
+        """
+        decoder = FrameDecoder(max_frame_size=self._max_frame_size)
+        try:
+            with anyio.CancelScope() as scope:
+                self._reader_scope = scope
+                task_status.started()
+                if self._failure is not None:
+                    return
+                while True:
+                    data = await self._stream.receive(_RECEIVE_CHUNK)
+                    decoder.receive_data(data)
+                    while True:
+                        frame = decoder.next_frame()
+                        if frame is NEED_DATA:
+                            break
+                        assert isinstance(frame, bytes)
+                        self._route(frame)
+        except anyio.EndOfStream:
+            self._fail("the broker closed the connection")
+        except (anyio.BrokenResourceError, OSError) as exc:
+            self._fail(f"the connection broke ({exc or type(exc).__name__})", exc)
+        except anyio.ClosedResourceError:
+            self._fail("the connection was closed")
+        except errors.RemoteProtocolError as exc:
+            self._fail(f"the broker sent a bad frame: {exc}", exc)
+            await self._close_stream()
+        finally:
+            self._reader_done.set()
+            if self._failure is None:
+                # Cancelled from outside (the owner's task group is ending).
+                self._fail("the connection was closed")
+
+    def _route(self, frame: bytes) -> None:
+        if len(frame) < 4:
+            raise errors.RemoteProtocolError(
+                f"{self.address}: response frame of {len(frame)} bytes has no correlation id"
+            )
+        corr = int.from_bytes(frame[:4], "big", signed=True)
+        pending = self._pending.pop(corr, None)
+        if pending is None:
+            raise errors.RemoteProtocolError(
+                f"{self.address}: response with unknown correlation id {corr}"
+            )
+        pending.frame = frame
+        pending.event.set()
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def _allocate_id(self) -> int:
+        # Correlation ids are int32; wrap to 0 and never reuse one still pending.
+        for _ in range(len(self._pending) + 1):
+            corr = self._next_id
+            self._next_id = 0 if corr >= _INT32_MAX else corr + 1
+            if corr not in self._pending:
+                return corr
+        raise AssertionError("unreachable: more pending requests than correlation ids")
+
+    async def request(
+        self,
+        body: Request[R],
+        *,
+        api_version: int | None = None,
+        timeout: float | None = None,
+    ) -> R:
+        """Send a request message and return the decoded response message.
+
+        :param body: a request message instance (its class knows its API key).
+        :param api_version: a version to use instead of the negotiated one.
+        :param timeout: seconds until :class:`~sharecon.errors.RequestTimeoutError`;
+            ``None`` waits for the response or the connection's end.
+        :raises BrokerDisconnectedError: the connection broke or was closed.
+        :raises RequestTimeoutError: no response in time (the connection stays usable).
+        :raises IncompatibleBrokerError: the broker does not offer this API.
+        :raises RemoteProtocolError: the response body could not be decoded.
+        """
+        self._raise_if_failed()
+        if self._reauth_at is not None and self._reauth_task != anyio.get_current_task().id:
+            await self._maybe_reauthenticate()
+        api_key = body.api_key
+        if api_version is None:
+            if self.versions is None:
+                raise errors.LocalProtocolError(
+                    f"{self.address}: no negotiated versions yet; pass api_version"
+                )
+            api_version = self.versions.version(api_key)
+        corr = self._allocate_id()
+        frame = encode_request(api_key, api_version, corr, self.client_id, body)
+        pending = _Pending(api_key, api_version)
+        self._pending[corr] = pending
+        what = f"{self.address} {type(body).__name__} v{api_version} corr={corr}"
+        try:
+            with anyio.fail_after(math.inf if timeout is None else timeout):
+                await self._send(frame, what)
+                await pending.event.wait()
+        except TimeoutError:
+            raise errors.RequestTimeoutError(f"{what}: no response within {timeout:g} s") from None
+        if pending.error is not None:
+            raise pending.error
+        assert pending.frame is not None
+        _, response = decode_response_for(body, api_version, pending.frame)
+        return response
+
+    # -- re-authentication (KIP-368) ---------------------------------------------------------
+
+    def set_reauthentication(
+        self, at: float, reauthenticate: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Run ``reauthenticate`` before the first request made at or after time ``at``."""
+        self._reauth_at = at
+        self._reauth = reauthenticate
+
+    async def _maybe_reauthenticate(self) -> None:
+        if self._reauth_done is not None:
+            # Another task is re-authenticating: new requests wait for it to finish.
+            await self._reauth_done.wait()
+            return
+        if (
+            self._reauth_at is None
+            or anyio.current_time() < self._reauth_at
+            or self._reauth is None
+        ):
+            return
+        reauthenticate, self._reauth, self._reauth_at = self._reauth, None, None
+        self._reauth_task = anyio.get_current_task().id
+        self._reauth_done = anyio.Event()
+        try:
+            logger.debug("%s: re-authenticating", self.address)
+            await reauthenticate()
+        finally:
+            self._reauth_done.set()
+            self._reauth_done = None
+            self._reauth_task = None
+
+    async def _send(self, frame: bytes, what: str) -> None:
+        async with self._write_lock:
+            self._raise_if_failed()
+            try:
+                await self._stream.send(frame)
+            except BaseException as exc:
+                reason = (
+                    f"interrupted while writing {what}"
+                    if isinstance(exc, anyio.get_cancelled_exc_class())
+                    else f"writing {what} failed ({exc or type(exc).__name__})"
+                )
+                self._fail(reason, exc)
+                with anyio.CancelScope(shield=True):
+                    await self._close_stream()
+                if isinstance(exc, (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)):
+                    raise self._error() from exc
+                raise
+
+    # -- failure and close -------------------------------------------------------------------
+
+    def _error(self) -> errors.BrokerDisconnectedError:
+        # A fresh instance per raiser: one exception object must not collect many tracebacks.
+        err = errors.BrokerDisconnectedError(f"{self.address}: {self._failure}")
+        err.__cause__ = self._failure_cause
+        return err
+
+    def _raise_if_failed(self) -> None:
+        if self._failure is not None:
+            raise self._error()
+
+    def _fail(self, reason: str, cause: BaseException | None = None) -> None:
+        if self._failure is not None:
+            return
+        self._failure = reason
+        self._failure_cause = cause
+        if self._pending:
+            logger.info(
+                "%s: failing %d pending requests: %s", self.address, len(self._pending), reason
+            )
+        else:
+            logger.debug("%s: %s", self.address, reason)
+        pending, self._pending = self._pending, {}
+        for entry in pending.values():
+            entry.error = self._error()
+            entry.event.set()
+        if self._reader_scope is not None:
+            self._reader_scope.cancel()
+
+    async def _close_stream(self) -> None:
+        with anyio.move_on_after(1.0):
+            try:
+                await self._stream.aclose()
+            except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass
+
+    async def aclose(self, timeout: float = 5.0) -> None:
+        """Close the connection: pending requests fail, the reader ends. Shielded and bounded."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(timeout):
+            self._fail("the connection was closed by the client")
+            await self._close_stream()
+            if self._reader_scope is not None:
+                await self._reader_done.wait()
