@@ -8,10 +8,10 @@ from __future__ import annotations
 import logging
 
 from sharecon import errors
+from sharecon._version import __version__
 from sharecon.errors import KafkaError
 
 __all__ = ["KafkaError", "__version__", "errors"]
-__version__ = "0.1.0.dev0"
 
 # Library etiquette: we never configure logging; applications do.
 logging.getLogger(__name__).addHandler(logging.NullHandler())

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from sharecon import __version__, errors
+from sharecon import errors
 from sharecon._net.connection import DEFAULT_MAX_FRAME_SIZE, BrokerAddress, BrokerConnection
+from sharecon._version import __version__
 from sharecon.protocol import (
     ApiVersionsRequest,
     SaslAuthenticateRequest,
