@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MAX_VERSION = 0x7FFF
+REPO = Path(__file__).resolve().parent.parent
 
 # API name -> (module name, lowest version, highest version) we generate.
 # ShareFetch/ShareAcknowledge v0 (Kafka 4.0 early access) are kept for the golden seeds;
@@ -693,7 +694,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--out",
         type=Path,
-        default=Path(__file__).resolve().parent.parent / "sharecon/protocol/messages",
+        default=REPO / "sharecon/protocol/messages",
     )
     ap.add_argument(
         "--ruff",
@@ -754,9 +755,11 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "__init__.py").write_text("\n".join(idx), encoding="utf-8")
     if not args.no_format:
         # Committed output is ruff-formatted so the freshness test can compare bytes.
-        subprocess.run([args.ruff, "format", "--quiet", str(args.out)], check=True)
+        # Use the repository's ruff settings even when writing outside it (tests do).
+        config = ["--config", str(REPO / "pyproject.toml")]
+        subprocess.run([args.ruff, "format", "--quiet", *config, str(args.out)], check=True)
         subprocess.run(
-            [args.ruff, "check", "--quiet", "--fix", "--select", "I", str(args.out)],
+            [args.ruff, "check", "--quiet", "--fix", "--select", "I", *config, str(args.out)],
             check=False,
         )
     return 0

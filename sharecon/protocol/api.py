@@ -213,18 +213,7 @@ def decode_response(
         body_start = bytes(r.buf[start : start + 2])
         if len(body_start) == 2 and _I16.unpack(body_start)[0] == _UNSUPPORTED_VERSION:
             return header.correlation_id, _decode_body(r, cls, 0)  # type: ignore[return-value]
-    try:
-        body = _decode_body(r, cls, api_version)
-    except DecodeError as first:
-        if api_key != API_VERSIONS_KEY or api_version == 0:
-            raise
-        # A broker may answer an ApiVersions version it does not know with a v0 body
-        # whatever the error; accept that when it decodes cleanly as v0.
-        r.pos = start
-        try:
-            body = _decode_body(r, cls, 0)
-        except DecodeError:
-            raise first from None
+    body = _decode_body(r, cls, api_version)
     return header.correlation_id, body  # type: ignore[return-value]
 
 
