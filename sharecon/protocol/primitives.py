@@ -148,27 +148,57 @@ class Reader:
 
     def int8(self) -> int:
         """Read a signed 8-bit int."""
-        return int(_i8(self.buf, self._take(1, "int8"))[0])
+        pos = self.pos
+        if pos + 1 > self.end:
+            raise self._short(1, "int8")
+        self.pos = pos + 1
+        value: int = _i8(self.buf, pos)[0]
+        return value
 
     def int16(self) -> int:
         """Read a signed big-endian 16-bit int."""
-        return int(_i16(self.buf, self._take(2, "int16"))[0])
+        pos = self.pos
+        if pos + 2 > self.end:
+            raise self._short(2, "int16")
+        self.pos = pos + 2
+        value: int = _i16(self.buf, pos)[0]
+        return value
 
     def int32(self) -> int:
         """Read a signed big-endian 32-bit int."""
-        return int(_i32(self.buf, self._take(4, "int32"))[0])
+        pos = self.pos
+        if pos + 4 > self.end:
+            raise self._short(4, "int32")
+        self.pos = pos + 4
+        value: int = _i32(self.buf, pos)[0]
+        return value
 
     def int64(self) -> int:
         """Read a signed big-endian 64-bit int."""
-        return int(_i64(self.buf, self._take(8, "int64"))[0])
+        pos = self.pos
+        if pos + 8 > self.end:
+            raise self._short(8, "int64")
+        self.pos = pos + 8
+        value: int = _i64(self.buf, pos)[0]
+        return value
 
     def uint16(self) -> int:
         """Read an unsigned big-endian 16-bit int."""
-        return int(_u16(self.buf, self._take(2, "uint16"))[0])
+        pos = self.pos
+        if pos + 2 > self.end:
+            raise self._short(2, "uint16")
+        self.pos = pos + 2
+        value: int = _u16(self.buf, pos)[0]
+        return value
 
     def uint32(self) -> int:
         """Read an unsigned big-endian 32-bit int."""
-        return int(_u32(self.buf, self._take(4, "uint32"))[0])
+        pos = self.pos
+        if pos + 4 > self.end:
+            raise self._short(4, "uint32")
+        self.pos = pos + 4
+        value: int = _u32(self.buf, pos)[0]
+        return value
 
     def float64(self) -> float:
         """Read an IEEE-754 double."""
@@ -187,6 +217,16 @@ class Reader:
 
     def uvarint(self, max_bytes: int = 5) -> int:
         """Read an unsigned varint of at most ``max_bytes`` bytes (5 for 32-bit values)."""
+        # Fast path: lengths and tag counts are almost always a single byte.
+        pos = self.pos
+        if pos < self.end:
+            b = self.buf[pos]
+            if b < 0x80:
+                self.pos = pos + 1
+                return b
+        return self._uvarint_slow(max_bytes)
+
+    def _uvarint_slow(self, max_bytes: int) -> int:
         buf = self.buf
         pos = self.pos
         end = self.end
