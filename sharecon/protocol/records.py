@@ -16,10 +16,12 @@ topic, partition, delivery count, lock deadline) allocates one object per record
 two. The default factory is :class:`Record`.
 
 Keys, values and header values are ``bytes`` (or ``None``), sliced from the batch's
-(decompressed) buffer. ``bytes`` measured faster than ``memoryview`` slices end to end
-for records of 100 B to 1 KiB, and a ``bytes`` key does not pin the whole fetch
-response in memory. Headers are a tuple of ``(key, value)`` pairs; records without
-headers all share one empty tuple.
+(decompressed) buffer. Measured end to end (decode, then hand the value on as bytes),
+``bytes`` slices beat ``memoryview`` slices: 1.08 M vs 1.03 M records/s at 100 B and
+0.84 M vs 0.77 M at 1 KiB (a memoryview is as costly to create as a 100-byte copy,
+and must be copied anyway by most consumers). A ``bytes`` value also does not pin the
+whole fetch response in memory. Headers are a tuple of ``(key, value)`` pairs; records
+without headers all share the one empty tuple :data:`NO_HEADERS`.
 
 Rules for this module:
 
@@ -258,6 +260,7 @@ class RecordBatch:
 
     __slots__ = (
         "_buf",
+        "_view",
         "attributes",
         "base_offset",
         "base_sequence",
@@ -289,6 +292,7 @@ class RecordBatch:
     records_count: int
     position: int
     _buf: bytes
+    _view: memoryview  # of _buf, shared by all batches of one read_batches() call
 
     def __repr__(self) -> str:
         return (
@@ -357,14 +361,12 @@ class RecordBatch:
     def raw(self) -> memoryview:
         """The batch's bytes exactly as received (e.g. to forward or re-append)."""
         start = self.position
-        return memoryview(self._buf)[start : start + self.batch_length + _LOG_OVERHEAD]
+        return self._view[start : start + self.batch_length + _LOG_OVERHEAD]
 
     def compute_crc(self) -> int:
         """CRC-32C of Attributes through the end of the batch."""
         start = self.position
-        return _crc32c(
-            memoryview(self._buf)[start + _CRC_START : start + _LOG_OVERHEAD + self.batch_length]
-        )
+        return _crc32c(self._view[start + _CRC_START : start + _LOG_OVERHEAD + self.batch_length])
 
     def verify_crc(self) -> None:
         """Check the stored CRC-32C.
@@ -451,44 +453,42 @@ class RecordBatch:
             out.append(ControlRecord(offset, timestamp, kind, version, epoch))
         return out
 
-    def _payload(self, max_uncompressed: int) -> tuple[bytes, int, int]:
-        """The records section as (buffer, start, end), decompressed if need be."""
-        start = self.position + BATCH_HEADER_SIZE
-        end = self.position + _LOG_OVERHEAD + self.batch_length
-        codec = self.attributes & _CODEC_MASK
-        if codec == 0:
-            return self._buf, start, end
-        if codec > Codec.ZSTD:
-            raise self._error(f"unknown compression codec {codec} in attributes", at=start)
-        try:
-            data = decompress(codec, memoryview(self._buf)[start:end], max_size=max_uncompressed)
-        except CorruptRecordError as exc:
-            raise self._error(str(exc), at=start) from exc
-        return data, 0, len(data)
-
     def _decode(
         self,
         factory: Callable[[int, int, bytes | None, bytes | None, Headers], T],
         max_uncompressed: int,
         verify_crc: bool,
     ) -> list[T]:
-        if verify_crc:
-            self.verify_crc()
+        start = self.position
+        end = start + _LOG_OVERHEAD + self.batch_length
+        if verify_crc and _crc32c(self._view[start + _CRC_START : end]) != self.crc:
+            self.verify_crc()  # raises, with both CRCs in the message
         count = self.records_count
         if count == 0:
             # Compaction can leave empty batches; like the Java client, do not even
             # look at (or decompress) the records section.
             return []
         if count < 0:
-            raise self._error(f"negative records count {count}", at=self.position + 57)
+            raise self._error(f"negative records count {count}", at=start + 57)
         if count > self.last_offset_delta + 1:
             raise self._error(
                 f"records count {count} exceeds the offset span "
                 f"(last offset delta {self.last_offset_delta})",
-                at=self.position + 57,
+                at=start + 57,
             )
-        buf, start, end = self._payload(max_uncompressed)
-        compressed = buf is not self._buf
+        start += BATCH_HEADER_SIZE
+        codec = self.attributes & _CODEC_MASK
+        buf = self._buf
+        compressed = codec != 0
+        if compressed:
+            if codec > Codec.ZSTD:
+                raise self._error(f"unknown compression codec {codec} in attributes", at=start)
+            try:
+                buf = decompress(codec, self._view[start:end], max_size=max_uncompressed)
+            except CorruptRecordError as exc:
+                raise self._error(str(exc), at=start) from exc
+            start = 0
+            end = len(buf)
         if self.attributes & _TIMESTAMP_TYPE_BIT:
             # LogAppendTime: every record takes the broker's append time. Rare enough
             # that a wrapper beats a per-record branch in the loop.
@@ -537,6 +537,7 @@ def read_batches(data: bytes | bytearray | memoryview) -> BatchSplit:
         other than 2 in a complete batch.
     """
     buf = data if type(data) is bytes else bytes(data)
+    view = memoryview(buf)
     total = len(buf)
     batches: list[RecordBatch] = []
     append = batches.append
@@ -579,6 +580,7 @@ def read_batches(data: bytes | bytearray | memoryview) -> BatchSplit:
         ) = unpack(buf, pos)
         b.position = pos
         b._buf = buf
+        b._view = view
         append(b)
         pos += _LOG_OVERHEAD + length
     return BatchSplit(batches, pos, total)
