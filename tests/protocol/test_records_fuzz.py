@@ -131,6 +131,26 @@ def decode_or_corrupt(data: bytes) -> None:
         pass
 
 
+# --- round trip -------------------------------------------------------------------------
+
+
+@FUZZ
+@given(batch_specs())
+def test_round_trip(spec: tuple[list[Record], dict[str, object]]) -> None:
+    records, options = spec
+    (batch,) = read_batches(encode_batch(records, **options)).batches  # type: ignore[arg-type]
+    assert batch.codec == options["codec"]
+    assert batch.is_transactional == options["transactional"]
+    assert batch.producer_id == options["producer_id"]
+    assert batch.last_offset == records[-1].offset
+    if options.get("timestamp_type") == TimestampType.LOG_APPEND_TIME:
+        append_time = max(r.timestamp for r in records)
+        expected = [Record(r.offset, append_time, r.key, r.value, r.headers) for r in records]
+    else:
+        expected = records
+    assert batch.records() == expected
+
+
 # --- any bytes --------------------------------------------------------------------------
 
 
