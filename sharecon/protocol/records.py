@@ -844,12 +844,19 @@ def _decode_records(
 # Encoding
 
 
-def _zigzag_varint(value: int, lo: int, hi: int, field: str) -> bytes:
-    if not lo <= value <= hi:
-        raise LocalProtocolError(f"{field} {value} is outside {lo}..{hi}")
+_SMALL: Final = tuple(bytes((i,)) for i in range(0x80))
+_I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+_NULL_LEN: Final = b"\x01"  # zig-zag varint -1
+
+
+def _zz(value: int) -> bytes:
+    """Zig-zag varint of ``value`` (callers check its range)."""
     n = value << 1 if value >= 0 else ((-value) << 1) - 1
     if n < 0x80:
         return _SMALL[n]
+    if n < 0x4000:
+        return bytes(((n & 0x7F) | 0x80, n >> 7))
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -858,35 +865,18 @@ def _zigzag_varint(value: int, lo: int, hi: int, field: str) -> bytes:
     return bytes(out)
 
 
-_SMALL: Final = tuple(bytes((i,)) for i in range(0x80))
-_I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
-_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
-_NULL_LEN: Final = b"\x01"  # zig-zag varint -1
+def _length_prefixed(data: object, what: str) -> bytes:
+    """Zig-zag length + bytes for a nullable bytes-like field (the uncommon types)."""
+    if data is None:
+        return _NULL_LEN
+    if isinstance(data, bytes | bytearray | memoryview):
+        raw = bytes(data)
+        return _zz(len(raw)) + raw
+    raise LocalProtocolError(f"{what} must be bytes or None, not {type(data).__name__}")
 
 
-def _encode_record(
-    offset_delta: int,
-    timestamp_delta: int,
-    key: bytes | None,
-    value: bytes | None,
-    headers: Sequence[tuple[str, bytes | None]],
-) -> bytes:
-    parts = [
-        b"\x00",  # attributes
-        _zigzag_varint(timestamp_delta, _I64_MIN, _I64_MAX, "timestamp delta"),
-        _zigzag_varint(offset_delta, _I32_MIN, _I32_MAX, "offset delta"),
-    ]
-    for name, data in (("key", key), ("value", value)):
-        if data is None:
-            parts.append(_NULL_LEN)
-        elif isinstance(data, bytes | bytearray | memoryview):
-            parts.append(_zigzag_varint(len(data), 0, _I32_MAX, f"{name} length"))
-            parts.append(bytes(data))
-        else:
-            raise LocalProtocolError(
-                f"record {name} must be bytes or None, not {type(data).__name__}"
-            )
-    parts.append(_zigzag_varint(len(headers), 0, _I32_MAX, "header count"))
+def _encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
+    parts = [_zz(len(headers))]
     for header in headers:
         try:
             hkey, hvalue = header
@@ -900,19 +890,54 @@ def _encode_record(
             kb = hkey.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise LocalProtocolError(f"header key {hkey!r} is not encodable as UTF-8") from exc
-        parts.append(_zigzag_varint(len(kb), 0, _I32_MAX, "header key length"))
+        parts.append(_zz(len(kb)))
         parts.append(kb)
-        if hvalue is None:
-            parts.append(_NULL_LEN)
-        elif isinstance(hvalue, bytes | bytearray | memoryview):
-            parts.append(_zigzag_varint(len(hvalue), 0, _I32_MAX, "header value length"))
-            parts.append(bytes(hvalue))
-        else:
+        parts.append(_length_prefixed(hvalue, "header value"))
+    return b"".join(parts)
+
+
+def _encode_records(
+    records: Sequence[EncodableRecord], base_offset: int, base_timestamp: int
+) -> tuple[bytes, int]:
+    """The uncompressed records section, and the last offset delta (-1 if empty)."""
+    out: list[bytes] = []
+    append = out.append
+    zz = _zz
+    previous = -1
+    for r in records:
+        delta = r.offset - base_offset
+        if delta <= previous or delta > _I32_MAX:
             raise LocalProtocolError(
-                f"header value must be bytes or None, not {type(hvalue).__name__}"
+                f"record offsets must increase from base offset {base_offset} by at most "
+                f"{_I32_MAX} (offset delta): offset {r.offset} after delta {previous}"
             )
-    body = b"".join(parts)
-    return _zigzag_varint(len(body), 0, _I32_MAX, "record length") + body
+        previous = delta
+        ts_delta = r.timestamp - base_timestamp
+        if not _I64_MIN <= ts_delta <= _I64_MAX:
+            raise LocalProtocolError(f"timestamp delta {ts_delta} does not fit a varlong")
+        key = r.key
+        value = r.value
+        headers = r.headers
+        # attributes (always 0), timestamp delta, offset delta
+        body = b"\x00" + zz(ts_delta) + zz(delta)
+        if key is None:
+            body += _NULL_LEN
+        elif type(key) is bytes:
+            body += zz(len(key)) + key
+        else:
+            body += _length_prefixed(key, "record key")
+        if value is None:
+            body += _NULL_LEN
+        elif type(value) is bytes:
+            body += zz(len(value)) + value
+        else:
+            body += _length_prefixed(value, "record value")
+        body += _encode_headers(headers) if headers else b"\x00"
+        if len(body) > _I32_MAX:
+            raise LocalProtocolError(f"record at offset {r.offset} is larger than 2 GiB")
+        append(zz(len(body)))
+        append(body)
+    return b"".join(out), previous
 
 
 def encode_batch(
@@ -947,29 +972,22 @@ def encode_batch(
     :raises LocalProtocolError: a value the format cannot hold (offsets out of order,
         ints out of range, keys that are not bytes, an unknown codec).
     """
-    if not 0 <= int(codec) <= Codec.ZSTD:
-        raise LocalProtocolError(f"unknown compression codec {codec}")
+    if type(codec) is not int and not isinstance(codec, Codec) or not 0 <= codec <= Codec.ZSTD:
+        raise LocalProtocolError(f"unknown compression codec {codec!r}")
     count = len(records)
-    if count:
-        first_ts = records[0].timestamp
-        base_ts = first_ts if base_timestamp is None else base_timestamp
-        max_ts = max(r.timestamp for r in records) if max_timestamp is None else max_timestamp
-    else:
-        base_ts = -1 if base_timestamp is None else base_timestamp
-        max_ts = -1 if max_timestamp is None else max_timestamp
-    encoded: list[bytes] = []
-    previous = -1
-    for r in records:
-        delta = r.offset - base_offset
-        if delta <= previous:
-            raise LocalProtocolError(
-                f"record offsets must increase from base offset {base_offset}: "
-                f"offset {r.offset} follows delta {previous}"
-            )
-        previous = delta
-        encoded.append(_encode_record(delta, r.timestamp - base_ts, r.key, r.value, r.headers))
+    try:
+        if count:
+            first_ts = records[0].timestamp
+            base_ts = first_ts if base_timestamp is None else base_timestamp
+            max_ts = max(r.timestamp for r in records) if max_timestamp is None else max_timestamp
+        else:
+            base_ts = -1 if base_timestamp is None else base_timestamp
+            max_ts = -1 if max_timestamp is None else max_timestamp
+        payload, previous = _encode_records(records, base_offset, base_ts)
+    except TypeError as exc:
+        # Offsets or timestamps that are not ints (e.g. a float timestamp).
+        raise LocalProtocolError(f"record field of the wrong type: {exc}") from None
     lod = previous if last_offset_delta is None else last_offset_delta
-    payload = b"".join(encoded)
     if codec != Codec.NONE and count:
         payload = compress(codec, payload, level=compression_level)
     attributes = (

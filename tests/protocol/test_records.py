@@ -615,3 +615,9 @@ def test_encoder_rejects_what_the_format_cannot_hold() -> None:
         encode_batch([Record(0, 0, None, None)], codec=5)
     with pytest.raises(LocalProtocolError, match="offset delta"):
         encode_batch([Record(2**31, 0, None, None)])
+    with pytest.raises(LocalProtocolError, match="wrong type"):
+        encode_batch([Record(0, 1.5, None, None)])  # type: ignore[arg-type]
+    with pytest.raises(LocalProtocolError, match="header value must be bytes or None, not str"):
+        encode_batch([Record(0, 0, None, None, (("k", "text"),))])  # type: ignore[arg-type]
+    with pytest.raises(LocalProtocolError, match="unknown compression codec 'gzip'"):
+        encode_batch([], codec="gzip")  # type: ignore[arg-type]
