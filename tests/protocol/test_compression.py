@@ -15,6 +15,8 @@ import lz4.frame
 import pytest
 import snappy
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sharecon.errors import CorruptRecordError, LocalProtocolError
 from sharecon.protocol.compression import XERIAL_MAGIC, Codec, compress, decompress
@@ -198,3 +200,32 @@ def test_uncompressed_limit() -> None:
     assert decompress(Codec.NONE, b"abc", max_size=3) == b"abc"
     with pytest.raises(CorruptRecordError):
         decompress(Codec.NONE, b"abcd", max_size=3)
+
+
+@settings(deadline=None)
+@given(codec=st.integers(0, 7), data=st.binary(max_size=300), max_size=st.integers(0, 1 << 20))
+def test_any_bytes_decompress_or_raise_corrupt(codec: int, data: bytes, max_size: int) -> None:
+    try:
+        out = decompress(codec, data, max_size=max_size)
+    except CorruptRecordError:
+        return
+    assert len(out) <= max_size
+
+
+@settings(deadline=None)
+@given(
+    codec=st.sampled_from(COMPRESSED),
+    data=st.binary(max_size=2000),
+    cut=st.integers(0, 10_000),
+    flip=st.integers(0, 10_000),
+    mask=st.integers(1, 255),
+)
+def test_damaged_compressed_data_decompresses_or_raises_corrupt(
+    codec: Codec, data: bytes, cut: int, flip: int, mask: int
+) -> None:
+    packed = bytearray(compress(codec, data))
+    packed[flip % len(packed)] ^= mask
+    try:
+        decompress(codec, bytes(packed[: cut % (len(packed) + 1)]), max_size=len(data) + 10)
+    except CorruptRecordError:
+        pass
