@@ -1,0 +1,786 @@
+"""A real Apache Kafka 4.x broker (KRaft, one combined node, share groups on) for tests and demos.
+
+::
+
+    with KafkaBroker("4.4.0") as broker:
+        broker.tools.create_topic("orders", partitions=3)
+        run_my_consumer(broker.bootstrap)
+
+The first use of a version fetches its jars with Maven into the cache (see
+:func:`sharecon.testing._provision.provision`); later starts are offline. Each broker
+formats fresh storage in a temporary folder, listens on loopback only, and is killed
+(with its folder removed) however the Python process ends: ``stop()``, the context
+manager, interpreter exit, or a watchdog if the process is killed outright.
+
+Run one in the foreground: ``python -m sharecon.testing.broker --version 4.4.0 --port 9092``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import errno
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.to_thread
+
+from sharecon.testing._provision import (
+    DEFAULT_KAFKA_VERSION,
+    BrokerStartError,
+    ClassArchive,
+    KafkaInstall,
+    find_java,
+    provision,
+    resolve_version,
+    tail,
+)
+from sharecon.testing.tools import KafkaTools
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from types import TracebackType
+
+    from typing_extensions import Self
+
+__all__ = [
+    "DEFAULT_KAFKA_VERSION",
+    "BrokerStartError",
+    "KafkaBroker",
+    "SaslSetup",
+    "TlsSetup",
+    "main",
+]
+
+log = logging.getLogger("sharecon.testing")
+
+_STARTED_LINE = b"Kafka Server started"
+_DEFAULT_START_TIMEOUT = 120.0  # a cold JVM on a busy 2-core machine takes ~8 s
+_STOP_TIMEOUT = 30.0
+_FORMAT_TIMEOUT = 120.0
+_BROKER_JVM = [
+    "-Xms128m",
+    "-Xmx768m",
+    "-XX:+UseSerialGC",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
+]
+_LOGIN_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+
+#: Broker settings every test broker gets. Lock, heartbeat and session minimums are lowered
+#: so one group can opt into short values (``share.record.lock.duration.ms=1000`` for a
+#: lock-expiry test) while the defaults stay far from flaky.
+TEST_BROKER_CONFIG: dict[str, str] = {
+    "auto.create.topics.enable": "false",  # tests create what they use; typos fail loudly
+    "num.partitions": "1",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "share.coordinator.state.topic.num.partitions": "1",
+    "num.network.threads": "2",
+    "num.io.threads": "4",
+    "background.threads": "4",
+    "num.recovery.threads.per.data.dir": "1",
+    # The cleaner's dedupe buffer is allocated on the heap: 128 MiB by default.
+    "log.cleaner.dedupe.buffer.size": "2097152",
+    "log.segment.delete.delay.ms": "1000",
+    "group.initial.rebalance.delay.ms": "0",
+    "group.consumer.min.heartbeat.interval.ms": "100",
+    "group.consumer.heartbeat.interval.ms": "1000",
+    "group.consumer.min.session.timeout.ms": "2000",
+    "group.consumer.session.timeout.ms": "10000",
+    "group.share.min.heartbeat.interval.ms": "100",
+    "group.share.heartbeat.interval.ms": "1000",
+    "group.share.min.session.timeout.ms": "2000",
+    "group.share.session.timeout.ms": "10000",
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.record.lock.duration.ms": "15000",
+}
+# Keys that exist only from 4.3 on (older brokers would log them as unused).
+_CONFIG_4_3: dict[str, str] = {
+    "group.share.assignment.interval.ms": "0",
+    "group.consumer.assignment.interval.ms": "0",
+}
+
+_BROKER_LOG4J = """\
+status = warn
+appender.out.type = Console
+appender.out.name = STDOUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = {root}
+rootLogger.appenderRef.out.ref = STDOUT
+logger.raft.name = kafka.server.KafkaRaftServer
+logger.raft.level = INFO
+"""
+
+# Kills the JVM if the Python process that started it dies without stopping it.
+_WATCHDOG = """\
+import os, signal, sys, time
+parent, jvm = int(sys.argv[1]), int(sys.argv[2])
+while True:
+    time.sleep(0.5)
+    if os.getppid() != parent:
+        try:
+            os.killpg(jvm, signal.SIGKILL)
+        except OSError:
+            pass
+        sys.exit(0)
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SaslSetup:
+    """Add a SASL listener to the test broker.
+
+    ``users`` maps user name to password; each is valid for every mechanism listed
+    (SCRAM credentials are written at format time).
+    """
+
+    mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+    users: Mapping[str, str] = field(default_factory=lambda: {"sharecon": "sharecon-secret"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TlsSetup:
+    """Serve the client listener over TLS with a throwaway CA made by ``keytool``.
+
+    The CA certificate (PEM) is at :attr:`KafkaBroker.tls_ca_file` after start.
+    """
+
+    validity_days: int = 7
+
+
+class KafkaBroker:
+    """One Kafka broker+controller process on 127.0.0.1 with share groups enabled.
+
+    :param version: a Kafka 4.1+ version (``"4.4.0"``) or line (``"4.2"`` = newest known patch).
+    :param port: the port of :attr:`bootstrap`; 0 picks a free one.
+    :param sasl: add a SASL listener (then :attr:`bootstrap` points at it); ``"PLAIN"`` or
+        ``"SCRAM-SHA-256"`` is short for a :class:`SaslSetup` with that one mechanism.
+    :param tls: serve the client listener over TLS (``True`` or a :class:`TlsSetup`).
+    :param extra_config: broker properties that override the test defaults.
+    :param features: ``--feature name=level`` at format time, e.g. ``{"share.version": 1}``.
+        4.1 gets ``share.version=1`` unless told otherwise; 4.2+ finalize share groups by default.
+    :param start_timeout: seconds to wait for the broker to serve.
+    :param jvm_opts: JVM options replacing the defaults (small heap, serial GC).
+
+    Tools for arranging tests (topics, group configs, producing) are at :attr:`tools`.
+    When SASL or TLS is on they use a separate PLAINTEXT listener, :attr:`plaintext_bootstrap`.
+    """
+
+    def __init__(
+        self,
+        version: str = DEFAULT_KAFKA_VERSION,
+        port: int = 0,
+        *,
+        sasl: SaslSetup | str | None = None,
+        tls: TlsSetup | bool | None = None,
+        extra_config: Mapping[str, str] | None = None,
+        features: Mapping[str, int] | None = None,
+        start_timeout: float | None = None,
+        jvm_opts: list[str] | None = None,
+    ) -> None:
+        self.version = resolve_version(version)
+        if not 0 <= port <= 65535:
+            raise BrokerStartError(f"port {port} is outside 0..65535")
+        self._want_port = port
+        if isinstance(sasl, str):
+            if sasl not in _LOGIN_MODULES:
+                raise BrokerStartError(
+                    f"unknown SASL mechanism {sasl!r}; expected one of {sorted(_LOGIN_MODULES)}"
+                )
+            sasl = SaslSetup(mechanisms=(sasl,))
+        if sasl is not None:
+            bad = [m for m in sasl.mechanisms if m not in _LOGIN_MODULES]
+            if bad or not sasl.mechanisms or not sasl.users:
+                raise BrokerStartError(f"bad SASL setup {sasl!r}: mechanisms {bad} / no users")
+        self.sasl: SaslSetup | None = sasl
+        self.tls: TlsSetup | None = TlsSetup() if tls is True else (tls or None)
+        self._extra = dict(extra_config or {})
+        self._features = dict(features or {})
+        if self.version.startswith("4.1.") and "share.version" not in self._features:
+            # 4.1 formats share.version=0 (share groups are a preview there).
+            self._features["share.version"] = 1
+        env_timeout = os.environ.get("SHARECON_BROKER_START_TIMEOUT")
+        self.start_timeout = start_timeout or (
+            float(env_timeout) if env_timeout else _DEFAULT_START_TIMEOUT
+        )
+        env_opts = os.environ.get("SHARECON_BROKER_JVM_OPTS")
+        self._jvm_opts = jvm_opts or (env_opts.split() if env_opts else list(_BROKER_JVM))
+        self._install: KafkaInstall | None = None
+        self._java = ""
+        self._res = _Resources()
+        self._finalizer = weakref.finalize(self, self._res.cleanup)
+        self._client_port = 0
+        self._plain_port = 0
+        self._controller_port = 0
+        self._tools: KafkaTools | None = None
+        self.tls_ca_file: Path | None = None  #: PEM of the CA that signed the broker's certificate
+
+    # -- public surface -------------------------------------------------------
+
+    @property
+    def bootstrap(self) -> str:
+        """``127.0.0.1:PORT`` of the client listener (SASL/TLS when configured)."""
+        self._require_started()
+        return f"127.0.0.1:{self._client_port}"
+
+    @property
+    def plaintext_bootstrap(self) -> str:
+        """``127.0.0.1:PORT`` of the PLAINTEXT listener (the same as :attr:`bootstrap` without SASL/TLS)."""
+        self._require_started()
+        return f"127.0.0.1:{self._plain_port}"
+
+    @property
+    def port(self) -> int:
+        """The port of :attr:`bootstrap`."""
+        self._require_started()
+        return self._client_port
+
+    @property
+    def log_path(self) -> Path:
+        """The broker's log file (inside its temporary folder, so gone after :meth:`stop`)."""
+        if self._res.dir is None:
+            raise BrokerStartError("the broker has not been started")
+        return self._res.dir / "broker.log"
+
+    @property
+    def data_dir(self) -> Path:
+        """The temporary folder holding config, KRaft metadata and log segments."""
+        if self._res.dir is None:
+            raise BrokerStartError("the broker has not been started")
+        return self._res.dir
+
+    @property
+    def running(self) -> bool:
+        """Whether the broker JVM is alive."""
+        return self._res.proc is not None and self._res.proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        """The broker JVM's process id while it runs."""
+        return self._res.proc.pid if self.running and self._res.proc else None
+
+    @property
+    def tools(self) -> KafkaTools:
+        """Kafka's Java tools (same version) pointed at :attr:`plaintext_bootstrap`."""
+        self._require_started()
+        if self._tools is None:
+            assert self._install is not None
+            self._tools = KafkaTools(self.plaintext_bootstrap, install=self._install)
+        return self._tools
+
+    def __repr__(self) -> str:
+        state = f"running on {self.bootstrap}" if self.running else "stopped"
+        return f"<KafkaBroker {self.version} {state}>"
+
+    def start(self) -> Self:
+        """Provision, format, launch and wait until the broker serves. Idempotent while running.
+
+        :raises BrokerStartError: naming the failed step, with the tail of its output.
+        """
+        if self.running:
+            return self
+        if self._res.dir is not None:
+            self._launch_and_wait()  # killed earlier: come back on the same data
+            return self
+        self._java = find_java()
+        self._install = provision(self.version)
+        self._res.archive = ClassArchive(self._install, self._java, "broker")
+        attempts = 3 if self._want_port == 0 else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                self._prepare()
+                self._launch_and_wait()
+                return self
+            except _PortTaken as exc:
+                self._res.cleanup()
+                if attempt == attempts:
+                    raise BrokerStartError(str(exc)) from None
+                log.info("port race on start (%s), retrying with new ports", exc)
+            except BaseException:
+                self._res.cleanup()
+                raise
+        raise AssertionError("unreachable")
+
+    def stop(self) -> None:
+        """Stop the broker (SIGTERM, then SIGKILL after 30 s) and remove its folder. Idempotent."""
+        self._res.stop_jvm(graceful=True)
+        self._res.cleanup()
+        self._tools = None
+
+    def kill(self) -> None:
+        """SIGKILL the broker JVM, keeping its data so :meth:`restart` can bring it back."""
+        self._res.stop_jvm(graceful=False)
+
+    def restart(self) -> None:
+        """Stop (gracefully, if still running) and start again with the same data and ports."""
+        if self._res.dir is None:
+            raise BrokerStartError("restart() needs a broker that was started")
+        self._res.stop_jvm(graceful=True)
+        self._launch_and_wait()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        # Blocking start in a worker thread; a cancelled start still cleans up via stop().
+        try:
+            return await anyio.to_thread.run_sync(self.start)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.stop)
+            raise
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self.stop)
+
+    # -- internals ------------------------------------------------------------
+
+    def _require_started(self) -> None:
+        if self._client_port == 0:
+            raise BrokerStartError("the broker has not been started")
+
+    def _prepare(self) -> None:
+        """Fresh folder, ports, config files, certificates, and ``kafka-storage format``."""
+        assert self._install is not None
+        tmp = Path(tempfile.mkdtemp(prefix=f"sharecon-kafka-{self.version}-"))
+        self._res.dir = tmp
+        secured = self.sasl is not None or self.tls is not None
+        if self._want_port:
+            _check_port_free(self._want_port)
+        ports = _free_ports(3)
+        self._client_port = self._want_port or ports[0]
+        self._plain_port = ports[1] if secured else self._client_port
+        self._controller_port = ports[2]
+        if self.tls is not None:
+            self._make_certificates(tmp)
+        root_level = os.environ.get("SHARECON_BROKER_LOG_LEVEL", "WARN")
+        (tmp / "log4j2.properties").write_text(_BROKER_LOG4J.format(root=root_level))
+        (tmp / "server.properties").write_text(
+            "".join(f"{k}={v}\n" for k, v in self._server_config(tmp).items())
+        )
+        self._format(tmp)
+
+    def _server_config(self, tmp: Path) -> dict[str, str]:
+        listeners = [f"PLAINTEXT://127.0.0.1:{self._plain_port}"]
+        protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
+        if self._plain_port != self._client_port:
+            proto = {
+                (True, False): "SASL_PLAINTEXT",
+                (False, True): "SSL",
+                (True, True): "SASL_SSL",
+            }[(self.sasl is not None, self.tls is not None)]
+            listeners.insert(0, f"CLIENT://127.0.0.1:{self._client_port}")
+            protocols.append(f"CLIENT:{proto}")
+        conf = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self._controller_port}",
+            "listeners": ",".join([*listeners, f"CONTROLLER://127.0.0.1:{self._controller_port}"]),
+            "advertised.listeners": ",".join(listeners),
+            "listener.security.protocol.map": ",".join(protocols),
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(tmp / "kraft-logs"),
+        }
+        conf.update(TEST_BROKER_CONFIG)
+        if _minor(self.version) >= 3:
+            conf.update(_CONFIG_4_3)
+        if self.sasl is not None:
+            conf["listener.name.client.sasl.enabled.mechanisms"] = ",".join(self.sasl.mechanisms)
+            for mech in self.sasl.mechanisms:
+                users = ""
+                if mech == "PLAIN":
+                    users = "".join(f' user_{name}="{pw}"' for name, pw in self.sasl.users.items())
+                conf[f"listener.name.client.{mech.lower()}.sasl.jaas.config"] = (
+                    f"{_LOGIN_MODULES[mech]} required{users};"
+                )
+        if self.tls is not None:
+            conf["listener.name.client.ssl.keystore.location"] = str(tmp / "tls" / "broker.p12")
+            conf["listener.name.client.ssl.keystore.type"] = "PKCS12"
+            conf["listener.name.client.ssl.keystore.password"] = _STORE_PASSWORD
+            conf["listener.name.client.ssl.key.password"] = _STORE_PASSWORD
+        conf.update(self._extra)
+        return conf
+
+    def _format(self, tmp: Path) -> None:
+        assert self._install is not None
+        cmd = [
+            self._java,
+            "-Xmx256m",
+            "-XX:TieredStopAtLevel=1",
+            "-XX:+UseSerialGC",
+            *(self._res.archive.jvm_flags(dump=False) if self._res.archive else []),
+            f"-Dlog4j2.configurationFile={tmp / 'log4j2.properties'}",
+            "-cp",
+            self._install.classpath,
+            "kafka.tools.StorageTool",
+            "format",
+            "--cluster-id",
+            _cluster_id(),
+            "--config",
+            str(tmp / "server.properties"),
+        ]
+        for name, level in self._features.items():
+            cmd += ["--feature", f"{name}={level}"]
+        if self.sasl is not None:
+            for mech in self.sasl.mechanisms:
+                if mech.startswith("SCRAM"):
+                    for user, pw in self.sasl.users.items():
+                        cmd += ["--add-scram", f"{mech}=[name={user},password={pw}]"]
+        try:
+            done = subprocess.run(
+                cmd,
+                capture_output=True,
+                text=True,
+                timeout=_FORMAT_TIMEOUT,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise BrokerStartError(
+                f"formatting Kafka {self.version} storage took over {_FORMAT_TIMEOUT:.0f} s"
+            ) from exc
+        except OSError as exc:
+            raise BrokerStartError(f"could not run {self._java}: {exc}") from exc
+        if done.returncode != 0:
+            raise BrokerStartError(
+                f"formatting Kafka {self.version} storage failed (exit {done.returncode}):\n"
+                + tail(done.stdout + done.stderr)
+            )
+
+    def _make_certificates(self, tmp: Path) -> None:
+        assert self.tls is not None
+        keytool = str(Path(self._java).with_name("keytool"))
+        if not os.access(keytool, os.X_OK):
+            keytool = shutil.which("keytool") or keytool
+        tls = tmp / "tls"
+        tls.mkdir()
+        ca, broker = str(tls / "ca.p12"), str(tls / "broker.p12")
+        days = str(self.tls.validity_days)
+        common = ["-storepass", _STORE_PASSWORD, "-storetype", "PKCS12"]
+        steps: list[tuple[list[str], str | None]] = [
+            (["-genkeypair", "-alias", "ca", "-dname", "CN=sharecon test CA", "-ext", "bc:c",
+              "-keyalg", "RSA", "-keysize", "2048", "-validity", days, "-keystore", ca, *common], None),
+            (["-exportcert", "-rfc", "-alias", "ca", "-keystore", ca, *common], "ca.pem"),
+            (["-genkeypair", "-alias", "broker", "-dname", "CN=localhost", "-keyalg", "RSA",
+              "-keysize", "2048", "-validity", days, "-keystore", broker, *common], None),
+            (["-certreq", "-alias", "broker", "-keystore", broker, *common], "broker.csr"),
+            (["-gencert", "-alias", "ca", "-keystore", ca, "-infile", str(tls / "broker.csr"),
+              "-ext", "SAN=dns:localhost,ip:127.0.0.1", "-ext", "EKU=serverAuth",
+              "-validity", days, "-rfc", *common], "broker.pem"),
+            (["-importcert", "-noprompt", "-alias", "ca", "-file", str(tls / "ca.pem"),
+              "-keystore", broker, *common], None),
+            (["-importcert", "-noprompt", "-alias", "broker", "-file", str(tls / "broker.pem"),
+              "-keystore", broker, *common], None),
+        ]  # fmt: skip
+        for args, out_name in steps:
+            try:
+                done = subprocess.run(
+                    [keytool, *args],
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                    check=False,
+                    stdin=subprocess.DEVNULL,
+                )
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise BrokerStartError(f"keytool {args[0]} failed: {exc}") from exc
+            if done.returncode != 0:
+                raise BrokerStartError(
+                    f"keytool {args[0]} failed:\n{tail(done.stdout + done.stderr)}"
+                )
+            if out_name:
+                (tls / out_name).write_text(done.stdout)
+        self.tls_ca_file = tls / "ca.pem"
+
+    def _launch_and_wait(self) -> None:
+        assert self._install is not None and self._res.dir is not None
+        tmp = self._res.dir
+        log_file = tmp / "broker.log"
+        offset = log_file.stat().st_size if log_file.exists() else 0
+        cmd = [
+            self._java,
+            *self._jvm_opts,
+            *(self._res.archive.jvm_flags() if self._res.archive else []),
+            f"-Dlog4j2.configurationFile={tmp / 'log4j2.properties'}",
+            "-cp",
+            self._install.classpath,
+            "kafka.Kafka",
+            str(tmp / "server.properties"),
+        ]
+        started = time.monotonic()
+        with open(log_file, "ab") as out:
+            try:
+                self._res.proc = subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # own process group: killpg reaches only the JVM
+                )
+            except OSError as exc:
+                raise BrokerStartError(f"could not run {self._java}: {exc}") from exc
+        self._res.watchdog = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(self._res.proc.pid)],
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            self._wait_ready(log_file, offset, started)
+        except BaseException:
+            self._res.stop_jvm(graceful=False)
+            raise
+        log.info(
+            "Kafka %s up on %s in %.1f s (pid %d)",
+            self.version,
+            self.bootstrap,
+            time.monotonic() - started,
+            self._res.proc.pid,
+        )
+
+    def _wait_ready(self, log_file: Path, offset: int, started: float) -> None:
+        proc = self._res.proc
+        assert proc is not None
+        deadline = started + self.start_timeout
+        seen_line = False
+        while True:
+            code = proc.poll()
+            text = _read_from(log_file, offset)
+            if code is not None:
+                detail = tail(text.decode(errors="replace"))
+                if b"Address already in use" in text or b"BindException" in text:
+                    if self._want_port == 0:
+                        raise _PortTaken(f"a port was taken while starting:\n{detail}")
+                    raise BrokerStartError(
+                        f"Kafka {self.version} could not bind its ports "
+                        f"(client {self._client_port}, controller {self._controller_port}):\n{detail}"
+                    )
+                raise BrokerStartError(
+                    f"Kafka {self.version} exited with code {code} during start; "
+                    f"log {log_file}:\n{detail}"
+                )
+            seen_line = seen_line or _STARTED_LINE in text
+            # The PLAINTEXT acceptor opens only once the broker is unfenced and caught up.
+            if seen_line and _can_connect(self._plain_port):
+                return
+            if time.monotonic() > deadline:
+                raise BrokerStartError(
+                    f"Kafka {self.version} did not serve on port {self._plain_port} within "
+                    f"{self.start_timeout:.0f} s; log {log_file}:\n"
+                    + tail(text.decode(errors="replace"))
+                )
+            time.sleep(0.1)
+
+
+_STORE_PASSWORD = "sharecon-test"  # throwaway keystores in a temporary folder
+
+
+class _PortTaken(Exception):
+    pass
+
+
+class _Resources:
+    """The JVM, its watchdog and the folder: what must go however the broker object ends."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.watchdog: subprocess.Popen[bytes] | None = None
+        self.dir: Path | None = None
+        self.archive: ClassArchive | None = None
+
+    def stop_jvm(self, *, graceful: bool) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM if graceful else signal.SIGKILL)
+            try:
+                proc.wait(timeout=_STOP_TIMEOUT if graceful else 10.0)
+            except subprocess.TimeoutExpired:
+                log.warning(
+                    "Kafka pid %d ignored SIGTERM for %.0f s; killing it", proc.pid, _STOP_TIMEOUT
+                )
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10.0)
+                graceful = False
+            if self.archive is not None:
+                # A JVM that exits normally (SIGTERM included) dumps the archive it was asked for.
+                self.archive.after_exit(graceful)
+        elif proc is not None:
+            proc.wait()
+            if self.archive is not None:
+                self.archive.after_exit(False)
+        dog, self.watchdog = self.watchdog, None
+        if dog is not None:
+            dog.kill()
+            dog.wait()
+
+    def cleanup(self) -> None:
+        self.stop_jvm(graceful=False)
+        folder, self.dir = self.dir, None
+        if folder is not None:
+            if os.environ.get("SHARECON_KEEP_BROKER_DIR"):
+                log.warning("keeping broker folder %s (SHARECON_KEEP_BROKER_DIR)", folder)
+            else:
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+def _minor(version: str) -> int:
+    return int(version.split(".")[1])
+
+
+def _cluster_id() -> str:
+    # Kafka's Uuid.randomUuid() never starts with '-' so the id cannot look like a flag.
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cid.startswith("-"):
+            return cid
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _check_port_free(port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise BrokerStartError(f"port {port} on 127.0.0.1 is already in use") from None
+            raise BrokerStartError(f"cannot use port {port}: {exc}") from None
+
+
+def _can_connect(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _read_from(path: Path, offset: int) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read()
+    except FileNotFoundError:
+        return b""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m sharecon.testing.broker``: run a broker in the foreground until Ctrl-C."""
+    parser = argparse.ArgumentParser(
+        prog="python -m sharecon.testing.broker",
+        description="Run a real Kafka broker (KRaft, share groups on) on 127.0.0.1 until Ctrl-C.",
+    )
+    parser.add_argument(
+        "--version", default=DEFAULT_KAFKA_VERSION, help="Kafka version (default %(default)s)"
+    )
+    parser.add_argument(
+        "--port", type=int, default=9092, help="client port, 0 = any free (default %(default)s)"
+    )
+    parser.add_argument(
+        "--config", action="append", default=[], metavar="KEY=VALUE", help="extra broker property"
+    )
+    parser.add_argument(
+        "--feature",
+        action="append",
+        default=[],
+        metavar="NAME=LEVEL",
+        help="feature level at format",
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        extra = dict(_split_pair(p, "--config") for p in args.config)
+        feats = {k: int(v) for k, v in (_split_pair(p, "--feature") for p in args.feature)}
+        broker = KafkaBroker(args.version, args.port, extra_config=extra, features=feats)
+        broker.start()
+    except (BrokerStartError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(broker.bootstrap, flush=True)
+    print(
+        f"Kafka {broker.version} running (log: {broker.log_path}); Ctrl-C to stop", file=sys.stderr
+    )
+    stop = {"now": False}
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        while not stop["now"] and broker.running:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        code = 0 if broker.running else 1
+        if code:
+            print(
+                f"Kafka exited unexpectedly:\n{tail(broker.log_path.read_text(errors='replace'))}",
+                file=sys.stderr,
+            )
+        broker.stop()
+    print("stopped", file=sys.stderr)
+    return code
+
+
+def _split_pair(text: str, flag: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ValueError(f"{flag} wants KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""pytest fixtures for testing share-group code against a real Kafka broker.
+
+Enable in a ``conftest.py``::
+
+    pytest_plugins = ["sharecon.testing.pytest_plugin"]
+
+Fixtures (see ``docs/testing.md``):
+
+* ``kafka_broker`` (session): the cluster, started once (or ``SHARECON_BOOTSTRAP``).
+* ``kafka_bootstrap`` (session): its ``host:port``.
+* ``kafka_tools`` (session): Kafka's Java tools pointed at it.
+* ``kafka_broker_factory``: ``factory(version, *, shared=True, **kwargs) -> KafkaBroker``.
+* ``topic`` / ``topic_factory``: a fresh topic per test (3 partitions by default).
+* ``share_group`` / ``share_group_factory``: a fresh group id, ``share.auto.offset.reset=earliest``.
+* ``produce_records``: ``produce_records(topic, n, *, record_size=100) -> ProduceResult``.
+
+A broker that cannot start is an error in every test that needs it, never a skip.
+Tests using these fixtures get the ``broker`` marker, so ``-m "not broker"`` leaves them out.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pytest
+
+from sharecon.testing._provision import DEFAULT_KAFKA_VERSION, resolve_version
+from sharecon.testing.broker import KafkaBroker
+from sharecon.testing.cluster import (
+    ExternalKafka,
+    KafkaCluster,
+    cluster_from_env,
+    env_version,
+    requested_kind,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+    from sharecon.testing.tools import KafkaTools, ProduceResult
+
+__all__ = [
+    "BrokerFactory",
+    "BrokerPool",
+    "ProduceRecords",
+    "ShareGroupFactory",
+    "TopicFactory",
+]
+
+#: Fixtures that need a live cluster; a test using any of them is marked ``broker``.
+BROKER_FIXTURES = frozenset(
+    {
+        "kafka_broker",
+        "kafka_bootstrap",
+        "kafka_tools",
+        "kafka_broker_factory",
+        "topic",
+        "topic_factory",
+        "share_group",
+        "share_group_factory",
+        "produce_records",
+    }
+)
+
+#: Group config every ``share_group`` starts with: records produced before the consumer
+#: joined are delivered (the broker default, ``latest``, would skip them).
+DEFAULT_GROUP_CONFIG: dict[str, str] = {"share.auto.offset.reset": "earliest"}
+
+
+class BrokerFactory(Protocol):
+    """``kafka_broker_factory``: a started broker of ``version``."""
+
+    def __call__(
+        self, version: str = DEFAULT_KAFKA_VERSION, *, shared: bool = True, **kwargs: Any
+    ) -> KafkaBroker:
+        """``shared=True``: one per (version, kwargs) for the session. ``False``: this test's own."""
+
+
+class TopicFactory(Protocol):
+    """``topic_factory``: create a topic and return its name."""
+
+    def __call__(
+        self,
+        partitions: int = 3,
+        *,
+        config: Mapping[str, str] | None = None,
+        name: str | None = None,
+    ) -> str:
+        """A fresh uniquely named topic unless ``name`` is given."""
+
+
+class ShareGroupFactory(Protocol):
+    """``share_group_factory``: a fresh group id with group configs already set."""
+
+    def __call__(self, config: Mapping[str, str] | None = None, *, name: str | None = None) -> str:
+        """``config`` is applied on top of :data:`DEFAULT_GROUP_CONFIG`."""
+
+
+class ProduceRecords(Protocol):
+    """``produce_records``: write ``n`` records of random bytes into ``topic``."""
+
+    def __call__(self, topic: str, n: int, *, record_size: int = 100) -> ProduceResult:
+        """Runs ``kafka-producer-perf-test`` (acks=all) and returns its summary."""
+
+
+class BrokerPool:
+    """The session's local brokers, keyed by version and settings; stopped at session end."""
+
+    def __init__(self) -> None:
+        self._brokers: dict[tuple[str, str], KafkaBroker] = {}
+
+    def get(self, version: str = DEFAULT_KAFKA_VERSION, **kwargs: Any) -> KafkaBroker:
+        """The running broker for (version, kwargs), started on first request."""
+        key = (resolve_version(version), repr(sorted(kwargs.items())))
+        broker = self._brokers.get(key)
+        if broker is None or not broker.running:
+            if broker is not None:
+                broker.stop()  # a test killed it: give later tests a fresh one
+            broker = KafkaBroker(key[0], **kwargs)
+            self._brokers[key] = broker
+            broker.start()
+        return broker
+
+    def close(self) -> None:
+        """Stop every broker in the pool."""
+        brokers, self._brokers = list(self._brokers.values()), {}
+        for broker in brokers:
+            broker.stop()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the ``broker`` marker (harmless if the project registers it too)."""
+    config.addinivalue_line(
+        "markers", "broker: needs a real Kafka broker (started by sharecon.testing)"
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses a broker fixture with ``broker``."""
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        if BROKER_FIXTURES.intersection(names):
+            item.add_marker(pytest.mark.broker)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker_pool() -> Iterator[BrokerPool]:
+    """Session cache of local brokers behind ``kafka_broker`` and ``kafka_broker_factory``."""
+    pool = BrokerPool()
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(kafka_broker_pool: BrokerPool) -> Iterator[KafkaCluster]:
+    """The session's cluster: ``SHARECON_BOOTSTRAP``, Docker, or a local broker of ``SHARECON_KAFKA_VERSION``."""
+    if requested_kind() == "local":
+        yield kafka_broker_pool.get(env_version())
+        return
+    cluster = cluster_from_env()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(kafka_broker: KafkaCluster) -> str:
+    """``host:port`` of the session cluster."""
+    return kafka_broker.bootstrap
+
+
+@pytest.fixture(scope="session")
+def kafka_tools(kafka_broker: KafkaCluster) -> KafkaTools:
+    """Kafka's Java tools pointed at the session cluster."""
+    return kafka_broker.tools
+
+
+@pytest.fixture
+def kafka_broker_factory(kafka_broker_pool: BrokerPool) -> Iterator[BrokerFactory]:
+    """Start brokers of other versions or settings. ``shared=False`` gives a private one
+    (stopped after the test), for tests that kill or restart it."""
+    owned: list[KafkaBroker] = []
+
+    def factory(
+        version: str = DEFAULT_KAFKA_VERSION, *, shared: bool = True, **kwargs: Any
+    ) -> KafkaBroker:
+        if shared:
+            return kafka_broker_pool.get(version, **kwargs)
+        broker = KafkaBroker(version, **kwargs)
+        owned.append(broker)
+        return broker.start()
+
+    yield factory
+    for broker in owned:
+        broker.stop()
+
+
+def _unique(prefix: str, request: pytest.FixtureRequest) -> str:
+    # Topic and group names allow [a-zA-Z0-9._-]; the test name helps reading broker logs.
+    test = re.sub(r"[^a-zA-Z0-9._-]+", "-", request.node.name).strip("-")[:60]
+    return f"{prefix}-{test}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def topic_factory(
+    kafka_broker: KafkaCluster, request: pytest.FixtureRequest
+) -> Iterator[TopicFactory]:
+    """Create topics on the session cluster; removed afterwards only on an external cluster."""
+    created: list[str] = []
+
+    def factory(
+        partitions: int = 3, *, config: Mapping[str, str] | None = None, name: str | None = None
+    ) -> str:
+        topic = name or _unique("t", request)
+        kafka_broker.tools.create_topic(topic, partitions, config=config)
+        created.append(topic)
+        return topic
+
+    yield factory
+    if isinstance(kafka_broker, ExternalKafka):
+        for topic in created:
+            kafka_broker.tools.delete_topic(topic)
+
+
+@pytest.fixture
+def topic(topic_factory: TopicFactory) -> str:
+    """A fresh topic with 3 partitions."""
+    return topic_factory()
+
+
+@pytest.fixture
+def share_group_factory(
+    kafka_broker: KafkaCluster, request: pytest.FixtureRequest
+) -> ShareGroupFactory:
+    """Fresh share group ids with group configs set, e.g. ``{"share.record.lock.duration.ms": "1000"}``."""
+
+    def factory(config: Mapping[str, str] | None = None, *, name: str | None = None) -> str:
+        group = name or _unique("g", request)
+        kafka_broker.tools.alter_group_config(group, {**DEFAULT_GROUP_CONFIG, **(config or {})})
+        return group
+
+    return factory
+
+
+@pytest.fixture
+def share_group(share_group_factory: ShareGroupFactory) -> str:
+    """A fresh share group id with ``share.auto.offset.reset=earliest``."""
+    return share_group_factory()
+
+
+@pytest.fixture
+def produce_records(kafka_broker: KafkaCluster) -> ProduceRecords:
+    """Write ``n`` records into a topic of the session cluster with the Java perf producer."""
+
+    def produce(topic: str, n: int, *, record_size: int = 100) -> ProduceResult:
+        return kafka_broker.tools.produce(topic, n, record_size=record_size)
+
+    return produce
