@@ -9,6 +9,7 @@ Layout::
     │       └── CorruptRecordError    a record batch failed its CRC, or would not decompress
     ├── IncompatibleBrokerError       the broker lacks an API/version/feature we need
     ├── ConfigError                   a wrong argument or configuration value
+    ├── UnacknowledgedRecordsError    explicit mode: delivered records were not answered
     ├── KafkaConnectionError          a connection to a broker failed or broke
     │   ├── BrokerConnectError        could not connect (refused, unreachable, TLS handshake)
     │   └── BrokerDisconnectedError   an open connection broke or was closed
@@ -44,6 +45,7 @@ __all__ = [
     "ProtocolError",
     "RemoteProtocolError",
     "RequestTimeoutError",
+    "UnacknowledgedRecordsError",
     "error_class_for_code",
     "error_for_code",
 ]
@@ -90,6 +92,10 @@ class CorruptRecordError(RemoteProtocolError):
 
 class IncompatibleBrokerError(KafkaError):
     """The broker does not offer an API, version or feature that is required."""
+
+
+class UnacknowledgedRecordsError(KafkaError):
+    """Explicit acknowledgement mode: records were delivered and not answered; names them."""
 
 
 class ConfigError(KafkaError, ValueError):

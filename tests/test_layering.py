@@ -33,6 +33,18 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     "protocol": (SANS_IO_BASE | {"sharecon.protocol"}, IO_MODULES),
     "_share": (SANS_IO_BASE | {"sharecon.protocol", "sharecon._share"}, IO_MODULES),
     "_net": (SANS_IO_BASE | {"sharecon.protocol", "sharecon._net"}, set()),
+    # Layer 4 internals: everything below, plus the public record type; never the CLI/testing.
+    "_consumer": (
+        SANS_IO_BASE
+        | {
+            "sharecon.protocol",
+            "sharecon._share",
+            "sharecon._net",
+            "sharecon._consumer",
+            "sharecon.record",
+        },
+        set(),
+    ),
 }
 
 

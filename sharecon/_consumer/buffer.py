@@ -1,0 +1,106 @@
+"""Records fetched but not yet handed to the application, with back-pressure.
+
+Rules of this module:
+
+1. Records are kept in the chunks the fetchers produced (one partition's records of one
+   response); the per-record path is an index bump, never a list copy.
+2. Fetching pauses while the buffer holds ``max_records`` records or ``max_bytes`` bytes;
+   the fetchers wait on :attr:`room`, the application on :attr:`data`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING
+
+from sharecon._consumer.signal import Signal
+
+if TYPE_CHECKING:
+    from sharecon.record import Record
+
+
+class _Chunk:
+    __slots__ = ("nbytes", "pos", "records")
+
+    def __init__(self, records: list[Record], nbytes: int) -> None:
+        self.records = records
+        self.pos = 0
+        self.nbytes = nbytes
+
+
+class DeliveryBuffer:
+    """FIFO of fetched record chunks, bounded in records and bytes."""
+
+    def __init__(self, *, max_records: int, max_bytes: int) -> None:
+        self.max_records = max_records
+        self.max_bytes = max_bytes
+        self._chunks: deque[_Chunk] = deque()
+        self.records = 0
+        self.nbytes = 0
+        #: Set when records arrive (or the consumer fails/closes): the application waits on it.
+        self.data = Signal()
+        #: Set when the buffer drops below its bounds: the fetchers wait on it.
+        self.room = Signal()
+
+    def has_room(self) -> bool:
+        """Whether fetchers may fetch more."""
+        return self.records < self.max_records and self.nbytes < self.max_bytes
+
+    def push(self, records: list[Record], nbytes: int) -> None:
+        """Append one chunk (non-empty)."""
+        self._chunks.append(_Chunk(records, nbytes))
+        self.records += len(records)
+        self.nbytes += nbytes
+        self.data.set()
+
+    def pop_one(self) -> Record | None:
+        """The next record, or ``None`` if the buffer is empty."""
+        chunks = self._chunks
+        if not chunks:
+            return None
+        chunk = chunks[0]
+        rec = chunk.records[chunk.pos]
+        chunk.pos += 1
+        self.records -= 1
+        if chunk.pos == len(chunk.records):
+            chunks.popleft()
+            self._drained(chunk)
+        return rec
+
+    def pop_many(self, limit: int) -> list[Record]:
+        """Up to ``limit`` records (whole chunks where possible); empty if none."""
+        out: list[Record] = []
+        chunks = self._chunks
+        while chunks and len(out) < limit:
+            chunk = chunks[0]
+            rest = chunk.records[chunk.pos :] if chunk.pos else chunk.records
+            take = limit - len(out)
+            if len(rest) > take:
+                out.extend(rest[:take])
+                chunk.pos += take
+                self.records -= take
+                break
+            if out:
+                out.extend(rest)
+            else:
+                out = rest
+            self.records -= len(rest)
+            chunks.popleft()
+            self._drained(chunk)
+        return out
+
+    def _drained(self, chunk: _Chunk) -> None:
+        self.nbytes -= chunk.nbytes
+        if self.has_room():
+            self.room.set()
+
+    def clear(self) -> list[Record]:
+        """Drop everything buffered; returns the records dropped."""
+        out: list[Record] = []
+        for chunk in self._chunks:
+            out.extend(chunk.records[chunk.pos :])
+        self._chunks.clear()
+        self.records = 0
+        self.nbytes = 0
+        self.room.set()
+        return out

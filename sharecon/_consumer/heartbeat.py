@@ -1,0 +1,100 @@
+"""The membership loop: ShareGroupHeartbeat to the group coordinator, on its schedule.
+
+Rules of this module:
+
+1. The sans-I/O :class:`~sharecon._share.membership.Membership` decides when to send and
+   what; this loop only carries requests and answers, and applies assignment changes.
+2. The coordinator is looked up with FindCoordinator and cached by the cluster; a
+   transport error or NOT_COORDINATOR invalidates it.
+3. The loop ends once the member has left (close) or failed; it never raises.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import anyio
+
+from sharecon import errors
+from sharecon._share.membership import MemberState
+from sharecon.protocol import ShareGroupHeartbeatRequest
+
+if TYPE_CHECKING:
+    from sharecon._consumer.core import ConsumerCore
+    from sharecon._share.membership import HeartbeatOutcome, HeartbeatPlan
+
+logger = logging.getLogger("sharecon.consumer")
+
+_IDLE_CHECK = 1.0
+
+
+async def heartbeat_loop(core: ConsumerCore) -> None:
+    """Run the membership until it leaves or fails (rule 3)."""
+    membership = core.membership
+    try:
+        while membership.state not in (MemberState.LEFT, MemberState.FATAL):
+            now = anyio.current_time()
+            plan = membership.build_heartbeat(now)
+            if plan is None:
+                deadline = membership.next_deadline()
+                wait = (
+                    _IDLE_CHECK if deadline is None else max(0.0, min(deadline - now, _IDLE_CHECK))
+                )
+                await core.heartbeat_wake.wait(timeout=wait)
+                continue
+            outcome = await _send(core, plan)
+            await _apply(core, outcome)
+    except errors.KafkaError as exc:
+        core.fail(exc)
+    finally:
+        core.joined.set()
+
+
+async def _send(core: ConsumerCore, plan: HeartbeatPlan) -> HeartbeatOutcome:
+    membership = core.membership
+    request = ShareGroupHeartbeatRequest(
+        group_id=plan.group_id,
+        member_id=plan.member_id,
+        member_epoch=plan.member_epoch,
+        rack_id=plan.rack_id,
+        subscribed_topic_names=plan.subscribed_topic_names,
+    )
+    try:
+        node = await core.cluster.coordinator(core.config.group_id)
+        resp = await core.cluster.request(node, request, timeout=core.config.request_timeout)
+    except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
+        logger.info("heartbeat of %s failed: %s", plan.member_id, exc)
+        return membership.on_error(anyio.current_time())
+    except errors.BrokerError as exc:
+        # FindCoordinator answered with an error (e.g. COORDINATOR_NOT_AVAILABLE while the
+        # group state topic is created): retriable ones back off like a failed heartbeat.
+        if not exc.retriable:
+            raise
+        logger.info("coordinator lookup for %s failed: %s", core.config.group_id, exc)
+        return membership.on_error(anyio.current_time())
+    assignment = None
+    if resp.assignment is not None:
+        assignment = {t.topic_id: t.partitions for t in resp.assignment.topic_partitions}
+    return membership.on_response(
+        anyio.current_time(),
+        error_code=resp.error_code,
+        member_epoch=resp.member_epoch,
+        heartbeat_interval_ms=resp.heartbeat_interval_ms,
+        assignment=assignment,
+        error_message=resp.error_message,
+    )
+
+
+async def _apply(core: ConsumerCore, outcome: HeartbeatOutcome) -> None:
+    if outcome.find_coordinator:
+        core.cluster.invalidate_coordinator(core.config.group_id)
+    if outcome.change is not None:
+        await core.apply_assignment(outcome.change)
+    if outcome.error is not None:
+        if outcome.state is MemberState.FATAL:
+            core.fail(outcome.error)
+        else:
+            core.note_error(outcome.error)
+    if outcome.state is MemberState.STABLE:
+        core.joined.set()

@@ -1,0 +1,138 @@
+"""Turning share-session plans into wire messages, and answers back into plain data.
+
+The sans-I/O session (:mod:`sharecon._share.session`) says *what* a request carries; this
+module says how that looks on the wire for each version, and nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sharecon.protocol import ShareAcknowledgeRequest, ShareFetchRequest
+from sharecon.protocol.messages import share_acknowledge as sa
+from sharecon.protocol.messages import share_fetch as sf
+from sharecon.types import TopicIdPartition
+
+if TYPE_CHECKING:
+    import uuid
+    from collections.abc import Mapping, Sequence
+
+    from sharecon._share.acks import AckBatch
+    from sharecon._share.session import SharePlan
+    from sharecon.protocol import ShareAcknowledgeResponse, ShareFetchResponse
+
+
+@dataclass(frozen=True, slots=True)
+class FetchParams:
+    """The fetch sizing a ShareFetch carries when it fetches."""
+
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    max_records: int
+    batch_size: int
+
+
+_NO_FETCH = FetchParams(0, 0, 0, 0, 0)
+
+
+def _fetch_batches(batches: Sequence[AckBatch]) -> tuple[sf.AcknowledgementBatch, ...]:
+    return tuple(
+        sf.AcknowledgementBatch(
+            first_offset=b.first_offset, last_offset=b.last_offset, acknowledge_types=b.types
+        )
+        for b in batches
+    )
+
+
+def _ack_batches(batches: Sequence[AckBatch]) -> tuple[sa.AcknowledgementBatch, ...]:
+    return tuple(
+        sa.AcknowledgementBatch(
+            first_offset=b.first_offset, last_offset=b.last_offset, acknowledge_types=b.types
+        )
+        for b in batches
+    )
+
+
+def share_fetch_request(
+    plan: SharePlan, group_id: str, member_id: str, params: FetchParams
+) -> ShareFetchRequest:
+    """The ShareFetch for ``plan``; fetch sizing is zeroed when the plan may not fetch."""
+    p = params if plan.fetches else _NO_FETCH
+    topics = tuple(
+        sf.FetchTopic(
+            topic_id=tid,
+            partitions=tuple(
+                sf.FetchPartition(partition_index=part, acknowledgement_batches=_fetch_batches(b))
+                for part, b in parts.items()
+            ),
+        )
+        for tid, parts in plan.topics().items()
+    )
+    forgotten = tuple(
+        sf.ForgottenTopic(topic_id=tid, partitions=tuple(parts))
+        for tid, parts in plan.forgotten_topics().items()
+    )
+    return ShareFetchRequest(
+        group_id=group_id,
+        member_id=member_id,
+        share_session_epoch=plan.epoch,
+        max_wait_ms=p.max_wait_ms,
+        min_bytes=p.min_bytes,
+        max_bytes=p.max_bytes,
+        max_records=p.max_records,
+        batch_size=p.batch_size,
+        is_renew_ack=plan.is_renew,
+        topics=topics,
+        forgotten_topics_data=forgotten,
+    )
+
+
+def share_acknowledge_request(
+    plan: SharePlan, group_id: str, member_id: str
+) -> ShareAcknowledgeRequest:
+    """The ShareAcknowledge for ``plan``."""
+    topics = tuple(
+        sa.AcknowledgeTopic(
+            topic_id=tid,
+            partitions=tuple(
+                sa.AcknowledgePartition(
+                    partition_index=part, acknowledgement_batches=_ack_batches(b)
+                )
+                for part, b in parts.items()
+            ),
+        )
+        for tid, parts in plan.topics().items()
+    )
+    return ShareAcknowledgeRequest(
+        group_id=group_id,
+        member_id=member_id,
+        share_session_epoch=plan.epoch,
+        is_renew_ack=plan.is_renew,
+        topics=topics,
+    )
+
+
+def fetch_ack_codes(
+    resp: ShareFetchResponse, names: Mapping[uuid.UUID, str]
+) -> dict[TopicIdPartition, int]:
+    """Per-partition acknowledgement error codes of a ShareFetch answer."""
+    return {
+        TopicIdPartition(
+            t.topic_id, p.partition_index, names.get(t.topic_id)
+        ): p.acknowledge_error_code
+        for t in resp.responses
+        for p in t.partitions
+    }
+
+
+def acknowledge_codes(
+    resp: ShareAcknowledgeResponse, names: Mapping[uuid.UUID, str]
+) -> dict[TopicIdPartition, int]:
+    """Per-partition error codes of a ShareAcknowledge answer."""
+    return {
+        TopicIdPartition(t.topic_id, p.partition_index, names.get(t.topic_id)): p.error_code
+        for t in resp.responses
+        for p in t.partitions
+    }

@@ -1,0 +1,495 @@
+"""ShareConsumer: read a share group's records with ``async for``, answer each one.
+
+The consumer owns one task group: a heartbeat loop (group membership) and one fetch loop
+per leader broker (share sessions). Records reach the application through a bounded
+buffer; answers (accept, release, reject, renew) are collected, coalesced into ranges and
+sent piggybacked on the next fetch to the partition's leader, or in a ShareAcknowledge
+when no fetch is due (``commit()``, close, or after ``ack_linger`` seconds).
+
+Acknowledgement modes:
+
+* ``implicit`` (default): a record the application has not answered is accepted when the
+  iteration moves past it (or the next batch is asked for, or ``commit()`` runs). When the
+  consumer closes, records delivered but not answered are **released**, so a handler that
+  crashes never loses a record.
+* ``explicit``: every delivered record must be answered before the next one (or the next
+  batch) is asked for; otherwise :class:`~sharecon.errors.UnacknowledgedRecordsError`
+  names the records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from typing import TYPE_CHECKING, Literal
+
+import anyio
+import anyio.lowlevel
+
+from sharecon import errors
+from sharecon._consumer.config import ConsumerConfig
+from sharecon._consumer.core import ConsumerCore
+from sharecon._consumer.heartbeat import heartbeat_loop
+from sharecon._net.cluster import Cluster, require_share_groups
+from sharecon._net.connect import ConnectionConfig
+from sharecon.types import AckType, TopicIdPartition, TopicPartition
+
+if TYPE_CHECKING:
+    import ssl
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from types import TracebackType
+
+    from anyio.abc import TaskGroup
+    from typing_extensions import Self
+
+    from sharecon._net.sasl import SaslConfig
+    from sharecon._share.ledger import AckResult
+    from sharecon.record import Record
+
+__all__ = ["ShareConsumer"]
+
+logger = logging.getLogger("sharecon.consumer")
+
+_CHECKPOINT_EVERY = 256
+
+
+class ShareConsumer:
+    """An asyncio/trio consumer of a Kafka share group (KIP-932).
+
+    ::
+
+        async with ShareConsumer("localhost:9092", group_id="billing", topics=["invoices"]) as c:
+            async for record in c:
+                await handle(record)            # implicit mode: accepted when the loop moves on
+
+    :param bootstrap: ``"host:port"``, a comma-separated list, or a sequence of them.
+    :param group_id: the share group.
+    :param topics: topic names to subscribe to.
+    :param ack_mode: ``"implicit"`` (default) or ``"explicit"`` (see the module docs).
+    :param max_records: records per fetch and per :meth:`batches` batch (MaxRecords).
+    :param max_wait_ms: how long the broker may hold a fetch waiting for records.
+    :param min_bytes: bytes the broker waits for before answering a fetch.
+    :param fetch_max_bytes: most bytes per fetch response.
+    :param max_buffered_records: fetching pauses while this many records wait in memory
+        (default ``2 * max_records``).
+    :param max_buffered_bytes: likewise for bytes (default ``fetch_max_bytes``).
+    :param ack_linger: seconds answered records may wait for a fetch to carry them before
+        a ShareAcknowledge is sent on its own.
+    :param on_acknowledged: called with the per-partition outcome of every acknowledgement
+        request (successes and failures, e.g. INVALID_RECORD_STATE after a lock expired).
+    :param request_timeout: seconds a request may wait for its response.
+    :param close_timeout: seconds :meth:`close` may take.
+    :param client_id: sent to the brokers (logs, quotas).
+    :param ssl_context: enables TLS (verification on with :func:`ssl.create_default_context`).
+    :param sasl: SASL credentials (:class:`sharecon.SaslConfig`).
+    :param connect_timeout: seconds to connect, negotiate and authenticate.
+    :param rack_id: the client's rack, sent when joining.
+    :raises ConfigError: for a wrong argument, naming it.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str],
+        *,
+        group_id: str,
+        topics: Iterable[str],
+        ack_mode: Literal["implicit", "explicit"] = "implicit",
+        max_records: int = 500,
+        max_wait_ms: int = 500,
+        min_bytes: int = 1,
+        fetch_max_bytes: int = 50 * 1024 * 1024,
+        max_buffered_records: int = 0,
+        max_buffered_bytes: int = 0,
+        ack_linger: float = 0.1,
+        on_acknowledged: Callable[[list[AckResult]], None] | None = None,
+        request_timeout: float = 30.0,
+        close_timeout: float = 30.0,
+        client_id: str = "sharecon",
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslConfig | None = None,
+        connect_timeout: float = 10.0,
+        rack_id: str | None = None,
+    ) -> None:
+        if isinstance(topics, str):
+            raise errors.ConfigError("topics must be a list of topic names, not a string")
+        self._config = ConsumerConfig(
+            group_id=group_id,
+            topics=tuple(topics),
+            ack_mode=ack_mode,
+            max_records=max_records,
+            max_wait_ms=max_wait_ms,
+            min_bytes=min_bytes,
+            fetch_max_bytes=fetch_max_bytes,
+            max_buffered_records=max_buffered_records,
+            max_buffered_bytes=max_buffered_bytes,
+            ack_linger=ack_linger,
+            request_timeout=request_timeout,
+            close_timeout=close_timeout,
+            rack_id=rack_id,
+        )
+        if not self._config.topics:
+            raise errors.ConfigError("topics must name at least one topic")
+        self._bootstrap = bootstrap
+        self._connection = ConnectionConfig(
+            client_id=client_id,
+            connect_timeout=connect_timeout,
+            request_timeout=request_timeout,
+            ssl_context=ssl_context,
+            sasl=sasl,
+        )
+        self._on_acknowledged = on_acknowledged
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._tg: TaskGroup | None = None
+        self._core: ConsumerCore | None = None
+        self._cluster: Cluster | None = None
+        self._heartbeat_done = anyio.Event()
+        self._closed = False
+        self._explicit = ack_mode == "explicit"
+        self._current: Record | None = None
+        self._current_answered = False
+        self._batch_out = False
+        self._served = 0
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Connect, check the cluster supports share groups, and join the group.
+
+        Returns once the coordinator has accepted this member (its first assignment may
+        still be empty while the broker initialises the group's state).
+
+        :raises BrokerConnectError: no bootstrap broker could be reached.
+        :raises IncompatibleBrokerError: the broker is too old, or share groups are off.
+        :raises BrokerError: the group cannot be joined (e.g. GROUP_AUTHORIZATION_FAILED).
+        """
+        if self._stack is not None:
+            raise RuntimeError("ShareConsumer.start() was already called")
+        stack = contextlib.AsyncExitStack()
+        self._stack = stack
+        try:
+            tg = await stack.enter_async_context(anyio.create_task_group())
+            self._tg = tg
+            cluster = Cluster(self._bootstrap, self._connection, tg)
+            self._cluster = cluster
+            await cluster.connect()
+            require_share_groups(cluster.versions, cluster.bootstrap_addresses[0])
+            core = ConsumerCore(cluster, self._config, tg, on_acknowledged=self._on_acknowledged)
+            core.owner = self
+            self._core = core
+            tg.start_soon(self._run_heartbeat, core, name="sharecon heartbeat")
+            with anyio.fail_after(self._config.request_timeout + self._connection.connect_timeout):
+                await core.joined.wait()
+            if core.fatal is not None:
+                raise core.fatal
+        except BaseException:
+            self._closed = True
+            await self._teardown()
+            raise
+
+    async def _run_heartbeat(self, core: ConsumerCore) -> None:
+        try:
+            await heartbeat_loop(core)
+        finally:
+            self._heartbeat_done.set()
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Leave the group cleanly; bounded by ``timeout`` (default ``close_timeout``).
+
+        Records delivered but not answered, and records still buffered, are released;
+        pending answers are sent with the final ShareAcknowledge (epoch -1) to each
+        leader, which also ends the share sessions; then the member leaves the group.
+        Shielded from cancellation, and never longer than the timeout.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        core = self._core
+        limit = self._config.close_timeout if timeout is None else timeout
+        if core is not None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(limit) as scope:
+                await self._leave(core)
+            if scope.cancelled_caught:
+                logger.warning(
+                    "share consumer %s: close timed out after %g s", core.member_id, limit
+                )
+        await self._teardown()
+
+    async def _leave(self, core: ConsumerCore) -> None:
+        core.closing = True
+        core.ledger.mark_delivered(AckType.RELEASE, include_buffered=True)
+        core.buffer.clear()
+        core.buffer.data.set()
+        core.wake_all()
+        for fetcher in list(core.fetchers.values()):
+            await fetcher.stopped.wait()
+        for fetcher in list(core.fetchers.values()):
+            await fetcher.close_session()
+        core.membership.leave()
+        core.heartbeat_wake.set()
+        await self._heartbeat_done.wait()
+
+    async def _teardown(self) -> None:
+        stack, self._stack = self._stack, None
+        if stack is None:
+            return
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
+            if self._cluster is not None:
+                await self._cluster.aclose()
+        if self._tg is not None:
+            # The loops (and connection readers) end here; their cleanup is bounded.
+            self._tg.cancel_scope.cancel()
+        # Exiting the task group must happen outside any scope opened after it.
+        await stack.aclose()
+
+    # -- state --------------------------------------------------------------------------
+
+    def _running(self) -> ConsumerCore:
+        core = self._core
+        if core is None:
+            raise RuntimeError("the ShareConsumer is not started: use `async with` or start()")
+        return core
+
+    @property
+    def member_id(self) -> str:
+        """This consumer's member id in the share group."""
+        return self._running().member_id
+
+    @property
+    def group_id(self) -> str:
+        """The share group."""
+        return self._config.group_id
+
+    @property
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The partitions the coordinator assigned to this member (may be empty)."""
+        return frozenset(
+            TopicPartition(tp.topic or str(tp.topic_id), tp.partition)
+            for tp in self._running().assignment
+        )
+
+    @property
+    def recent_errors(self) -> list[errors.KafkaError]:
+        """Recent errors that did not stop the consumer (corrupt batches, topic auth...)."""
+        return list(self._running().errors)
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Replace the subscription; the next heartbeat tells the coordinator."""
+        topics = tuple(topics)
+        if not topics or any(not t for t in topics):
+            raise errors.ConfigError("subscribe() needs at least one non-empty topic name")
+        core = self._running()
+        core.membership.subscribe(topics)
+        core.heartbeat_wake.set()
+
+    # -- acknowledgements -----------------------------------------------------------------
+
+    def acknowledge(self, record: Record, ack: AckType = AckType.ACCEPT) -> None:
+        """Answer one delivered record (the same as ``record.accept()`` and friends).
+
+        :raises InvalidRecordStateError: the record was already answered, or is not held
+            by this consumer.
+        :raises UnsupportedVersionError: RENEW against a broker older than Kafka 4.2.
+        """
+        self._running().acknowledge(record, ack)
+        if record is self._current and ack is not AckType.RENEW:
+            self._current_answered = True
+
+    async def commit(
+        self, timeout: float | None = None
+    ) -> dict[TopicPartition, errors.KafkaError | None]:
+        """Send every pending answer now and wait for the brokers' verdicts.
+
+        In implicit mode the records delivered so far (the current record or batch
+        included) are accepted first.
+
+        :returns: per partition, ``None`` on success or the error the broker returned
+            (e.g. :class:`~sharecon.errors.InvalidRecordStateError` after a lock expired).
+        :raises KafkaTimeoutError: no verdict within ``timeout`` (default: request timeout).
+        """
+        core = self._raise_if_failed()
+        if not self._explicit:
+            self._accept_current()
+            core.ledger.mark_delivered(AckType.ACCEPT)
+        if not core.pending_acks():
+            return {}
+        collected: list[AckResult] = []
+        core.collectors.append(collected)
+        core.flush_requested += 1
+        core.wake_all()
+        limit = (
+            self._config.request_timeout + self._config.max_wait_ms / 1000
+            if timeout is None
+            else timeout
+        )
+        try:
+            with anyio.move_on_after(limit) as scope:
+                while core.pending_acks() and core.fatal is None:
+                    await core.progress.wait(timeout=0.5)
+        finally:
+            core.collectors.remove(collected)
+            core.flush_requested -= 1
+        if core.fatal is not None:
+            raise core.fatal
+        if scope.cancelled_caught:
+            raise errors.KafkaTimeoutError(
+                f"commit: acknowledgements not answered within {limit:g} s"
+            )
+        out: dict[TopicPartition, errors.KafkaError | None] = {}
+        for r in collected:
+            key = TopicPartition(
+                r.partition.topic or str(r.partition.topic_id), r.partition.partition
+            )
+            err = r.error()
+            if key not in out or err is not None:
+                out[key] = err
+        return out
+
+    def _accept_current(self) -> None:
+        cur = self._current
+        if cur is not None and not self._current_answered:
+            self._current_answered = True
+            assert self._core is not None
+            self._core.ledger.mark(cur.topic_partition, cur.offset, AckType.ACCEPT)
+
+    def _raise_if_failed(self) -> ConsumerCore:
+        core = self._running()
+        if core.fatal is not None:
+            raise core.fatal
+        return core
+
+    # -- delivery -------------------------------------------------------------------------
+
+    def __aiter__(self) -> Self:
+        # A new loop over the consumer: the previous loop ended early (break or an
+        # exception), so its last record was not handled: give it back.
+        cur = self._current
+        if cur is not None and not self._current_answered and self._core is not None:
+            self._current_answered = True
+            self._core.ledger.mark(cur.topic_partition, cur.offset, AckType.RELEASE)
+            self._core.wake_leader(cur.topic_partition)
+        return self
+
+    async def __anext__(self) -> Record:
+        core = self._running()
+        cur = self._current
+        if cur is not None:
+            if not self._current_answered:
+                if self._explicit:
+                    raise errors.UnacknowledgedRecordsError(
+                        "explicit ack mode: answer the previous record before asking for the next: "
+                        f"{cur.topic}-{cur.partition} offset {cur.offset}"
+                    )
+                core.ledger.mark(cur.topic_partition, cur.offset, AckType.ACCEPT)
+            self._current = None
+        buffer = core.buffer
+        while True:
+            rec = buffer.pop_one()
+            if rec is not None:
+                self._current = rec
+                self._current_answered = False
+                self._served += 1
+                if self._served % _CHECKPOINT_EVERY == 0:
+                    # Let the fetch and heartbeat loops run during long bursts.
+                    await anyio.lowlevel.checkpoint()
+                return rec
+            if core.fatal is not None:
+                raise core.fatal
+            if self._closed or core.closing:
+                raise StopAsyncIteration
+            await buffer.data.wait()
+
+    async def poll(
+        self, timeout: float | None = None, *, max_records: int | None = None
+    ) -> list[Record]:
+        """Wait up to ``timeout`` seconds for records; return up to ``max_records`` of them.
+
+        In implicit mode the previously polled batch is accepted first; in explicit mode
+        it must be fully answered. Returns an empty list on timeout.
+        """
+        core = self._running()
+        if self._batch_out:
+            if self._explicit:
+                missing = core.ledger.unacknowledged()
+                if missing:
+                    raise errors.UnacknowledgedRecordsError(_describe_unacked(missing))
+            else:
+                core.ledger.mark_delivered(AckType.ACCEPT)
+            self._batch_out = False
+        limit = max_records or self._config.max_records
+        with anyio.move_on_after(math.inf if timeout is None else timeout):
+            while True:
+                records = core.buffer.pop_many(limit)
+                if records:
+                    _deliver(core, records)
+                    self._batch_out = True
+                    return records
+                if core.fatal is not None:
+                    raise core.fatal
+                if self._closed or core.closing:
+                    return []
+                await core.buffer.data.wait()
+        return []
+
+    async def batches(self, *, max_records: int | None = None) -> _BatchIterator:
+        """An async iterator of record lists (one per buffered fetch, up to ``max_records``).
+
+        ``async for batch in await consumer.batches(): ...`` — in implicit mode each batch
+        is accepted when the next one is asked for.
+        """
+        self._running()
+        return _BatchIterator(self, max_records)
+
+
+class _BatchIterator:
+    """``async for batch in await consumer.batches()``: one list of records per turn."""
+
+    def __init__(self, consumer: ShareConsumer, max_records: int | None) -> None:
+        self._consumer = consumer
+        self._max = max_records
+
+    def __aiter__(self) -> _BatchIterator:
+        return self
+
+    async def __anext__(self) -> list[Record]:
+        records = await self._consumer.poll(None, max_records=self._max)
+        if not records:
+            raise StopAsyncIteration
+        return records
+
+
+def _deliver(core: ConsumerCore, records: list[Record]) -> None:
+    """Note records as handed to the application, one range per partition run."""
+    ledger = core.ledger
+    start = records[0]
+    prev = start
+    for rec in records:
+        # Records of one chunk share one TopicIdPartition object: identity is the fast path.
+        if (
+            rec.topic_partition is not start.topic_partition
+            and rec.topic_partition != start.topic_partition
+        ):
+            ledger.deliver(start.topic_partition, start.offset, prev.offset)
+            start = rec
+        prev = rec
+    ledger.deliver(start.topic_partition, start.offset, prev.offset)
+
+
+def _describe_unacked(missing: Mapping[TopicIdPartition, list[int]]) -> str:
+    parts = []
+    for tp, offsets in list(missing.items())[:5]:
+        shown = ", ".join(map(str, offsets[:10])) + (" ..." if len(offsets) > 10 else "")
+        parts.append(f"{tp.topic or tp.topic_id}-{tp.partition} offsets {shown}")
+    return "explicit ack mode: answer every record of the previous batch first: " + "; ".join(parts)
