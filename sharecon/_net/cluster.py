@@ -715,6 +715,29 @@ class Cluster:
             )
         return changed
 
+    def forget_topics(self, topics: Iterable[str]) -> None:
+        """Drop topics from the view and from later refreshes (after deleting them)."""
+        names = set(topics)
+        self._tracked_names -= names
+        meta = self._metadata
+        gone_ids = {meta.topic_ids[n] for n in names if n in meta.topic_ids}
+        self._tracked_ids -= gone_ids
+        if not names & set(meta.topic_ids) and not names & set(meta.partitions):
+            return
+        self._metadata = ClusterMetadata(
+            cluster_id=meta.cluster_id,
+            controller_id=meta.controller_id,
+            brokers=meta.brokers,
+            topic_ids=MappingProxyType({k: v for k, v in meta.topic_ids.items() if k not in names}),
+            topic_names=MappingProxyType(
+                {k: v for k, v in meta.topic_names.items() if v not in names}
+            ),
+            partitions=MappingProxyType(
+                {k: v for k, v in meta.partitions.items() if k not in names}
+            ),
+            topic_errors=meta.topic_errors,
+        )
+
     # -- coordinators ------------------------------------------------------------------------
 
     async def coordinator(self, group_id: str, *, timeout: float | None = None) -> int:
