@@ -1,6 +1,12 @@
 """sharecon: an asyncio (anyio) client for Apache Kafka share groups (KIP-932).
 
-The public surface is re-exported here as the layers that provide it land.
+::
+
+    from sharecon import ShareConsumer
+
+    async with ShareConsumer("localhost:9092", group_id="billing", topics=["invoices"]) as c:
+        async for record in c:
+            await handle(record)
 """
 
 from __future__ import annotations
@@ -8,10 +14,28 @@ from __future__ import annotations
 import logging
 
 from sharecon import errors
+from sharecon._net.sasl import SaslConfig
+from sharecon._share.ledger import AckFailure, AckResult
 from sharecon._version import __version__
+from sharecon.consumer import ShareConsumer
 from sharecon.errors import KafkaError
+from sharecon.record import Record
+from sharecon.types import AckType, Header, TopicIdPartition, TopicPartition
 
-__all__ = ["KafkaError", "__version__", "errors"]
+__all__ = [
+    "AckFailure",
+    "AckResult",
+    "AckType",
+    "Header",
+    "KafkaError",
+    "Record",
+    "SaslConfig",
+    "ShareConsumer",
+    "TopicIdPartition",
+    "TopicPartition",
+    "__version__",
+    "errors",
+]
 
 # Library etiquette: we never configure logging; applications do.
 logging.getLogger(__name__).addHandler(logging.NullHandler())
