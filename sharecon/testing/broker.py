@@ -498,14 +498,14 @@ class KafkaBroker:
         days = str(self.tls.validity_days)
         common = ["-storepass", _STORE_PASSWORD, "-storetype", "PKCS12"]
         steps: list[tuple[list[str], str | None]] = [
-            (["-genkeypair", "-alias", "ca", "-dname", "CN=sharecon test CA", "-ext", "bc:c",
+            (["-genkeypair", "-alias", "ca", "-dname", "CN=sharecon test CA", "-ext", "bc:c", "-ext", "KU:c=keyCertSign,cRLSign",
               "-keyalg", "RSA", "-keysize", "2048", "-validity", days, "-keystore", ca, *common], None),
             (["-exportcert", "-rfc", "-alias", "ca", "-keystore", ca, *common], "ca.pem"),
             (["-genkeypair", "-alias", "broker", "-dname", "CN=localhost", "-keyalg", "RSA",
               "-keysize", "2048", "-validity", days, "-keystore", broker, *common], None),
             (["-certreq", "-alias", "broker", "-keystore", broker, *common], "broker.csr"),
             (["-gencert", "-alias", "ca", "-keystore", ca, "-infile", str(tls / "broker.csr"),
-              "-ext", "SAN=dns:localhost,ip:127.0.0.1", "-ext", "EKU=serverAuth",
+              "-ext", "SAN=dns:localhost,ip:127.0.0.1", "-ext", "EKU=serverAuth", "-ext", "KU=digitalSignature,keyEncipherment",
               "-validity", days, "-rfc", *common], "broker.pem"),
             (["-importcert", "-noprompt", "-alias", "ca", "-file", str(tls / "ca.pem"),
               "-keystore", broker, *common], None),

@@ -22,7 +22,8 @@ MATRIX = ["4.1", "4.2", "4.4"]
 
 @pytest.mark.parametrize("line", MATRIX)
 def test_version_smoke(line: str, kafka_broker_factory: BrokerFactory) -> None:
-    broker = kafka_broker_factory(LATEST_PATCH[line])
+    # Not kept for the session: other tests use the default version.
+    broker = kafka_broker_factory(LATEST_PATCH[line], shared=False)
     assert broker.version == LATEST_PATCH[line]
 
     support = share_support(broker.bootstrap)
