@@ -6,8 +6,9 @@ Usage::
 
 The schema folder is read, never copied: the output is our own dataclass form (snake_case
 fields, defaults from the schema, a ``kafka_fields`` spec list) with short doc lines of our
-own. Fetch has no definition in that folder, so its layout is given below in the same
-dict form, transcribed from the golden seed for Fetch v17.
+own. Fetch and InitProducerId have no definition in that folder, so their layouts are given
+below in the same dict form (Fetch transcribed from the golden seed for Fetch v17,
+InitProducerId from the protocol documentation of versions 0-5).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ APIS: dict[str, tuple[str, int, int]] = {
     "SaslHandshake": ("sasl_handshake", 1, 1),
     "SaslAuthenticate": ("sasl_authenticate", 2, 2),
     "Fetch": ("fetch", 4, 17),
+    "InitProducerId": ("init_producer_id", 0, 5),
 }
 
 
@@ -229,6 +231,44 @@ FETCH_RESPONSE: dict[str, object] = {
             ],
         ),
     ],
+}
+
+
+# InitProducerId (key 22), versions 0-5. v3 added the producer id and epoch to the request
+# (resuming after an epoch error); v4 and v5 only widen the error codes. v6 (two-phase
+# commit fields) is left out on purpose.
+INIT_PRODUCER_ID_REQUEST: dict[str, object] = {
+    "apiKey": 22,
+    "type": "request",
+    "name": "InitProducerIdRequest",
+    "validVersions": "0-5",
+    "flexibleVersions": "2+",
+    "fields": [
+        _f("TransactionalId", "string", "0+", nullableVersions="0+"),
+        _f("TransactionTimeoutMs", "int32", "0+"),
+        _f("ProducerId", "int64", "3+", default="-1"),
+        _f("ProducerEpoch", "int16", "3+", default="-1"),
+    ],
+}
+
+INIT_PRODUCER_ID_RESPONSE: dict[str, object] = {
+    "apiKey": 22,
+    "type": "response",
+    "name": "InitProducerIdResponse",
+    "validVersions": "0-5",
+    "flexibleVersions": "2+",
+    "fields": [
+        _f("ThrottleTimeMs", "int32", "0+", ignorable=True),
+        _f("ErrorCode", "int16", "0+"),
+        _f("ProducerId", "int64", "0+", default="-1"),
+        _f("ProducerEpoch", "int16", "0+"),
+    ],
+}
+
+#: APIs defined in this file rather than read from the schema folder.
+INLINE_SCHEMAS: dict[str, tuple[dict[str, object], dict[str, object]]] = {
+    "Fetch": (FETCH_REQUEST, FETCH_RESPONSE),
+    "InitProducerId": (INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE),
 }
 
 
@@ -705,8 +745,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     modules: list[tuple[str, str, int]] = []
     for api, (module, lo, hi) in APIS.items():
-        if api == "Fetch":
-            req_raw, resp_raw = FETCH_REQUEST, FETCH_RESPONSE
+        if api in INLINE_SCHEMAS:
+            req_raw, resp_raw = INLINE_SCHEMAS[api]
         else:
             req_raw = load_schema(args.schemas / f"{api}Request.json")
             resp_raw = load_schema(args.schemas / f"{api}Response.json")

@@ -25,6 +25,7 @@ from sharecon.protocol.messages import (
     FetchRequest,
     FindCoordinatorRequest,
     IncrementalAlterConfigsRequest,
+    InitProducerIdRequest,
     ListGroupsRequest,
     MetadataRequest,
     ProduceRequest,
@@ -75,6 +76,8 @@ CLIENT_VERSIONS: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         SaslHandshakeRequest.api_key: (1, 1),
         SaslAuthenticateRequest.api_key: (2, 2),
         FetchRequest.api_key: (12, 17),
+        # v3+ carries the producer id/epoch; v6 (two-phase commit) is not generated.
+        InitProducerIdRequest.api_key: (3, 5),
     }
 )
 

@@ -18,6 +18,7 @@ from sharecon.protocol.messages import (
     fetch,
     find_coordinator,
     incremental_alter_configs,
+    init_producer_id,
     list_groups,
     metadata,
     produce,
@@ -55,6 +56,10 @@ from sharecon.protocol.messages.find_coordinator import (
 from sharecon.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+)
+from sharecon.protocol.messages.init_producer_id import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
 )
 from sharecon.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
 from sharecon.protocol.messages.metadata import MetadataRequest, MetadataResponse
@@ -102,6 +107,8 @@ __all__ = [
     "FindCoordinatorResponse",
     "IncrementalAlterConfigsRequest",
     "IncrementalAlterConfigsResponse",
+    "InitProducerIdRequest",
+    "InitProducerIdResponse",
     "ListGroupsRequest",
     "ListGroupsResponse",
     "MetadataRequest",
@@ -132,6 +139,7 @@ __all__ = [
     "fetch",
     "find_coordinator",
     "incremental_alter_configs",
+    "init_producer_id",
     "list_groups",
     "metadata",
     "produce",
@@ -154,6 +162,7 @@ REQUESTS: dict[int, type[Request[Response]]] = {
     18: ApiVersionsRequest,
     19: CreateTopicsRequest,
     20: DeleteTopicsRequest,
+    22: InitProducerIdRequest,
     32: DescribeConfigsRequest,
     36: SaslAuthenticateRequest,
     44: IncrementalAlterConfigsRequest,
@@ -176,6 +185,7 @@ RESPONSES: dict[int, type[Response]] = {
     18: ApiVersionsResponse,
     19: CreateTopicsResponse,
     20: DeleteTopicsResponse,
+    22: InitProducerIdResponse,
     32: DescribeConfigsResponse,
     36: SaslAuthenticateResponse,
     44: IncrementalAlterConfigsResponse,
