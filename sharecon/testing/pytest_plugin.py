@@ -20,6 +20,7 @@ Tests using these fixtures get the ``broker`` marker, so ``-m "not broker"`` lea
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
@@ -143,6 +144,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         names = getattr(item, "fixturenames", ())
         if BROKER_FIXTURES.intersection(names):
             item.add_marker(pytest.mark.broker)
+
+
+def _ci() -> bool:
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Under ``CI=true`` a skipped broker test is a failure: CI must prove, not assume."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if (
+        _ci()
+        and report.skipped
+        and not hasattr(report, "wasxfail")
+        and item.get_closest_marker("broker") is not None
+    ):
+        report.outcome = "failed"
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.longrepr = f"broker test skipped under CI=true (not allowed): {reason}"
 
 
 @pytest.fixture(scope="session")

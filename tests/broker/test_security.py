@@ -6,7 +6,9 @@ import socket
 import ssl
 from typing import TYPE_CHECKING, Any
 
+import confluent_kafka  # the project's [test] extra: an independent client to check against
 import pytest
+from confluent_kafka import admin
 
 from sharecon.testing import BrokerStartError, KafkaBroker, SaslSetup
 from sharecon.testing.probe import share_support
@@ -18,8 +20,6 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.broker
 
-admin = pytest.importorskip("confluent_kafka.admin")  # in the project's [test] extra
-confluent_kafka = pytest.importorskip("confluent_kafka")
 
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
 
