@@ -288,6 +288,8 @@ class Cluster:
         self._failures: dict[int, tuple[int, float]] = {}  # node -> (failures in a row, when)
         # The connection bootstrap made, when its address matches no advertised broker.
         self._bootstrap_conn: BrokerConnection | None = None
+        # Dropped from the cache while still open (their broker moved): closed once idle.
+        self._retired: list[BrokerConnection] = []
         self._versions: VersionTable | None = None
 
         self._metadata = ClusterMetadata()
@@ -404,6 +406,8 @@ class Cluster:
         for node_id, broker in self._metadata.brokers.items():
             if (broker.host, broker.port) == (address.host, address.port):
                 if node_id not in self._connections:
+                    # From now on its errors and logs name the node, not just host:port.
+                    conn.address = broker
                     self._connections[node_id] = conn
                     self._last_used[node_id] = anyio.current_time()
                     self._bootstrap_conn = None
@@ -427,9 +431,11 @@ class Cluster:
                 return conn
             self._raise_if_closed()
             stale = self._connections.pop(node_id, None)
-            if stale is not None and not stale.closed:
-                logger.debug("%s: replacing idle connection", stale.address)
+            if stale is not None:
+                if not stale.closed:
+                    logger.debug("%s: replacing idle connection", stale.address)
                 await stale.aclose()
+            await self._close_retired()
             address = self._metadata.brokers.get(node_id)
             if address is None:
                 # A node we have not seen may have just joined: look once more.
@@ -517,6 +523,17 @@ class Cluster:
                 self._last_used.pop(node_id, None)
         if self._bootstrap_conn is conn:
             self._bootstrap_conn = None
+        if not conn.closed and conn not in self._retired:
+            self._retired.append(conn)
+
+    async def _close_retired(self) -> None:
+        keep = []
+        for conn in self._retired:
+            if conn.in_flight:
+                keep.append(conn)
+            else:
+                await conn.aclose()
+        self._retired = keep
 
     # -- requests ----------------------------------------------------------------------------
 
@@ -834,10 +851,11 @@ class Cluster:
         with anyio.CancelScope(shield=True), anyio.move_on_after(self._close_timeout):
             if self._refresh_scope is not None:
                 self._refresh_scope.cancel()
-            conns = list(self._connections.values())
+            conns = [*self._connections.values(), *self._retired]
             if self._bootstrap_conn is not None:
                 conns.append(self._bootstrap_conn)
             self._connections.clear()
+            self._retired.clear()
             self._bootstrap_conn = None
             per_conn = self._close_timeout / max(len(conns), 1)
             for conn in conns:

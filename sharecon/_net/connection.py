@@ -157,17 +157,19 @@ class BrokerConnection:
         except anyio.EndOfStream:
             self._fail("the broker closed the connection")
         except (anyio.BrokenResourceError, OSError) as exc:
-            self._fail(f"the connection broke ({exc or type(exc).__name__})", exc)
+            self._fail(f"the connection broke ({str(exc) or type(exc).__name__})", exc)
         except anyio.ClosedResourceError:
             self._fail("the connection was closed")
         except errors.RemoteProtocolError as exc:
             self._fail(f"the broker sent a bad frame: {exc}", exc)
-            await self._close_stream()
         finally:
-            self._reader_done.set()
             if self._failure is None:
                 # Cancelled from outside (the owner's task group is ending).
                 self._fail("the connection was closed")
+            # The connection is dead for good: release the socket now, not at garbage collection.
+            with anyio.CancelScope(shield=True):
+                await self._close_stream()
+            self._reader_done.set()
 
     def _route(self, frame: bytes) -> None:
         if len(frame) < 4:
@@ -279,7 +281,7 @@ class BrokerConnection:
                 reason = (
                     f"interrupted while writing {what}"
                     if isinstance(exc, anyio.get_cancelled_exc_class())
-                    else f"writing {what} failed ({exc or type(exc).__name__})"
+                    else f"writing {what} failed ({str(exc) or type(exc).__name__})"
                 )
                 self._fail(reason, exc)
                 with anyio.CancelScope(shield=True):

@@ -15,7 +15,7 @@ from sharecon.protocol import ShareGroupHeartbeatRequest
 from sharecon.types import TopicPartition
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
     from sharecon.testing.pytest_plugin import ProduceRecords, TopicFactory
     from sharecon.testing.tools import KafkaTools
@@ -36,6 +36,15 @@ async def admin(kafka_bootstrap: str) -> AsyncIterator[Admin]:
 
 def fresh(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 30.0) -> None:
+    """Poll ``check`` until it holds; fail the test after ``timeout`` seconds."""
+    with anyio.fail_after(timeout):
+        for _ in range(10**6):
+            if await check():
+                return
+            await anyio.sleep(0.2)
 
 
 class BareMember:
@@ -64,7 +73,9 @@ class BareMember:
         assert response.error_code == 0, response
         self.epoch = response.member_epoch
         if response.assignment is not None:
-            self.assigned = {p for tp in response.assignment.topic_partitions for p in tp.partitions}
+            self.assigned = {
+                p for tp in response.assignment.topic_partitions for p in tp.partitions
+            }
 
     async def join_until_assigned(self, partitions: int) -> None:
         with anyio.fail_after(30):
@@ -113,9 +124,11 @@ async def test_create_describe_list_delete_topics(admin: Admin, kafka_tools: Kaf
     assert topic_conf["retention.ms"].source is ConfigSource.DYNAMIC_TOPIC_CONFIG
 
     await admin.delete_topics([a, b])
-    with anyio.fail_after(30):
-        while {a, b} & set(await admin.list_topics()):
-            await anyio.sleep(0.2)
+
+    async def both_gone() -> bool:
+        return not {a, b} & set(await admin.list_topics())
+
+    await eventually(both_gone)
     assert a not in kafka_tools.list_topics()
     assert a not in admin.cluster.metadata.topic_ids
 
@@ -232,9 +245,11 @@ async def test_share_group_lifecycle(
         await admin.alter_share_group_offsets(group, {TopicPartition(topic, 0): 3})
 
     await member.leave()
-    with anyio.fail_after(20):
-        while (await admin.describe_share_group(group)).members:
-            await anyio.sleep(0.2)
+
+    async def no_members() -> bool:
+        return not (await admin.describe_share_group(group)).members
+
+    await eventually(no_members)
     assert group in {g.group_id for g in await admin.list_share_groups(states=["Empty"])}
     assert group not in {g.group_id for g in await admin.list_share_groups(states=["Stable"])}
 
