@@ -64,9 +64,9 @@ _LOG4J_VERSION = "2.25.5"
 _SLF4J_VERSION = "1.7.36"
 _DEPENDENCY_PLUGIN = "3.8.1"
 
-_MAVEN_TIMEOUT = 900.0  # seconds for one Maven run: a cold fetch is ~15 s here
+_MAVEN_TIMEOUT = 300.0  # seconds for one Maven run: a cold fetch takes 5-15 s here
 _MAVEN_ATTEMPTS = 3
-_LOCK_TIMEOUT = 3 * _MAVEN_TIMEOUT  # another process may be fetching (with retries)
+_LOCK_TIMEOUT = _MAVEN_ATTEMPTS * (_MAVEN_TIMEOUT + 10)  # another process may be fetching
 _JAVA_MIN = 17
 
 # Maven output that means "try again later", as opposed to "this does not exist".
