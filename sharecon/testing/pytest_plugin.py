@@ -23,10 +23,13 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from typing import TYPE_CHECKING, Any, Protocol
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+import anyio
 import pytest
 
+from sharecon.admin import Admin
 from sharecon.testing._provision import DEFAULT_KAFKA_VERSION, resolve_version
 from sharecon.testing.broker import KafkaBroker
 from sharecon.testing.cluster import (
@@ -38,7 +41,7 @@ from sharecon.testing.cluster import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Awaitable, Callable, Iterator, Mapping
 
     from sharecon.testing.tools import KafkaTools, ProduceResult
 
@@ -49,6 +52,8 @@ __all__ = [
     "ShareGroupFactory",
     "TopicFactory",
 ]
+
+T = TypeVar("T")
 
 #: Fixtures that need a live cluster; a test using any of them is marked ``broker``.
 BROKER_FIXTURES = frozenset(
@@ -225,25 +230,54 @@ def _unique(prefix: str, request: pytest.FixtureRequest) -> str:
     return f"{prefix}-{test}-{uuid.uuid4().hex[:8]}"
 
 
+def _admin_bootstrap(cluster: KafkaCluster) -> str:
+    # Fixtures arrange tests over PLAINTEXT even when the client listener has SASL/TLS.
+    return getattr(cluster, "plaintext_bootstrap", None) or cluster.bootstrap
+
+
+def _with_admin(bootstrap: str, call: Callable[[Admin], Awaitable[T]], timeout: float = 60.0) -> T:
+    """Run one admin call to completion from synchronous fixture code.
+
+    A private thread owns the event loop, so this works whether or not the test itself
+    runs in one (anyio's pytest plugin, trio, plain asyncio).
+    """
+
+    async def main() -> T:
+        with anyio.fail_after(timeout):
+            async with Admin(bootstrap) as admin:
+                return await call(admin)
+
+    with ThreadPoolExecutor(1, thread_name_prefix="sharecon-fixture") as pool:
+        return pool.submit(anyio.run, main).result(timeout=timeout + 30)
+
+
 @pytest.fixture
 def topic_factory(
     kafka_broker: KafkaCluster, request: pytest.FixtureRequest
 ) -> Iterator[TopicFactory]:
-    """Create topics on the session cluster; removed afterwards only on an external cluster."""
+    """Create topics on the session cluster (with sharecon's Admin); ready to use on return.
+
+    They are removed afterwards only on an external cluster (``SHARECON_BOOTSTRAP``).
+    """
+    bootstrap = _admin_bootstrap(kafka_broker)
     created: list[str] = []
 
     def factory(
         partitions: int = 3, *, config: Mapping[str, str] | None = None, name: str | None = None
     ) -> str:
         topic = name or _unique("t", request)
-        kafka_broker.tools.create_topic(topic, partitions, config=config)
+        _with_admin(
+            bootstrap,
+            lambda admin: admin.create_topics(
+                [topic], num_partitions=partitions, configs=dict(config or {})
+            ),
+        )
         created.append(topic)
         return topic
 
     yield factory
-    if isinstance(kafka_broker, ExternalKafka):
-        for topic in created:
-            kafka_broker.tools.delete_topic(topic)
+    if created and isinstance(kafka_broker, ExternalKafka):
+        _with_admin(bootstrap, lambda admin: admin.delete_topics(created))
 
 
 @pytest.fixture
@@ -257,10 +291,12 @@ def share_group_factory(
     kafka_broker: KafkaCluster, request: pytest.FixtureRequest
 ) -> ShareGroupFactory:
     """Fresh share group ids with group configs set, e.g. ``{"share.record.lock.duration.ms": "1000"}``."""
+    bootstrap = _admin_bootstrap(kafka_broker)
 
     def factory(config: Mapping[str, str] | None = None, *, name: str | None = None) -> str:
         group = name or _unique("g", request)
-        kafka_broker.tools.alter_group_config(group, {**DEFAULT_GROUP_CONFIG, **(config or {})})
+        settings: dict[str, str | None] = {**DEFAULT_GROUP_CONFIG, **(config or {})}
+        _with_admin(bootstrap, lambda admin: admin.alter_group_config(group, settings))
         return group
 
     return factory

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from sharecon.errors import KafkaError
 from sharecon.testing import KafkaToolError
 from sharecon.testing.probe import SHARE_APIS, share_support
 
@@ -72,7 +73,7 @@ def test_share_group_factory_applies_overrides(
 def test_group_config_below_the_broker_minimum_is_rejected(
     share_group_factory: ShareGroupFactory,
 ) -> None:
-    with pytest.raises(KafkaToolError, match="share.record.lock.duration.ms"):
+    with pytest.raises(KafkaError, match="share.record.lock.duration.ms"):
         share_group_factory({"share.record.lock.duration.ms": "500"})
 
 
