@@ -297,8 +297,10 @@ class Admin:
             cluster = Cluster(self._bootstrap, self._config, tg, metadata_max_age=0)
             stack.push_async_callback(self._shutdown, cluster, tg)
             await cluster.connect()
-        except BaseException as exc:
-            await stack.__aexit__(type(exc), exc, exc.__traceback__)
+        except BaseException:
+            # Close the task group cleanly (it has nothing of ours left running) so the
+            # caller gets the error itself, not an ExceptionGroup around it.
+            await stack.__aexit__(None, None, None)
             raise
         self._stack, self._tg, self._cluster = stack, tg, cluster
         return self
@@ -314,9 +316,11 @@ class Admin:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        # The body's exception is not passed into the task group: it would come back wrapped
+        # in an ExceptionGroup. The group only runs connection readers, which never raise.
         stack, self._stack, self._cluster, self._tg = self._stack, None, None, None
         if stack is not None:
-            await stack.__aexit__(exc_type, exc, tb)
+            await stack.__aexit__(None, None, None)
 
     async def aclose(self) -> None:
         """Close the client (what leaving ``async with`` does)."""

@@ -368,7 +368,19 @@ class Cluster:
                         logger.info("bootstrap %s failed: %s", address, exc)
                         last = exc
                 if conn is not None:
-                    await self._bootstrapped(address, conn)
+                    try:
+                        await self._bootstrapped(address, conn)
+                    except errors.BrokerDisconnectedError as exc:
+                        # ApiVersions is allowed before authentication; anything after is not.
+                        hint = (
+                            " (does this listener require SASL?)"
+                            if self._config.sasl is None
+                            else ""
+                        )
+                        raise errors.BrokerConnectError(
+                            f"{address}: the broker closed the connection after the "
+                            f"version handshake{hint}: {exc}"
+                        ) from exc
                     return
             delay = self._reconnect_backoff.delay(attempt)
             attempt += 1

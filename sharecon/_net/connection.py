@@ -215,7 +215,11 @@ class BrokerConnection:
         :raises RemoteProtocolError: the response body could not be decoded.
         """
         self._raise_if_failed()
-        if self._reauth_at is not None and self._reauth_task != anyio.get_current_task().id:
+        if (
+            self._reauth_at is not None or self._reauth_done is not None
+        ) and self._reauth_task != anyio.get_current_task().id:
+            # While one task re-authenticates (it has cleared _reauth_at), others must wait:
+            # the broker closes a connection that sends other requests mid-re-authentication.
             await self._maybe_reauthenticate()
         api_key = body.api_key
         if api_version is None:

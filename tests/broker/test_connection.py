@@ -50,16 +50,29 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 
 
 @contextlib.asynccontextmanager
-async def open_cluster(bootstrap: str, **kwargs: Any) -> AsyncIterator[Cluster]:
-    config = kwargs.pop("config", None) or ConnectionConfig(client_id="sharecon-net-tests")
+async def open_cluster(
+    bootstrap: str, config: ConnectionConfig | None = None, **kwargs: Any
+) -> AsyncIterator[Cluster]:
+    """A connected Cluster in its own task group; a connect failure is raised as itself."""
+    config = config or ConnectionConfig(client_id="sharecon-net-tests")
     async with anyio.create_task_group() as tg:
         cluster = Cluster(bootstrap, config, tg, **kwargs)
+        failure: BaseException | None = None
         try:
             await cluster.connect()
-            yield cluster
-        finally:
+        except errors.KafkaError as exc:
+            failure = exc
+        if failure is None:
+            try:
+                yield cluster
+            finally:
+                await cluster.aclose()
+                tg.cancel_scope.cancel()
+        else:
             await cluster.aclose()
             tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 30.0) -> None:
