@@ -1,0 +1,1190 @@
+"""Producer: write records to Kafka topics and learn the offset each one got.
+
+::
+
+    async with Producer("localhost:9092", compression="zstd") as producer:
+        meta = await producer.send("orders", b"...", key=b"customer-7")
+        print(meta.partition, meta.offset)
+        metas = await producer.send_batch(ProducerRecord("orders", v) for v in values)
+
+Design (rules of this module):
+
+1. **Accumulate, then send.** ``send`` appends the record to its partition's open batch and
+   waits for that batch's outcome (one :class:`anyio.Event` per batch, so it runs under
+   asyncio and trio alike). A batch closes when it reaches ``max_batch_bytes``, when it has
+   waited ``linger`` seconds, or on :meth:`Producer.flush`.
+2. **One dispatcher, one request per leader per round.** A single dispatcher task scans the
+   partitions, collects every ready batch whose partition has nothing in flight, groups
+   them by leader broker and starts one Produce request per broker (split at
+   ``max_request_size``). Requests to one broker share its connection, pipelined.
+3. **At most one batch in flight per partition.** That is the simplest ordering that is
+   always correct: with idempotence the batch's sequence number is simply the next one
+   the broker expects, a retry resends the very same bytes (same producer id, epoch and
+   sequence, so the broker drops a copy it already wrote and answers with the first
+   offset), and a rejected batch never leaves a gap behind later ones. Throughput does
+   not suffer much because records keep accumulating (into bigger batches) while a batch
+   is in flight.
+4. **Retries.** Retriable broker errors, lost connections and timeouts put the batch back
+   at the head of its partition's queue with jittered exponential backoff, and ask for a
+   metadata refresh (leader hints in the Produce response are applied at once). A batch
+   that could not be delivered within ``delivery_timeout`` fails with
+   :class:`~sharecon.errors.KafkaTimeoutError` naming the partition and the last error.
+5. **Too large.** A batch of several records that the broker finds too large is split in
+   two and retried; a single record that is too large fails with
+   :class:`~sharecon.errors.MessageTooLargeError` (or ``RecordListTooLargeError``) naming
+   topic, partition and size. Nothing is dropped silently.
+6. **Producer id resets.** If the broker no longer knows our producer id, or a batch whose
+   outcome is unknown had to be given up (its sequence number may or may not be used), the
+   producer stops sending, waits for in-flight requests, gets a new producer id and
+   restarts every partition's sequence at 0.
+7. The producer owns its task group; leaving ``async with`` flushes (normal exit) or fails
+   the unsent records (exit by exception), then closes connections, shielded and bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import random
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, TypeAlias, overload
+
+import anyio
+
+from sharecon import errors
+from sharecon._net.backoff import RETRY_BACKOFF, Backoff
+from sharecon._net.cluster import Cluster, parse_bootstrap
+from sharecon._net.connect import ConnectionConfig
+from sharecon._net.connection import BrokerAddress
+from sharecon.partitioner import partition_for_key
+from sharecon.protocol import InitProducerIdRequest, ProduceRequest
+from sharecon.protocol.compression import Codec
+from sharecon.protocol.messages.produce import PartitionProduceData, TopicProduceData
+from sharecon.protocol.records import Record, encode_batch
+from sharecon.protocol.versions import PRODUCER_APIS
+from sharecon.types import ZERO_UUID, Header
+
+if TYPE_CHECKING:
+    import ssl
+    from collections.abc import Iterable, Sequence
+    from types import TracebackType
+
+    from anyio.abc import TaskGroup
+
+    from sharecon._net.sasl import SaslConfig
+    from sharecon.protocol import ProduceResponse
+    from sharecon.protocol.messages.produce import PartitionProduceResponse
+
+__all__ = ["HeadersLike", "Producer", "ProducerRecord", "RecordMetadata"]
+
+logger = logging.getLogger(__name__)
+
+#: What ``headers=`` accepts: a mapping, or ``(key, value)`` pairs / :class:`Header` objects.
+HeadersLike: TypeAlias = (
+    "Mapping[str, bytes | str | None] | Iterable[tuple[str, bytes | str | None] | Header]"
+)
+_Bytes: TypeAlias = "bytes | bytearray | memoryview | str | None"
+
+_CODECS: Mapping[str, Codec] = {
+    "none": Codec.NONE,
+    "gzip": Codec.GZIP,
+    "snappy": Codec.SNAPPY,
+    "lz4": Codec.LZ4,
+    "zstd": Codec.ZSTD,
+}
+
+# Error codes the producer branches on.
+_MESSAGE_TOO_LARGE = 10
+_RECORD_LIST_TOO_LARGE = 18
+_OUT_OF_ORDER_SEQUENCE = 45
+_DUPLICATE_SEQUENCE = 46
+_UNKNOWN_PRODUCER_ID = 59
+_UNKNOWN_TOPIC_OR_PARTITION = 3
+_LEADER_NOT_AVAILABLE = 5
+_TOO_LARGE = frozenset({_MESSAGE_TOO_LARGE, _RECORD_LIST_TOO_LARGE})
+_RESET_PRODUCER = frozenset({_OUT_OF_ORDER_SEQUENCE, _UNKNOWN_PRODUCER_ID})
+# Per-record overhead of the v2 record format beyond key, value and headers (varints,
+# attributes, deltas), an upper bound; and the fixed batch header.
+_RECORD_OVERHEAD = 21
+_BATCH_OVERHEAD = 61
+_TRANSACTION_TIMEOUT_MS = 60_000  # sent with InitProducerId; ignored without a transactional id
+
+
+# -- public value types --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where a record was written, once the broker acknowledged it.
+
+    :ivar topic: the topic.
+    :ivar partition: the partition.
+    :ivar offset: the record's offset in the partition.
+    :ivar timestamp: milliseconds since the epoch: the broker's append time when the topic
+        uses ``LogAppendTime``, else the record's create time.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerRecord:
+    """One record for :meth:`Producer.send_batch`.
+
+    :ivar topic: the topic to write to.
+    :ivar value: the value (``str`` is encoded as UTF-8; ``None`` is a tombstone).
+    :ivar key: the key; it picks the partition (murmur2, as the Java client) unless
+        ``partition`` is given.
+    :ivar headers: a mapping or ``(key, value)`` pairs.
+    :ivar partition: an explicit partition.
+    :ivar timestamp: create time in milliseconds since the epoch (default: now).
+    """
+
+    topic: str
+    value: _Bytes
+    key: _Bytes = None
+    headers: HeadersLike | None = None
+    partition: int | None = None
+    timestamp: int | None = None
+
+
+# -- internal state ------------------------------------------------------------------------
+
+
+class _Batch:
+    """Records bound for one partition, sent (and retried) as one RecordBatch."""
+
+    __slots__ = (
+        "ambiguous",
+        "attempts",
+        "base_offset",
+        "children",
+        "parent",
+        "base_seq",
+        "created",
+        "deadline",
+        "done",
+        "encoded",
+        "error",
+        "last_error",
+        "log_append_time",
+        "partition",
+        "records",
+        "sealed",
+        "size",
+        "topic",
+    )
+
+    def __init__(self, topic: str, partition: int, created: float, deadline: float) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.created = created
+        self.deadline = deadline
+        self.records: list[Record] = []
+        self.size = _BATCH_OVERHEAD
+        self.sealed = False
+        self.encoded: bytes | None = None
+        self.base_seq = -1
+        self.attempts = 0
+        # True after a send whose outcome is unknown (lost connection, timeout): the broker
+        # may have written it, so its sequence number must not be handed to other records.
+        self.ambiguous = False
+        self.last_error: errors.KafkaError | None = None
+        self.done = anyio.Event()
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.error: errors.KafkaError | None = None
+        # After a split, the two halves (the callers still wait on this batch).
+        self.children: tuple[_Batch, _Batch] | None = None
+        self.parent: _Batch | None = None
+
+    def __repr__(self) -> str:
+        return f"<batch {self.topic}-{self.partition} {len(self.records)} records>"
+
+    def outcome(self, index: int) -> RecordMetadata | errors.KafkaError:
+        """The result for the record at ``index`` (call after :attr:`done` is set)."""
+        if self.children is not None:
+            first, second = self.children
+            if index < len(first.records):
+                return first.outcome(index)
+            return second.outcome(index - len(first.records))
+        if self.error is not None:
+            return self.error
+        record = self.records[index]
+        ts = self.log_append_time if self.log_append_time >= 0 else record.timestamp
+        offset = self.base_offset + index if self.base_offset >= 0 else -1
+        return RecordMetadata(self.topic, self.partition, offset, ts)
+
+
+class _Partition:
+    """Queue and sequence state of one partition."""
+
+    __slots__ = ("in_flight", "next_seq", "partition", "queue", "retry_at", "topic")
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.queue: deque[_Batch] = deque()
+        self.in_flight: _Batch | None = None
+        self.next_seq = 0
+        self.retry_at = 0.0
+
+
+# -- input normalisation -------------------------------------------------------------------
+
+
+def _as_bytes(data: object, what: str) -> bytes | None:
+    if data is None or type(data) is bytes:
+        return data
+    if isinstance(data, bytes | bytearray | memoryview):
+        return bytes(data)
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    raise errors.ConfigError(f"{what} must be bytes, str or None, not {type(data).__name__}")
+
+
+def _headers(headers: object) -> tuple[tuple[str, bytes | None], ...]:
+    if not headers:
+        return ()
+    items: Iterable[object] = (
+        headers.items() if isinstance(headers, Mapping) else headers  # type: ignore[assignment]
+    )
+    out: list[tuple[str, bytes | None]] = []
+    try:
+        for item in items:
+            if isinstance(item, Header):
+                hkey, hvalue = item.key, item.value
+            else:
+                hkey, hvalue = item  # type: ignore[misc]
+            if not isinstance(hkey, str):
+                raise errors.ConfigError(f"header key must be str, not {type(hkey).__name__}")
+            out.append((hkey, _as_bytes(hvalue, f"header {hkey!r} value")))
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, errors.ConfigError):
+            raise
+        raise errors.ConfigError(
+            f"headers must be a mapping or (key, value) pairs, not {headers!r}"
+        ) from None
+    return tuple(out)
+
+
+def _record_size(
+    key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]]
+) -> int:
+    size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+    for hkey, hvalue in headers:
+        size += len(hkey) + (len(hvalue) if hvalue else 0) + 10
+    return size
+
+
+def _codec(compression: str | Codec | None) -> Codec:
+    if compression is None:
+        return Codec.NONE
+    if isinstance(compression, Codec):
+        return compression
+    if isinstance(compression, str) and compression.lower() in _CODECS:
+        return _CODECS[compression.lower()]
+    raise errors.ConfigError(
+        f"compression={compression!r}: expected one of {', '.join(_CODECS)} (or None)"
+    )
+
+
+# -- the producer --------------------------------------------------------------------------
+
+
+class Producer:
+    """An async Kafka producer: batching, compression, idempotence, Java-compatible keys.
+
+    Use it as ``async with Producer(bootstrap) as producer``. Every option is checked when
+    the producer is built; a wrong one raises :class:`~sharecon.errors.ConfigError` naming it.
+
+    :param bootstrap: ``"host:port,..."`` or a sequence of ``"host:port"``.
+    :param acks: ``"all"`` (or -1; the default) waits for every in-sync replica; ``1``
+        for the leader only. ``0`` is not offered: the offset could not be reported.
+    :param idempotent: use a producer id and sequence numbers so that retries cannot
+        write a record twice (needs ``acks="all"``).
+    :param compression: ``"none"``, ``"gzip"``, ``"snappy"``, ``"lz4"`` or ``"zstd"``.
+    :param compression_level: codec-specific level; ``None`` for the codec's default.
+    :param linger: seconds a batch waits for more records before it is sent.
+    :param max_batch_bytes: a batch is closed once it holds about this many bytes.
+    :param max_request_size: largest Produce request (and record) this client sends.
+    :param max_buffer_bytes: bytes of records waiting to be sent before ``send`` waits.
+    :param delivery_timeout: seconds from ``send`` until a record that could not be
+        delivered (retries included) fails with :class:`~sharecon.errors.KafkaTimeoutError`.
+    :param request_timeout: seconds one Produce request may take (also the broker-side
+        replication timeout).
+    :param metadata_timeout: seconds ``send`` keeps looking for an unknown topic before
+        it raises :class:`~sharecon.errors.UnknownTopicOrPartitionError`.
+    :param retry_backoff: delays between retries.
+    :param client_id: sent in request headers.
+    :param connect_timeout: seconds to open and set up one connection.
+    :param ssl_context: enables TLS.
+    :param sasl: SASL credentials.
+    :param config: a complete connection config instead of the separate options.
+    :param close_timeout: bound on closing connections when leaving ``async with``.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str],
+        *,
+        acks: Literal["all", -1, 1] | str | int = "all",
+        idempotent: bool = True,
+        compression: str | Codec | None = None,
+        compression_level: int | None = None,
+        linger: float = 0.005,
+        max_batch_bytes: int = 512 * 1024,
+        max_request_size: int = 1024 * 1024,
+        max_buffer_bytes: int = 32 * 1024 * 1024,
+        delivery_timeout: float = 120.0,
+        request_timeout: float = 30.0,
+        metadata_timeout: float = 30.0,
+        retry_backoff: Backoff = RETRY_BACKOFF,
+        client_id: str = "sharecon-producer",
+        connect_timeout: float = 10.0,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslConfig | None = None,
+        config: ConnectionConfig | None = None,
+        close_timeout: float = 5.0,
+    ) -> None:
+        if acks in ("all", -1, "-1"):
+            self._acks = -1
+        elif acks in (1, "1"):
+            self._acks = 1
+        elif acks in (0, "0"):
+            raise errors.ConfigError(
+                "acks=0 is not supported: the broker sends no response, so no offset could "
+                "be reported; use acks=1 or acks='all'"
+            )
+        else:
+            raise errors.ConfigError(f"acks={acks!r}: expected 'all' (or -1) or 1")
+        if idempotent and self._acks != -1:
+            raise errors.ConfigError("idempotent=True needs acks='all' (or pass idempotent=False)")
+        self._idempotent = bool(idempotent)
+        self._codec = _codec(compression)
+        self._compression_level = compression_level
+        for name, seconds in (
+            ("delivery_timeout", delivery_timeout),
+            ("request_timeout", request_timeout),
+            ("metadata_timeout", metadata_timeout),
+            ("close_timeout", close_timeout),
+        ):
+            if not seconds > 0:
+                raise errors.ConfigError(f"{name}={seconds!r}: must be positive seconds")
+        if not 0 <= linger < math.inf:
+            raise errors.ConfigError(f"linger={linger!r}: must be 0 or more seconds")
+        for name, size in (
+            ("max_batch_bytes", max_batch_bytes),
+            ("max_request_size", max_request_size),
+            ("max_buffer_bytes", max_buffer_bytes),
+        ):
+            if not isinstance(size, int) or size < 1024:
+                raise errors.ConfigError(f"{name}={size!r}: must be an int of at least 1024")
+        if max_batch_bytes > max_request_size:
+            raise errors.ConfigError(
+                f"max_batch_bytes={max_batch_bytes} is larger than max_request_size="
+                f"{max_request_size}"
+            )
+        self._linger = float(linger)
+        self._max_batch = max_batch_bytes
+        self._max_request = max_request_size
+        self._max_buffer = max_buffer_bytes
+        self._delivery_timeout = float(delivery_timeout)
+        self._request_timeout = float(request_timeout)
+        self._metadata_timeout = float(metadata_timeout)
+        self._backoff = retry_backoff
+        self._close_timeout = close_timeout
+        parse_bootstrap(bootstrap)  # a malformed address is a ConfigError now, not at connect
+        self._bootstrap = bootstrap
+        self._config = config or ConnectionConfig(
+            client_id=client_id,
+            connect_timeout=connect_timeout,
+            # The client-side wait covers the broker's own replication timeout plus transit.
+            request_timeout=request_timeout + 5.0,
+            ssl_context=ssl_context,
+            sasl=sasl,
+        )
+
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._tg: TaskGroup | None = None
+        self._cluster: Cluster | None = None
+        self._partitions: dict[tuple[str, int], _Partition] = {}
+        self._sticky: dict[str, tuple[int, _Batch]] = {}
+        self._topic_locks: dict[str, anyio.Lock] = {}
+        self._wake = anyio.Event()
+        self._space = anyio.Event()
+        self._idle = anyio.Event()
+        self._metadata_wanted = anyio.Event()
+        self._buffered = 0
+        self._in_flight = 0
+        self._flushing = 0
+        self._producer_id = -1
+        self._producer_epoch = -1
+        self._reset_wanted = False
+        self._resetting = False
+        self._closing = False
+        self._fatal: BaseException | None = None
+
+    def __repr__(self) -> str:
+        state = "open" if self._cluster is not None else "closed"
+        return f"<Producer {state} pid={self._producer_id} buffered={self._buffered}B>"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Producer:
+        stack = contextlib.AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            tg = await stack.enter_async_context(anyio.create_task_group())
+            required = set(PRODUCER_APIS)
+            if self._idempotent:
+                required.add(InitProducerIdRequest.api_key)
+            cluster = Cluster(self._bootstrap, self._config, tg, required_apis=required)
+            stack.push_async_callback(self._shutdown, cluster, tg)
+            self._cluster = cluster
+            await cluster.connect()
+            if self._idempotent:
+                self._producer_id, self._producer_epoch = await self._init_producer_id()
+            tg.start_soon(self._dispatch_loop)
+            tg.start_soon(self._metadata_loop)
+        except BaseException:
+            # Close the task group cleanly (nothing of ours is left running in it) so the
+            # caller gets the error itself, not an ExceptionGroup around it.
+            self._closing = True
+            await stack.__aexit__(None, None, None)
+            self._cluster = None
+            self._closing = False
+            raise
+        self._stack, self._tg = stack, tg
+        return self
+
+    async def _shutdown(self, cluster: Cluster, tg: TaskGroup) -> None:
+        self._closing = True
+        self._fail_all(errors.KafkaError("the producer was closed before the record was sent"))
+        await cluster.aclose()
+        tg.cancel_scope.cancel()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        stack, self._stack = self._stack, None
+        if stack is None:
+            return
+        try:
+            if exc_type is None and self._fatal is None:
+                await self.flush()
+        finally:
+            self._closing = True
+            try:
+                # The body's exception is not passed into the task group: it would come back
+                # wrapped in an ExceptionGroup. No wrapping cancel scope either: the group
+                # must exit in the scope it was entered in. _shutdown is shielded and bounded.
+                await stack.__aexit__(None, None, None)
+            finally:
+                self._cluster, self._tg = None, None
+
+    async def aclose(self) -> None:
+        """Flush, then close (what leaving ``async with`` normally does)."""
+        await self.__aexit__(None, None, None)
+
+    @property
+    def cluster(self) -> Cluster:
+        """The underlying cluster view.
+
+        :raises ConfigError: outside ``async with``.
+        """
+        if self._cluster is None:
+            raise errors.ConfigError("Producer is not open; use it as 'async with Producer(...)'")
+        return self._cluster
+
+    @property
+    def producer_id(self) -> int:
+        """The idempotent producer id (-1 without idempotence)."""
+        return self._producer_id
+
+    # -- sending -----------------------------------------------------------------------------
+
+    async def send(
+        self,
+        topic: str,
+        value: _Bytes,
+        *,
+        key: _Bytes = None,
+        headers: HeadersLike | None = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+    ) -> RecordMetadata:
+        """Send one record and return where it was written once the broker acknowledged it.
+
+        Cancelling the call does not take the record back: it may still be written.
+
+        :param value: bytes (``str`` is encoded as UTF-8), or ``None`` for a tombstone.
+        :param key: picks the partition with Java's murmur2 unless ``partition`` is given;
+            without a key, records stick to one partition per batch.
+        :param headers: a mapping or ``(key, value)`` pairs.
+        :param partition: write to this partition.
+        :param timestamp: create time in milliseconds since the epoch (default: now).
+        :raises MessageTooLargeError: the record is larger than the broker (or
+            ``max_request_size``) accepts; names topic, partition and size.
+        :raises UnknownTopicOrPartitionError: the topic does not exist.
+        :raises KafkaTimeoutError: not delivered within ``delivery_timeout``.
+        :raises ConfigError: a wrong argument (type, partition out of range).
+        """
+        batch, index = await self._enqueue(topic, value, key, headers, partition, timestamp)
+        await batch.done.wait()
+        result = batch.outcome(index)
+        if isinstance(result, errors.KafkaError):
+            raise result
+        return result
+
+    @overload
+    async def send_batch(
+        self, records: Iterable[ProducerRecord], *, return_exceptions: Literal[False] = False
+    ) -> list[RecordMetadata]: ...
+
+    @overload
+    async def send_batch(
+        self, records: Iterable[ProducerRecord], *, return_exceptions: Literal[True]
+    ) -> list[RecordMetadata | errors.KafkaError]: ...
+
+    async def send_batch(
+        self, records: Iterable[ProducerRecord], *, return_exceptions: bool = False
+    ) -> list[RecordMetadata] | list[RecordMetadata | errors.KafkaError]:
+        """Send many records; return their metadata in the same order once all are done.
+
+        Records are queued as fast as buffer space allows, so they share batches and
+        requests. Per partition, the order of ``records`` is the order in the log.
+
+        :param return_exceptions: put each failed record's exception in the result list
+            instead of raising the first one.
+        :raises KafkaError: (without ``return_exceptions``) the first failure, after every
+            record has been either written or given up on.
+        """
+        placed: list[tuple[_Batch, int]] = []
+        enqueue = self._enqueue
+        append = placed.append
+        # Records of one call are created together: they share the default timestamp.
+        now_ms = time.time_ns() // 1_000_000
+        for rec in records:
+            if type(rec) is not ProducerRecord:
+                raise errors.ConfigError(
+                    f"send_batch takes ProducerRecord items, not {type(rec).__name__}"
+                )
+            append(
+                await enqueue(
+                    rec.topic, rec.value, rec.key, rec.headers, rec.partition, rec.timestamp, now_ms
+                )
+            )
+        seen: set[int] = set()
+        for batch, _ in placed:
+            if id(batch) not in seen:
+                seen.add(id(batch))
+                await batch.done.wait()
+        out = [batch.outcome(index) for batch, index in placed]
+        if not return_exceptions:
+            for result in out:
+                if isinstance(result, errors.KafkaError):
+                    raise result
+        return out
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued now (ignoring ``linger``) and wait until it is done.
+
+        Failures are reported to the ``send`` calls, not here.
+
+        :param timeout: seconds; by default until each batch succeeds or times out.
+        :raises KafkaTimeoutError: ``timeout`` passed first.
+        """
+        pending = [b for s in self._partitions.values() for b in s.queue]
+        pending += [s.in_flight for s in self._partitions.values() if s.in_flight is not None]
+        if not pending:
+            return
+        self._flushing += 1
+        self._wake.set()
+        try:
+            with anyio.fail_after(math.inf if timeout is None else timeout):
+                for batch in pending:
+                    await batch.done.wait()
+        except TimeoutError:
+            raise errors.KafkaTimeoutError(
+                f"flush: {sum(not b.done.is_set() for b in pending)} batches still unsent "
+                f"after {timeout:g} s"
+            ) from None
+        finally:
+            self._flushing -= 1
+
+    async def partitions_for(self, topic: str) -> int:
+        """The number of partitions of ``topic`` (looked up if not known yet).
+
+        :raises UnknownTopicOrPartitionError: the topic does not exist.
+        """
+        return await self._partition_count(topic)
+
+    # -- enqueueing --------------------------------------------------------------------------
+
+    def _check_open(self) -> Cluster:
+        if self._cluster is None or self._closing:
+            raise errors.ConfigError("Producer is not open; use it as 'async with Producer(...)'")
+        if self._fatal is not None:
+            raise errors.KafkaError(f"the producer failed: {self._fatal}") from self._fatal
+        return self._cluster
+
+    async def _enqueue(
+        self,
+        topic: object,
+        value: object,
+        key: object,
+        headers: object,
+        partition: object,
+        timestamp: object,
+        now_ms: int | None = None,
+    ) -> tuple[_Batch, int]:
+        """Validate one record and append it to its partition's open batch.
+
+        The common case (known topic, buffer space left) never suspends, which keeps
+        ``send_batch`` cheap per record.
+        """
+        cluster = self._check_open()
+        if type(topic) is not str or not topic:
+            raise errors.ConfigError(f"topic must be a non-empty str, not {topic!r}")
+        v = value if value is None or type(value) is bytes else _as_bytes(value, "value")
+        k = key if key is None or type(key) is bytes else _as_bytes(key, "key")
+        hs = _headers(headers) if headers else ()
+        if timestamp is None:
+            ts = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        elif type(timestamp) is int and timestamp >= 0:
+            ts = timestamp
+        else:
+            raise errors.ConfigError(
+                f"timestamp must be milliseconds since the epoch (int >= 0), not {timestamp!r}"
+            )
+        size = _RECORD_OVERHEAD + (len(k) if k else 0) + (len(v) if v else 0)
+        if hs:
+            size = _record_size(k, v, hs)
+
+        parts = cluster.metadata.partitions.get(topic)
+        count = len(parts) if parts else await self._partition_count(topic)
+        if partition is None:
+            if k is not None:
+                partition = partition_for_key(k, count)
+            else:
+                partition = self._sticky_partition(topic, count, size)
+        elif type(partition) is not int or partition < 0:
+            raise errors.ConfigError(f"partition must be an int >= 0, not {partition!r}")
+        elif partition >= count:
+            count = await self._partition_count(topic, refresh=True)
+            if partition >= count:
+                raise errors.ConfigError(
+                    f"partition {partition} of topic {topic!r} does not exist "
+                    f"(the topic has partitions 0..{count - 1})"
+                )
+        if size + _BATCH_OVERHEAD > self._max_request:
+            raise errors.MessageTooLargeError(
+                f"topic {topic!r} partition {partition}: the record is about {size} bytes, "
+                f"more than max_request_size={self._max_request} (checked before sending)"
+            )
+        while self._buffered > 0 and self._buffered + size > self._max_buffer:
+            await self._wait_for_space()
+        return self._append(topic, partition, k, v, hs, ts, size)
+
+    async def _wait_for_space(self) -> None:
+        if self._space.is_set():
+            self._space = anyio.Event()
+        self._wake.set()
+        await self._space.wait()
+        self._check_open()
+
+    def _sticky_partition(self, topic: str, count: int, size: int) -> int:
+        # Keyless records fill one partition's batch before moving on (Java's sticky
+        # partitioner, KIP-480): fewer, bigger batches than round-robin.
+        current = self._sticky.get(topic)
+        if current is None or current[0] >= count:
+            return random.randrange(count)
+        part, batch = current
+        if not batch.sealed and batch.size + size <= self._max_batch and batch.encoded is None:
+            state = self._partitions[(topic, part)]
+            if state.queue and state.queue[-1] is batch:
+                return part
+        if count == 1:
+            return 0
+        choice = random.randrange(count - 1)
+        return choice + 1 if choice >= part else choice
+
+    def _append(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: tuple[tuple[str, bytes | None], ...],
+        timestamp: int,
+        size: int,
+    ) -> tuple[_Batch, int]:
+        state = self._partitions.get((topic, partition))
+        if state is None:
+            state = self._partitions[(topic, partition)] = _Partition(topic, partition)
+        batch = state.queue[-1] if state.queue else None
+        if batch is None or batch.sealed or batch.size + size > self._max_batch:
+            if batch is not None and not batch.sealed:
+                batch.sealed = True
+            now = anyio.current_time()
+            batch = _Batch(topic, partition, now, now + self._delivery_timeout)
+            state.queue.append(batch)
+            self._wake.set()
+        index = len(batch.records)
+        batch.records.append(Record(index, timestamp, key, value, headers))
+        batch.size += size
+        self._buffered += size
+        if batch.size >= self._max_batch:
+            batch.sealed = True
+            self._wake.set()
+        if key is None:
+            self._sticky[topic] = (partition, batch)
+        return batch, index
+
+    # -- topics and metadata -----------------------------------------------------------------
+
+    async def _partition_count(self, topic: str, *, refresh: bool = False) -> int:
+        cluster = self.cluster
+        parts = cluster.metadata.partitions.get(topic)
+        if parts and not refresh:
+            return len(parts)
+        lock = self._topic_locks.setdefault(topic, anyio.Lock())
+        async with lock:
+            parts = cluster.metadata.partitions.get(topic)
+            if parts and not refresh:
+                return len(parts)
+            deadline = anyio.current_time() + self._metadata_timeout
+            attempt = 0
+            last: errors.KafkaError | None = None
+            while True:
+                try:
+                    meta = await cluster.refresh_metadata([topic])
+                except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
+                    last = exc
+                else:
+                    parts = meta.partitions.get(topic)
+                    if parts:
+                        return len(parts)
+                    code = meta.topic_errors.get(topic, _UNKNOWN_TOPIC_OR_PARTITION)
+                    err = errors.error_for_code(code, f"topic {topic!r}")
+                    assert err is not None
+                    if code not in (_UNKNOWN_TOPIC_OR_PARTITION, _LEADER_NOT_AVAILABLE):
+                        raise err
+                    last = err
+                attempt += 1
+                delay = self._backoff.delay(attempt)
+                if anyio.current_time() + delay >= deadline:
+                    if isinstance(last, errors.UnknownTopicOrPartitionError):
+                        raise errors.UnknownTopicOrPartitionError(
+                            f"topic {topic!r} is not in the cluster metadata after {attempt} "
+                            f"lookups over {self._metadata_timeout:g} s (this producer does "
+                            "not create topics)"
+                        )
+                    assert last is not None
+                    raise last
+                await anyio.sleep(delay)
+
+    async def _metadata_loop(self) -> None:
+        attempt = 0
+        while True:
+            await self._metadata_wanted.wait()
+            self._metadata_wanted = anyio.Event()
+            topics = sorted({t for t, _ in self._partitions})
+            try:
+                await self.cluster.refresh_metadata(topics)
+                attempt = 0
+            except errors.KafkaError as exc:
+                logger.info("metadata refresh failed: %s", exc)
+                self._metadata_wanted.set()
+                attempt += 1
+            self._wake.set()
+            # Rate limit: a burst of NOT_LEADER answers needs one refresh, not one each.
+            await anyio.sleep(self._backoff.delay(attempt))
+
+    # -- idempotence -------------------------------------------------------------------------
+
+    async def _init_producer_id(self) -> tuple[int, int]:
+        request = InitProducerIdRequest(
+            transactional_id=None, transaction_timeout_ms=_TRANSACTION_TIMEOUT_MS
+        )
+        deadline = anyio.current_time() + self._request_timeout
+        attempt = 0
+        while True:
+            failure: errors.KafkaError
+            try:
+                response = await self.cluster.request_any(request)
+            except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
+                failure = exc
+            else:
+                if response.error_code == 0:
+                    logger.debug(
+                        "producer id %d epoch %d", response.producer_id, response.producer_epoch
+                    )
+                    return response.producer_id, response.producer_epoch
+                err = errors.error_for_code(
+                    response.error_code, "InitProducerId for an idempotent producer"
+                )
+                assert err is not None
+                if not err.retriable:
+                    raise err
+                failure = err
+            delay = self._backoff.delay(attempt)
+            attempt += 1
+            if anyio.current_time() + delay >= deadline:
+                raise failure
+            await anyio.sleep(delay)
+
+    async def _reset_producer_id(self) -> None:
+        try:
+            while self._in_flight:
+                if self._idle.is_set():
+                    self._idle = anyio.Event()
+                await self._idle.wait()
+            while True:
+                try:
+                    pid, epoch = await self._init_producer_id()
+                    break
+                except errors.KafkaError as exc:
+                    if not exc.retriable:
+                        raise
+                    logger.info("getting a new producer id failed (%s); retrying", exc)
+            logger.info(
+                "new producer id %d (was %d): sequence numbers restart at 0",
+                pid,
+                self._producer_id,
+            )
+            self._producer_id, self._producer_epoch = pid, epoch
+            for state in self._partitions.values():
+                state.next_seq = 0
+                for batch in state.queue:
+                    batch.encoded = None
+                    batch.ambiguous = False
+        except errors.KafkaError as exc:
+            self._fatal = exc
+            self._fail_all(exc)
+        finally:
+            self._reset_wanted = False
+            self._resetting = False
+            self._wake.set()
+
+    # -- dispatching -------------------------------------------------------------------------
+
+    async def _dispatch_loop(self) -> None:
+        try:
+            while True:
+                self._wake = anyio.Event()
+                wait = self._dispatch_round()
+                if wait > 0:
+                    with anyio.move_on_after(wait):
+                        await self._wake.wait()
+        except BaseException as exc:
+            # Callers wait on batch events; never leave them hanging.
+            reason = exc if isinstance(exc, errors.KafkaError) else None
+            self._fail_all(
+                reason or errors.KafkaError(f"the producer stopped: {type(exc).__name__}")
+            )
+            raise
+
+    def _dispatch_round(self) -> float:
+        """Start requests for every ready batch; return seconds until the next due time."""
+        now = anyio.current_time()
+        next_due = math.inf
+        if self._reset_wanted and not self._resetting:
+            assert self._tg is not None
+            self._resetting = True
+            self._tg.start_soon(self._reset_producer_id)
+        if self._resetting:
+            return math.inf  # woken when the reset is done
+        meta = self.cluster.metadata
+        ready: dict[int, list[_Batch]] = {}
+        for state in self._partitions.values():
+            while state.queue and state.queue[0].deadline <= now:
+                self._expire(state, state.queue.popleft())
+            if not state.queue or state.in_flight is not None:
+                continue
+            if state.retry_at > now:
+                next_due = min(next_due, state.retry_at)
+                continue
+            head = state.queue[0]
+            if not head.sealed and not self._flushing and not self._closing:
+                due = head.created + self._linger
+                if due > now and self._buffered < self._max_buffer:
+                    next_due = min(next_due, due)
+                    continue
+            parts = meta.partitions.get(state.topic, ())
+            leader = parts[state.partition].leader_id if state.partition < len(parts) else -1
+            if leader < 0:
+                self._metadata_wanted.set()
+                state.retry_at = now + self._backoff.delay(head.attempts)
+                next_due = min(next_due, state.retry_at)
+                continue
+            head.sealed = True
+            state.queue.popleft()
+            state.in_flight = head
+            self._in_flight += 1
+            ready.setdefault(leader, []).append(head)
+        for node, batches in ready.items():
+            for group in self._requests(batches):
+                assert self._tg is not None
+                self._tg.start_soon(self._send, node, group)
+        return max(0.0, next_due - now) if next_due < math.inf else math.inf
+
+    def _requests(self, batches: list[_Batch]) -> list[list[_Batch]]:
+        groups: list[list[_Batch]] = [[]]
+        size = 0
+        for batch in batches:
+            self._encode(batch)
+            assert batch.encoded is not None
+            if groups[-1] and size + len(batch.encoded) > self._max_request:
+                groups.append([])
+                size = 0
+            groups[-1].append(batch)
+            size += len(batch.encoded)
+        return groups
+
+    def _encode(self, batch: _Batch) -> None:
+        if batch.encoded is not None:
+            return  # a retry sends the very same bytes
+        state = self._partitions[(batch.topic, batch.partition)]
+        if self._idempotent:
+            batch.base_seq = state.next_seq
+        batch.encoded = encode_batch(
+            batch.records,
+            codec=self._codec,
+            producer_id=self._producer_id,
+            producer_epoch=self._producer_epoch,
+            base_sequence=batch.base_seq,
+            compression_level=self._compression_level,
+        )
+
+    async def _send(self, node: int, batches: list[_Batch]) -> None:
+        try:
+            await self._send_request(node, batches)
+        finally:
+            self._in_flight -= len(batches)
+            if not self._in_flight:
+                self._idle.set()
+            self._wake.set()
+
+    async def _send_request(self, node: int, batches: list[_Batch]) -> None:
+        cluster = self.cluster
+        meta = cluster.metadata
+        by_topic: dict[str, list[_Batch]] = {}
+        for batch in batches:
+            batch.attempts += 1
+            by_topic.setdefault(batch.topic, []).append(batch)
+        request = ProduceRequest(
+            transactional_id=None,
+            acks=self._acks,
+            timeout_ms=int(self._request_timeout * 1000),
+            topic_data=tuple(
+                TopicProduceData(
+                    name=topic,
+                    topic_id=meta.topic_ids.get(topic, ZERO_UUID),
+                    partition_data=tuple(
+                        PartitionProduceData(index=b.partition, records=b.encoded) for b in group
+                    ),
+                )
+                for topic, group in by_topic.items()
+            ),
+        )
+        try:
+            response = await cluster.request(node, request)
+        except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
+            # The request may or may not have been written: retry the same bytes.
+            self._metadata_wanted.set()
+            written_maybe = not isinstance(exc, errors.BrokerConnectError)
+            for batch in batches:
+                batch.ambiguous = batch.ambiguous or written_maybe
+                self._retry(batch, exc)
+            return
+        except errors.KafkaError as exc:
+            for batch in batches:
+                self._finish(batch, error=exc)
+            return
+        self._handle_response(node, batches, response)
+
+    def _handle_response(self, node: int, batches: list[_Batch], response: ProduceResponse) -> None:
+        cluster = self.cluster
+        names = dict(cluster.metadata.topic_names)
+        answers: dict[tuple[str, int], PartitionProduceResponse] = {}
+        for topic in response.responses:
+            name = topic.name or names.get(topic.topic_id, "")
+            for part in topic.partition_responses:
+                answers[(name, part.index)] = part
+        endpoints = {
+            e.node_id: BrokerAddress(e.host, e.port, e.node_id) for e in response.node_endpoints
+        }
+        for batch in batches:
+            answer = answers.get((batch.topic, batch.partition))
+            if answer is None:
+                self._finish(
+                    batch,
+                    error=errors.RemoteProtocolError(
+                        f"broker {node}: the Produce response does not mention "
+                        f"{batch.topic}-{batch.partition}"
+                    ),
+                )
+                continue
+            self._handle_partition(node, batch, answer, endpoints)
+
+    def _handle_partition(
+        self,
+        node: int,
+        batch: _Batch,
+        pr: PartitionProduceResponse,
+        endpoints: Mapping[int, BrokerAddress],
+    ) -> None:
+        code = pr.error_code
+        state = self._partitions[(batch.topic, batch.partition)]
+        where = f"topic {batch.topic!r} partition {batch.partition}"
+        if code in (0, _DUPLICATE_SEQUENCE):
+            batch.ambiguous = False
+            if self._idempotent:
+                state.next_seq = (batch.base_seq + len(batch.records)) & 0x7FFFFFFF
+            batch.base_offset = pr.base_offset
+            batch.log_append_time = pr.log_append_time_ms
+            self._finish(batch)
+            return
+        detail = f"{where} (broker {node})"
+        if pr.error_message:
+            detail += f": {pr.error_message}"
+        err = errors.error_for_code(code, detail)
+        assert err is not None
+        if code in _TOO_LARGE:
+            batch.ambiguous = False
+            if len(batch.records) > 1:
+                self._split(state, batch)
+                return
+            encoded = len(batch.encoded or b"")
+            self._finish(
+                batch,
+                error=errors.error_class_for_code(code)(
+                    f"{where}: a record of about {batch.size - _BATCH_OVERHEAD} bytes "
+                    f"(a {encoded}-byte batch) is larger than the broker accepts "
+                    "(topic max.message.bytes / broker message.max.bytes)"
+                ),
+            )
+            return
+        if self._idempotent and code in _RESET_PRODUCER:
+            # The broker lost our producer state (or it expired): start over with a new id.
+            logger.info("%s; getting a new producer id", err)
+            self._reset_wanted = True
+            self._retry(batch, err, immediate=True)
+            return
+        if err.retriable:
+            hinted = False
+            leader = pr.current_leader
+            tid = self.cluster.metadata.topic_ids.get(batch.topic)
+            if leader.leader_id >= 0 and tid is not None:
+                hinted = self.cluster.apply_leader_hint(
+                    tid,
+                    batch.partition,
+                    leader.leader_id,
+                    leader.leader_epoch,
+                    endpoints.get(leader.leader_id),
+                )
+            self._metadata_wanted.set()
+            self._retry(batch, err, immediate=hinted)
+            return
+        self._finish(batch, error=err)
+
+    # -- batch outcomes ----------------------------------------------------------------------
+
+    def _retry(self, batch: _Batch, error: errors.KafkaError, *, immediate: bool = False) -> None:
+        state = self._partitions[(batch.topic, batch.partition)]
+        if state.in_flight is batch:
+            state.in_flight = None
+        batch.last_error = error
+        now = anyio.current_time()
+        if now >= batch.deadline or self._closing:
+            self._expire(state, batch)
+            return
+        logger.debug("retrying %r (attempt %d): %s", batch, batch.attempts, error)
+        state.queue.appendleft(batch)
+        state.retry_at = now if immediate else now + self._backoff.delay(batch.attempts - 1)
+
+    def _split(self, state: _Partition, batch: _Batch) -> None:
+        if state.in_flight is batch:
+            state.in_flight = None
+        half = len(batch.records) // 2
+        pieces = []
+        for part in (batch.records[:half], batch.records[half:]):
+            piece = _Batch(batch.topic, batch.partition, batch.created, batch.deadline)
+            piece.sealed = True
+            piece.parent = batch
+            piece.attempts = batch.attempts
+            piece.records = [
+                Record(i, r.timestamp, r.key, r.value, r.headers) for i, r in enumerate(part)
+            ]
+            piece.size = _BATCH_OVERHEAD + sum(
+                _record_size(r.key, r.value, r.headers) for r in part
+            )
+            pieces.append(piece)
+        logger.info(
+            "%r was too large for the broker; splitting it into %d + %d records",
+            batch,
+            half,
+            len(batch.records) - half,
+        )
+        # The halves go first, in order; the buffer space moves to them.
+        batch.children = (pieces[0], pieces[1])
+        batch.encoded = None
+        state.queue.appendleft(pieces[1])
+        state.queue.appendleft(pieces[0])
+
+    def _expire(self, state: _Partition, batch: _Batch) -> None:
+        if state.in_flight is batch:
+            state.in_flight = None
+        last = f"; last error: {batch.last_error}" if batch.last_error else ""
+        self._finish(
+            batch,
+            error=errors.KafkaTimeoutError(
+                f"topic {batch.topic!r} partition {batch.partition}: {len(batch.records)} "
+                f"records not delivered within delivery_timeout="
+                f"{self._delivery_timeout:g} s after {batch.attempts} attempts{last}"
+            ),
+        )
+
+    def _finish(self, batch: _Batch, *, error: errors.KafkaError | None = None) -> None:
+        if batch.done.is_set():
+            return
+        state = self._partitions.get((batch.topic, batch.partition))
+        if state is not None and state.in_flight is batch:
+            state.in_flight = None
+        batch.error = error
+        if error is not None:
+            logger.debug("%r failed: %s", batch, error)
+            if batch.ambiguous and self._idempotent:
+                # It may have been written under its sequence number: never reuse that.
+                self._reset_wanted = True
+                self._wake.set()
+        if batch.children is None:
+            self._buffered -= batch.size - _BATCH_OVERHEAD
+            if not self._space.is_set():
+                self._space.set()
+        batch.encoded = None
+        batch.done.set()
+        parent = batch.parent
+        if parent is not None and parent.children is not None:
+            if all(c.done.is_set() for c in parent.children):
+                self._finish(parent)
+
+    def _fail_all(self, error: errors.KafkaError) -> None:
+        for state in self._partitions.values():
+            if state.in_flight is not None:
+                self._finish(state.in_flight, error=error)
+            while state.queue:
+                self._finish(state.queue.popleft(), error=error)
+        self._space.set()
