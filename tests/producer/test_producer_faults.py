@@ -1,0 +1,165 @@
+"""Producer under broker failures (private brokers that the tests kill and restart).
+
+Invariant: with idempotence, every record that ``send``/``send_batch`` reported as written
+is in the log exactly once at the offset reported, however often the broker went away
+mid-stream; a record that cannot be delivered in time fails with a typed error instead.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+from sharecon import errors
+from sharecon.producer import Producer, ProducerRecord, RecordMetadata
+from sharecon.protocol import ProduceRequest
+from tests.producer.conftest import read_back
+
+if TYPE_CHECKING:
+    from sharecon.testing.pytest_plugin import BrokerFactory
+
+pytestmark = [pytest.mark.anyio, pytest.mark.broker]
+
+
+@pytest.mark.parametrize("how", ["restart", "kill"])
+async def test_idempotent_stream_survives_broker_restart_exactly_once(
+    kafka_broker_factory: BrokerFactory, how: str
+) -> None:
+    broker = kafka_broker_factory(shared=False)
+    topic = "restart-stream"
+    broker.tools.create_topic(topic, 3)
+    total, chunk, senders = 6000, 50, 4
+    acked: list[tuple[RecordMetadata, bytes]] = []
+    progress = anyio.Event()
+
+    async def sender(producer: Producer, worker: int) -> None:
+        for start in range(worker * chunk, total, chunk * senders):
+            values = [f"r{n:06d}".encode() for n in range(start, min(start + chunk, total))]
+            metas = await producer.send_batch(ProducerRecord(topic, v, key=v[-2:]) for v in values)
+            acked.extend(zip(metas, values, strict=True))
+            if len(acked) >= total // 4:
+                progress.set()
+
+    async def bounce() -> None:
+        await progress.wait()
+        if how == "restart":
+            await anyio.to_thread.run_sync(broker.restart)
+        else:
+            broker.kill()
+            await anyio.sleep(1.0)
+            await anyio.to_thread.run_sync(broker.start)
+
+    with anyio.fail_after(240):
+        async with Producer(
+            broker.bootstrap, linger=0.01, max_batch_bytes=16 * 1024, request_timeout=10
+        ) as producer:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(bounce)
+                for worker in range(senders):
+                    tg.start_soon(sender, producer, worker)
+
+    assert len(acked) == total
+    reads = await read_back(broker.bootstrap, topic, 3, total, timeout=120)
+    counts = Counter(r.value for r in reads)
+    duplicates = {v: c for v, c in counts.items() if c > 1}
+    assert not duplicates, f"{len(duplicates)} records written more than once"
+    assert len(reads) == total  # no loss
+    where = {(r.partition, r.offset): r.value for r in reads}
+    for meta, value in acked:
+        assert where[(meta.partition, meta.offset)] == value
+
+
+async def test_broker_down_fails_with_delivery_timeout_then_recovers(
+    kafka_broker_factory: BrokerFactory,
+) -> None:
+    """While the only broker is down, a send fails after delivery_timeout with a
+    KafkaTimeoutError naming the partition; once it is back the same producer works."""
+    broker = kafka_broker_factory(shared=False)
+    topic = "down"
+    broker.tools.create_topic(topic, 1)
+    async with Producer(broker.bootstrap, delivery_timeout=3.0, request_timeout=2.0) as producer:
+        first = await producer.send(topic, b"before")
+        broker.kill()
+        started = anyio.current_time()
+        with anyio.fail_after(30), pytest.raises(errors.KafkaTimeoutError) as info:
+            await producer.send(topic, b"while down")
+        assert anyio.current_time() - started < 15
+        assert f"topic '{topic}' partition 0" in str(info.value)
+        await anyio.to_thread.run_sync(broker.start)
+        with anyio.fail_after(60):
+            after = await producer.send(topic, b"after")
+    assert after.partition == first.partition
+    reads = await read_back(broker.bootstrap, topic, 1, 2)
+    values = [r.value for r in reads]
+    assert values[0] == b"before" and values[-1] == b"after"
+    assert values.count(b"after") == 1
+
+
+async def test_records_sent_while_broker_restarts_are_delivered(
+    kafka_broker_factory: BrokerFactory,
+) -> None:
+    """Records queued while the broker is down are retried with backoff and delivered when it
+    returns (within delivery_timeout), each once."""
+    broker = kafka_broker_factory(shared=False)
+    topic = "queued"
+    broker.tools.create_topic(topic, 2)
+    async with Producer(broker.bootstrap, request_timeout=5.0) as producer:
+        await producer.send(topic, b"warm", partition=0)
+        broker.kill()
+        async with anyio.create_task_group() as tg:
+            results: list[RecordMetadata] = []
+
+            async def send_all() -> None:
+                results.extend(
+                    await producer.send_batch(
+                        ProducerRecord(topic, f"q{i}".encode(), partition=i % 2) for i in range(100)
+                    )
+                )
+
+            tg.start_soon(send_all)
+            await anyio.sleep(2.0)
+            await anyio.to_thread.run_sync(broker.start)
+    assert len(results) == 100
+    reads = await read_back(broker.bootstrap, topic, 2, 101)
+    assert sorted(r.value for r in reads if r.value != b"warm") == sorted(
+        f"q{i}".encode() for i in range(100)
+    )
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+async def test_lost_responses_are_retried_without_duplicates_only_when_idempotent(
+    kafka_bootstrap: str, topic: str, idempotent: bool
+) -> None:
+    """A Produce response lost after the broker wrote the batch makes the producer resend the
+    same bytes. With idempotence the broker recognises the sequence numbers and answers with
+    the first offsets: exactly once. Without it the retry writes a second copy, which shows
+    this test can see duplicates."""
+    lost = 0
+
+    async with Producer(kafka_bootstrap, idempotent=idempotent, linger=0.01) as producer:
+        real = producer.cluster.request
+
+        async def lossy(node: int, body: object, *, timeout: float | None = None) -> object:
+            nonlocal lost
+            response = await real(node, body, timeout=timeout)  # type: ignore[arg-type]
+            if isinstance(body, ProduceRequest) and lost < 3:
+                lost += 1
+                raise errors.BrokerDisconnectedError("injected: the response was lost")
+            return response
+
+        producer.cluster.request = lossy  # type: ignore[method-assign]
+        values = [f"lost-{i}".encode() for i in range(300)]
+        metas = await producer.send_batch(ProducerRecord(topic, v) for v in values)
+    assert lost == 3
+    reads = await read_back(kafka_bootstrap, topic, 3, len(values))
+    counts = Counter(r.value for r in reads)
+    if idempotent:
+        assert len(reads) == len(values) and set(counts.values()) == {1}
+        where = {(r.partition, r.offset): r.value for r in reads}
+        assert [where[(m.partition, m.offset)] for m in metas] == values
+    else:
+        assert len(reads) > len(values)  # the retries wrote copies
+        assert set(counts) == set(values)
