@@ -393,6 +393,7 @@ class ShareConsumer:
                         f"{cur.topic}-{cur.partition} offset {cur.offset}"
                     )
                 core.ledger.mark(cur.topic_partition, cur.offset, AckType.ACCEPT)
+                core.answered()
             self._current = None
         buffer = core.buffer
         while True:
@@ -427,6 +428,7 @@ class ShareConsumer:
                     raise errors.UnacknowledgedRecordsError(_describe_unacked(missing))
             else:
                 core.ledger.mark_delivered(AckType.ACCEPT)
+                core.answered()
             self._batch_out = False
         limit = max_records or self._config.max_records
         with anyio.move_on_after(math.inf if timeout is None else timeout):

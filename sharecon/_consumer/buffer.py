@@ -5,7 +5,7 @@ Rules of this module:
 1. Records are kept in the chunks the fetchers produced (one partition's records of one
    response); the per-record path is an index bump, never a list copy.
 2. Fetching pauses while the buffer holds ``max_records`` records or ``max_bytes`` bytes;
-   the fetchers wait on :attr:`room`, the application on :attr:`data`.
+   :attr:`on_room` wakes the fetchers when it drains, the application waits on :attr:`data`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 from sharecon._consumer.signal import Signal
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sharecon.record import Record
 
 
@@ -39,8 +41,8 @@ class DeliveryBuffer:
         self.nbytes = 0
         #: Set when records arrive (or the consumer fails/closes): the application waits on it.
         self.data = Signal()
-        #: Set when the buffer drops below its bounds: the fetchers wait on it.
-        self.room = Signal()
+        #: Called when the buffer drops below its bounds (the consumer wakes its fetchers).
+        self.on_room: Callable[[], None] | None = None
 
     def has_room(self) -> bool:
         """Whether fetchers may fetch more."""
@@ -91,8 +93,8 @@ class DeliveryBuffer:
 
     def _drained(self, chunk: _Chunk) -> None:
         self.nbytes -= chunk.nbytes
-        if self.has_room():
-            self.room.set()
+        if self.on_room is not None and self.has_room():
+            self.on_room()
 
     def clear(self) -> list[Record]:
         """Drop everything buffered; returns the records dropped."""
@@ -102,5 +104,6 @@ class DeliveryBuffer:
         self._chunks.clear()
         self.records = 0
         self.nbytes = 0
-        self.room.set()
+        if self.on_room is not None:
+            self.on_room()
         return out

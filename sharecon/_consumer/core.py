@@ -67,6 +67,7 @@ class ConsumerCore:
         self.buffer = DeliveryBuffer(
             max_records=config.buffer_records, max_bytes=config.buffer_bytes
         )
+        self.buffer.on_room = self.wake_fetchers
         self.fetchers: dict[int, NodeFetcher] = {}
         #: The assigned partitions, with topic names resolved.
         self.assignment: frozenset[TopicIdPartition] = frozenset()
@@ -143,6 +144,8 @@ class ConsumerCore:
             if ack is AckType.RENEW:
                 self.renewing[(tp, record.offset)] = record
                 self.wake_leader(tp)
+            else:
+                self.answered()
             return
         if result is MarkResult.DEAD:
             # The lock is gone (session reset or leader change): the broker will redeliver.
@@ -188,6 +191,18 @@ class ConsumerCore:
         fetcher = self.fetchers.get(leader) if leader is not None else None
         if fetcher is not None:
             fetcher.wake.set()
+
+    def answered(self) -> None:
+        """The application answered records: wake fetchers waiting for that (they are dry)."""
+        for f in self.fetchers.values():
+            if f.dry:
+                f.dry = False
+                f.wake.set()
+
+    def wake_fetchers(self) -> None:
+        """Wake every fetcher (the buffer has room again)."""
+        for f in self.fetchers.values():
+            f.wake.set()
 
     def wake_all(self) -> None:
         """Wake every fetcher and the heartbeat loop."""

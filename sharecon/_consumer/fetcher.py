@@ -6,6 +6,10 @@ Rules of this module:
    picks the request: a renew (IsRenewAck, no fetching), else a fetch carrying the
    pending acknowledgements when the buffer has room, else a ShareAcknowledge when
    acknowledgements wait longer than ``ack_linger`` or a commit asked for them.
+   While this member holds acquired records, a fetch does not wait at the broker
+   (MaxWaitMs 0): a long poll would sit in front of the acknowledgements that free the
+   broker's per-partition record locks. If such a fetch comes back empty, the loop waits
+   for the application to answer something before fetching again (``dry``).
 2. Only acquired offsets are delivered. Acquired offsets without a deliverable record
    become GAP acknowledgements. Offsets whose batch is corrupt, or cut off by the
    broker's byte limit, are RELEASED, never gapped: nothing is lost.
@@ -17,6 +21,7 @@ Rules of this module:
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -104,7 +109,11 @@ class NodeFetcher:
             max_records=cfg.max_records,
             batch_size=cfg.max_records,
         )
+        self._prefetch_params = replace(self._params, max_wait_ms=0)
         self._timeout = cfg.max_wait_ms / 1000 + cfg.request_timeout
+        #: A no-wait fetch found nothing acquirable: wait for answers before the next one.
+        self.dry = False
+        self._holding = False
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -139,11 +148,14 @@ class NodeFetcher:
         room = core.buffer.has_room()
         if session.is_new:
             # A new session cannot carry acknowledgements; it opens by fetching.
+            self._holding = False
             return (session.build_fetch(want) if room else None), None
         urgent = core.flush_requested > 0 or self._linger_expired
-        taken = (
-            ledger.take(session.tag) if (room or urgent or ledger.has_marked(session.tag)) else None
-        )
+        marked = ledger.has_marked(session.tag)
+        self._holding = ledger.outstanding(session.tag) > 0
+        if self.dry and not marked and not urgent and self._holding:
+            return None, None  # rule 1: wait for answers, they free the broker's locks
+        taken = ledger.take(session.tag) if marked else None
         self._linger_expired = False
         plan: SharePlan | None
         if taken is not None and taken.is_renew:
@@ -165,11 +177,31 @@ class NodeFetcher:
         core = self.core
         try:
             if plan.kind is RequestKind.SHARE_FETCH:
+                started = anyio.current_time()
+                params = self._prefetch_params if self._holding else self._params
                 fetch_resp = await core.cluster.request(
                     self.node_id,
-                    share_fetch_request(plan, core.config.group_id, core.member_id, self._params),
+                    share_fetch_request(plan, core.config.group_id, core.member_id, params),
                     timeout=self._timeout,
                 )
+                got = any(p.acquired_records for t in fetch_resp.responses for p in t.partitions)
+                self.dry = self._holding and not got and plan.fetches
+                if logger.isEnabledFor(logging.DEBUG):
+                    logger.debug(
+                        "node %d: ShareFetch epoch %d (+%d -%d, %d acks%s) answered in %.1f ms: %d ranges",
+                        self.node_id,
+                        plan.epoch,
+                        len(plan.added),
+                        len(plan.forgotten),
+                        taken.count if taken else 0,
+                        ", renew" if plan.is_renew else "",
+                        (anyio.current_time() - started) * 1000,
+                        sum(
+                            len(p.acquired_records)
+                            for t in fetch_resp.responses
+                            for p in t.partitions
+                        ),
+                    )
                 await self._on_fetch(plan, taken, fetch_resp)
             else:
                 ack_resp = await core.cluster.request(

@@ -73,6 +73,14 @@ async def _send(core: ConsumerCore, plan: HeartbeatPlan) -> HeartbeatOutcome:
             raise
         logger.info("coordinator lookup for %s failed: %s", core.config.group_id, exc)
         return membership.on_error(anyio.current_time())
+    logger.debug(
+        "heartbeat epoch %d -> error %d epoch %d interval %d ms, assignment %s",
+        plan.member_epoch,
+        resp.error_code,
+        resp.member_epoch,
+        resp.heartbeat_interval_ms,
+        "unchanged" if resp.assignment is None else len(resp.assignment.topic_partitions),
+    )
     assignment = None
     if resp.assignment is not None:
         assignment = {t.topic_id: t.partitions for t in resp.assignment.topic_partitions}

@@ -1,0 +1,274 @@
+"""Consume-and-accept throughput: sharecon vs librdkafka's ShareConsumer vs the Java tool.
+
+One run loads N records (100 B, and a 1 KiB run) into one topic with 3 partitions, then
+each client consumes all of them through its own fresh share group (implicit acks, so
+every record is accepted), on the same broker, the same data, one after another:
+
+* sharecon: one ShareConsumer, ``batches()``, implicit mode;
+* confluent-kafka's ``ShareConsumer`` (librdkafka), ``poll()`` loop, implicit mode;
+* the broker's own ``kafka-share-consumer-perf-test`` (Java reference client).
+
+Each Python client runs in its own process, so its peak RSS is its own. Prints a table
+with records/s, MB/s and ratios, and writes ``benchmarks/results/consume.json``.
+
+Usage::
+
+    python benchmarks/consume.py                 # starts a local broker (sharecon.testing)
+    python benchmarks/consume.py --records 200000 --sizes 100
+    SHARECON_BOOTSTRAP=host:9092 python benchmarks/consume.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import environment, fmt_rate, print_table, write_json
+
+PARTITIONS = 3
+
+
+# -- workers (run in child processes) -------------------------------------------------------
+
+
+def _worker_sharecon(bootstrap: str, topic: str, group: str, n: int) -> dict[str, Any]:
+    import anyio
+
+    from sharecon import ShareConsumer
+
+    async def main() -> tuple[float, int, int]:
+        start = time.perf_counter()
+        first = 0.0
+        count = nbytes = 0
+        async with ShareConsumer(bootstrap, group_id=group, topics=[topic], max_records=2000) as c:
+            async for batch in await c.batches():
+                if not count:
+                    first = time.perf_counter()
+                count += len(batch)
+                for r in batch:
+                    nbytes += len(r.value or b"")
+                if count >= n:
+                    break
+            last = time.perf_counter()
+            await c.commit()
+            elapsed = time.perf_counter() - start
+        return elapsed, last - first, count, nbytes
+
+    elapsed, steady, count, nbytes = anyio.run(main)
+    return {"elapsed": elapsed, "steady": steady, "records": count, "bytes": nbytes}
+
+
+def _worker_confluent(bootstrap: str, topic: str, group: str, n: int) -> dict[str, Any]:
+    from confluent_kafka import ShareConsumer
+
+    start = time.perf_counter()
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+    consumer.subscribe([topic])
+    count = nbytes = 0
+    first = 0.0
+    deadline = time.monotonic() + 600
+    while count < n and time.monotonic() < deadline:
+        for msg in consumer.poll(1.0):
+            if msg.error() is None:
+                if not count:
+                    first = time.perf_counter()
+                count += 1
+                nbytes += len(msg.value() or b"")
+    last = time.perf_counter()
+    consumer.commit_sync()
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    return {"elapsed": elapsed, "steady": last - first, "records": count, "bytes": nbytes}
+
+
+def worker_main(argv: list[str]) -> None:
+    name, bootstrap, topic, group, n = argv[0], argv[1], argv[2], argv[3], int(argv[4])
+    fn = {"sharecon": _worker_sharecon, "confluent-kafka": _worker_confluent}[name]
+    result = fn(bootstrap, topic, group, n)
+    # ru_maxrss is KiB on Linux.
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+# -- the driver ----------------------------------------------------------------------------
+
+
+def run_worker(name: str, bootstrap: str, topic: str, group: str, n: int) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, __file__, "--worker", name, bootstrap, topic, group, str(n)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            result: dict[str, Any] = json.loads(line[7:])
+            return result
+    raise RuntimeError(f"{name} worker failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+
+
+def run_java(tools: Any, topic: str, group: str, n: int) -> dict[str, Any]:
+    # ShareConsumerPerformance prints: start, end, MB, MB/s, nMsg/s, nMsg, fetch.time.ms.
+    start = time.perf_counter()
+    out = tools.run(
+        "org.apache.kafka.tools.ShareConsumerPerformance",
+        "--bootstrap-server",
+        tools.bootstrap,
+        "--topic",
+        topic,
+        "--group",
+        group,
+        "--messages",
+        str(n),
+        "--timeout",
+        "600000",
+        timeout=900,
+        perf=True,
+    )
+    wall = time.perf_counter() - start
+    rows = [line.split(",") for line in out.splitlines() if line.count(",") >= 6]
+    row = [c.strip() for c in rows[-1]]
+    records = int(row[5])
+    # The tool's own clock starts after the JVM is up (fairer to Java than our wall clock);
+    # fetch.time.ms is its time spent fetching, our nearest to "from the first record".
+    elapsed = records / float(row[4]) if float(row[4]) > 0 else wall
+    steady = float(row[6]) / 1000 if float(row[6]) > 0 else elapsed
+    return {
+        "elapsed": elapsed,
+        "steady": steady,
+        "records": records,
+        "bytes": float(row[2]) * 1024 * 1024,
+        "wall": wall,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--sizes", default="100,1024", help="record sizes in bytes")
+    parser.add_argument("--version", default=None, help="Kafka version for the local broker")
+    parser.add_argument("--skip", default="", help="comma-separated clients to skip")
+    args = parser.parse_args()
+
+    from sharecon.testing import KafkaBroker
+
+    external = os.environ.get("SHARECON_BOOTSTRAP")
+    broker = (
+        None if external else KafkaBroker(**({"version": args.version} if args.version else {}))
+    )
+    if broker is not None:
+        broker.start()
+    try:
+        from sharecon.testing.tools import KafkaTools
+
+        tools = broker.tools if broker is not None else KafkaTools(external)  # type: ignore[arg-type]
+        bootstrap = broker.bootstrap if broker is not None else str(external)
+        skip = set(filter(None, args.skip.split(",")))
+        # Warm-up: the first share group on a fresh broker pays for creating and loading
+        # the share-state topic; no timed client should.
+        warm_topic, warm_group = (
+            f"bench-warm-{uuid.uuid4().hex[:6]}",
+            f"bench-warm-{uuid.uuid4().hex[:6]}",
+        )
+        tools.create_topic(warm_topic, PARTITIONS)
+        tools.produce(warm_topic, 1000, record_size=100)
+        tools.alter_group_config(warm_group, {"share.auto.offset.reset": "earliest"})
+        run_worker("sharecon", bootstrap, warm_topic, warm_group, 1000)
+        rows = []
+        results: dict[str, Any] = {}
+        for size in [int(s) for s in args.sizes.split(",")]:
+            n = args.records if size <= 100 else max(args.records // 4, 1000)
+            topic = f"bench-consume-{size}-{uuid.uuid4().hex[:6]}"
+            tools.create_topic(topic, PARTITIONS)
+            t0 = time.perf_counter()
+            tools.produce(
+                topic,
+                n,
+                record_size=size,
+                producer_props={"batch.size": "262144", "linger.ms": "20"},
+            )
+            print(
+                f"loaded {n:,} records of {size} B in {time.perf_counter() - t0:.1f} s", flush=True
+            )
+            per: dict[str, dict[str, Any]] = {}
+            for name in ("sharecon", "confluent-kafka", "java"):
+                if name in skip:
+                    continue
+                group = f"bench-{name}-{uuid.uuid4().hex[:6]}"
+                tools.alter_group_config(group, {"share.auto.offset.reset": "earliest"})
+                if name == "java":
+                    per[name] = run_java(tools, topic, group, n)
+                else:
+                    per[name] = run_worker(name, bootstrap, topic, group, n)
+                r = per[name]
+                r["records_per_s"] = r["records"] / r["elapsed"]
+                r["steady_records_per_s"] = r["records"] / r["steady"] if r["steady"] > 0 else 0.0
+                r["mb_per_s"] = r["bytes"] / r["steady"] / 1e6 if r["steady"] > 0 else 0.0
+                print(
+                    f"  {name}: {fmt_rate(r['records_per_s'])} records/s overall, "
+                    f"{fmt_rate(r['steady_records_per_s'])} from the first record",
+                    flush=True,
+                )
+            base = per.get("sharecon")
+            for name, r in per.items():
+                rows.append(
+                    [
+                        f"{size} B",
+                        name,
+                        fmt_rate(r["records"]),
+                        f"{r['elapsed']:.2f}",
+                        fmt_rate(r["records_per_s"]),
+                        fmt_rate(r["steady_records_per_s"]),
+                        f"{r['mb_per_s']:.1f}",
+                        f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else "n/a",
+                        f"{base['records_per_s'] / r['records_per_s']:.2f}x" if base else "n/a",
+                        f"{base['steady_records_per_s'] / r['steady_records_per_s']:.2f}x"
+                        if base and r["steady_records_per_s"]
+                        else "n/a",
+                    ]
+                )
+            results[f"{size}B"] = per
+        print_table(
+            [
+                "size",
+                "client",
+                "records",
+                "seconds",
+                "records/s",
+                "steady rec/s",
+                "steady MB/s",
+                "peak RSS MB",
+                "sharecon/this",
+                "steady sharecon/this",
+            ],
+            rows,
+            title=f"Share-group consume + accept, {PARTITIONS} partitions, one consumer each",
+        )
+        path = write_json(
+            "consume",
+            {
+                "results": results,
+                "environment": environment(["sharecon", "confluent-kafka", "anyio"]),
+            },
+        )
+        print(f"wrote {path}")
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        worker_main(sys.argv[2:])
+    else:
+        main()
