@@ -7,6 +7,7 @@ mid-stream; a record that cannot be delivered in time fails with a typed error i
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -14,12 +15,18 @@ import anyio
 import pytest
 
 from sharecon import errors
+from sharecon._net.backoff import Backoff
 from sharecon.producer import Producer, ProducerRecord, RecordMetadata
-from sharecon.protocol import ProduceRequest
+from sharecon.protocol import ProduceRequest, ProduceResponse
+from sharecon.protocol.messages.produce import (
+    LeaderIdAndEpoch,
+    PartitionProduceResponse,
+    TopicProduceResponse,
+)
 from tests.producer.conftest import read_back
 
 if TYPE_CHECKING:
-    from sharecon.testing.pytest_plugin import BrokerFactory
+    from sharecon.testing.pytest_plugin import BrokerFactory, TopicFactory
 
 pytestmark = [pytest.mark.anyio, pytest.mark.broker]
 
@@ -163,3 +170,133 @@ async def test_lost_responses_are_retried_without_duplicates_only_when_idempoten
     else:
         assert len(reads) > len(values)  # the retries wrote copies
         assert set(counts) == set(values)
+
+
+def _answer_with(code: int, *, leader: tuple[int, int] | None = None):  # type: ignore[no-untyped-def]
+    """Rewrite every partition answer of a ProduceResponse to error ``code`` (and a leader hint)."""
+
+    def rewrite(response: ProduceResponse) -> ProduceResponse:
+        topics = []
+        for t in response.responses:
+            parts = tuple(
+                dataclasses.replace(
+                    p,
+                    error_code=code,
+                    base_offset=-1,
+                    current_leader=LeaderIdAndEpoch(leader_id=leader[0], leader_epoch=leader[1])
+                    if leader
+                    else p.current_leader,
+                )
+                for p in t.partition_responses
+            )
+            topics.append(dataclasses.replace(t, partition_responses=parts))
+        return dataclasses.replace(response, responses=tuple(topics))
+
+    return rewrite
+
+
+async def _with_one_rewritten_answer(
+    producer: Producer, rewrite: object, *, before_send: bool = True
+) -> list[int]:
+    """Make the first Produce request come back rewritten. With ``before_send`` the request is
+    not sent at all (a definite rejection); returns the nodes requests went to."""
+    real = producer.cluster.request
+    nodes: list[int] = []
+
+    async def fake(node: int, body: object, *, timeout: float | None = None) -> object:
+        if isinstance(body, ProduceRequest):
+            nodes.append(node)
+            if len(nodes) == 1:
+                if before_send:
+                    # What the broker would answer, without writing anything.
+                    empty = ProduceResponse(
+                        responses=tuple(
+                            TopicProduceResponse(
+                                name=t.name,
+                                topic_id=t.topic_id,
+                                partition_responses=tuple(
+                                    PartitionProduceResponse(index=p.index)
+                                    for p in t.partition_data
+                                ),
+                            )
+                            for t in body.topic_data
+                        )
+                    )
+                    return rewrite(empty)  # type: ignore[operator]
+        return await real(node, body, timeout=timeout)  # type: ignore[arg-type]
+
+    producer.cluster.request = fake  # type: ignore[method-assign]
+    return nodes
+
+
+async def test_not_leader_with_a_hint_is_retried_at_once_and_written_once(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    """NOT_LEADER_OR_FOLLOWER with a CurrentLeader hint: the hint (a newer leader epoch) is
+    applied to the metadata and the batch is resent without backoff, written once."""
+    topic = topic_factory(1)
+    async with Producer(
+        kafka_bootstrap, retry_backoff=Backoff(initial=5.0, maximum=5.0)
+    ) as producer:
+        await producer.send(topic, b"first")
+        info = producer.cluster.metadata.partitions[topic][0]
+        rewrite = _answer_with(
+            errors.NotLeaderOrFollowerError.code, leader=(info.leader_id, info.leader_epoch + 1)
+        )
+        nodes = await _with_one_rewritten_answer(producer, rewrite)
+        started = anyio.current_time()
+        meta = await producer.send(topic, b"second")
+        took = anyio.current_time() - started
+        assert producer.cluster.metadata.partitions[topic][0].leader_epoch == info.leader_epoch + 1
+    assert len(nodes) == 2 and took < 4.0  # no 5 s backoff: the hint said where to go
+    reads = await read_back(kafka_bootstrap, topic, 1, 2)
+    assert [(r.offset, r.value) for r in reads][-1] == (meta.offset, b"second")
+    assert [r.value for r in reads] == [b"first", b"second"]
+
+
+async def test_retriable_error_without_hint_backs_off_then_succeeds(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    topic = topic_factory(1)
+    async with Producer(
+        kafka_bootstrap, retry_backoff=Backoff(initial=0.5, maximum=0.5, jitter=0.0)
+    ) as producer:
+        nodes = await _with_one_rewritten_answer(
+            producer, _answer_with(errors.NotEnoughReplicasError.code)
+        )
+        started = anyio.current_time()
+        await producer.send(topic, b"once")
+        took = anyio.current_time() - started
+    assert len(nodes) == 2 and took >= 0.5
+    assert [r.value for r in await read_back(kafka_bootstrap, topic, 1, 1)] == [b"once"]
+
+
+async def test_out_of_order_sequence_gets_a_new_producer_id(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    """OUT_OF_ORDER_SEQUENCE_NUMBER means the broker's producer state does not match ours:
+    the producer gets a new producer id, restarts sequences at 0 and resends; written once."""
+    topic = topic_factory(1)
+    async with Producer(kafka_bootstrap) as producer:
+        await producer.send(topic, b"a")
+        old = producer.producer_id
+        await _with_one_rewritten_answer(
+            producer, _answer_with(errors.OutOfOrderSequenceNumberError.code)
+        )
+        await producer.send(topic, b"b")
+        assert producer.producer_id != old
+        await producer.send(topic, b"c")
+    assert [r.value for r in await read_back(kafka_bootstrap, topic, 1, 3)] == [b"a", b"b", b"c"]
+
+
+async def test_non_retriable_error_fails_the_batch_and_later_records_still_go(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    topic = topic_factory(1)
+    async with Producer(kafka_bootstrap) as producer:
+        await _with_one_rewritten_answer(producer, _answer_with(errors.InvalidRecordError.code))
+        with pytest.raises(errors.InvalidRecordError, match=f"topic '{topic}' partition 0"):
+            await producer.send(topic, b"rejected")
+        ok = await producer.send(topic, b"accepted")
+    reads = await read_back(kafka_bootstrap, topic, 1, 1)
+    assert [(r.offset, r.value) for r in reads] == [(ok.offset, b"accepted")]

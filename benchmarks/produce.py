@@ -1,0 +1,251 @@
+"""Produce throughput: sharecon's Producer vs confluent-kafka (librdkafka) vs the Java tool.
+
+Each client writes N records of a fixed size (100 B, and 1 KiB) with no key into its own
+fresh topic with 3 partitions, on the same broker, one after another, with the same
+settings: ``acks=all``, idempotence on, no compression, a 5 ms linger, 512 KiB batches
+(librdkafka's default batch.size is about 1 MB).
+
+* sharecon: ``Producer.send_batch`` in chunks of 10,000 records, 4 chunks in flight;
+* confluent-kafka's ``Producer`` (librdkafka): a ``produce()`` loop, then ``flush()``;
+* the broker's own ``kafka-producer-perf-test`` (Java reference client; its own clock,
+  which starts after the JVM is up).
+
+Each Python client runs in its own process, so its peak RSS is its own. Prints a table
+with records/s, MB/s and ratios, and writes ``benchmarks/results/produce.json``.
+
+Usage::
+
+    python benchmarks/produce.py                 # starts a local broker (sharecon.testing)
+    python benchmarks/produce.py --records 200000 --sizes 100
+    SHARECON_BOOTSTRAP=host:9092 python benchmarks/produce.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import environment, fmt_rate, print_table, write_json
+
+PARTITIONS = 3
+CHUNK = 10_000
+IN_FLIGHT_CHUNKS = 4
+
+
+# -- workers (run in child processes) -------------------------------------------------------
+
+
+def _worker_sharecon(bootstrap: str, topic: str, n: int, size: int) -> dict[str, Any]:
+    import anyio
+
+    from sharecon.producer import Producer, ProducerRecord
+
+    payload = os.urandom(size)
+
+    async def main() -> float:
+        async with Producer(bootstrap, linger=0.005) as producer:
+            await producer.send(topic, b"warm-up")  # connections and producer id, untimed
+            start = time.perf_counter()
+            chunks = iter(range(0, n, CHUNK))
+
+            async def worker() -> None:
+                for first in chunks:
+                    count = min(CHUNK, n - first)
+                    await producer.send_batch(
+                        [ProducerRecord(topic, payload) for _ in range(count)]
+                    )
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(IN_FLIGHT_CHUNKS):
+                    tg.start_soon(worker)
+            return time.perf_counter() - start
+
+    elapsed = anyio.run(main)
+    return {"elapsed": elapsed, "records": n, "bytes": n * size}
+
+
+def _worker_confluent(bootstrap: str, topic: str, n: int, size: int) -> dict[str, Any]:
+    from confluent_kafka import Producer
+
+    payload = os.urandom(size)
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "compression.type": "none",
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    producer.produce(topic, b"warm-up")
+    producer.flush(30)
+    failures = 0
+
+    def report(err: object, _msg: object) -> None:
+        nonlocal failures
+        if err is not None:
+            failures += 1
+
+    start = time.perf_counter()
+    for _ in range(n):
+        while True:
+            try:
+                producer.produce(topic, payload, on_delivery=report)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+    producer.flush(600)
+    elapsed = time.perf_counter() - start
+    if failures:
+        raise RuntimeError(f"confluent-kafka: {failures} records failed")
+    return {"elapsed": elapsed, "records": n, "bytes": n * size}
+
+
+def worker_main(argv: list[str]) -> None:
+    name, bootstrap, topic, n, size = argv[0], argv[1], argv[2], int(argv[3]), int(argv[4])
+    fn = {"sharecon": _worker_sharecon, "confluent-kafka": _worker_confluent}[name]
+    result = fn(bootstrap, topic, n, size)
+    # ru_maxrss is KiB on Linux.
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+# -- the driver ----------------------------------------------------------------------------
+
+
+def run_worker(name: str, bootstrap: str, topic: str, n: int, size: int) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, __file__, "--worker", name, bootstrap, topic, str(n), str(size)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            result: dict[str, Any] = json.loads(line[7:])
+            return result
+    raise RuntimeError(f"{name} worker failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+
+
+def run_java(tools: Any, topic: str, n: int, size: int) -> dict[str, Any]:
+    result = tools.produce(
+        topic,
+        n,
+        record_size=size,
+        # batch.size as sharecon's max_batch_bytes (Java's 16 KiB default starves 1 KiB runs).
+        producer_props={
+            "acks": "all",
+            "enable.idempotence": "true",
+            "linger.ms": "5",
+            "batch.size": "524288",
+        },
+        timeout=1800,
+    )
+    # The tool's records/s is measured by its own clock, after the JVM started.
+    elapsed = n / result.records_per_sec
+    return {"elapsed": elapsed, "records": n, "bytes": n * size, "wall": result.elapsed}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--sizes", default="100,1024", help="record sizes in bytes")
+    parser.add_argument("--version", default=None, help="Kafka version for the local broker")
+    parser.add_argument("--skip", default="", help="comma-separated clients to skip")
+    args = parser.parse_args()
+
+    from sharecon.testing import KafkaBroker
+
+    external = os.environ.get("SHARECON_BOOTSTRAP")
+    broker = (
+        None if external else KafkaBroker(**({"version": args.version} if args.version else {}))
+    )
+    if broker is not None:
+        broker.start()
+    try:
+        from sharecon.testing.tools import KafkaTools
+
+        tools = broker.tools if broker is not None else KafkaTools(external)  # type: ignore[arg-type]
+        bootstrap = broker.bootstrap if broker is not None else str(external)
+        skip = set(filter(None, args.skip.split(",")))
+        rows = []
+        results: dict[str, Any] = {}
+        for size in [int(s) for s in args.sizes.split(",")]:
+            n = args.records if size <= 100 else max(args.records // 4, 1000)
+            per: dict[str, dict[str, Any]] = {}
+            for name in ("sharecon", "confluent-kafka", "java"):
+                if name in skip:
+                    continue
+                topic = f"bench-produce-{name}-{size}-{uuid.uuid4().hex[:6]}"
+                tools.create_topic(topic, PARTITIONS)
+                if name == "java":
+                    per[name] = run_java(tools, topic, n, size)
+                else:
+                    per[name] = run_worker(name, bootstrap, topic, n, size)
+                r = per[name]
+                r["records_per_s"] = r["records"] / r["elapsed"]
+                r["mb_per_s"] = r["bytes"] / r["elapsed"] / 1e6
+                print(
+                    f"  {size} B {name}: {fmt_rate(r['records_per_s'])} records/s, "
+                    f"{r['mb_per_s']:.1f} MB/s",
+                    flush=True,
+                )
+            base = per.get("sharecon")
+            for name, r in per.items():
+                rows.append(
+                    [
+                        f"{size} B",
+                        name,
+                        fmt_rate(r["records"]),
+                        f"{r['elapsed']:.2f}",
+                        fmt_rate(r["records_per_s"]),
+                        f"{r['mb_per_s']:.1f}",
+                        f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else "n/a",
+                        f"{base['records_per_s'] / r['records_per_s']:.2f}x" if base else "n/a",
+                    ]
+                )
+            results[f"{size}B"] = per
+        print_table(
+            [
+                "size",
+                "client",
+                "records",
+                "seconds",
+                "records/s",
+                "MB/s",
+                "peak RSS MB",
+                "sharecon/this",
+            ],
+            rows,
+            title=f"Produce, acks=all, idempotent, no compression, linger 5 ms, {PARTITIONS} partitions",
+        )
+        path = write_json(
+            "produce",
+            {
+                "results": results,
+                "environment": environment(["sharecon", "confluent-kafka", "anyio"]),
+            },
+        )
+        print(f"wrote {path}")
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        worker_main(sys.argv[2:])
+    else:
+        main()
