@@ -176,16 +176,21 @@ def find_java() -> str:
 
 
 @cache
-def _java_major(java: str) -> int:
+def _java_version_text(java: str) -> str:
     try:
         out = subprocess.run(
             [java, "-version"], capture_output=True, text=True, timeout=30, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise BrokerStartError(f"could not run {java} -version: {exc}") from exc
-    m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    return out.stderr + out.stdout
+
+
+def _java_major(java: str) -> int:
+    text = _java_version_text(java)
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', text)
     if not m:
-        raise BrokerStartError(f"could not read the Java version from {java}:\n{tail(out.stderr)}")
+        raise BrokerStartError(f"could not read the Java version from {java}:\n{tail(text)}")
     major = int(m[1])
     return int(m[2] or 0) if major == 1 else major  # "1.8.0" is Java 8
 
@@ -383,7 +388,9 @@ class ClassArchive:
     """
 
     def __init__(self, install: KafkaInstall, java: str, kind: str) -> None:
-        key = hashlib.sha1(os.path.realpath(java).encode()).hexdigest()[:12]
+        # An archive only fits the exact JVM build that wrote it.
+        ident = os.path.realpath(java) + _java_version_text(java)
+        key = hashlib.sha1(ident.encode()).hexdigest()[:12]
         self._dir = install.home / "cds"
         self.path = self._dir / f"{kind}-{key}.jsa"
         self._failed = self._dir / f"{kind}-{key}.failed"
