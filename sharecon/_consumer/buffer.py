@@ -44,9 +44,12 @@ class DeliveryBuffer:
         #: Called when the buffer drops below its bounds (the consumer wakes its fetchers).
         self.on_room: Callable[[], None] | None = None
 
-    def has_room(self) -> bool:
-        """Whether fetchers may fetch more."""
-        return self.records < self.max_records and self.nbytes < self.max_bytes
+    def has_room(self, extra_records: int = 0, extra_bytes: int = 0) -> bool:
+        """Whether fetchers may fetch more (counting ``extra_*`` about to be pushed)."""
+        return (
+            self.records + extra_records < self.max_records
+            and self.nbytes + extra_bytes < self.max_bytes
+        )
 
     def push(self, records: list[Record], nbytes: int) -> None:
         """Append one chunk (non-empty)."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 import anyio
 
@@ -41,7 +41,7 @@ from sharecon._share.acquired import AcquiredRange, clip, filter_acquired, lock_
 from sharecon._share.backoff import Backoff
 from sharecon._share.ledger import AckFailure
 from sharecon._share.session import RequestKind, SessionEvent, ShareSession
-from sharecon.protocol import ShareAcknowledgeRequest
+from sharecon.protocol import ShareAcknowledgeRequest, ShareFetchRequest
 from sharecon.protocol.records import read_batches
 from sharecon.record import Record
 from sharecon.types import AckType, TopicIdPartition
@@ -50,9 +50,10 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from sharecon._consumer.core import ConsumerCore
+    from sharecon._net.cluster import ClusterSent
     from sharecon._share.ledger import Taken
     from sharecon._share.session import SharePlan
-    from sharecon.protocol import ShareAcknowledgeResponse, ShareFetchResponse
+    from sharecon.protocol import Response, ShareAcknowledgeResponse, ShareFetchResponse
     from sharecon.protocol.messages import share_fetch as sf
 
 logger = logging.getLogger("sharecon.consumer")
@@ -62,6 +63,15 @@ _LEADER_MOVED = frozenset({6, 74})  # NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOC
 _UNKNOWN_TOPIC = frozenset({3, 100})  # UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID
 _FATAL_TOP = frozenset({29, 30, 31})  # topic/group/cluster authorization
 _UNSUPPORTED_VERSION = 35
+
+
+class _InFlight(NamedTuple):
+    plan: SharePlan
+    taken: Taken | None
+    # The body type follows plan.kind; _finish casts accordingly.
+    sent: ClusterSent[Response]
+    started: float
+    holding: bool
 
 
 class _Decoded(NamedTuple):
@@ -120,13 +130,21 @@ class NodeFetcher:
     async def run(self) -> None:
         """Fetch and acknowledge until the consumer closes (never raises: rule 4)."""
         core = self.core
+        inflight: _InFlight | None = None
         try:
             while not core.closing and core.fatal is None:
-                plan, taken = self._next_request()
-                if plan is None:
-                    await self._idle()
-                    continue
-                await self._exchange(plan, taken)
+                if inflight is None:
+                    plan, taken = self._next_request()
+                    if plan is None:
+                        await self._idle()
+                        continue
+                    inflight = await self._start(plan, taken)
+                    if inflight is None:
+                        continue
+                inflight = await self._finish(inflight, pipeline=True)
+            if inflight is not None:
+                # Closing: answer the request still out, so the session can be closed.
+                await self._finish(inflight, pipeline=False)
         except errors.KafkaError as exc:
             core.fail(exc)
         finally:
@@ -142,17 +160,20 @@ class NodeFetcher:
 
     _linger_expired = False
 
-    def _next_request(self) -> tuple[SharePlan | None, Taken | None]:
+    def _next_request(
+        self, extra_records: int = 0, extra_bytes: int = 0
+    ) -> tuple[SharePlan | None, Taken | None]:
+        """Plan the next request (rule 1); ``extra_*`` are records received, not yet buffered."""
         core, session, ledger = self.core, self.session, self.core.ledger
         want = core.partitions_for(self.node_id)
-        room = core.buffer.has_room()
+        room = core.buffer.has_room(extra_records, extra_bytes)
         if session.is_new:
             # A new session cannot carry acknowledgements; it opens by fetching.
             self._holding = False
             return (session.build_fetch(want) if room else None), None
         urgent = core.flush_requested > 0 or self._linger_expired
         marked = ledger.has_marked(session.tag)
-        self._holding = ledger.outstanding(session.tag) > 0
+        self._holding = extra_records > 0 or ledger.outstanding(session.tag) > 0
         if self.dry and not marked and not urgent and self._holding:
             return None, None  # rule 1: wait for answers, they free the broker's locks
         taken = ledger.take(session.tag) if marked else None
@@ -173,56 +194,80 @@ class NodeFetcher:
             )
         return plan, taken
 
-    async def _exchange(self, plan: SharePlan, taken: Taken | None) -> None:
+    async def _start(self, plan: SharePlan, taken: Taken | None) -> _InFlight | None:
+        """Put ``plan`` on the wire; ``None`` if that failed (already handled)."""
         core = self.core
+        body: ShareFetchRequest | ShareAcknowledgeRequest
+        if plan.kind is RequestKind.SHARE_FETCH:
+            params = self._prefetch_params if self._holding else self._params
+            body = share_fetch_request(plan, core.config.group_id, core.member_id, params)
+        else:
+            body = share_acknowledge_request(plan, core.config.group_id, core.member_id)
+        try:
+            sent = await core.cluster.send(self.node_id, body)
+        except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
+            await self._transport_failed(plan, exc)
+            return None
+        return _InFlight(plan, taken, sent, anyio.current_time(), self._holding)
+
+    async def _finish(self, f: _InFlight, *, pipeline: bool) -> _InFlight | None:
+        """Take the answer to ``f``; with ``pipeline``, send the next request before
+        decoding this answer's records, so the broker works while we decode."""
+        core, plan = self.core, f.plan
+        nxt: _InFlight | None = None
         try:
             if plan.kind is RequestKind.SHARE_FETCH:
-                started = anyio.current_time()
-                params = self._prefetch_params if self._holding else self._params
-                fetch_resp = await core.cluster.request(
-                    self.node_id,
-                    share_fetch_request(plan, core.config.group_id, core.member_id, params),
-                    timeout=self._timeout,
+                resp = cast("ShareFetchResponse", await f.sent.wait(self._timeout))
+                got = sum(
+                    a.last_offset - a.first_offset + 1
+                    for t in resp.responses
+                    for p in t.partitions
+                    for a in p.acquired_records
                 )
-                got = any(p.acquired_records for t in fetch_resp.responses for p in t.partitions)
-                self.dry = self._holding and not got and plan.fetches
+                self.dry = f.holding and not got and plan.fetches
                 if logger.isEnabledFor(logging.DEBUG):
                     logger.debug(
-                        "node %d: ShareFetch epoch %d (+%d -%d, %d acks%s) answered in %.1f ms: %d ranges",
+                        "node %d: ShareFetch epoch %d (+%d -%d, %d acks%s) answered in %.1f ms: %d records",
                         self.node_id,
                         plan.epoch,
                         len(plan.added),
                         len(plan.forgotten),
-                        taken.count if taken else 0,
+                        f.taken.count if f.taken else 0,
                         ", renew" if plan.is_renew else "",
-                        (anyio.current_time() - started) * 1000,
-                        sum(
-                            len(p.acquired_records)
-                            for t in fetch_resp.responses
-                            for p in t.partitions
-                        ),
+                        (anyio.current_time() - f.started) * 1000,
+                        got,
                     )
-                await self._on_fetch(plan, taken, fetch_resp)
+                if not await self._on_fetch_session(plan, f.taken, resp):
+                    return None
+                if pipeline and got and not core.closing and core.fatal is None:
+                    size = sum(len(p.records or b"") for t in resp.responses for p in t.partitions)
+                    plan2, taken2 = self._next_request(got, size)
+                    if plan2 is not None:
+                        nxt = await self._start(plan2, taken2)
+                await self._on_fetch_data(plan, resp)
             else:
-                ack_resp = await core.cluster.request(
-                    self.node_id,
-                    share_acknowledge_request(plan, core.config.group_id, core.member_id),
-                    timeout=core.config.request_timeout,
+                ack_resp = cast(
+                    "ShareAcknowledgeResponse", await f.sent.wait(core.config.request_timeout)
                 )
-                await self._on_acknowledge(plan, taken, ack_resp)
+                await self._on_acknowledge(plan, f.taken, ack_resp)
             self._failures = 0
         except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
-            outcome = self.session.on_transport_error(plan)
-            core.report(
-                core.ledger.invalidate(
-                    AckFailure.SESSION_RESET, _NETWORK_EXCEPTION, tag=outcome.tag
-                )
-            )
-            self._renew_done(plan, ok=False)
-            logger.info("node %d: %s; share session reset", self.node_id, exc)
-            await self._back_off(refresh=True)
+            await self._transport_failed(plan, exc)
         finally:
             core.progress.set()
+        return nxt
+
+    async def _transport_failed(self, plan: SharePlan, exc: errors.KafkaError) -> None:
+        """Rule 3: the session incarnation is gone; fail its acks and start over."""
+        core = self.core
+        outcome = self.session.on_transport_error(plan)
+        core.report(
+            core.ledger.invalidate(AckFailure.SESSION_RESET, _NETWORK_EXCEPTION, tag=outcome.tag)
+        )
+        self._renew_done(plan, ok=False)
+        logger.info("node %d: %s; share session reset", self.node_id, exc)
+        core.progress.set()
+        await self._back_off(refresh=True)
 
     async def _back_off(self, *, refresh: bool = False) -> None:
         delay = self._backoff.delay(self._failures)
@@ -287,14 +332,15 @@ class NodeFetcher:
                         tp, p.error_code, p.current_leader, resp.node_endpoints
                     )
 
-    async def _on_fetch(
+    async def _on_fetch_session(
         self, plan: SharePlan, taken: Taken | None, resp: ShareFetchResponse
-    ) -> None:
+    ) -> bool:
+        """The session and acknowledgement part of a ShareFetch answer; True to go on."""
         core = self.core
         if not self._session_outcome(plan, taken, resp.error_code, resp.error_message):
             if resp.error_code:
                 await self._back_off(refresh=resp.error_code in _UNKNOWN_TOPIC)
-            return
+            return False
         names = core.cluster.metadata.topic_names
         unknown = {t.topic_id for t in resp.responses} - names.keys()
         if unknown:
@@ -303,6 +349,11 @@ class NodeFetcher:
         if taken is not None:
             core.report(core.ledger.complete(plan.tag, fetch_ack_codes(resp, names)))
         self._renew_done(plan, ok=True, lock_ms=resp.acquisition_lock_timeout_ms)
+        return True
+
+    async def _on_fetch_data(self, plan: SharePlan, resp: ShareFetchResponse) -> None:
+        """The records part of a ShareFetch answer (rule 2)."""
+        names = self.core.cluster.metadata.topic_names
         deadline = lock_deadline(anyio.current_time(), resp.acquisition_lock_timeout_ms)
         for t in resp.responses:
             name = names.get(t.topic_id) or str(t.topic_id)

@@ -24,14 +24,14 @@ import math
 import ssl
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import anyio
 
 from sharecon import errors
 from sharecon._net.backoff import RECONNECT_BACKOFF, RETRY_BACKOFF, Backoff
 from sharecon._net.connect import open_connection
-from sharecon._net.connection import BrokerAddress, BrokerConnection
+from sharecon._net.connection import BrokerAddress, BrokerConnection, SentRequest
 from sharecon.protocol import (
     FindCoordinatorRequest,
     MetadataRequest,
@@ -220,6 +220,25 @@ def require_share_groups(versions: VersionTable, broker: object) -> None:
 
 
 # -- the cluster ---------------------------------------------------------------------------
+
+
+class ClusterSent(Generic[R]):
+    """A request sent through the cluster; a broken connection is dropped from the cache."""
+
+    __slots__ = ("_cluster", "_conn", "_sent")
+
+    def __init__(self, cluster: Cluster, conn: BrokerConnection, sent: SentRequest[R]) -> None:
+        self._cluster = cluster
+        self._conn = conn
+        self._sent = sent
+
+    async def wait(self, timeout: float | None = None) -> R:
+        """The response (errors as :meth:`Cluster.request`)."""
+        try:
+            return await self._sent.wait(timeout)
+        except errors.BrokerDisconnectedError:
+            self._cluster._forget(self._conn)
+            raise
 
 
 class Cluster:
@@ -560,6 +579,18 @@ class Cluster:
         """
         conn = await self.connection(node_id)
         return await self._request_on(conn, body, timeout)
+
+    async def send(self, node_id: int, body: Request[R]) -> ClusterSent[R]:
+        """Write ``body`` to broker ``node_id``; ``await handle.wait(timeout)`` answers it.
+
+        For pipelining (see :meth:`BrokerConnection.send`); errors as :meth:`request`.
+        """
+        conn = await self.connection(node_id)
+        try:
+            return ClusterSent(self, conn, await conn.send(body))
+        except errors.BrokerDisconnectedError:
+            self._forget(conn)
+            raise
 
     async def request_any(self, body: Request[R], *, timeout: float | None = None) -> R:
         """Send ``body`` to any broker (see :meth:`any_connection`); errors as :meth:`request`."""

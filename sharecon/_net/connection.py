@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import anyio
 
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 R = TypeVar("R", bound="Response")
 
-__all__ = ["DEFAULT_MAX_FRAME_SIZE", "BrokerAddress", "BrokerConnection"]
+__all__ = ["DEFAULT_MAX_FRAME_SIZE", "BrokerAddress", "BrokerConnection", "SentRequest"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +72,41 @@ class _Pending:
         self.event = anyio.Event()
         self.frame: bytes | None = None
         self.error: errors.KafkaConnectionError | None = None
+
+
+class SentRequest(Generic[R]):
+    """A request on the wire; :meth:`wait` returns its decoded response."""
+
+    __slots__ = ("_body", "_pending", "_version", "what")
+
+    def __init__(self, body: Request[R], api_version: int, pending: _Pending, what: str) -> None:
+        self._body = body
+        self._version = api_version
+        self._pending = pending
+        #: ``broker ... RequestClass vN corr=M``, for messages.
+        self.what = what
+
+    async def wait(self, timeout: float | None = None) -> R:
+        """Wait for the response (``timeout`` seconds at most) and decode it.
+
+        :raises BrokerDisconnectedError: the connection broke first.
+        :raises RequestTimeoutError: no response in time (the connection stays usable).
+        :raises RemoteProtocolError: the body could not be decoded.
+        """
+        pending = self._pending
+        if not pending.event.is_set():
+            try:
+                with anyio.fail_after(math.inf if timeout is None else timeout):
+                    await pending.event.wait()
+            except TimeoutError:
+                raise errors.RequestTimeoutError(
+                    f"{self.what}: no response within {timeout:g} s"
+                ) from None
+        if pending.error is not None:
+            raise pending.error
+        assert pending.frame is not None
+        _, response = decode_response_for(self._body, self._version, pending.frame)
+        return response
 
 
 class BrokerConnection:
@@ -214,6 +249,22 @@ class BrokerConnection:
         :raises IncompatibleBrokerError: the broker does not offer this API.
         :raises RemoteProtocolError: the response body could not be decoded.
         """
+        sent: SentRequest[R] | None = None
+        try:
+            with anyio.fail_after(math.inf if timeout is None else timeout):
+                sent = await self.send(body, api_version=api_version)
+                return await sent.wait()
+        except TimeoutError:
+            what = sent.what if sent is not None else f"{self.address} {type(body).__name__}"
+            raise errors.RequestTimeoutError(f"{what}: no response within {timeout:g} s") from None
+
+    async def send(self, body: Request[R], *, api_version: int | None = None) -> SentRequest[R]:
+        """Write a request and return at once; :meth:`SentRequest.wait` gets the answer.
+
+        For pipelining: the caller can do other work (decode the previous answer) while
+        the broker handles this one. A handle that is never waited on is harmless: its
+        response is dropped when it arrives. Errors as :meth:`request`.
+        """
         self._raise_if_failed()
         if (
             self._reauth_at is not None or self._reauth_done is not None
@@ -233,17 +284,8 @@ class BrokerConnection:
         pending = _Pending(api_key, api_version)
         self._pending[corr] = pending
         what = f"{self.address} {type(body).__name__} v{api_version} corr={corr}"
-        try:
-            with anyio.fail_after(math.inf if timeout is None else timeout):
-                await self._send(frame, what)
-                await pending.event.wait()
-        except TimeoutError:
-            raise errors.RequestTimeoutError(f"{what}: no response within {timeout:g} s") from None
-        if pending.error is not None:
-            raise pending.error
-        assert pending.frame is not None
-        _, response = decode_response_for(body, api_version, pending.frame)
-        return response
+        await self._send(frame, what)
+        return SentRequest(body, api_version, pending, what)
 
     # -- re-authentication (KIP-368) ---------------------------------------------------------
 
