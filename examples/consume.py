@@ -1,0 +1,63 @@
+"""Consume a topic through a share group, answering each record.
+
+Run a local broker first (``python -m sharecon.testing.broker --port 9092``), then::
+
+    SHARECON_BOOTSTRAP=127.0.0.1:9092 python examples/consume.py invoices billing
+
+Records whose value is ``b"poison"`` are rejected (archived); handler errors release the
+record so that it is delivered again (to this or another member), up to the group's
+delivery-count limit.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import anyio
+import anyio.lowlevel
+
+from sharecon import ShareConsumer, errors
+
+
+class PoisonError(Exception):
+    """The record can never be processed."""
+
+
+async def handle(value: bytes | None) -> None:
+    if value == b"poison":
+        raise PoisonError("unprocessable payload")
+    await anyio.lowlevel.checkpoint()  # real work goes here
+
+
+async def main(topic: str, group: str) -> None:
+    bootstrap = os.environ.get("SHARECON_BOOTSTRAP", "127.0.0.1:9092")
+    async with ShareConsumer(
+        bootstrap, group_id=group, topics=[topic], ack_mode="explicit"
+    ) as consumer:
+        async for record in consumer:
+            try:
+                await handle(record.value)
+            except PoisonError:
+                record.reject()
+            except Exception:
+                logging.exception("handler failed; releasing offset %d", record.offset)
+                record.release()
+            else:
+                record.accept()
+            print(
+                f"{record.topic}-{record.partition}@{record.offset} (delivery {record.delivery_count})"
+            )
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO)
+    if len(sys.argv) != 3:
+        sys.exit("usage: consume.py TOPIC GROUP")
+    try:
+        anyio.run(main, sys.argv[1], sys.argv[2])
+    except KeyboardInterrupt:
+        pass
+    except errors.KafkaError as exc:
+        sys.exit(f"error: {exc}")
