@@ -39,6 +39,12 @@ Design (rules of this module):
    restarts every partition's sequence at 0.
 7. The producer owns its task group; leaving ``async with`` flushes (normal exit) or fails
    the unsent records (exit by exception), then closes connections, shielded and bounded.
+
+Limits worth knowing: without idempotence a retried batch may be written twice (the
+broker cannot tell a retry from new records). With idempotence, a batch that is still
+waiting for a retry when the producer id has to be replaced (rule 6) is resent under the
+new id; if its earlier attempt had in fact been written, that one batch is duplicated.
+The Java client has the same window.
 """
 
 from __future__ import annotations
@@ -123,7 +129,8 @@ class RecordMetadata:
 
     :ivar topic: the topic.
     :ivar partition: the partition.
-    :ivar offset: the record's offset in the partition.
+    :ivar offset: the record's offset in the partition (-1 in the rare case the broker
+        acknowledged a duplicate without saying where the original went).
     :ivar timestamp: milliseconds since the epoch: the broker's append time when the topic
         uses ``LogAppendTime``, else the record's create time.
     """

@@ -7,6 +7,7 @@ reader sees: keys, values, headers, ordering, exactly once.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import anyio
@@ -17,7 +18,7 @@ from sharecon import errors
 from sharecon.consumer import ShareConsumer
 from sharecon.partitioner import partition_for_key
 from sharecon.producer import Producer, ProducerRecord, RecordMetadata
-from sharecon.protocol import FetchRequest
+from sharecon.protocol import FetchRequest, ProduceRequest
 from sharecon.protocol.compression import Codec
 from sharecon.protocol.messages.fetch import FetchPartition, FetchTopic
 from sharecon.protocol.records import read_batches
@@ -276,3 +277,28 @@ async def test_send_under_trio(kafka_bootstrap: str, topic: str) -> None:
     assert [m.offset for m in metas] == [metas[0].offset + i for i in range(3)]
     reads = by_position(await read_back(kafka_bootstrap, topic, 3, 4))
     assert reads[(meta.partition, meta.offset)].value == b"from trio"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("version", [9, 10, 12, 13])
+async def test_every_produce_version(
+    kafka_bootstrap: str, topic_factory: TopicFactory, version: int
+) -> None:
+    """Produce v13 names topics by id, v9-v12 by name: each version writes and reports the
+    right offsets (forced on the connection; the broker offers 9-13)."""
+    topic = topic_factory(2)
+    async with Producer(kafka_bootstrap, delivery_timeout=10.0) as producer:
+        await producer.partitions_for(topic)
+        for node in producer.cluster.metadata.brokers:
+            conn = await producer.cluster.connection(node)
+            assert conn.versions is not None
+            assert conn.versions.broker_ranges[ProduceRequest.api_key][1] >= 13
+            conn.versions = dataclasses.replace(
+                conn.versions,
+                versions={**conn.versions.versions, ProduceRequest.api_key: version},
+            )
+        metas = await producer.send_batch(
+            ProducerRecord(topic, f"v{version}-{i}".encode(), partition=i % 2) for i in range(10)
+        )
+    reads = by_position(await read_back(kafka_bootstrap, topic, 2, 10))
+    for i, meta in enumerate(metas):
+        assert reads[(meta.partition, meta.offset)].value == f"v{version}-{i}".encode()  # type: ignore[attr-defined]
