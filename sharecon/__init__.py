@@ -17,8 +17,11 @@ from sharecon import errors
 from sharecon._net.sasl import SaslConfig
 from sharecon._share.ledger import AckFailure, AckResult
 from sharecon._version import __version__
+from sharecon.admin import Admin
 from sharecon.consumer import ShareConsumer
+from sharecon.dlq import DeadLetterInfo, DeadLetterPolicy
 from sharecon.errors import KafkaError
+from sharecon.producer import Producer, ProducerRecord, RecordMetadata
 from sharecon.record import Record
 from sharecon.types import AckType, Header, TopicIdPartition, TopicPartition
 
@@ -26,9 +29,15 @@ __all__ = [
     "AckFailure",
     "AckResult",
     "AckType",
+    "Admin",
+    "DeadLetterInfo",
+    "DeadLetterPolicy",
     "Header",
     "KafkaError",
+    "Producer",
+    "ProducerRecord",
     "Record",
+    "RecordMetadata",
     "SaslConfig",
     "ShareConsumer",
     "TopicIdPartition",

@@ -33,11 +33,13 @@ from sharecon._consumer.core import ConsumerCore
 from sharecon._consumer.heartbeat import heartbeat_loop
 from sharecon._net.cluster import Cluster, require_share_groups
 from sharecon._net.connect import ConnectionConfig
+from sharecon._share.ledger import MarkResult
+from sharecon.dlq import DeadLetterPolicy, DeadLetterRouter
 from sharecon.types import AckType, TopicIdPartition, TopicPartition
 
 if TYPE_CHECKING:
     import ssl
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
     from types import TracebackType
 
     from anyio.abc import TaskGroup
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
 
     from sharecon._net.sasl import SaslConfig
     from sharecon._share.ledger import AckResult
+    from sharecon.producer import RecordMetadata
     from sharecon.record import Record
 
 __all__ = ["ShareConsumer"]
@@ -85,6 +88,11 @@ class ShareConsumer:
     :param sasl: SASL credentials (:class:`sharecon.SaslConfig`).
     :param connect_timeout: seconds to connect, negotiate and authenticate.
     :param rack_id: the client's rack, sent when joining.
+    :param dlq_topic: the dead-letter topic for :meth:`reject_to_dlq` (default
+        ``dlq.<group_id>``).
+    :param dead_letter: a :class:`~sharecon.dlq.DeadLetterPolicy`: records delivered more
+        than ``max_deliveries`` times are routed to the dead-letter topic instead of being
+        delivered again.
     :raises ConfigError: for a wrong argument, naming it.
     """
 
@@ -110,6 +118,8 @@ class ShareConsumer:
         sasl: SaslConfig | None = None,
         connect_timeout: float = 10.0,
         rack_id: str | None = None,
+        dlq_topic: str | None = None,
+        dead_letter: DeadLetterPolicy | None = None,
     ) -> None:
         if isinstance(topics, str):
             raise errors.ConfigError("topics must be a list of topic names, not a string")
@@ -139,6 +149,23 @@ class ShareConsumer:
             sasl=sasl,
         )
         self._on_acknowledged = on_acknowledged
+        if (
+            dead_letter is not None
+            and dlq_topic is not None
+            and dead_letter.topic not in (None, dlq_topic)
+        ):
+            raise errors.ConfigError("dlq_topic and dead_letter.topic name different topics")
+        self._dead_letter = dead_letter
+        self._dlq_policy = dead_letter or DeadLetterPolicy(topic=dlq_topic)
+        if self._dlq_policy.topic is None and dlq_topic is not None:
+            self._dlq_policy = DeadLetterPolicy(
+                topic=dlq_topic,
+                max_deliveries=self._dlq_policy.max_deliveries,
+                create_topic=self._dlq_policy.create_topic,
+                partitions=self._dlq_policy.partitions,
+                use_broker_dlq=self._dlq_policy.use_broker_dlq,
+            )
+        self._router: DeadLetterRouter | None = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
         self._core: ConsumerCore | None = None
@@ -189,6 +216,16 @@ class ShareConsumer:
             core = ConsumerCore(cluster, self._config, tg, on_acknowledged=self._on_acknowledged)
             core.owner = self
             self._core = core
+            self._router = DeadLetterRouter(
+                self._bootstrap,
+                self._connection,
+                self._config.group_id,
+                self._dlq_policy,
+                cluster.versions.feature_level("share.version"),
+            )
+            if self._dead_letter is not None:
+                core.dlq_limit = self._dead_letter.max_deliveries
+                tg.start_soon(self._route_dead_letters, core, name="sharecon dead letters")
             tg.start_soon(self._run_heartbeat, core, name="sharecon heartbeat")
             with anyio.fail_after(self._config.request_timeout + self._connection.connect_timeout):
                 await core.joined.wait()
@@ -229,6 +266,9 @@ class ShareConsumer:
 
     async def _leave(self, core: ConsumerCore) -> None:
         core.closing = True
+        core.dead_letter_signal.set()
+        if self._router is not None:
+            await self._router.stop()
         core.ledger.mark_delivered(AckType.RELEASE, include_buffered=True)
         core.buffer.clear()
         core.buffer.data.set()
@@ -356,6 +396,128 @@ class ShareConsumer:
             if key not in out or err is not None:
                 out[key] = err
         return out
+
+    # -- dead letters ----------------------------------------------------------------------
+
+    async def reject_to_dlq(
+        self, record: Record, *, reason: str = "", topic: str | None = None
+    ) -> RecordMetadata | None:
+        """Copy ``record`` to the dead-letter topic, then reject it.
+
+        The copy keeps the key, value and headers and adds ``sharecon.dlq.*`` headers
+        (source topic, partition, offset, delivery count, group, ``reason``, time). The
+        original is rejected only once the broker acknowledged the copy; if the copy
+        cannot be written the original is **released** instead (delivered again later)
+        and :class:`~sharecon.errors.DeadLetterError` is raised: nothing is lost.
+
+        When the broker keeps its own dead-letter queue for this group and topic (Kafka
+        4.4 with ``share.version`` 2 and ``errors.deadletterqueue.topic.name``), the
+        record is only rejected and the broker writes the copy; ``None`` is returned.
+
+        :param topic: the dead-letter topic (default: ``dlq_topic`` / ``dlq.<group_id>``).
+        :returns: where the copy was written.
+        :raises DeadLetterError: the copy could not be written (the record was released).
+        :raises InvalidRecordStateError: the record is not held by this consumer.
+        """
+        core = self._raise_if_failed()
+        router = self._router
+        assert router is not None
+        target = topic or router.default_topic
+        try:
+            if not router.started:
+                await core.tg.start(router.host)
+            written = await router.write(record, reason, target)
+        except errors.KafkaError as exc:
+            self._release_quietly(record)
+            if isinstance(exc, errors.DeadLetterError):
+                raise
+            raise errors.DeadLetterError(
+                f"{record.topic}-{record.partition}@{record.offset}: dead-letter routing to "
+                f"{target!r} failed: {exc}"
+            ) from exc
+        except BaseException:
+            self._release_quietly(record)
+            raise
+        self.acknowledge(record, AckType.REJECT)
+        return written
+
+    def _release_quietly(self, record: Record) -> None:
+        try:
+            self.acknowledge(record, AckType.RELEASE)
+        except errors.KafkaError as exc:
+            logger.info("releasing %s after a failed dead-letter write: %s", record, exc)
+
+    async def _route_dead_letters(self, core: ConsumerCore) -> None:
+        """Route records past the policy's delivery limit (never raises into the group)."""
+        limit = core.dlq_limit
+        while not core.closing:
+            if not core.dead_letters:
+                await core.dead_letter_signal.wait(timeout=1.0)
+                continue
+            batch, core.dead_letters = core.dead_letters, []
+            for record in batch:
+                if core.is_closing():  # may have changed during the previous await
+                    self._release_quietly(record)
+                    continue
+                try:
+                    await self.reject_to_dlq(
+                        record,
+                        reason=f"delivered {record.delivery_count} times (max_deliveries={limit})",
+                    )
+                except errors.KafkaError as exc:
+                    core.note_error(exc)
+
+    async def process(
+        self,
+        handler: Callable[[Record], Awaitable[object]],
+        *,
+        concurrency: int = 1,
+    ) -> None:
+        """Run ``handler`` on every record, ``concurrency`` at a time, until the consumer
+        closes (or the calling task is cancelled).
+
+        Each record is accepted when ``handler`` returns. When it raises an ``Exception``,
+        the record is released, or, on its last allowed delivery under a
+        :class:`~sharecon.dlq.DeadLetterPolicy`, routed to the dead-letter topic with the
+        exception as the reason. Answers the handler gives itself are kept.
+        """
+        if concurrency < 1:
+            raise errors.ConfigError(f"concurrency must be at least 1, not {concurrency}")
+        core = self._raise_if_failed()
+        limit = self._dead_letter.max_deliveries if self._dead_letter is not None else None
+
+        async def worker() -> None:
+            buffer = core.buffer
+            while True:
+                record = buffer.pop_one()
+                if record is None:
+                    if core.fatal is not None:
+                        raise core.fatal
+                    if self._closed or core.closing:
+                        return
+                    await buffer.data.wait()
+                    continue
+                try:
+                    await handler(record)
+                except Exception as exc:
+                    if limit is not None and record.delivery_count >= limit:
+                        try:
+                            await self.reject_to_dlq(record, reason=f"{type(exc).__name__}: {exc}")
+                        except errors.DeadLetterError as dlq_exc:
+                            core.note_error(dlq_exc)
+                    else:
+                        self._answer_if_open(record, AckType.RELEASE)
+                else:
+                    self._answer_if_open(record, AckType.ACCEPT)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(concurrency):
+                tg.start_soon(worker)
+
+    def _answer_if_open(self, record: Record, ack: AckType) -> None:
+        assert self._core is not None
+        if self._core.ledger.mark(record.topic_partition, record.offset, ack) is MarkResult.OK:
+            self._core.answered()
 
     def _accept_current(self) -> None:
         cur = self._current

@@ -10,6 +10,7 @@ Layout::
     ├── IncompatibleBrokerError       the broker lacks an API/version/feature we need
     ├── ConfigError                   a wrong argument or configuration value
     ├── UnacknowledgedRecordsError    explicit mode: delivered records were not answered
+    ├── DeadLetterError               a dead-letter copy could not be written (record released)
     ├── KafkaConnectionError          a connection to a broker failed or broke
     │   ├── BrokerConnectError        could not connect (refused, unreachable, TLS handshake)
     │   └── BrokerDisconnectedError   an open connection broke or was closed
@@ -35,6 +36,7 @@ __all__ = [
     "BrokerDisconnectedError",
     "BrokerError",
     "ConfigError",
+    "DeadLetterError",
     "CorruptRecordError",
     "ErrorCode",
     "IncompatibleBrokerError",
@@ -92,6 +94,10 @@ class CorruptRecordError(RemoteProtocolError):
 
 class IncompatibleBrokerError(KafkaError):
     """The broker does not offer an API, version or feature that is required."""
+
+
+class DeadLetterError(KafkaError):
+    """A dead-letter copy could not be written; the original record was released, not rejected."""
 
 
 class UnacknowledgedRecordsError(KafkaError):

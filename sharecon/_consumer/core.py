@@ -87,6 +87,14 @@ class ConsumerCore:
         self.errors: list[errors.KafkaError] = []
         #: What delivered records call back into (the public ShareConsumer).
         self.owner: Acknowledger | None = None
+        #: Records delivered more than this many times go to the dead-letter queue instead.
+        self.dlq_limit: int | None = None
+        self.dead_letters: list[Record] = []
+        self.dead_letter_signal = Signal()
+
+    def is_closing(self) -> bool:
+        """Whether close() has begun (a method, so type checkers re-read it after awaits)."""
+        return self.closing
 
     @property
     def member_id(self) -> str:

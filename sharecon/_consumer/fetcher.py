@@ -432,6 +432,14 @@ class NodeFetcher:
         if any(r.delivery_count != 1 for r in ranges):
             for rec, dc in zip(records, filtered.delivery_counts, strict=True):
                 rec.delivery_count = dc
+        limit = core.dlq_limit
+        if limit is not None and records and any(r.delivery_count > limit for r in ranges):
+            # A dead-letter policy: these are not delivered again, they are routed.
+            keep: list[Record] = []
+            for rec in records:
+                (core.dead_letters if rec.delivery_count > limit else keep).append(rec)
+            records = keep
+            core.dead_letter_signal.set()
         if not records:
             return
         if core.closing:

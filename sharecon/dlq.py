@@ -1,0 +1,282 @@
+"""Dead-letter routing for share consumers: copy a poison record to a topic, then reject it.
+
+Rules of this module:
+
+1. Nothing is lost: the original is rejected only after the broker acknowledged the copy.
+   If the copy cannot be written, the original is *released* (delivered again later) and
+   the caller gets :class:`~sharecon.errors.DeadLetterError`.
+2. The copy keeps the original key, value and headers, and adds ``sharecon.dlq.*`` headers
+   naming where it came from and why (see :data:`DLQ_HEADERS`), so it can be inspected and
+   replayed (``sharecon dlq replay``).
+3. Where the broker routes rejected records itself (Kafka 4.4, ``share.version`` 2, and
+   the group config ``errors.deadletterqueue.topic.name`` naming the same topic), the
+   client does not copy: rejecting is enough, and the broker writes the copy.
+4. The producer and admin client the router needs run in a task of the consumer's task
+   group, started on first use and stopped when the consumer closes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import anyio
+
+from sharecon import errors
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from anyio.abc import TaskStatus
+
+    from sharecon._net.connect import ConnectionConfig
+    from sharecon.admin import Admin
+    from sharecon.producer import Producer, RecordMetadata
+    from sharecon.record import Record
+
+__all__ = [
+    "DLQ_DELIVERY_COUNT",
+    "DLQ_GROUP",
+    "DLQ_HEADERS",
+    "DLQ_OFFSET",
+    "DLQ_PARTITION",
+    "DLQ_REASON",
+    "DLQ_TIME",
+    "DLQ_TOPIC",
+    "DeadLetterInfo",
+    "DeadLetterPolicy",
+    "dead_letter_headers",
+    "dead_letter_info",
+]
+
+logger = logging.getLogger("sharecon.dlq")
+
+#: Header prefix of everything the router adds.
+DLQ_PREFIX = "sharecon.dlq."
+DLQ_TOPIC = "sharecon.dlq.topic"
+DLQ_PARTITION = "sharecon.dlq.partition"
+DLQ_OFFSET = "sharecon.dlq.offset"
+DLQ_DELIVERY_COUNT = "sharecon.dlq.delivery.count"
+DLQ_GROUP = "sharecon.dlq.group"
+DLQ_REASON = "sharecon.dlq.reason"
+#: Milliseconds since the Unix epoch when the record was dead-lettered.
+DLQ_TIME = "sharecon.dlq.time"
+#: Every header the router adds, in the order it adds them.
+DLQ_HEADERS = (
+    DLQ_TOPIC,
+    DLQ_PARTITION,
+    DLQ_OFFSET,
+    DLQ_DELIVERY_COUNT,
+    DLQ_GROUP,
+    DLQ_REASON,
+    DLQ_TIME,
+)
+
+# The group config that makes a Kafka 4.4 broker copy rejected records itself (KIP-1191).
+BROKER_DLQ_CONFIG = "errors.deadletterqueue.topic.name"
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterPolicy:
+    """Route records to a dead-letter topic (``ShareConsumer(dead_letter=...)``).
+
+    :param topic: the dead-letter topic (default ``dlq.<group id>``).
+    :param max_deliveries: a record delivered this many times is not delivered again: its
+        next delivery goes to the dead-letter topic instead, and in
+        :meth:`ShareConsumer.process` a handler error on the last allowed delivery routes
+        it too. Keep it below the group's ``share.delivery.count.limit`` (default 5),
+        past which the broker archives the record without asking the client.
+    :param create_topic: create the topic on first use if it does not exist.
+    :param partitions: partitions of a topic created on first use.
+    :param use_broker_dlq: let a Kafka 4.4 broker with its own dead-letter queue for this
+        group and topic do the copy (``"auto"``), always copy in the client (``False``).
+    """
+
+    topic: str | None = None
+    max_deliveries: int = 3
+    create_topic: bool = True
+    partitions: int = 1
+    use_broker_dlq: bool | str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.max_deliveries < 1:
+            raise errors.ConfigError(
+                f"max_deliveries must be at least 1, not {self.max_deliveries}"
+            )
+        if self.partitions < 1:
+            raise errors.ConfigError(f"partitions must be at least 1, not {self.partitions}")
+        if self.use_broker_dlq not in (True, False, "auto"):
+            raise errors.ConfigError("use_broker_dlq must be True, False or 'auto'")
+        if self.topic is not None and not self.topic:
+            raise errors.ConfigError("the dead-letter topic name must not be empty")
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterInfo:
+    """What the ``sharecon.dlq.*`` headers of a dead-lettered copy say."""
+
+    topic: str
+    partition: int
+    offset: int
+    delivery_count: int
+    group: str
+    reason: str
+    time_ms: int
+
+
+def dead_letter_headers(
+    record: Record, group: str, reason: str, now_ms: int | None = None
+) -> list[tuple[str, bytes | None]]:
+    """The copy's headers: the original ones, then the ``sharecon.dlq.*`` ones (rule 2)."""
+    stamp = int(time.time() * 1000) if now_ms is None else now_ms
+    return [
+        *record.headers,
+        (DLQ_TOPIC, record.topic.encode()),
+        (DLQ_PARTITION, str(record.partition).encode()),
+        (DLQ_OFFSET, str(record.offset).encode()),
+        (DLQ_DELIVERY_COUNT, str(record.delivery_count).encode()),
+        (DLQ_GROUP, group.encode()),
+        (DLQ_REASON, reason.encode()),
+        (DLQ_TIME, str(stamp).encode()),
+    ]
+
+
+def dead_letter_info(headers: Sequence[tuple[str, bytes | None]]) -> DeadLetterInfo | None:
+    """Read the ``sharecon.dlq.*`` headers back (``None`` if the record has none)."""
+    found: dict[str, str] = {}
+    for key, value in headers:
+        if key.startswith(DLQ_PREFIX) and value is not None:
+            found[key] = value.decode("utf-8", "replace")
+    if DLQ_TOPIC not in found:
+        return None
+
+    def number(key: str) -> int:
+        try:
+            return int(found.get(key, "-1"))
+        except ValueError:
+            return -1
+
+    return DeadLetterInfo(
+        topic=found[DLQ_TOPIC],
+        partition=number(DLQ_PARTITION),
+        offset=number(DLQ_OFFSET),
+        delivery_count=number(DLQ_DELIVERY_COUNT),
+        group=found.get(DLQ_GROUP, ""),
+        reason=found.get(DLQ_REASON, ""),
+        time_ms=number(DLQ_TIME),
+    )
+
+
+def original_headers(headers: Sequence[tuple[str, bytes | None]]) -> list[tuple[str, bytes | None]]:
+    """The headers without the ``sharecon.dlq.*`` ones (for replaying a copy)."""
+    return [(k, v) for k, v in headers if not k.startswith(DLQ_PREFIX)]
+
+
+class DeadLetterRouter:
+    """Writes dead-letter copies for one consumer (rules 1-4)."""
+
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str],
+        connection: ConnectionConfig,
+        group_id: str,
+        policy: DeadLetterPolicy,
+        share_version: int,
+    ) -> None:
+        self._bootstrap = bootstrap
+        self._connection = connection
+        self.group_id = group_id
+        self.policy = policy
+        self.default_topic = policy.topic or f"dlq.{group_id}"
+        self._share_version = share_version
+        self._producer: Producer | None = None
+        self._admin: Admin | None = None
+        self._stop = anyio.Event()
+        self._stopped = anyio.Event()
+        self.started = False
+        self._known_topics: set[str] = set()
+        self._broker_dlq_topic: str | None | bool = False  # False: not looked up yet
+
+    async def host(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Run the router's producer and admin until :meth:`stop` (rule 4)."""
+        from sharecon.admin import Admin
+        from sharecon.producer import Producer
+
+        try:
+            async with (
+                Producer(
+                    self._bootstrap, config=self._connection, client_id="sharecon-dlq"
+                ) as producer,
+                Admin(self._bootstrap, config=self._connection) as admin,
+            ):
+                self._producer, self._admin = producer, admin
+                self.started = True
+                task_status.started()
+                await self._stop.wait()
+        finally:
+            self._producer = self._admin = None
+            self._stopped.set()
+
+    async def stop(self) -> None:
+        """Flush and stop the producer and admin (bounded by the caller)."""
+        self._stop.set()
+        if self.started:
+            await self._stopped.wait()
+
+    async def _broker_routes(self, topic: str) -> bool:
+        """Rule 3: does the broker copy rejected records of this group to ``topic``?"""
+        if self.policy.use_broker_dlq is False or self._share_version < 2:
+            return False
+        if self._broker_dlq_topic is False:
+            assert self._admin is not None
+            try:
+                entries = await self._admin.describe_group_config(
+                    self.group_id, [BROKER_DLQ_CONFIG]
+                )
+                entry = entries.get(BROKER_DLQ_CONFIG)
+                self._broker_dlq_topic = entry.value if entry is not None and entry.value else None
+            except errors.KafkaError as exc:
+                logger.info(
+                    "could not read %s of group %s: %s", BROKER_DLQ_CONFIG, self.group_id, exc
+                )
+                self._broker_dlq_topic = None
+        return self._broker_dlq_topic == topic
+
+    async def _ensure_topic(self, topic: str) -> None:
+        if topic in self._known_topics or not self.policy.create_topic:
+            return
+        assert self._admin is not None
+        try:
+            await self._admin.create_topics(
+                [topic], num_partitions=self.policy.partitions, exist_ok=True
+            )
+        except errors.KafkaError as exc:
+            raise errors.DeadLetterError(
+                f"cannot create the dead-letter topic {topic!r}: {exc}"
+            ) from exc
+        self._known_topics.add(topic)
+
+    async def write(self, record: Record, reason: str, topic: str) -> RecordMetadata | None:
+        """Write the copy of ``record`` to ``topic``; ``None`` when the broker does it (rule 3).
+
+        :raises DeadLetterError: the copy could not be written (the caller releases).
+        """
+        if await self._broker_routes(topic):
+            return None
+        await self._ensure_topic(topic)
+        assert self._producer is not None
+        try:
+            return await self._producer.send(
+                topic,
+                record.value,
+                key=record.key,
+                headers=dead_letter_headers(record, self.group_id, reason),
+                timestamp=record.timestamp if record.timestamp >= 0 else None,
+            )
+        except errors.KafkaError as exc:
+            raise errors.DeadLetterError(
+                f"{record.topic}-{record.partition}@{record.offset}: writing the dead-letter "
+                f"copy to {topic!r} failed: {exc}"
+            ) from exc
