@@ -3,6 +3,9 @@ archived, a failed copy releases instead, delivery limits route, and Kafka 4.4's
 
 from __future__ import annotations
 
+import os
+import pathlib
+import sys
 import uuid
 from typing import TYPE_CHECKING
 
@@ -20,6 +23,8 @@ if TYPE_CHECKING:
     from sharecon.testing.pytest_plugin import BrokerFactory, ShareGroupFactory, TopicFactory
 
 pytestmark = [pytest.mark.anyio, pytest.mark.broker]
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 async def read_all(bootstrap: str, topic: str, n: int, timeout: float = 30) -> list[Record]:
@@ -180,3 +185,25 @@ async def test_broker_side_dlq_on_kafka_44(
     [copy] = await read_all(broker.bootstrap, dlq, 1)
     assert copy.value == b"poison"
     assert dead_letter_info(copy.headers) is None  # written by the broker, not by us
+
+
+async def test_dlq_example_runs(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    """examples/dlq.py: the poison record lands in dlq.<group>, the good one is processed."""
+    topic = topic_factory(1)
+    await produce(kafka_bootstrap, topic, [b"ok-1", b"poison-1"])
+    root = ROOT
+    env = {**os.environ, "SHARECON_BOOTSTRAP": kafka_bootstrap, "PYTHONPATH": str(root)}
+    with anyio.fail_after(90):
+        result = await anyio.run_process(
+            [sys.executable, str(root / "examples" / "dlq.py"), topic, share_group, "2"],
+            env=env,
+            check=False,
+        )
+    out = result.stdout.decode()
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    assert f"processed {topic}-0@0: b'ok-1'" in out
+    assert f"dead-lettered {topic}-0@1" in out
+    [copy] = await read_all(kafka_bootstrap, f"dlq.{share_group}", 1)
+    assert copy.value == b"poison-1"
