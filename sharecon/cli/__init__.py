@@ -1,0 +1,164 @@
+"""The ``sharecon`` command line: consume, produce, groups, topics, dlq, bench.
+
+Run ``sharecon --help`` (or ``python -m sharecon.cli --help``); every subcommand has its
+own ``--help``. See docs/cli.md for examples.
+
+Rules of this package:
+
+1. One module per subcommand, each with ``register(subparsers, parents)``; handlers are
+   ``async def run(args, options) -> int`` run with :func:`anyio.run`.
+2. Data goes to stdout (records, tables, JSON lines); messages, summaries and progress
+   bars go to stderr, so pipes stay clean.
+3. Expected failures end as one line on stderr (``sharecon <command>: error: ...``) and an
+   exit code from :class:`~sharecon.cli._common.ExitCode`; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import traceback
+from typing import TYPE_CHECKING
+
+import anyio
+
+from sharecon import errors
+from sharecon._version import __version__
+from sharecon.cli import bench, consume, dlq, groups, produce, topics
+from sharecon.cli._common import (
+    ENV_HELP,
+    EXIT_CODES_HELP,
+    CliError,
+    ExitCode,
+    add_client_options,
+    client_options,
+    exit_code_for,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["build_parser", "main"]
+
+_DESCRIPTION = """\
+Command line for Apache Kafka share groups (KIP-932), built on the sharecon client.
+
+Connection options (--bootstrap, --tls..., --sasl-..., --timeout) are accepted before or
+after the subcommand and default to the SHARECON_* environment variables below.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (exposed for documentation and tests)."""
+    common = argparse.ArgumentParser(add_help=False)
+    add_client_options(common)
+    output = common.add_argument_group("output options")
+    output.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="no progress bars or summaries on stderr (errors are still printed)",
+    )
+    output.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=argparse.SUPPRESS,
+        help="log what the client does on stderr (-vv: debug)",
+    )
+    parser = argparse.ArgumentParser(
+        prog="sharecon",
+        description=_DESCRIPTION,
+        epilog=EXIT_CODES_HELP + "\n" + ENV_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[common],
+    )
+    parser.add_argument("--version", action="version", version=f"sharecon {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in (consume, produce, groups, topics, dlq, bench):
+        module.register(sub, [common])
+    _document_exit_codes(parser)
+    return parser
+
+
+def _document_exit_codes(parser: argparse.ArgumentParser) -> None:
+    """Every subcommand's --help ends with the exit codes (scripts read them there)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                child.epilog = (child.epilog + "\n\n" if child.epilog else "") + EXIT_CODES_HELP
+                child.formatter_class = argparse.RawDescriptionHelpFormatter
+                _document_exit_codes(child)
+
+
+def _configure_logging(verbosity: int) -> None:
+    level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("sharecon")
+    root.addHandler(handler)
+    root.setLevel(level)
+    if verbosity == 0:
+        # Failures reach the user as the command's own one-line error; the library's
+        # warnings about the same failure would only repeat it.
+        root.setLevel(logging.ERROR)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The exception that matters inside (possibly nested) exception groups."""
+    while True:
+        inner = getattr(exc, "exceptions", None)
+        if not isinstance(inner, tuple) or not inner:
+            return exc
+        # Prefer an interrupt, then one of ours, then whatever came first.
+        chosen: BaseException | None = next(
+            (e for e in inner if isinstance(e, KeyboardInterrupt)), None
+        )
+        if chosen is None:
+            chosen = next((e for e in inner if isinstance(e, CliError | errors.KafkaError)), None)
+        exc = chosen if chosen is not None else inner[0]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (see ``sharecon --help``)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _configure_logging(getattr(args, "verbose", 0))
+    args.quiet = getattr(args, "quiet", False)
+    prefix = " ".join(["sharecon", args.command, *([args.action] if "action" in args else [])])
+    try:
+        try:
+            options = client_options(args)
+            code: int = anyio.run(args.func, args, options)
+            sys.stdout.flush()
+            return code
+        except BaseException as exc:
+            leaf = _leaf(exc)
+            if leaf is exc or not isinstance(
+                leaf, CliError | errors.KafkaError | KeyboardInterrupt
+            ):
+                raise
+            raise leaf from None
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{prefix}: interrupted\n")
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        # The reader of our stdout went away (e.g. `| head`): not an error of ours.
+        # Point stdout at /dev/null so the interpreter's final flush stays quiet.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return ExitCode.OK
+    except (CliError, errors.KafkaError) as exc:
+        sys.stderr.write(f"{prefix}: error: {_one_line(str(exc))}\n")
+        return exit_code_for(exc)
+    except Exception:
+        traceback.print_exc()
+        sys.stderr.write(f"{prefix}: internal error (a bug in sharecon; please report it)\n")
+        return ExitCode.INTERNAL
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()) or "unknown error"

@@ -1,0 +1,323 @@
+"""What every subcommand shares: connection options, exit codes, errors, output helpers.
+
+Rules of this module:
+
+1. Options shared by all subcommands (``--bootstrap``, security, ``--timeout``) are parsed
+   once into :class:`ClientOptions`; each falls back to an environment variable, then to
+   a default. The SASL password is never printed, logged or put in an error message.
+2. Every expected failure becomes a :class:`CliError` (or a :mod:`sharecon.errors`
+   exception) and leaves the program as one line on stderr plus a documented exit code
+   (:class:`ExitCode`); only bugs show a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import ssl
+import sys
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import IO, TYPE_CHECKING, Any
+
+from sharecon import errors
+from sharecon._net.sasl import MECHANISMS, SaslConfig
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+__all__ = [
+    "DEFAULT_BOOTSTRAP",
+    "ENV",
+    "ClientOptions",
+    "CliError",
+    "ExitCode",
+    "add_client_options",
+    "client_options",
+    "exit_code_for",
+    "parse_key_values",
+    "print_table",
+]
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+DEFAULT_TIMEOUT = 30.0
+
+#: Environment variables read for options not given on the command line.
+ENV = {
+    "bootstrap": "SHARECON_BOOTSTRAP",
+    "client_id": "SHARECON_CLIENT_ID",
+    "timeout": "SHARECON_TIMEOUT",
+    "tls": "SHARECON_TLS",
+    "tls_ca": "SHARECON_TLS_CA",
+    "sasl_mechanism": "SHARECON_SASL_MECHANISM",
+    "sasl_username": "SHARECON_SASL_USERNAME",
+    "sasl_password": "SHARECON_SASL_PASSWORD",
+}
+
+
+class ExitCode(IntEnum):
+    """Exit statuses scripts can rely on (also listed in ``sharecon --help`` and docs/cli.md)."""
+
+    #: Everything asked for was done.
+    OK = 0
+    #: Kafka or the broker refused or failed (produce failed, authorization, bad config...).
+    KAFKA = 1
+    #: Wrong command line: unknown option, bad value, missing argument.
+    USAGE = 2
+    #: A topic or group named on the command line does not exist.
+    NOT_FOUND = 3
+    #: Input that cannot be used (a malformed ``produce`` line, an unreadable file).
+    DATA = 4
+    #: The cluster could not be reached (bootstrap refused, unreachable, timed out, TLS/SASL).
+    UNREACHABLE = 5
+    #: A bug in sharecon (the traceback is printed).
+    INTERNAL = 70
+    #: Interrupted (Ctrl-C / SIGINT); work done until then stays done.
+    INTERRUPTED = 130
+
+
+EXIT_CODES_HELP = """\
+exit codes:
+  0    success
+  1    Kafka/broker error (e.g. authorization, produce failure, records left unreplayed)
+  2    usage error (bad option or argument)
+  3    not found (the topic or group does not exist)
+  4    bad input data (e.g. a malformed produce line; records before it were sent)
+  5    cluster unreachable (connection refused, timed out, TLS or SASL handshake failed)
+  70   internal error (a bug in sharecon; a traceback is printed)
+  130  interrupted (Ctrl-C)
+"""
+
+ENV_HELP = """\
+environment:
+  SHARECON_BOOTSTRAP       default for --bootstrap (else 127.0.0.1:9092)
+  SHARECON_CLIENT_ID       default for --client-id
+  SHARECON_TIMEOUT         default for --timeout
+  SHARECON_TLS             1/true: use TLS (as --tls)
+  SHARECON_TLS_CA          default for --tls-ca (implies TLS)
+  SHARECON_SASL_MECHANISM  default for --sasl-mechanism
+  SHARECON_SASL_USERNAME   default for --sasl-username
+  SHARECON_SASL_PASSWORD   the SASL password (preferred over --sasl-password, which
+                           other users can see in the process list)
+"""
+
+
+class CliError(Exception):
+    """An expected failure: ``message`` goes to stderr, ``code`` is the exit status."""
+
+    def __init__(self, message: str, code: ExitCode = ExitCode.KAFKA) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+_NOT_FOUND: tuple[type[errors.KafkaError], ...] = (
+    errors.UnknownTopicOrPartitionError,
+    errors.UnknownTopicIdError,
+    errors.GroupIdNotFoundError,
+)
+
+
+def exit_code_for(exc: BaseException) -> ExitCode:
+    """The exit status for an expected exception."""
+    if isinstance(exc, CliError):
+        return exc.code
+    if isinstance(exc, errors.ConfigError):
+        return ExitCode.USAGE
+    if isinstance(exc, _NOT_FOUND):
+        return ExitCode.NOT_FOUND
+    if isinstance(exc, errors.KafkaConnectionError | errors.SaslAuthenticationFailedError):
+        return ExitCode.UNREACHABLE
+    return ExitCode.KAFKA
+
+
+@dataclass(frozen=True, slots=True)
+class ClientOptions:
+    """Connection options resolved from the command line, the environment and defaults."""
+
+    bootstrap: str
+    client_id: str
+    timeout: float
+    ssl_context: ssl.SSLContext | None
+    sasl: SaslConfig | None
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments every sharecon client takes (Admin, Producer, ShareConsumer)."""
+        return {
+            "client_id": self.client_id,
+            "connect_timeout": self.timeout,
+            "request_timeout": self.timeout,
+            "ssl_context": self.ssl_context,
+            "sasl": self.sasl,
+        }
+
+
+def add_client_options(parser: argparse.ArgumentParser) -> None:
+    """Add the shared connection options.
+
+    Defaults are suppressed, so an option given before the subcommand is not overwritten
+    by the subcommand's own (absent) copy; :func:`client_options` fills in the rest.
+    """
+    group = parser.add_argument_group("connection options (also from SHARECON_* variables)")
+    s = argparse.SUPPRESS
+    group.add_argument(
+        "-b",
+        "--bootstrap",
+        default=s,
+        metavar="HOST:PORT[,...]",
+        help=f"brokers to bootstrap from (env SHARECON_BOOTSTRAP; default {DEFAULT_BOOTSTRAP})",
+    )
+    group.add_argument(
+        "--client-id", default=s, help="client id sent to the brokers (default sharecon-cli)"
+    )
+    group.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=s,
+        metavar="SECONDS",
+        help=f"connect and request timeout (env SHARECON_TIMEOUT; default {DEFAULT_TIMEOUT:g})",
+    )
+    group.add_argument(
+        "--tls", action="store_true", default=s, help="use TLS, verified against the system CAs"
+    )
+    group.add_argument(
+        "--tls-ca",
+        default=s,
+        metavar="FILE",
+        help="PEM file of CA certificates to verify the brokers with (implies --tls)",
+    )
+    group.add_argument(
+        "--sasl-mechanism",
+        default=s,
+        type=str.upper,
+        choices=MECHANISMS,
+        help="SASL mechanism",
+    )
+    group.add_argument("--sasl-username", default=s, metavar="USER", help="SASL user name")
+    group.add_argument(
+        "--sasl-password",
+        default=s,
+        metavar="PASSWORD",
+        help="SASL password (better: env SHARECON_SASL_PASSWORD)",
+    )
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """argparse type: seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
+    return value
+
+
+def _truthy(text: str) -> bool:
+    return text.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def client_options(args: argparse.Namespace) -> ClientOptions:
+    """Resolve the connection options: command line, then environment, then defaults.
+
+    :raises CliError: (usage) a wrong value, naming the option or variable.
+    """
+    env = os.environ
+
+    def pick(name: str) -> str | None:
+        value = getattr(args, name, None)
+        if value is not None:
+            return str(value)
+        return env.get(ENV[name]) or None
+
+    bootstrap = pick("bootstrap") or DEFAULT_BOOTSTRAP
+    client_id = pick("client_id") or "sharecon-cli"
+    timeout_text = pick("timeout")
+    timeout = DEFAULT_TIMEOUT
+    if timeout_text is not None:
+        try:
+            timeout = _positive_float(timeout_text)
+        except argparse.ArgumentTypeError as exc:
+            raise CliError(f"SHARECON_TIMEOUT: {exc}", ExitCode.USAGE) from None
+    tls_ca = pick("tls_ca")
+    tls = bool(getattr(args, "tls", False)) or _truthy(env.get(ENV["tls"], "")) or bool(tls_ca)
+    context: ssl.SSLContext | None = None
+    if tls:
+        try:
+            context = ssl.create_default_context(cafile=tls_ca)
+        except (OSError, ssl.SSLError) as exc:
+            # The message names the file; the certificate contents are not echoed.
+            raise CliError(
+                f"--tls-ca {tls_ca}: cannot load CA certificates: {exc.strerror or exc}",
+                ExitCode.USAGE,
+            ) from None
+    mechanism = pick("sasl_mechanism")
+    username = pick("sasl_username")
+    password = pick("sasl_password")
+    sasl: SaslConfig | None = None
+    if mechanism or username or password:
+        if not (mechanism and username and password is not None):
+            missing = [
+                opt
+                for opt, val in (
+                    ("--sasl-mechanism", mechanism),
+                    ("--sasl-username", username),
+                    ("--sasl-password", password),
+                )
+                if not val
+            ]
+            raise CliError(
+                f"SASL needs a mechanism, a user name and a password; missing {', '.join(missing)}",
+                ExitCode.USAGE,
+            )
+        try:
+            sasl = SaslConfig(mechanism.upper(), username, password)
+        except errors.ConfigError as exc:
+            raise CliError(str(exc), ExitCode.USAGE) from None
+    return ClientOptions(bootstrap, client_id, timeout, context, sasl)
+
+
+def parse_key_values(items: Iterable[str] | None, what: str) -> dict[str, str]:
+    """``["k=v", ...]`` as a dict.
+
+    :raises CliError: (usage) an item without ``=``, naming it.
+    """
+    out: dict[str, str] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CliError(f"{what} {item!r}: expected KEY=VALUE", ExitCode.USAGE)
+        out[key] = value
+    return out
+
+
+def print_table(
+    headers: Sequence[str], rows: Iterable[Sequence[object]], out: IO[str] | None = None
+) -> None:
+    """Left-aligned columns separated by two spaces (plain text: easy to read and to grep)."""
+    stream = out or sys.stdout
+    cells = [[str(c) for c in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    for row in cells:
+        line = "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        stream.write(line + "\n")

@@ -1,0 +1,158 @@
+"""``sharecon consume``: read records through a share group and print them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING
+
+from sharecon.cli._clients import (
+    IdleTimer,
+    make_admin,
+    make_consumer,
+    require_topics,
+    set_earliest,
+)
+from sharecon.cli._common import CliError, ExitCode, non_negative_float, positive_int
+from sharecon.cli._encoding import record_to_json, text_of
+from sharecon.types import AckType
+
+if TYPE_CHECKING:
+    from sharecon.cli._common import ClientOptions
+    from sharecon.record import Record
+
+__all__ = ["register", "run"]
+
+_ACKS = {"accept": AckType.ACCEPT, "release": AckType.RELEASE, "reject": AckType.REJECT}
+
+_DESCRIPTION = """\
+Join a share group, print each record it delivers to this member, and answer each one
+with --ack (accept by default) after it was written to stdout.
+
+Records are printed one per line: TOPIC-PARTITION@OFFSET, then key=..., the value, and
+headers (text mode); or as JSON lines with --json:
+  {"topic", "partition", "offset", "key", "value", "headers", "timestamp", "delivery_count"}
+Bytes that are valid UTF-8 are printed as text; others as base64, flagged by
+"key_encoding"/"value_encoding": "base64" (and "encoding" in a header).
+
+Runs until --max records were handled, --idle seconds passed without a record, or Ctrl-C.
+Records delivered but not printed when it stops are released (given back to the group).
+"""
+
+_EPILOG = """\
+examples:
+  sharecon consume invoices -g billing --max 10
+  sharecon consume invoices -g billing --json --idle 5 > records.jsonl
+  sharecon consume invoices -g audit --earliest --ack release --max 1   # peek, give back
+"""
+
+
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]
+) -> None:
+    """Add ``consume`` to the command tree."""
+    p = sub.add_parser(
+        "consume",
+        parents=parents,
+        help="read records through a share group and print them",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("topics", nargs="+", metavar="TOPIC", help="topic(s) to subscribe to")
+    p.add_argument("-g", "--group", required=True, help="the share group to consume as")
+    p.add_argument(
+        "--ack",
+        choices=sorted(_ACKS),
+        default="accept",
+        help="answer for each printed record: accept (done), release (deliver again), "
+        "reject (archive, never delivered again); default accept",
+    )
+    p.add_argument("-n", "--max", type=positive_int, metavar="N", help="stop after N records")
+    p.add_argument(
+        "--idle",
+        type=non_negative_float,
+        metavar="SECONDS",
+        help="stop once no record arrived for this long (counted from the assignment)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON lines")
+    p.add_argument("--value-only", action="store_true", help="print only each value (text mode)")
+    p.add_argument(
+        "--earliest",
+        action="store_true",
+        help="set the group's share.auto.offset.reset=earliest first, so a new group "
+        "also gets records written before it joined",
+    )
+    p.set_defaults(func=run)
+
+
+def format_text(record: Record, *, value_only: bool = False) -> str:
+    """One record as one line of text."""
+    if value_only:
+        return text_of(record.value)
+    parts = [
+        f"{record.topic}-{record.partition}@{record.offset}",
+        f"key={text_of(record.key)}",
+        text_of(record.value),
+    ]
+    if record.headers:
+        parts.append("headers=" + ",".join(f"{k}={text_of(v)}" for k, v in record.headers))
+    if record.delivery_count > 1:
+        parts.append(f"delivery={record.delivery_count}")
+    return "\t".join(parts)
+
+
+async def run(args: argparse.Namespace, options: ClientOptions) -> int:
+    """Consume, print and answer records; see the subcommand's help."""
+    async with make_admin(options) as admin:
+        await require_topics(admin, args.topics)
+        if args.earliest:
+            await set_earliest(admin, args.group)
+    ack = _ACKS[args.ack]
+    remaining: int | None = args.max
+    out = sys.stdout
+    handled = 0
+    idle = IdleTimer(args.idle)
+    consumer = make_consumer(
+        options,
+        group=args.group,
+        topics=args.topics,
+        max_records=min(remaining, 500) if remaining else 500,
+    )
+    async with consumer:
+        while remaining is None or remaining > 0:
+            records = await consumer.poll(idle.poll_timeout(), max_records=remaining)
+            if not records:
+                if idle.expired(consumer):
+                    break
+                continue
+            idle.activity()
+            for i, record in enumerate(records):
+                try:
+                    if args.json:
+                        out.write(json.dumps(record_to_json(record), ensure_ascii=False) + "\n")
+                    else:
+                        out.write(format_text(record, value_only=args.value_only) + "\n")
+                except BaseException:
+                    # Not printed: give this record and the rest of the batch back.
+                    for r in records[i:]:
+                        r.release()
+                    raise
+                consumer.acknowledge(record, ack)
+            out.flush()
+            handled += len(records)
+            if remaining is not None:
+                remaining -= len(records)
+        results = await consumer.commit()
+    failed = {tp: err for tp, err in results.items() if err is not None}
+    if not args.quiet:
+        sys.stderr.write(f"{handled} record(s) consumed, answered {args.ack}\n")
+    if failed:
+        detail = "; ".join(f"{tp.topic}-{tp.partition}: {err}" for tp, err in failed.items())
+        raise CliError(
+            f"the broker did not take every acknowledgement ({detail}); those records "
+            "will be delivered again",
+            ExitCode.KAFKA,
+        )
+    return ExitCode.OK
