@@ -160,8 +160,6 @@ def _consume_confluent(
     from confluent_kafka import ShareConsumer as RdShareConsumer
 
     config: dict[str, Any] = {"bootstrap.servers": options.bootstrap, "group.id": group}
-    if options.sasl is not None or options.ssl_context is not None:
-        raise CliError("--compare-confluent supports plaintext clusters only", ExitCode.USAGE)
     start = time.perf_counter()
     consumer = RdShareConsumer(config)
     consumer.subscribe([topic])
@@ -191,6 +189,8 @@ def _consume_confluent(
 async def run(args: argparse.Namespace, options: ClientOptions) -> int:
     """Produce, consume, report; see the subcommand's help."""
     if args.compare_confluent:
+        if options.sasl is not None or options.ssl_context is not None:
+            raise CliError("--compare-confluent supports plaintext clusters only", ExitCode.USAGE)
         try:
             import confluent_kafka
 

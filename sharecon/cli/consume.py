@@ -19,8 +19,10 @@ from sharecon.cli._encoding import record_to_json, text_of
 from sharecon.types import AckType
 
 if TYPE_CHECKING:
+    from sharecon import errors
     from sharecon.cli._common import ClientOptions
     from sharecon.record import Record
+    from sharecon.types import TopicPartition
 
 __all__ = ["register", "run"]
 
@@ -120,6 +122,7 @@ async def run(args: argparse.Namespace, options: ClientOptions) -> int:
         topics=args.topics,
         max_records=min(remaining, 500) if remaining else 500,
     )
+    results: dict[TopicPartition, errors.KafkaError | None] = {}
     async with consumer:
         while remaining is None or remaining > 0:
             records = await consumer.poll(idle.poll_timeout(), max_records=remaining)
@@ -128,6 +131,12 @@ async def run(args: argparse.Namespace, options: ClientOptions) -> int:
                     break
                 continue
             idle.activity()
+            last = remaining is not None and len(records) >= remaining
+            # The last releases are left to close(): it releases every delivered record
+            # with its final acknowledgement, which fetches nothing. Released on a fetch,
+            # they could be acquired again at once and released once more (two deliveries
+            # counted for one look).
+            answer = not (last and ack is AckType.RELEASE)
             for i, record in enumerate(records):
                 try:
                     if args.json:
@@ -139,12 +148,14 @@ async def run(args: argparse.Namespace, options: ClientOptions) -> int:
                     for r in records[i:]:
                         r.release()
                     raise
-                consumer.acknowledge(record, ack)
+                if answer:
+                    consumer.acknowledge(record, ack)
             out.flush()
             handled += len(records)
             if remaining is not None:
                 remaining -= len(records)
-        results = await consumer.commit()
+        if ack is not AckType.RELEASE:
+            results = await consumer.commit()
     failed = {tp: err for tp, err in results.items() if err is not None}
     if not args.quiet:
         sys.stderr.write(f"{handled} record(s) consumed, answered {args.ack}\n")

@@ -387,7 +387,9 @@ async def _replay_for_real(args: argparse.Namespace, options: ClientOptions, adm
                 failure: tuple[Record, str, errors.KafkaError] | None = None
                 for record, target, result in zip(records, targets, results, strict=True):
                     if isinstance(result, errors.KafkaError):
-                        record.release()
+                        # Left unanswered: leaving the group releases it with the final
+                        # acknowledgement. A release sent now would ride on the next fetch,
+                        # which could acquire it again and count a second delivery.
                         failure = failure or (record, target, result)
                     else:
                         record.accept()

@@ -1,0 +1,615 @@
+"""The ``sharecon`` command line, run as a subprocess against a real broker.
+
+Each test states the contract it checks: what goes to stdout, the one-line error on
+stderr, and the exit code scripts rely on (0 ok, 1 Kafka, 2 usage, 3 not found, 4 bad
+input, 5 unreachable, 130 interrupted).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+from sharecon.admin import Admin
+from sharecon.consumer import ShareConsumer
+from sharecon.dlq import DLQ_PREFIX, dead_letter_headers
+from sharecon.producer import Producer, ProducerRecord
+from sharecon.record import Record
+from sharecon.types import ZERO_UUID, TopicIdPartition
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from sharecon.testing.pytest_plugin import TopicFactory
+
+CLI = [sys.executable, "-m", "sharecon.cli"]
+UNREACHABLE = "127.0.0.1:1"
+
+
+def cli(
+    *args: str,
+    input: str | bytes | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 90,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m sharecon.cli ARGS``; stdout/stderr as text."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("SHARECON_")}
+    full_env.update(env or {})
+    data = input.encode() if isinstance(input, str) else input
+    proc = subprocess.run(
+        [*CLI, *args],
+        input=data,
+        capture_output=True,
+        env=full_env,
+        timeout=timeout,
+        check=False,
+    )
+    return subprocess.CompletedProcess(
+        proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+    )
+
+
+def assert_clean_error(proc: subprocess.CompletedProcess[str], code: int, *needles: str) -> None:
+    """Exit ``code``, one line on stderr naming ``needles``, no traceback."""
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+def json_lines(text: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def read_back(bootstrap: str, topic: str, n: int, timeout: float = 30) -> list[Record]:
+    """``n`` records of ``topic`` through a fresh share group (earliest), with our consumer."""
+
+    async def main() -> list[Record]:
+        group = unique("reader")
+        async with Admin(bootstrap) as admin:
+            await admin.alter_group_config(group, {"share.auto.offset.reset": "earliest"})
+        out: list[Record] = []
+        async with ShareConsumer(bootstrap, group_id=group, topics=[topic]) as consumer:
+            with anyio.fail_after(timeout):
+                async for record in consumer:
+                    out.append(record)
+                    if len(out) == n:
+                        break
+            # Nothing more than n: a short wait must come back empty.
+            extra = await consumer.poll(1.0)
+            out.extend(extra)
+        return out
+
+    return anyio.run(main)
+
+
+def produce(bootstrap: str, records: Sequence[ProducerRecord]) -> None:
+    async def main() -> None:
+        async with Producer(bootstrap) as producer:
+            await producer.send_batch(records)
+
+    anyio.run(main)
+
+
+# -- no broker needed ------------------------------------------------------------------------
+
+
+def test_help_explains_commands_and_exit_codes() -> None:
+    """--help lists every subcommand, the environment variables and the exit codes."""
+    proc = cli("--help")
+    assert proc.returncode == 0
+    for word in ("consume", "produce", "groups", "topics", "dlq", "bench", "SHARECON_BOOTSTRAP"):
+        assert word in proc.stdout
+    for code in ("0 ", "1 ", "2 ", "3 ", "4 ", "5 ", "130"):
+        assert f"\n  {code}" in proc.stdout
+    sub = cli("dlq", "replay", "--help")
+    assert sub.returncode == 0
+    assert "--dry-run" in sub.stdout and "sharecon-dlq-replay" in sub.stdout
+    assert "exit codes:" in sub.stdout
+
+
+def test_console_script_is_installed() -> None:
+    """The `sharecon` entry point runs the same program."""
+    script = pathlib.Path(sys.executable).parent / "sharecon"
+    assert script.exists(), "pip install -e . should have created the console script"
+    proc = subprocess.run(
+        [str(script), "--version"], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert proc.returncode == 0 and proc.stdout.startswith("sharecon ")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("consume", "t"),  # --group missing
+        ("nonsense",),
+        ("consume", "t", "-g", "g", "--max", "0"),
+        ("topics",),
+    ],
+)
+def test_usage_errors_exit_2(args: tuple[str, ...]) -> None:
+    proc = cli(*args)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "usage:" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("topics", "list"),
+        ("groups", "list"),
+        ("groups", "describe", "g"),
+        ("consume", "t", "-g", "g"),
+        ("produce", "t"),
+        ("dlq", "inspect", "d"),
+    ],
+)
+def test_wrong_bootstrap_is_one_line_exit_5(args: tuple[str, ...]) -> None:
+    """An unreachable cluster: exit 5 within about --timeout, naming the address."""
+    start = time.monotonic()
+    proc = cli(*args, "--bootstrap", UNREACHABLE, "--timeout", "1", input="x\n")
+    assert_clean_error(proc, 5, "could not reach", UNREACHABLE)
+    assert time.monotonic() - start < 15
+
+
+def test_bootstrap_and_timeout_from_environment() -> None:
+    """SHARECON_BOOTSTRAP / SHARECON_TIMEOUT apply when the options are not given."""
+    proc = cli("topics", "list", env={"SHARECON_BOOTSTRAP": UNREACHABLE, "SHARECON_TIMEOUT": "1"})
+    assert_clean_error(proc, 5, UNREACHABLE, "within 1 s")
+    proc = cli("topics", "list", env={"SHARECON_TIMEOUT": "soon"})
+    assert_clean_error(proc, 2, "SHARECON_TIMEOUT")
+
+
+def test_sasl_password_is_never_echoed() -> None:
+    """Incomplete SASL settings are a usage error; the password appears nowhere."""
+    secret = "s3cret-Pa55"
+    proc = cli(
+        "topics",
+        "list",
+        "--sasl-username",
+        "alice",
+        env={"SHARECON_SASL_PASSWORD": secret, "SHARECON_BOOTSTRAP": UNREACHABLE},
+    )
+    assert_clean_error(proc, 2, "--sasl-mechanism")
+    assert secret not in proc.stderr + proc.stdout
+    proc = cli(
+        "topics",
+        "list",
+        "--sasl-mechanism",
+        "scram-sha-256",
+        "--sasl-username",
+        "alice",
+        "--sasl-password",
+        secret,
+        "--bootstrap",
+        UNREACHABLE,
+        "--timeout",
+        "1",
+    )
+    assert_clean_error(proc, 5)
+    assert secret not in proc.stderr + proc.stdout
+
+
+def test_tls_ca_file_missing_is_usage_error(tmp_path: pathlib.Path) -> None:
+    proc = cli("topics", "list", "--tls-ca", str(tmp_path / "nope.pem"))
+    assert_clean_error(proc, 2, "nope.pem")
+
+
+# -- topics ----------------------------------------------------------------------------------
+
+
+def test_topics_create_list_describe_delete(kafka_bootstrap: str) -> None:
+    name = unique("cli-topic")
+    b = ("--bootstrap", kafka_bootstrap)
+    proc = cli("topics", "create", name, "--partitions", "2", "-c", "retention.ms=60000", *b)
+    assert proc.returncode == 0, proc.stderr
+    again = cli("topics", "create", name, *b)
+    assert_clean_error(again, 1, repr(name), "already exists")
+    assert cli("topics", "create", name, "--if-not-exists", *b).returncode == 0
+
+    listing = json_lines(cli("topics", "list", "--json", *b).stdout)
+    mine = [t for t in listing if t["topic"] == name]
+    assert len(mine) == 1 and mine[0]["partitions"] == 2
+    described = json_lines(cli("topics", "describe", name, "--json", *b).stdout)
+    assert [p["partition"] for p in described[0]["partitions"]] == [0, 1]  # type: ignore[union-attr]
+
+    assert cli("topics", "delete", name, *b).returncode == 0
+    assert name not in cli("topics", "list", *b).stdout
+    assert_clean_error(cli("topics", "describe", name, *b), 3, repr(name), "does not exist")
+    assert_clean_error(cli("topics", "delete", name, *b), 3, repr(name))
+    assert cli("topics", "delete", name, "--if-exists", *b).returncode == 0
+
+
+# -- produce / consume -----------------------------------------------------------------------
+
+
+def test_produce_lines_then_consume_json_round_trip(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    """Lines with a key separator and a header arrive intact; accepted records are done."""
+    topic = topic_factory(1)
+    b = ("-b", kafka_bootstrap)
+    text = "k1:hello\nplain\nk3:three:colons\n\nk5:été\n"
+    proc = cli("produce", topic, "--key-separator", ":", "-H", "src=cli", *b, input=text)
+    assert proc.returncode == 0, proc.stderr
+    assert "5 record(s) sent" in proc.stderr
+
+    proc = cli("consume", topic, "-g", share_group, "--max", "5", "--json", *b)
+    assert proc.returncode == 0, proc.stderr
+    rows = json_lines(proc.stdout)
+    assert [(r["key"], r["value"]) for r in rows] == [
+        ("k1", "hello"),
+        (None, "plain"),
+        ("k3", "three:colons"),
+        (None, ""),
+        ("k5", "été"),
+    ]
+    assert all(r["headers"] == [{"key": "src", "value": "cli"}] for r in rows)
+    assert [r["offset"] for r in rows] == [0, 1, 2, 3, 4]
+    assert all(r["delivery_count"] == 1 and r["partition"] == 0 for r in rows)
+    assert set(rows[0]) >= {"topic", "timestamp"}
+
+    # Accepted: the same group gets nothing more.
+    proc = cli("consume", topic, "-g", share_group, "--idle", "1", "--json", *b)
+    assert proc.returncode == 0 and proc.stdout == ""
+
+
+def test_binary_json_round_trip_through_a_pipe(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group_factory: object
+) -> None:
+    """Non-UTF-8 bytes are base64 and say so; consume --json feeds produce --format json."""
+    source, copy = topic_factory(1), topic_factory(1)
+    b = ("-b", kafka_bootstrap)
+    raw = bytes(range(250, 256)) + b"\x00"
+    lines = [
+        {
+            "key": "a",
+            "value": base64.b64encode(raw).decode(),
+            "value_encoding": "base64",
+            "headers": [
+                {"key": "bin", "value": base64.b64encode(raw).decode(), "encoding": "base64"},
+                {"key": "none", "value": None},
+            ],
+        },
+        {"key": None, "value": {"amount": 3}, "headers": {"h": "v"}},
+        {"value": None, "key": "tombstone"},
+    ]
+    text = "".join(json.dumps(line) + "\n" for line in lines)
+    assert cli("produce", source, "--format", "json", *b, input=text).returncode == 0
+
+    first = cli("consume", source, "-g", unique("g"), "--earliest", "--max", "3", "--json", *b)
+    assert first.returncode == 0, first.stderr
+    rows = json_lines(first.stdout)
+    assert rows[0]["value_encoding"] == "base64"
+    assert base64.b64decode(str(rows[0]["value"])) == raw
+    assert rows[0]["headers"] == [
+        {"key": "bin", "value": base64.b64encode(raw).decode(), "encoding": "base64"},
+        {"key": "none", "value": None},
+    ]
+    assert rows[1]["value"] == '{"amount":3}' and "value_encoding" not in rows[1]
+    assert rows[2]["value"] is None
+
+    assert cli("produce", copy, "--format", "json", *b, input=first.stdout).returncode == 0
+    records = read_back(kafka_bootstrap, copy, 3)
+    assert [(r.key, r.value) for r in records] == [
+        (b"a", raw),
+        (None, b'{"amount":3}'),
+        (b"tombstone", None),
+    ]
+    assert records[0].headers == (("bin", raw), ("none", None))
+
+
+def test_bad_json_line_names_the_line_and_keeps_earlier_records(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    topic = topic_factory(1)
+    text = '{"value": "one"}\n{"value": "two"}\n{"value": oops}\n{"value": "four"}\n'
+    proc = cli("produce", topic, "--format", "json", "-b", kafka_bootstrap, input=text)
+    assert_clean_error(proc, 4, "line 3", "invalid JSON", "2 record(s)")
+    assert [r.value for r in read_back(kafka_bootstrap, topic, 2)] == [b"one", b"two"]
+
+    proc = cli("produce", topic, "--format", "json", "-b", kafka_bootstrap, input="[1, 2]\n")
+    assert_clean_error(proc, 4, "line 1", "JSON object")
+    proc = cli(
+        "produce",
+        topic,
+        "--format",
+        "json",
+        "-b",
+        kafka_bootstrap,
+        input='{"value": "!!", "value_encoding": "base64"}\n',
+    )
+    assert_clean_error(proc, 4, "line 1", "base64")
+
+
+def test_produce_from_file(
+    kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: pathlib.Path
+) -> None:
+    topic = topic_factory(1)
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"".join(b"line-%d\n" % i for i in range(2000)))
+    proc = cli(
+        "produce", topic, "--file", str(path), "--compression", "zstd", "-b", kafka_bootstrap
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "2000 record(s) sent" in proc.stderr
+    values = [r.value for r in read_back(kafka_bootstrap, topic, 2000)]
+    assert values == [b"line-%d" % i for i in range(2000)]
+    missing = cli("produce", topic, "--file", str(tmp_path / "nope"), "-b", kafka_bootstrap)
+    assert_clean_error(missing, 4, "nope")
+
+
+def test_unknown_topic_is_exit_3(kafka_bootstrap: str) -> None:
+    name = unique("missing")
+    b = ("-b", kafka_bootstrap)
+    assert_clean_error(cli("consume", name, "-g", "g", *b), 3, repr(name), "does not exist")
+    assert_clean_error(cli("produce", name, *b, input="x\n"), 3, repr(name))
+    assert_clean_error(cli("dlq", "inspect", name, *b), 3, repr(name))
+    assert_clean_error(cli("dlq", "replay", "--from", name, "--to", name, *b), 3, repr(name))
+
+
+def test_ack_release_redelivers_and_reject_archives(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    topic = topic_factory(1)
+    b = ("-b", kafka_bootstrap)
+    assert cli("produce", topic, *b, input="a\nb\n").returncode == 0
+    released = cli(
+        "consume", topic, "-g", share_group, "--max", "2", "--ack", "release", "--json", *b
+    )
+    assert released.returncode == 0, released.stderr
+    assert [r["delivery_count"] for r in json_lines(released.stdout)] == [1, 1]
+    rejected = cli("consume", topic, "-g", share_group, "--max", "2", "--ack", "reject", *b)
+    assert rejected.returncode == 0
+    # Text mode: one line per record, redelivered (delivery 2).
+    lines = rejected.stdout.splitlines()
+    assert [line.split("\t")[0] for line in lines] == [f"{topic}-0@0", f"{topic}-0@1"]
+    assert all(line.endswith("delivery=2") for line in lines)
+    after = cli("consume", topic, "-g", share_group, "--idle", "1", *b)
+    assert after.returncode == 0 and after.stdout == ""
+
+
+def test_consume_interrupted_exits_130(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    topic = topic_factory(1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHARECON_")}
+    proc = subprocess.Popen(
+        [*CLI, "consume", topic, "-g", share_group, "-b", kafka_bootstrap],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        time.sleep(3)  # joined and waiting
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert b"Traceback" not in err and b"interrupted" in err
+
+
+# -- groups ----------------------------------------------------------------------------------
+
+
+def test_groups_list_describe_offsets_reset(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    topic = topic_factory(2)
+    b = ("-b", kafka_bootstrap)
+    assert cli("produce", topic, "-p", "1", *b, input="a\nb\nc\n").returncode == 0
+    assert cli("consume", topic, "-g", share_group, "--max", "3", *b).returncode == 0
+
+    groups = json_lines(cli("groups", "list", "--json", *b).stdout)
+    assert {"group": share_group, "state": "Empty"} in groups
+
+    described = cli("groups", "describe", share_group, "--json", *b)
+    assert described.returncode == 0
+    desc = json.loads(described.stdout)
+    assert desc["group"] == share_group and desc["members"] == []
+    text = cli("groups", "describe", share_group, *b).stdout
+    assert f"group:    {share_group}" in text and "members:  0" in text
+
+    offsets = json_lines(
+        cli("groups", "offsets", share_group, "--topic", topic, "--json", *b).stdout
+    )
+    by_partition = {o["partition"]: o for o in offsets}
+    assert set(by_partition) == {0, 1}
+    assert by_partition[1]["lag"] in (0, -1)
+
+    # Back to offset 0 on partition 1: the three records come again.
+    reset = cli(
+        "groups", "reset", share_group, "--topic", topic, "--to-offset", "0", "--partition", "1", *b
+    )
+    assert reset.returncode == 0, reset.stderr
+    again = cli("consume", topic, "-g", share_group, "--max", "3", "--value-only", *b)
+    assert again.stdout.splitlines() == ["a", "b", "c"]
+
+    # --to-latest: nothing old comes back.
+    assert cli("groups", "reset", share_group, "--topic", topic, "--to-latest", *b).returncode == 0
+    later = cli("consume", topic, "-g", share_group, "--idle", "1", *b)
+    assert later.returncode == 0 and later.stdout == ""
+
+
+def test_unknown_group_is_exit_3(kafka_bootstrap: str) -> None:
+    group = unique("no-such-group")
+    for action in ("describe", "offsets"):
+        proc = cli("groups", action, group, "-b", kafka_bootstrap)
+        assert_clean_error(proc, 3, repr(group), "does not exist")
+
+
+# -- dlq -------------------------------------------------------------------------------------
+
+
+def _dlq_copy(
+    dlq: str,
+    source: str,
+    offset: int,
+    key: bytes,
+    value: bytes,
+    headers: list[tuple[str, bytes | None]],
+) -> ProducerRecord:
+    """A dead-letter copy as reject_to_dlq writes it (with the same header helper)."""
+    original = Record(
+        source,
+        0,
+        TopicIdPartition(ZERO_UUID, 0, source),
+        None,
+        None,
+        offset,
+        0,
+        key,
+        value,
+        tuple(headers),
+    )
+    original.delivery_count = 4
+    return ProducerRecord(
+        dlq, value, key=key, headers=dead_letter_headers(original, "billing", f"bad {offset}")
+    )
+
+
+def test_dlq_inspect_and_replay_end_to_end(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    """Replay moves key, value and original headers back; a second replay moves nothing."""
+    source = topic_factory(1)
+    dlq = topic_factory(2)
+    target = topic_factory(1)
+    b = ("-b", kafka_bootstrap)
+    originals = [
+        (b"k%d" % i, b"v%d" % i, [("trace", b"t%d" % i), ("raw", b"\xff\x00"), ("nil", None)])
+        for i in range(5)
+    ]
+    produce(
+        kafka_bootstrap,
+        [_dlq_copy(dlq, source, 10 + i, k, v, h) for i, (k, v, h) in enumerate(originals)],
+    )
+
+    # Inspect twice: non-destructive, dlq headers decoded.
+    for _ in range(2):
+        proc = cli("dlq", "inspect", dlq, "--json", "--max", "5", *b)
+        assert proc.returncode == 0, proc.stderr
+        rows = json_lines(proc.stdout)
+        assert len(rows) == 5
+    info = sorted((r["dlq"] for r in rows), key=lambda d: d["source_offset"])  # type: ignore[index,return-value]
+    assert info[0] == {
+        "source_topic": source,
+        "source_partition": 0,
+        "source_offset": 10,
+        "delivery_count": 4,
+        "group": "billing",
+        "reason": "bad 10",
+        "time": info[0]["time"],
+        "time_ms": info[0]["time_ms"],
+    }
+    text = cli("dlq", "inspect", dlq, "--max", "5", *b).stdout
+    assert f"from={source}-0@12" in text and "reason=bad 12" in text
+
+    dry = cli("dlq", "replay", "--from", dlq, "--to", target, "--dry-run", "--max", "5", *b)
+    assert dry.returncode == 0 and dry.stdout.count("would replay") == 5
+
+    group = unique("replay")
+    proc = cli("dlq", "replay", "--from", dlq, "--to", target, "--group", group, "--idle", "1", *b)
+    assert proc.returncode == 0, proc.stderr
+    assert f"5 record(s) replayed from {dlq} to {target} (5)" in proc.stderr
+
+    records = read_back(kafka_bootstrap, target, 5)
+    got = sorted((r.key, r.value, r.headers) for r in records)
+    assert got == [(k, v, tuple(h)) for k, v, h in originals]
+    assert not any(key.startswith(DLQ_PREFIX) for r in records for key, _ in r.headers)
+
+    second = cli(
+        "dlq", "replay", "--from", dlq, "--to", target, "--group", group, "--idle", "1", *b
+    )
+    assert second.returncode == 0 and "0 record(s) replayed" in second.stderr
+    dry = cli(
+        "dlq",
+        "replay",
+        "--from",
+        dlq,
+        "--to",
+        target,
+        "--group",
+        group,
+        "--dry-run",
+        "--idle",
+        "1",
+        *b,
+    )
+    assert dry.returncode == 0 and "would replay" not in dry.stdout
+
+
+def test_dlq_replay_defaults_to_source_topic_and_respects_max(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    """Without --to each record goes back to its sharecon.dlq.topic; --max bounds the run."""
+    source, dlq = topic_factory(1), topic_factory(1)
+    b = ("-b", kafka_bootstrap)
+    produce(kafka_bootstrap, [_dlq_copy(dlq, source, i, b"k", b"v%d" % i, []) for i in range(3)])
+    proc = cli("dlq", "replay", "--from", dlq, "--max", "2", "--idle", "1", *b)
+    assert proc.returncode == 0, proc.stderr
+    assert f"2 record(s) replayed from {dlq} to {source} (2)" in proc.stderr
+    rest = cli("dlq", "replay", "--from", dlq, "--idle", "1", *b)
+    assert "1 record(s) replayed" in rest.stderr
+    assert sorted(r.value for r in read_back(kafka_bootstrap, source, 3)) == [b"v0", b"v1", b"v2"]
+
+
+def test_dlq_replay_failure_releases_and_exits_1(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    """A record the target refuses is released (still in the DLQ) and the exit code is 1."""
+    dlq = topic_factory(1)
+    target = topic_factory(1, config={"max.message.bytes": "200"})
+    b = ("-b", kafka_bootstrap)
+    produce(kafka_bootstrap, [_dlq_copy(dlq, "src", 0, b"k", b"x" * 1000, [])])
+    group = unique("replay")
+    proc = cli("dlq", "replay", "--from", dlq, "--to", target, "--group", group, "--idle", "1", *b)
+    assert_clean_error(proc, 1, f"{dlq}-0@0", target, "released")
+    # Still there for the same group, delivered a second time.
+    dry = cli("consume", dlq, "-g", group, "--max", "1", "--json", "--ack", "release", *b)
+    assert [r["delivery_count"] for r in json_lines(dry.stdout)] == [2]
+
+
+def test_dlq_replay_without_source_header_needs_to(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    dlq = topic_factory(1)
+    b = ("-b", kafka_bootstrap)
+    assert cli("produce", dlq, *b, input="plain\n").returncode == 0
+    proc = cli("dlq", "replay", "--from", dlq, "--idle", "1", *b)
+    assert_clean_error(proc, 2, "--to")
+
+
+# -- bench -----------------------------------------------------------------------------------
+
+
+def test_bench_reports_rates(kafka_bootstrap: str) -> None:
+    proc = cli("bench", "--records", "3000", "--size", "50", "--json", "-b", kafka_bootstrap)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["produce"]["records"] == 3000
+    assert result["sharecon"]["records"] == 3000
+    assert result["sharecon"]["bytes"] == 3000 * 50
+    assert result["sharecon"]["records_per_s"] > 0
+    topics = cli("topics", "list", "--json", "-b", kafka_bootstrap).stdout
+    assert result["topic"] not in topics  # cleaned up
