@@ -50,7 +50,7 @@ def _worker_sharecon(bootstrap: str, topic: str, group: str, n: int) -> dict[str
         first = 0.0
         count = nbytes = 0
         async with ShareConsumer(bootstrap, group_id=group, topics=[topic], max_records=2000) as c:
-            async for batch in await c.batches():
+            async for batch in c.batches():
                 if not count:
                     first = time.perf_counter()
                 count += len(batch)

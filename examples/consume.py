@@ -47,7 +47,9 @@ async def main(topic: str, group: str) -> None:
             else:
                 record.accept()
             print(
-                f"{record.topic}-{record.partition}@{record.offset} (delivery {record.delivery_count})"
+                f"{record.topic}-{record.partition}@{record.offset} "
+                f"(delivery {record.delivery_count})",
+                flush=True,
             )
 
 

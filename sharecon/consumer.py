@@ -213,6 +213,15 @@ class ShareConsumer:
             self._cluster = cluster
             await cluster.connect()
             require_share_groups(cluster.versions, cluster.bootstrap_addresses[0])
+            await cluster.refresh_metadata(self._config.topics)
+            missing = [t for t in self._config.topics if t not in cluster.metadata.topic_ids]
+            if missing:
+                # Not fatal: the topic may be created later; but say so, once.
+                logger.warning(
+                    "share consumer of group %s: subscribed topics do not exist (yet): %s",
+                    self._config.group_id,
+                    ", ".join(missing),
+                )
             core = ConsumerCore(cluster, self._config, tg, on_acknowledged=self._on_acknowledged)
             core.owner = self
             self._core = core
@@ -227,8 +236,14 @@ class ShareConsumer:
                 core.dlq_limit = self._dead_letter.max_deliveries
                 tg.start_soon(self._route_dead_letters, core, name="sharecon dead letters")
             tg.start_soon(self._run_heartbeat, core, name="sharecon heartbeat")
-            with anyio.fail_after(self._config.request_timeout + self._connection.connect_timeout):
+            join_limit = self._config.request_timeout + self._connection.connect_timeout
+            with anyio.move_on_after(join_limit) as join_scope:
                 await core.joined.wait()
+            if join_scope.cancelled_caught:
+                raise errors.KafkaTimeoutError(
+                    f"group {self._config.group_id!r}: the coordinator did not accept this "
+                    f"member within {join_limit:g} s"
+                )
             if core.fatal is not None:
                 raise core.fatal
         except BaseException:
@@ -489,7 +504,7 @@ class ShareConsumer:
         async def worker() -> None:
             buffer = core.buffer
             while True:
-                record = buffer.pop_one()
+                record = buffer.pop_one(anyio.current_time)
                 if record is None:
                     if core.fatal is not None:
                         raise core.fatal
@@ -559,7 +574,7 @@ class ShareConsumer:
             self._current = None
         buffer = core.buffer
         while True:
-            rec = buffer.pop_one()
+            rec = buffer.pop_one(anyio.current_time)
             if rec is not None:
                 self._current = rec
                 self._current_answered = False
@@ -595,7 +610,7 @@ class ShareConsumer:
         limit = max_records or self._config.max_records
         with anyio.move_on_after(math.inf if timeout is None else timeout):
             while True:
-                records = core.buffer.pop_many(limit)
+                records = core.buffer.pop_many(limit, anyio.current_time)
                 if records:
                     _deliver(core, records)
                     self._batch_out = True
@@ -607,18 +622,18 @@ class ShareConsumer:
                 await core.buffer.data.wait()
         return []
 
-    async def batches(self, *, max_records: int | None = None) -> _BatchIterator:
+    def batches(self, *, max_records: int | None = None) -> _BatchIterator:
         """An async iterator of record lists (one per buffered fetch, up to ``max_records``).
 
-        ``async for batch in await consumer.batches(): ...`` — in implicit mode each batch
-        is accepted when the next one is asked for.
+        ``async for batch in consumer.batches(): ...`` — in implicit mode each batch is
+        accepted when the next one is asked for.
         """
         self._running()
         return _BatchIterator(self, max_records)
 
 
 class _BatchIterator:
-    """``async for batch in await consumer.batches()``: one list of records per turn."""
+    """``async for batch in consumer.batches()``: one list of records per turn."""
 
     def __init__(self, consumer: ShareConsumer, max_records: int | None) -> None:
         self._consumer = consumer

@@ -111,8 +111,9 @@ class Record:
         self._ack(AckType.REJECT)
 
     def renew(self) -> None:
-        """Keep the lock: extend the acquisition lock (Kafka 4.2+, explicit mode).
+        """Keep the lock: extend the acquisition lock (Kafka 4.2+).
 
-        The record still needs :meth:`accept`, :meth:`release` or :meth:`reject` later.
+        The record still needs an answer later: :meth:`accept`, :meth:`release` or
+        :meth:`reject` (or, in implicit mode, the accept when the iteration moves on).
         """
         self._ack(AckType.RENEW)

@@ -33,6 +33,23 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     "protocol": (SANS_IO_BASE | {"sharecon.protocol"}, IO_MODULES),
     "_share": (SANS_IO_BASE | {"sharecon.protocol", "sharecon._share"}, IO_MODULES),
     "_net": (SANS_IO_BASE | {"sharecon.protocol", "sharecon._net"}, set()),
+    # The command line is a client of the public layer-4 API; it must not reach into tests.
+    "cli": (
+        SANS_IO_BASE
+        | {
+            "sharecon",
+            "sharecon.protocol",
+            "sharecon._net",
+            "sharecon.cli",
+            "sharecon.consumer",
+            "sharecon.producer",
+            "sharecon.admin",
+            "sharecon.dlq",
+            "sharecon.record",
+            "sharecon.partitioner",
+        },
+        set(),
+    ),
     # Layer 4 internals: everything below, plus the public record type; never the CLI/testing.
     "_consumer": (
         SANS_IO_BASE

@@ -4,7 +4,10 @@ Rules of this module:
 
 1. Records are kept in the chunks the fetchers produced (one partition's records of one
    response); the per-record path is an index bump, never a list copy.
-2. Fetching pauses while the buffer holds ``max_records`` records or ``max_bytes`` bytes;
+2. Records whose acquisition lock has already ended are dropped, not handed out: the
+   broker is redelivering them (maybe to another member), so processing them here would
+   do the work twice. The check runs per chunk and every 64 records, not per record.
+3. Fetching pauses while the buffer holds ``max_records`` records or ``max_bytes`` bytes;
    :attr:`on_room` wakes the fetchers when it drains, the application waits on :attr:`data`.
 """
 
@@ -22,12 +25,14 @@ if TYPE_CHECKING:
 
 
 class _Chunk:
-    __slots__ = ("nbytes", "pos", "records")
+    __slots__ = ("deadline", "nbytes", "pos", "records")
 
     def __init__(self, records: list[Record], nbytes: int) -> None:
         self.records = records
         self.pos = 0
         self.nbytes = nbytes
+        # Every record of a chunk came in one response: one lock deadline for all.
+        self.deadline = records[0].lock_deadline
 
 
 class DeliveryBuffer:
@@ -39,6 +44,8 @@ class DeliveryBuffer:
         self._chunks: deque[_Chunk] = deque()
         self.records = 0
         self.nbytes = 0
+        #: Records dropped because their lock ended while they waited here (rule 2).
+        self.expired = 0
         #: Set when records arrive (or the consumer fails/closes): the application waits on it.
         self.data = Signal()
         #: Called when the buffer drops below its bounds (the consumer wakes its fetchers).
@@ -58,12 +65,26 @@ class DeliveryBuffer:
         self.nbytes += nbytes
         self.data.set()
 
-    def pop_one(self) -> Record | None:
-        """The next record, or ``None`` if the buffer is empty."""
+    def _expired(self, chunk: _Chunk, clock: Callable[[], float]) -> bool:
+        if chunk.deadline is None or clock() < chunk.deadline:
+            return False
+        left = len(chunk.records) - chunk.pos
+        self.expired += left
+        self.records -= left
+        self._chunks.popleft()
+        self._drained(chunk)
+        return True
+
+    def pop_one(self, clock: Callable[[], float]) -> Record | None:
+        """The next record, or ``None`` if the buffer is empty (``clock``: rule 2)."""
         chunks = self._chunks
-        if not chunks:
+        while chunks:
+            chunk = chunks[0]
+            if not chunk.pos & 63 and self._expired(chunk, clock):
+                continue
+            break
+        else:
             return None
-        chunk = chunks[0]
         rec = chunk.records[chunk.pos]
         chunk.pos += 1
         self.records -= 1
@@ -72,12 +93,14 @@ class DeliveryBuffer:
             self._drained(chunk)
         return rec
 
-    def pop_many(self, limit: int) -> list[Record]:
+    def pop_many(self, limit: int, clock: Callable[[], float]) -> list[Record]:
         """Up to ``limit`` records (whole chunks where possible); empty if none."""
         out: list[Record] = []
         chunks = self._chunks
         while chunks and len(out) < limit:
             chunk = chunks[0]
+            if self._expired(chunk, clock):
+                continue
             rest = chunk.records[chunk.pos :] if chunk.pos else chunk.records
             take = limit - len(out)
             if len(rest) > take:

@@ -9,14 +9,43 @@ See ``docs/testing.md``.
 
 from __future__ import annotations
 
-from sharecon.testing._provision import (
-    DEFAULT_KAFKA_VERSION,
-    LATEST_PATCH,
-    BrokerStartError,
-    provision,
-)
-from sharecon.testing.broker import KafkaBroker, SaslSetup, TlsSetup
-from sharecon.testing.tools import FeatureLevel, KafkaToolError, KafkaTools, ProduceResult
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sharecon.testing._provision import (
+        DEFAULT_KAFKA_VERSION,
+        LATEST_PATCH,
+        BrokerStartError,
+        provision,
+    )
+    from sharecon.testing.broker import KafkaBroker, SaslSetup, TlsSetup
+    from sharecon.testing.tools import FeatureLevel, KafkaToolError, KafkaTools, ProduceResult
+
+# Imported on first use, so that ``python -m sharecon.testing.broker`` does not find its
+# own module already imported by the package (runpy warns about that).
+_LAZY = {
+    "DEFAULT_KAFKA_VERSION": "sharecon.testing._provision",
+    "LATEST_PATCH": "sharecon.testing._provision",
+    "BrokerStartError": "sharecon.testing._provision",
+    "provision": "sharecon.testing._provision",
+    "KafkaBroker": "sharecon.testing.broker",
+    "SaslSetup": "sharecon.testing.broker",
+    "TlsSetup": "sharecon.testing.broker",
+    "FeatureLevel": "sharecon.testing.tools",
+    "KafkaToolError": "sharecon.testing.tools",
+    "KafkaTools": "sharecon.testing.tools",
+    "ProduceResult": "sharecon.testing.tools",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sharecon.testing' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "DEFAULT_KAFKA_VERSION",

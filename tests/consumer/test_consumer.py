@@ -236,7 +236,7 @@ async def test_batches_accept_previous_batch_in_implicit_mode(
         kafka_bootstrap, group_id=share_group, topics=[topic], max_records=64
     ) as consumer:
         with anyio.fail_after(30):
-            async for batch in await consumer.batches():
+            async for batch in consumer.batches():
                 assert 0 < len(batch) <= 64
                 got += len(batch)
                 if got >= 200:
