@@ -116,6 +116,15 @@ _NOT_FOUND: tuple[type[errors.KafkaError], ...] = (
     errors.GroupIdNotFoundError,
 )
 
+# The connection could not be set up: no route, refused, TLS, or the SASL exchange failed
+# (wrong password, a mechanism the listener does not offer, a listener without SASL).
+_UNREACHABLE: tuple[type[errors.KafkaError], ...] = (
+    errors.KafkaConnectionError,
+    errors.SaslAuthenticationFailedError,
+    errors.UnsupportedSaslMechanismError,
+    errors.IllegalSaslStateError,
+)
+
 
 def exit_code_for(exc: BaseException) -> ExitCode:
     """The exit status for an expected exception."""
@@ -125,7 +134,7 @@ def exit_code_for(exc: BaseException) -> ExitCode:
         return ExitCode.USAGE
     if isinstance(exc, _NOT_FOUND):
         return ExitCode.NOT_FOUND
-    if isinstance(exc, errors.KafkaConnectionError | errors.SaslAuthenticationFailedError):
+    if isinstance(exc, _UNREACHABLE):
         return ExitCode.UNREACHABLE
     return ExitCode.KAFKA
 
