@@ -16,8 +16,11 @@ Rules of this package:
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import logging
 import os
+import signal
 import sys
 import traceback
 from typing import TYPE_CHECKING
@@ -38,7 +41,9 @@ from sharecon.cli._common import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Awaitable, Callable, Sequence
+
+    from sharecon.cli._common import ClientOptions
 
 __all__ = ["build_parser", "main"]
 
@@ -122,6 +127,48 @@ def _leaf(exc: BaseException) -> BaseException:
         exc = chosen if chosen is not None else inner[0]
 
 
+class _Terminated(Exception):
+    """SIGTERM arrived; the command was cancelled and cleaned up (groups left, records released)."""
+
+
+async def _supervise(
+    func: Callable[[argparse.Namespace, ClientOptions], Awaitable[int]],
+    args: argparse.Namespace,
+    options: ClientOptions,
+) -> int:
+    """Run the command; SIGTERM cancels it as Ctrl-C does, so clients close cleanly (a
+    consumer leaves its group and releases what it holds) instead of dying with records
+    locked.
+
+    Like asyncio's own SIGINT handling, this cancels the main task itself rather than a
+    cancel scope around it: a scope would also cancel the loops inside the clients'
+    task groups (the consumer's heartbeat), which their close still needs.
+    """
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    terminated = False
+
+    def on_sigterm() -> None:
+        nonlocal terminated
+        terminated = True
+        if task is not None:
+            task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    except (NotImplementedError, RuntimeError):  # no signal support here (e.g. Windows)
+        pass
+    try:
+        return await func(args, options)
+    except asyncio.CancelledError:
+        if terminated:
+            raise _Terminated from None
+        raise
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGTERM)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (see ``sharecon --help``)."""
     parser = build_parser()
@@ -132,19 +179,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
             options = client_options(args)
-            code: int = anyio.run(args.func, args, options)
+            code = anyio.run(_supervise, args.func, args, options)
             sys.stdout.flush()
             return code
         except BaseException as exc:
             leaf = _leaf(exc)
             if leaf is exc or not isinstance(
-                leaf, CliError | errors.KafkaError | KeyboardInterrupt
+                leaf,
+                CliError | errors.KafkaError | KeyboardInterrupt | BrokenPipeError | _Terminated,
             ):
                 raise
             raise leaf from None
     except KeyboardInterrupt:
         sys.stderr.write(f"{prefix}: interrupted\n")
         return ExitCode.INTERRUPTED
+    except _Terminated:
+        sys.stderr.write(f"{prefix}: terminated\n")
+        return ExitCode.TERMINATED
     except BrokenPipeError:
         # The reader of our stdout went away (e.g. `| head`): not an error of ours.
         # Point stdout at /dev/null so the interpreter's final flush stays quiet.

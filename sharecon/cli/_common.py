@@ -74,6 +74,8 @@ class ExitCode(IntEnum):
     INTERNAL = 70
     #: Interrupted (Ctrl-C / SIGINT); work done until then stays done.
     INTERRUPTED = 130
+    #: Terminated by SIGTERM, after closing cleanly (as for SIGINT).
+    TERMINATED = 143
 
 
 EXIT_CODES_HELP = """\
@@ -85,7 +87,8 @@ exit codes:
   4    bad input data (e.g. a malformed produce line; records before it were sent)
   5    cluster unreachable (connection refused, timed out, TLS or SASL handshake failed)
   70   internal error (a bug in sharecon; a traceback is printed)
-  130  interrupted (Ctrl-C)
+  130  interrupted (Ctrl-C); 143 terminated (SIGTERM). Both close cleanly: a consumer
+       leaves its group and releases records it did not print
 """
 
 ENV_HELP = """\

@@ -387,9 +387,19 @@ def test_ack_release_redelivers_and_reject_archives(
     assert after.returncode == 0 and after.stdout == ""
 
 
-def test_consume_interrupted_exits_130(
-    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+@pytest.mark.parametrize(
+    ("sig", "code", "word"),
+    [(signal.SIGINT, 130, b"interrupted"), (signal.SIGTERM, 143, b"terminated")],
+)
+def test_consume_stopped_by_signal_leaves_the_group(
+    kafka_bootstrap: str,
+    topic_factory: TopicFactory,
+    share_group: str,
+    sig: signal.Signals,
+    code: int,
+    word: bytes,
 ) -> None:
+    """Ctrl-C / SIGTERM: a clean close (the member leaves), its own exit code, no traceback."""
     topic = topic_factory(1)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHARECON_")}
     proc = subprocess.Popen(
@@ -399,15 +409,24 @@ def test_consume_interrupted_exits_130(
         env=env,
     )
     try:
-        time.sleep(3)  # joined and waiting
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # until it has joined
+            desc = cli("groups", "describe", share_group, "--json", "-b", kafka_bootstrap)
+            if desc.returncode == 0 and json.loads(desc.stdout)["members"]:
+                break
+            time.sleep(0.3)
+        else:
+            pytest.fail("the consumer never joined")
+        proc.send_signal(sig)
+        _out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, err
-    assert b"Traceback" not in err and b"interrupted" in err
+    assert proc.returncode == code, err
+    assert b"Traceback" not in err and word in err
+    desc = cli("groups", "describe", share_group, "--json", "-b", kafka_bootstrap)
+    assert json.loads(desc.stdout)["members"] == []
 
 
 # -- groups ----------------------------------------------------------------------------------
