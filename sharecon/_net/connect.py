@@ -113,6 +113,13 @@ async def open_connection(
         ) from None
     except ssl.SSLError as exc:
         raise errors.BrokerConnectError(f"{where}: TLS handshake failed: {exc}") from exc
+    except (anyio.EndOfStream, anyio.BrokenResourceError) as exc:
+        # The peer hung up during the TLS handshake: typically TLS against a plaintext port.
+        what = "the TLS handshake" if config.ssl_context is not None else "connecting"
+        raise errors.BrokerConnectError(
+            f"{where}: the broker closed the connection during {what}"
+            + (" (is this a plaintext listener?)" if config.ssl_context is not None else "")
+        ) from exc
     except OSError as exc:
         raise errors.BrokerConnectError(f"{where}: connect failed: {exc}") from exc
 

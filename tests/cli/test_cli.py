@@ -682,11 +682,6 @@ def test_sasl_against_plaintext_listener_is_exit_5(kafka_bootstrap: str) -> None
     assert "pw-9f8e7d" not in proc.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library bug (reported): anyio.EndOfStream escapes open_connection when the TLS "
-    "handshake meets a plaintext listener, instead of BrokerConnectError",
-)
 def test_tls_against_plaintext_listener_is_exit_5(kafka_bootstrap: str) -> None:
     proc = cli("topics", "list", "-b", kafka_bootstrap, "--tls", "--timeout", "3")
     assert_clean_error(proc, 5, kafka_bootstrap)

@@ -266,3 +266,37 @@ async def test_correlation_ids_wrap_and_skip_pending() -> None:
     assert conn._allocate_id() == 2
     client.close()
     broker_end.close()
+
+
+async def test_request_cancelled_while_queued_is_never_sent() -> None:
+    """Frames queued behind a slow write are combined; a queued frame whose caller gave up
+    is taken out, so the broker never sees that request."""
+    client, broker_end = byte_stream_pair(client_send_delay=0.3)
+    conn = BrokerConnection(client, ADDRESS)
+    broker = ScriptedBroker(broker_end)
+    async with anyio.create_task_group() as tg:
+        await tg.start(conn.run)
+        answers: list[str | None] = []
+        all_answered = anyio.Event()
+
+        async def first() -> None:
+            resp = await conn.request(MetadataRequest(), api_version=12, timeout=5)
+            answers.append(resp.cluster_id)
+            if len(answers) == 4:
+                all_answered.set()
+
+        tg.start_soon(first)
+        await anyio.sleep(0.05)  # the first frame is being written (slowly)
+        with anyio.move_on_after(0.05):
+            await conn.request(MetadataRequest(), api_version=12)  # queued, then abandoned
+        for _ in range(3):
+            tg.start_soon(first)
+        seen = [await broker.read_request() for _ in range(4)]
+        for _, version, corr in seen:
+            await broker.answer_metadata(corr, version, cluster_id=f"c{corr}")
+        with anyio.fail_after(5):
+            await all_answered.wait()
+        assert not conn.closed
+        await conn.aclose()
+    assert sorted(corr for _, _, corr in seen) == [0, 2, 3, 4]  # corr 1 was never sent
+    broker_end.close()
