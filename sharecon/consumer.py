@@ -34,7 +34,9 @@ from sharecon._consumer.heartbeat import heartbeat_loop
 from sharecon._net.cluster import Cluster, require_share_groups
 from sharecon._net.connect import ConnectionConfig
 from sharecon._share.ledger import MarkResult
+from sharecon._share.membership import MemberState
 from sharecon.dlq import DeadLetterPolicy, DeadLetterRouter
+from sharecon.protocol import ShareGroupHeartbeatRequest
 from sharecon.types import AckType, TopicIdPartition, TopicPartition
 
 if TYPE_CHECKING:
@@ -272,7 +274,15 @@ class ShareConsumer:
         limit = self._config.close_timeout if timeout is None else timeout
         if core is not None:
             with anyio.CancelScope(shield=True), anyio.move_on_after(limit) as scope:
-                await self._leave(core)
+                # The farewell gets a task group of its own: if an enclosing cancel scope
+                # cancelled the consumer's loops and connection readers, the last requests
+                # reconnect here, shielded, instead of never being sent.
+                async with anyio.create_task_group() as farewell:
+                    core.cluster.rebind(farewell)
+                    try:
+                        await self._leave(core)
+                    finally:
+                        await core.cluster.aclose()
             if scope.cancelled_caught:
                 logger.warning(
                     "share consumer %s: close timed out after %g s", core.member_id, limit
@@ -292,9 +302,33 @@ class ShareConsumer:
             await fetcher.stopped.wait()
         for fetcher in list(core.fetchers.values()):
             await fetcher.close_session()
-        core.membership.leave()
-        core.heartbeat_wake.set()
-        await self._heartbeat_done.wait()
+        if not self._heartbeat_done.is_set():
+            core.membership.leave()
+            core.heartbeat_wake.set()
+            await self._heartbeat_done.wait()
+        if core.membership.state not in (MemberState.LEFT, MemberState.FATAL):
+            await self._leave_directly(core)
+
+    async def _leave_directly(self, core: ConsumerCore) -> None:
+        """Send the leave heartbeat from the closing task (the heartbeat loop is gone)."""
+        membership = core.membership
+        if membership.in_flight:
+            membership.on_error(anyio.current_time())  # its answer will never be read
+        membership.leave()
+        plan = membership.build_heartbeat(anyio.current_time())
+        if plan is None:
+            return
+        request = ShareGroupHeartbeatRequest(
+            group_id=plan.group_id, member_id=plan.member_id, member_epoch=plan.member_epoch
+        )
+        try:
+            node = await core.cluster.coordinator(plan.group_id)
+            resp = await core.cluster.request(node, request, timeout=self._config.request_timeout)
+        except errors.KafkaError as exc:
+            logger.info("share consumer %s: leaving the group failed: %s", plan.member_id, exc)
+            membership.on_error(anyio.current_time())
+            return
+        membership.on_response(anyio.current_time(), error_code=resp.error_code)
 
     async def _teardown(self) -> None:
         stack, self._stack = self._stack, None

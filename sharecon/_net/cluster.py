@@ -580,6 +580,15 @@ class Cluster:
         conn = await self.connection(node_id)
         return await self._request_on(conn, body, timeout)
 
+    def rebind(self, task_group: TaskGroup) -> None:
+        """Run the reader tasks of connections opened from now on in ``task_group``.
+
+        For a client's farewell: when its own task group was cancelled from outside, the
+        last requests (final acknowledgements, leaving the group) reconnect in a shielded
+        task group of the closing task.
+        """
+        self._tg = task_group
+
     async def send(self, node_id: int, body: Request[R]) -> ClusterSent[R]:
         """Write ``body`` to broker ``node_id``; ``await handle.wait(timeout)`` answers it.
 
