@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, TypeVar
 import anyio
 
 from sharecon import errors
-from sharecon._net.backoff import RETRY_BACKOFF
+from sharecon._backoff import RETRY_BACKOFF
 from sharecon._net.cluster import Cluster
 from sharecon._net.connect import ConnectionConfig
 from sharecon.protocol import (

@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias, overload
 import anyio
 
 from sharecon import errors
-from sharecon._net.backoff import RETRY_BACKOFF, Backoff
+from sharecon._backoff import RETRY_BACKOFF, Backoff
 from sharecon._net.cluster import Cluster, parse_bootstrap
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.connection import BrokerAddress

@@ -26,7 +26,7 @@ IO_MODULES = {
     "selectors",
     "subprocess",
 }
-SANS_IO_BASE = {"sharecon.errors", "sharecon.types", "sharecon._version"}
+SANS_IO_BASE = {"sharecon.errors", "sharecon.types", "sharecon._version", "sharecon._backoff"}
 
 RULES: dict[str, tuple[set[str], set[str]]] = {
     # layer folder: (sharecon modules it may import, third-party/stdlib modules it must not import)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, NamedTuple, cast
 import anyio
 
 from sharecon import errors
+from sharecon._backoff import RETRY_BACKOFF
 from sharecon._consumer.requests import (
     FetchParams,
     acknowledge_codes,
@@ -38,7 +39,6 @@ from sharecon._consumer.requests import (
 from sharecon._consumer.signal import Signal
 from sharecon._net.connection import BrokerAddress
 from sharecon._share.acquired import AcquiredRange, clip, filter_acquired, lock_deadline
-from sharecon._share.backoff import Backoff
 from sharecon._share.ledger import AckFailure
 from sharecon._share.session import RequestKind, SessionEvent, ShareSession
 from sharecon.protocol import ShareAcknowledgeRequest, ShareFetchRequest
@@ -109,7 +109,7 @@ class NodeFetcher:
         self.stopped = anyio.Event()
         #: Negotiated ShareAcknowledge version on this node (known after the first request).
         self.ack_version: int | None = None
-        self._backoff = Backoff()
+        self._backoff = RETRY_BACKOFF
         self._failures = 0
         cfg = core.config
         self._params = FetchParams(

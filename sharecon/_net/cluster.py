@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 import anyio
 
 from sharecon import errors
-from sharecon._net.backoff import RECONNECT_BACKOFF, RETRY_BACKOFF, Backoff
+from sharecon._backoff import RECONNECT_BACKOFF, RETRY_BACKOFF, Backoff
 from sharecon._net.connect import open_connection
 from sharecon._net.connection import BrokerAddress, BrokerConnection, SentRequest
 from sharecon.protocol import (

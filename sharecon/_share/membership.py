@@ -29,10 +29,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from sharecon._backoff import RETRY_BACKOFF, Backoff
 from sharecon.errors import BrokerError, error_class_for_code, error_for_code
 from sharecon.types import TopicIdPartition
-
-from .backoff import Backoff
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -176,7 +175,7 @@ class Membership:
         if not 0 < len(self.member_id) <= 36:
             raise ValueError(f"member id must be 1..36 characters, got {self.member_id!r}")
         self._topics = self._check_topics(topics)
-        self._backoff = backoff or Backoff()
+        self._backoff = backoff or RETRY_BACKOFF
         self._attempts = 0
         self._state = MemberState.UNJOINED
         self._epoch = JOIN_EPOCH

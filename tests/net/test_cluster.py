@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from sharecon import errors
-from sharecon._net.backoff import Backoff
+from sharecon._backoff import Backoff
 from sharecon._net.cluster import (
     Cluster,
     ClusterMetadata,

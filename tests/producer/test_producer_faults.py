@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from sharecon import errors
-from sharecon._net.backoff import Backoff
+from sharecon._backoff import Backoff
 from sharecon.producer import Producer, ProducerRecord, RecordMetadata
 from sharecon.protocol import ProduceRequest, ProduceResponse
 from sharecon.protocol.messages.produce import (

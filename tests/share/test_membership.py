@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from sharecon._share.backoff import Backoff
+from sharecon._backoff import Backoff
 from sharecon._share.membership import (
     AssignmentChange,
     HeartbeatPlan,
@@ -265,7 +265,7 @@ def test_bad_arguments(kw: dict[str, str]) -> None:
     ],
 )
 def test_backoff(attempt: int, rand: float, want: float) -> None:
-    assert Backoff(rand=lambda: rand).delay(attempt) == pytest.approx(want)
+    assert Backoff(initial=0.1, rand=lambda: rand).delay(attempt) == pytest.approx(want)
 
 
 def test_backoff_validates() -> None:

@@ -1,8 +1,9 @@
-"""Jittered exponential backoff for reconnects and retries in the network layer.
+"""Jittered exponential backoff, pure, for every layer: reconnects, retries, heartbeats.
 
 Rules of this module:
 
 1. Pure: no clock and no sleeping. ``delay(attempt)`` says how long; the caller waits.
+   So the sans-I/O layers (``_share``) and the I/O layers may both import it.
 2. The random source is injected so tests are deterministic.
 3. Every delay is capped by ``maximum``, so a retry loop bounded by a deadline stays bounded
    however many attempts it makes.
@@ -52,7 +53,10 @@ class Backoff:
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait before retry number ``attempt`` (0-based)."""
-        base = self.initial * self.multiplier ** min(max(attempt, 0), 64)
+        if attempt < 0:
+            raise ValueError(f"attempt must be >= 0, got {attempt}")
+        # Cap the exponent so huge attempt counts cannot overflow the float.
+        base = self.initial * self.multiplier ** min(attempt, 64)
         if self.jitter:
             base *= 1.0 - self.jitter + 2.0 * self.jitter * self.rand()
         return min(base, self.maximum)
