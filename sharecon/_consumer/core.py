@@ -170,17 +170,12 @@ class ConsumerCore:
         )
 
     def _check_renew(self, tp: TopicIdPartition) -> None:
-        leader = self.leader(tp)
-        fetcher = self.fetchers.get(leader) if leader is not None else None
-        version = fetcher.ack_version if fetcher is not None else None
-        if version is None:
-            version = self.cluster.versions.get(ShareAcknowledgeRequest)
+        del tp  # one version table for the cluster: brokers of a cluster share a release
+        version = self.cluster.versions.get(ShareAcknowledgeRequest)
         if version is None or version < 2:
+            offered = "none" if version is None else f"v{version}"
             raise errors.UnsupportedVersionError(
-                "renew() needs ShareAcknowledge v2 (Kafka 4.2 or newer); the broker offers "
-                f"v{version}"
-                if version is not None
-                else "renew() needs Kafka 4.2 or newer"
+                f"renew() needs ShareAcknowledge v2 (Kafka 4.2 or newer); the broker offers {offered}"
             )
 
     # -- routing ------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, NamedTuple, cast
+from typing import TYPE_CHECKING, NamedTuple, Protocol, cast
 
 import anyio
 
@@ -41,7 +41,6 @@ from sharecon._net.connection import BrokerAddress
 from sharecon._share.acquired import AcquiredRange, clip, filter_acquired, lock_deadline
 from sharecon._share.ledger import AckFailure
 from sharecon._share.session import RequestKind, SessionEvent, ShareSession
-from sharecon.protocol import ShareAcknowledgeRequest, ShareFetchRequest
 from sharecon.protocol.records import read_batches
 from sharecon.record import Record
 from sharecon.types import AckType, TopicIdPartition
@@ -53,7 +52,13 @@ if TYPE_CHECKING:
     from sharecon._net.cluster import ClusterSent
     from sharecon._share.ledger import Taken
     from sharecon._share.session import SharePlan
-    from sharecon.protocol import Response, ShareAcknowledgeResponse, ShareFetchResponse
+    from sharecon.protocol import (
+        Response,
+        ShareAcknowledgeRequest,
+        ShareAcknowledgeResponse,
+        ShareFetchRequest,
+        ShareFetchResponse,
+    )
     from sharecon.protocol.messages import share_fetch as sf
 
 logger = logging.getLogger("sharecon.consumer")
@@ -63,6 +68,26 @@ _LEADER_MOVED = frozenset({6, 74})  # NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOC
 _UNKNOWN_TOPIC = frozenset({3, 100})  # UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID
 _FATAL_TOP = frozenset({29, 30, 31})  # topic/group/cluster authorization
 _UNSUPPORTED_VERSION = 35
+
+
+class _LeaderHint(Protocol):
+    """CurrentLeader of a ShareFetch or ShareAcknowledge partition answer."""
+
+    @property
+    def leader_id(self) -> int: ...
+    @property
+    def leader_epoch(self) -> int: ...
+
+
+class _Endpoint(Protocol):
+    """A NodeEndpoints entry of a ShareFetch or ShareAcknowledge answer."""
+
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
 
 
 class _InFlight(NamedTuple):
@@ -107,8 +132,6 @@ class NodeFetcher:
         self.session = ShareSession(node_id)
         self.wake = Signal()
         self.stopped = anyio.Event()
-        #: Negotiated ShareAcknowledge version on this node (known after the first request).
-        self.ack_version: int | None = None
         self._backoff = RETRY_BACKOFF
         self._failures = 0
         cfg = core.config
@@ -124,6 +147,8 @@ class NodeFetcher:
         #: A no-wait fetch found nothing acquirable: wait for answers before the next one.
         self.dry = False
         self._holding = False
+        #: Acks waited ``ack_linger`` without a request to carry them: send them on their own.
+        self._linger_expired = False
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -157,8 +182,6 @@ class NodeFetcher:
         woke = await self.wake.wait(timeout=linger if linger is not None else 1.0)
         if not woke and linger is not None:
             self._linger_expired = True
-
-    _linger_expired = False
 
     def _next_request(
         self, extra_records: int = 0, extra_bytes: int = 0
@@ -313,8 +336,6 @@ class NodeFetcher:
     async def _on_acknowledge(
         self, plan: SharePlan, taken: Taken | None, resp: ShareAcknowledgeResponse
     ) -> None:
-        if self.ack_version is None:
-            self.ack_version = self.core.cluster.versions.get(ShareAcknowledgeRequest)
         if not self._session_outcome(plan, taken, resp.error_code, resp.error_message):
             if resp.error_code:
                 await self._back_off()
@@ -468,8 +489,8 @@ class NodeFetcher:
         self,
         tp: TopicIdPartition,
         code: int,
-        hint: object,
-        endpoints: Sequence[object],
+        hint: _LeaderHint,
+        endpoints: Sequence[_Endpoint],
     ) -> None:
         """Leadership moved (or the topic is unknown): drop this node's locks, re-route."""
         core = self.core
@@ -478,14 +499,13 @@ class NodeFetcher:
                 AckFailure.LEADER_CHANGED, code, partition=tp, node_id=self.node_id
             )
         )
-        leader_id = getattr(hint, "leader_id", -1)
-        leader_epoch = getattr(hint, "leader_epoch", -1)
+        leader_id, leader_epoch = hint.leader_id, hint.leader_epoch
         applied = False
         if code in _LEADER_MOVED and leader_id >= 0 and leader_epoch >= 0:
             endpoint = None
             for e in endpoints:
-                if getattr(e, "node_id", None) == leader_id:
-                    endpoint = BrokerAddress(e.host, e.port, leader_id)  # type: ignore[attr-defined]
+                if e.node_id == leader_id:
+                    endpoint = BrokerAddress(e.host, e.port, leader_id)
             applied = core.cluster.apply_leader_hint(
                 tp.topic_id, tp.partition, leader_id, leader_epoch, endpoint
             )
