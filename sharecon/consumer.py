@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
 import anyio
@@ -158,15 +159,9 @@ class ShareConsumer:
         ):
             raise errors.ConfigError("dlq_topic and dead_letter.topic name different topics")
         self._dead_letter = dead_letter
-        self._dlq_policy = dead_letter or DeadLetterPolicy(topic=dlq_topic)
-        if self._dlq_policy.topic is None and dlq_topic is not None:
-            self._dlq_policy = DeadLetterPolicy(
-                topic=dlq_topic,
-                max_deliveries=self._dlq_policy.max_deliveries,
-                create_topic=self._dlq_policy.create_topic,
-                partitions=self._dlq_policy.partitions,
-                use_broker_dlq=self._dlq_policy.use_broker_dlq,
-            )
+        # reject_to_dlq works without a policy too: its topic comes from either argument.
+        policy = dead_letter or DeadLetterPolicy()
+        self._dlq_policy = replace(policy, topic=policy.topic or dlq_topic)
         self._router: DeadLetterRouter | None = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
