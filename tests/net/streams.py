@@ -29,7 +29,6 @@ class MemoryByteStream(ByteStream):
         self._rx = rx
         self._buffer = b""
         self.send_delay = send_delay
-        self.sent: list[bytes] = []
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         if not self._buffer:
@@ -49,7 +48,6 @@ class MemoryByteStream(ByteStream):
             await self._tx.send(item[half:])
         else:
             await self._tx.send(item)
-        self.sent.append(item)
 
     async def send_eof(self) -> None:
         await self._tx.aclose()
