@@ -31,10 +31,10 @@ import anyio.lowlevel
 from sharecon import errors
 from sharecon._consumer.config import ConsumerConfig
 from sharecon._consumer.core import ConsumerCore
+from sharecon._consumer.fetcher import FetcherPool
 from sharecon._consumer.heartbeat import heartbeat_loop
 from sharecon._net.cluster import Cluster, require_share_groups
 from sharecon._net.connect import ConnectionConfig
-from sharecon._share.ledger import MarkResult
 from sharecon._share.membership import MemberState
 from sharecon.dlq import DeadLetterPolicy, DeadLetterRouter
 from sharecon.protocol import ShareGroupHeartbeatRequest
@@ -199,6 +199,10 @@ class ShareConsumer:
         :raises IncompatibleBrokerError: the broker is too old, or share groups are off.
         :raises BrokerError: the group cannot be joined (e.g. GROUP_AUTHORIZATION_FAILED).
         """
+        if self._closed:
+            # A second life would be a new member nobody closes: it would heartbeat and
+            # hold records until the process exits.
+            raise RuntimeError("this ShareConsumer was closed; make a new one to consume again")
         if self._stack is not None:
             raise RuntimeError("ShareConsumer.start() was already called")
         stack = contextlib.AsyncExitStack()
@@ -221,6 +225,7 @@ class ShareConsumer:
                 )
             core = ConsumerCore(cluster, self._config, tg, on_acknowledged=self._on_acknowledged)
             core.owner = self
+            core.fetchers = FetcherPool(core)
             self._core = core
             self._router = DeadLetterRouter(
                 self._bootstrap,
@@ -289,14 +294,12 @@ class ShareConsumer:
         core.dead_letter_signal.set()
         if self._router is not None:
             await self._router.stop()
+        core.report_lost(core.ledger.settle_dead())
         core.ledger.mark_delivered(AckType.RELEASE, include_buffered=True)
         core.buffer.clear()
         core.buffer.data.set()
         core.wake_all()
-        for fetcher in list(core.fetchers.values()):
-            await fetcher.stopped.wait()
-        for fetcher in list(core.fetchers.values()):
-            await fetcher.close_session()
+        await core.fetchers.close()
         if not self._heartbeat_done.is_set():
             core.membership.leave()
             core.heartbeat_wake.set()
@@ -387,7 +390,13 @@ class ShareConsumer:
             by this consumer.
         :raises UnsupportedVersionError: RENEW against a broker older than Kafka 4.2.
         """
-        self._running().acknowledge(record, ack)
+        core = self._core
+        if core is None:
+            raise errors.InvalidRecordStateError(
+                f"{record.topic}-{record.partition} offset {record.offset}: the consumer is "
+                "not started"
+            )
+        core.acknowledge(record, ack)
         if record is self._current and ack is not AckType.RENEW:
             self._current_answered = True
 
@@ -404,13 +413,21 @@ class ShareConsumer:
         :raises KafkaTimeoutError: no verdict within ``timeout`` (default: request timeout).
         """
         core = self._raise_if_failed()
-        if not self._explicit:
-            self._accept_current()
-            core.ledger.mark_delivered(AckType.ACCEPT)
-        if not core.pending_acks():
-            return {}
-        collected: list[AckResult] = []
+        # Answers to records whose lock was already lost count as failures here (they
+        # were reported to on_acknowledged when they were given).
+        collected: list[AckResult] = core.lost
+        core.lost = []
         core.collectors.append(collected)
+        try:
+            if not self._explicit:
+                self._accept_current()
+                core.answer_all_delivered(AckType.ACCEPT)
+        except BaseException:
+            core.collectors.remove(collected)
+            raise
+        if not core.pending_acks():
+            core.collectors.remove(collected)
+            return _by_partition(collected)
         core.flush_requested += 1
         core.wake_all()
         limit = (
@@ -431,15 +448,7 @@ class ShareConsumer:
             raise errors.KafkaTimeoutError(
                 f"commit: acknowledgements not answered within {limit:g} s"
             )
-        out: dict[TopicPartition, errors.KafkaError | None] = {}
-        for r in collected:
-            key = TopicPartition(
-                r.partition.topic or str(r.partition.topic_id), r.partition.partition
-            )
-            err = r.error()
-            if key not in out or err is not None:
-                out[key] = err
-        return out
+        return _by_partition(collected)
 
     # -- dead letters ----------------------------------------------------------------------
 
@@ -559,16 +568,16 @@ class ShareConsumer:
                 tg.start_soon(worker)
 
     def _answer_if_open(self, record: Record, ack: AckType) -> None:
+        # process(): the handler may have answered the record itself; that answer stands.
         assert self._core is not None
-        if self._core.ledger.mark(record.topic_partition, record.offset, ack) is MarkResult.OK:
-            self._core.answered()
+        self._core.answer(record, ack)
 
     def _accept_current(self) -> None:
         cur = self._current
         if cur is not None and not self._current_answered:
             self._current_answered = True
             assert self._core is not None
-            self._core.ledger.mark(cur.topic_partition, cur.offset, AckType.ACCEPT)
+            self._core.answer(cur, AckType.ACCEPT)
 
     def _raise_if_failed(self) -> ConsumerCore:
         core = self._running()
@@ -584,7 +593,7 @@ class ShareConsumer:
         cur = self._current
         if cur is not None and not self._current_answered and self._core is not None:
             self._current_answered = True
-            self._core.ledger.mark(cur.topic_partition, cur.offset, AckType.RELEASE)
+            self._core.answer(cur, AckType.RELEASE)
             self._core.wake_leader(cur.topic_partition)
         return self
 
@@ -598,8 +607,7 @@ class ShareConsumer:
                         "explicit ack mode: answer the previous record before asking for the next: "
                         f"{cur.topic}-{cur.partition} offset {cur.offset}"
                     )
-                core.ledger.mark(cur.topic_partition, cur.offset, AckType.ACCEPT)
-                core.answered()
+                core.answer(cur, AckType.ACCEPT)
             self._current = None
         buffer = core.buffer
         while True:
@@ -625,7 +633,13 @@ class ShareConsumer:
 
         In implicit mode the previously polled batch is accepted first; in explicit mode
         it must be fully answered. Returns an empty list on timeout.
+
+        :raises ConfigError: ``max_records`` is not a positive int, or ``timeout`` is
+            negative or not a number.
         """
+        limit = _check_max_records(max_records, self._config.max_records)
+        if timeout is not None and not timeout >= 0:  # NaN fails this too
+            raise errors.ConfigError(f"timeout must be None or >= 0 seconds, not {timeout!r}")
         core = self._running()
         if self._batch_out:
             if self._explicit:
@@ -633,10 +647,8 @@ class ShareConsumer:
                 if missing:
                     raise errors.UnacknowledgedRecordsError(_describe_unacked(missing))
             else:
-                core.ledger.mark_delivered(AckType.ACCEPT)
-                core.answered()
+                core.answer_all_delivered(AckType.ACCEPT)
             self._batch_out = False
-        limit = max_records or self._config.max_records
         with anyio.move_on_after(math.inf if timeout is None else timeout):
             while True:
                 records = core.buffer.pop_many(limit, anyio.current_time)
@@ -656,7 +668,10 @@ class ShareConsumer:
 
         ``async for batch in consumer.batches(): ...`` — in implicit mode each batch is
         accepted when the next one is asked for.
+
+        :raises ConfigError: ``max_records`` is not a positive int.
         """
+        _check_max_records(max_records, self._config.max_records)
         self._running()
         return _BatchIterator(self, max_records)
 
@@ -676,6 +691,27 @@ class _BatchIterator:
         if not records:
             raise StopAsyncIteration
         return records
+
+
+def _check_max_records(value: int | None, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**31 - 1:
+        raise errors.ConfigError(
+            f"max_records must be a positive int (at most 2147483647), not {value!r}"
+        )
+    return value
+
+
+def _by_partition(results: list[AckResult]) -> dict[TopicPartition, errors.KafkaError | None]:
+    """commit()'s answer: per partition, ``None`` or the first error of its results."""
+    out: dict[TopicPartition, errors.KafkaError | None] = {}
+    for r in results:
+        key = TopicPartition(r.partition.topic or str(r.partition.topic_id), r.partition.partition)
+        err = r.error()
+        if key not in out or (err is not None and out[key] is None):
+            out[key] = err
+    return out
 
 
 def _deliver(core: ConsumerCore, records: list[Record]) -> None:

@@ -2,12 +2,21 @@
 
 Rules of this module:
 
-1. Records are kept in the chunks the fetchers produced (one partition's records of one
-   response); the per-record path is an index bump, never a list copy.
-2. Records whose acquisition lock has already ended are dropped, not handed out: the
+1. One chunk per partition per answer, kept as undecoded batches
+   (:class:`~sharecon._share.intake.PartitionIntake`): a batch is decoded only when the
+   application reaches it, so memory follows what the application takes, not what a
+   producer compressed into an answer. Handing out a decoded record is an index bump.
+2. The bounds count what memory really holds: undecoded batches by their answer bytes,
+   decoded ones by their decompressed bytes; records by the acquired offsets still to
+   come. :meth:`DeliveryBuffer.pop_many` stops adding batches once it holds
+   ``max_bytes`` decoded bytes, but always returns at least one batch's records, so a
+   record larger than the bound is delivered alone, never stuck.
+3. Records whose acquisition lock has already ended are dropped, not handed out: the
    broker is redelivering them (maybe to another member), so processing them here would
-   do the work twice. The check runs per chunk and every 64 records, not per record.
-3. Fetching pauses while the buffer holds ``max_records`` records or ``max_bytes`` bytes;
+   do the work twice. The check runs per batch and every 64 records, not per record.
+4. Chunks of a share session that was lost are dropped at once (:meth:`drop`): their
+   locks are gone, and an answer to them could never reach the broker.
+5. Fetching pauses while the buffer holds ``max_records`` records or ``max_bytes`` bytes;
    :attr:`on_room` wakes the fetchers when it drains, the application waits on :attr:`data`.
 """
 
@@ -21,35 +30,75 @@ from sharecon._consumer.signal import Signal
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from sharecon._share.intake import Decoded, PartitionIntake
+    from sharecon._share.session import SessionTag
+    from sharecon.protocol.records import Headers
     from sharecon.record import Record
 
+_EMPTY: list[Record] = []
 
-class _Chunk:
-    __slots__ = ("deadline", "nbytes", "pos", "records")
 
-    def __init__(self, records: list[Record], nbytes: int) -> None:
-        self.records = records
+class Chunk:
+    """One partition's records from one answer: undecoded batches, and the decoded one
+    being handed out."""
+
+    __slots__ = ("deadline", "decoded", "factory", "intake", "pos", "records", "tag")
+
+    def __init__(
+        self,
+        intake: PartitionIntake,
+        tag: SessionTag,
+        deadline: float | None,
+        factory: Callable[[int, int, bytes | None, bytes | None, Headers], Record],
+    ) -> None:
+        self.intake = intake
+        self.tag = tag
+        #: Builds each record of the chunk (topic, partition, owner and deadline bound).
+        self.factory = factory
+        #: Every record of an answer shares one lock deadline.
+        self.deadline = deadline
+        self.records: list[Record] = _EMPTY
         self.pos = 0
-        self.nbytes = nbytes
-        # Every record of a chunk came in one response: one lock deadline for all.
-        self.deadline = records[0].lock_deadline
+        #: Decompressed bytes of :attr:`records` (counted until they are all handed out).
+        self.decoded = 0
+
+    def next_offset(self) -> int | None:
+        """The first offset not handed out yet (``None`` when nothing is left)."""
+        if self.pos < len(self.records):
+            return self.records[self.pos].offset
+        span = self.intake.pending_span()
+        return None if span is None else span[0]
+
+    def last_offset(self) -> int:
+        """The last acquired offset of the chunk."""
+        return self.intake.ranges[-1].last_offset if self.intake.ranges else -1
 
 
 class DeliveryBuffer:
-    """FIFO of fetched record chunks, bounded in records and bytes."""
+    """FIFO of fetched chunks, bounded in records and bytes (rules 1-5)."""
 
     def __init__(self, *, max_records: int, max_bytes: int) -> None:
         self.max_records = max_records
         self.max_bytes = max_bytes
-        self._chunks: deque[_Chunk] = deque()
+        self._chunks: deque[Chunk] = deque()
+        #: Records still to come (acquired offsets not decoded + decoded not handed out).
         self.records = 0
+        #: Bytes held (undecoded answer bytes + decoded bytes not handed out).
         self.nbytes = 0
-        #: Records dropped because their lock ended while they waited here (rule 2).
+        #: Records dropped because their lock ended while they waited here (rule 3).
         self.expired = 0
         #: Set when records arrive (or the consumer fails/closes): the application waits on it.
         self.data = Signal()
         #: Called when the buffer drops below its bounds (the consumer wakes its fetchers).
         self.on_room: Callable[[], None] | None = None
+        #: Decodes a chunk's next batch and applies what it found (gaps, releases, dead
+        #: letters) to the consumer's state; ``None`` when the chunk has no batch left.
+        self.decoder: Callable[[Chunk], Decoded[Record] | None] | None = None
+        #: Told about a chunk dropped from offset ``first`` on (lock ended, session lost).
+        self.on_drop: Callable[[Chunk, int], None] | None = None
+
+    def __len__(self) -> int:
+        return len(self._chunks)
 
     def has_room(self, extra_records: int = 0, extra_bytes: int = 0) -> bool:
         """Whether fetchers may fetch more (counting ``extra_*`` about to be pushed)."""
@@ -58,78 +107,127 @@ class DeliveryBuffer:
             and self.nbytes + extra_bytes < self.max_bytes
         )
 
-    def push(self, records: list[Record], nbytes: int) -> None:
-        """Append one chunk (non-empty)."""
-        self._chunks.append(_Chunk(records, nbytes))
-        self.records += len(records)
-        self.nbytes += nbytes
+    def push(self, chunk: Chunk) -> None:
+        """Append one chunk (with at least one batch to decode)."""
+        self._chunks.append(chunk)
+        self.records += chunk.intake.acquired
+        self.nbytes += chunk.intake.wire
         self.data.set()
 
-    def _expired(self, chunk: _Chunk, clock: Callable[[], float]) -> bool:
+    # -- taking records ---------------------------------------------------------------------
+
+    def _decode(self, chunk: Chunk) -> bool:
+        """Decode ``chunk``'s next batch into :attr:`Chunk.records`; False if none is left."""
+        decoder = self.decoder
+        assert decoder is not None, "DeliveryBuffer.decoder is not set"
+        intake = chunk.intake
+        while True:
+            before_acq, before_wire = intake.acquired, intake.wire
+            d = decoder(chunk)
+            if d is None:
+                return False
+            self.records -= before_acq - intake.acquired
+            self.nbytes -= before_wire - intake.wire
+            if d.records:
+                chunk.records = d.records
+                chunk.pos = 0
+                chunk.decoded = d.nbytes
+                self.records += len(d.records)
+                self.nbytes += d.nbytes
+                return True
+
+    def _finish_batch(self, chunk: Chunk) -> None:
+        self.nbytes -= chunk.decoded
+        chunk.decoded = 0
+        chunk.records = _EMPTY
+        chunk.pos = 0
+
+    def _expired(self, chunk: Chunk, clock: Callable[[], float]) -> bool:
         if chunk.deadline is None or clock() < chunk.deadline:
             return False
-        left = len(chunk.records) - chunk.pos
-        self.expired += left
-        self.records -= left
-        self._chunks.popleft()
-        self._drained(chunk)
+        before = self.records
+        self._remove(chunk)
+        self.expired += before - self.records
         return True
 
+    def _remove(self, chunk: Chunk) -> None:
+        """Take ``chunk`` out, forgetting what it still held (rules 3, 4)."""
+        first = chunk.next_offset()
+        self.records -= chunk.intake.acquired + len(chunk.records) - chunk.pos
+        self.nbytes -= chunk.intake.wire + chunk.decoded
+        self._chunks.remove(chunk)
+        if first is not None and self.on_drop is not None:
+            self.on_drop(chunk, first)
+        self._room()
+
     def pop_one(self, clock: Callable[[], float]) -> Record | None:
-        """The next record, or ``None`` if the buffer is empty (``clock``: rule 2)."""
+        """The next record, or ``None`` if the buffer is empty (``clock``: rule 3)."""
         chunks = self._chunks
         while chunks:
             chunk = chunks[0]
-            if not chunk.pos & 63 and self._expired(chunk, clock):
+            pos = chunk.pos
+            if pos < len(chunk.records):
+                if not pos & 63 and self._expired(chunk, clock):
+                    continue
+                chunk.pos = pos + 1
+                self.records -= 1
+                return chunk.records[pos]
+            if chunk.records:
+                self._finish_batch(chunk)
+            if self._expired(chunk, clock):
                 continue
-            break
-        else:
-            return None
-        rec = chunk.records[chunk.pos]
-        chunk.pos += 1
-        self.records -= 1
-        if chunk.pos == len(chunk.records):
-            chunks.popleft()
-            self._drained(chunk)
-        return rec
+            if not self._decode(chunk):
+                chunks.popleft()
+                self._room()
+        return None
 
     def pop_many(self, limit: int, clock: Callable[[], float]) -> list[Record]:
-        """Up to ``limit`` records (whole chunks where possible); empty if none."""
+        """Up to ``limit`` records (whole batches where possible), at most about
+        ``max_bytes`` decoded bytes of them but never none (rule 2); empty if none."""
         out: list[Record] = []
+        taken_bytes = 0
         chunks = self._chunks
         while chunks and len(out) < limit:
             chunk = chunks[0]
-            if self._expired(chunk, clock):
+            if chunk.pos >= len(chunk.records):
+                if chunk.records:
+                    self._finish_batch(chunk)
+                if self._expired(chunk, clock):
+                    continue
+                if out and taken_bytes >= self.max_bytes:
+                    break
+                if not self._decode(chunk):
+                    chunks.popleft()
+                    self._room()
+                    continue
+                taken_bytes += chunk.decoded
+            elif chunk.pos == 0 and self._expired(chunk, clock):
                 continue
             rest = chunk.records[chunk.pos :] if chunk.pos else chunk.records
             take = limit - len(out)
             if len(rest) > take:
-                out.extend(rest[:take])
-                chunk.pos += take
-                self.records -= take
-                break
+                rest = rest[:take]
             if out:
                 out.extend(rest)
             else:
-                out = rest
+                out = list(rest) if rest is chunk.records else rest
+            chunk.pos += len(rest)
             self.records -= len(rest)
-            chunks.popleft()
-            self._drained(chunk)
         return out
 
-    def _drained(self, chunk: _Chunk) -> None:
-        self.nbytes -= chunk.nbytes
+    def _room(self) -> None:
         if self.on_room is not None and self.has_room():
             self.on_room()
 
-    def clear(self) -> list[Record]:
-        """Drop everything buffered; returns the records dropped."""
-        out: list[Record] = []
-        for chunk in self._chunks:
-            out.extend(chunk.records[chunk.pos :])
-        self._chunks.clear()
-        self.records = 0
-        self.nbytes = 0
-        if self.on_room is not None:
-            self.on_room()
-        return out
+    # -- dropping ---------------------------------------------------------------------------
+
+    def drop(self, match: Callable[[Chunk], bool]) -> int:
+        """Drop every chunk ``match`` selects (rule 4); returns how many were dropped."""
+        doomed = [c for c in self._chunks if match(c)]
+        for chunk in doomed:
+            self._remove(chunk)
+        return len(doomed)
+
+    def clear(self) -> int:
+        """Drop everything buffered; returns how many chunks were dropped."""
+        return self.drop(lambda _c: True)

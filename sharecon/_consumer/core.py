@@ -6,9 +6,16 @@ Rules of this module:
    Loops never raise into the task group: a fatal error is stored in :attr:`fatal` and
    raised to the application by the next call that waits on the consumer.
 2. Acknowledgement state lives in one :class:`~sharecon._share.ledger.AckLedger`; each
-   leader broker's share session lives in its :class:`~sharecon._consumer.fetcher.NodeFetcher`.
+   leader broker's share session lives in a fetcher of the :class:`Fetchers` pool. This
+   module knows the pool only through that interface (the fetchers import the core,
+   never the other way round).
 3. Every acknowledgement outcome (success or failure, from any loop) goes through
    :meth:`ConsumerCore.report`, which feeds the user's callback and any waiting commit.
+4. Every answer the application gives a record goes through :meth:`ConsumerCore.answer`.
+   An answer for a record whose lock this consumer already lost (session reset, leader
+   change) is reported as failed (``AckFailure.LOCK_LOST``), never raised.
+5. When a session or a partition's leader is lost, its records still in the buffer are
+   dropped at once: nobody could acknowledge them any more.
 """
 
 from __future__ import annotations
@@ -21,9 +28,11 @@ import anyio
 from sharecon import errors
 from sharecon._consumer.buffer import DeliveryBuffer
 from sharecon._consumer.signal import Signal
-from sharecon._share.ledger import AckLedger, MarkResult
+from sharecon._share.acks import batches_from_runs
+from sharecon._share.ledger import AckFailure, AckLedger, AckResult, MarkResult
 from sharecon._share.membership import Membership
 from sharecon.protocol import ShareAcknowledgeRequest
+from sharecon.protocol.error_codes import ErrorCode
 from sharecon.types import AckType, TopicIdPartition
 
 if TYPE_CHECKING:
@@ -31,11 +40,12 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskGroup
 
+    from sharecon._consumer.buffer import Chunk
     from sharecon._consumer.config import ConsumerConfig
-    from sharecon._consumer.fetcher import NodeFetcher
     from sharecon._net.cluster import Cluster
-    from sharecon._share.ledger import AckResult
+    from sharecon._share.intake import Decoded
     from sharecon._share.membership import AssignmentChange
+    from sharecon._share.session import SessionTag
     from sharecon.record import Record
 
 logger = logging.getLogger("sharecon.consumer")
@@ -46,6 +56,46 @@ class Acknowledger(Protocol):
 
     def acknowledge(self, record: Record, ack: AckType) -> None:
         """Apply ``ack`` to ``record``."""
+
+
+class Fetchers(Protocol):
+    """The per-leader fetch loops, as the core sees them (rule 2)."""
+
+    def ensure(self) -> None:
+        """Start a fetcher for every leader of an assigned partition that has none."""
+
+    def wake(self, node_id: int | None = None) -> None:
+        """Wake one fetcher, or all of them."""
+
+    def answered(self) -> None:
+        """The application answered records: wake fetchers that wait for that."""
+
+    def pending_acks(self) -> bool:
+        """Whether any live session has acknowledgements marked or in flight."""
+
+    async def close(self) -> None:
+        """Wait for the loops to stop, then close every share session."""
+
+
+class _NoFetchers:
+    def ensure(self) -> None:
+        pass
+
+    def wake(self, node_id: int | None = None) -> None:
+        pass
+
+    def answered(self) -> None:
+        pass
+
+    def pending_acks(self) -> bool:
+        return False
+
+    async def close(self) -> None:
+        pass
+
+
+#: Lock-lost answers kept for the next commit() (older ones were reported already).
+_LOST_KEPT = 10_000
 
 
 class ConsumerCore:
@@ -68,7 +118,10 @@ class ConsumerCore:
             max_records=config.buffer_records, max_bytes=config.buffer_bytes
         )
         self.buffer.on_room = self.wake_fetchers
-        self.fetchers: dict[int, NodeFetcher] = {}
+        self.buffer.decoder = self.decode
+        self.buffer.on_drop = self._dropped
+        #: The per-leader fetch loops; the consumer installs the real pool.
+        self.fetchers: Fetchers = _NoFetchers()
         #: The assigned partitions, with topic names resolved.
         self.assignment: frozenset[TopicIdPartition] = frozenset()
         self.heartbeat_wake = Signal()
@@ -81,6 +134,8 @@ class ConsumerCore:
         self.flush_requested = 0
         self.on_acknowledged = on_acknowledged
         self.collectors: list[list[AckResult]] = []
+        #: Answers to records whose lock was lost, not yet returned by a commit() (rule 4).
+        self.lost: list[AckResult] = []
         #: Records with a RENEW in flight or pending, to move their lock deadline.
         self.renewing: dict[tuple[TopicIdPartition, int], Record] = {}
         #: Errors that did not stop the consumer (corrupt batches, authorization on a topic).
@@ -137,13 +192,9 @@ class ConsumerCore:
 
     # -- acknowledgements ---------------------------------------------------------------
 
-    def acknowledge(self, record: Record, ack: AckType) -> None:
-        """Record the application's answer for ``record`` (see :meth:`Record.accept`).
-
-        :raises UnsupportedVersionError: RENEW on a broker without ShareAcknowledge v2.
-        :raises InvalidRecordStateError: the record is not held by this consumer (already
-            answered, or never delivered by it).
-        """
+    def answer(self, record: Record, ack: AckType) -> MarkResult:
+        """Record the application's answer for ``record``: the one path every answer
+        takes (rule 4). Returns what the ledger did; raises nothing for a lost lock."""
         tp = record.topic_partition
         if ack is AckType.RENEW:
             self._check_renew(tp)
@@ -153,21 +204,119 @@ class ConsumerCore:
                 self.renewing[(tp, record.offset)] = record
                 self.wake_leader(tp)
             else:
-                self.answered()
-            return
-        if result is MarkResult.DEAD:
-            # The lock is gone (session reset or leader change): the broker will redeliver.
-            logger.debug("%s offset %d: acknowledgement dropped, lock lost", tp, record.offset)
-            return
+                self.fetchers.answered()
+        elif result is MarkResult.DEAD:
+            # The lock is gone (session reset or leader change): the broker redelivers it.
+            offset = record.offset
+            self.report_lost(
+                [
+                    AckResult(
+                        tp,
+                        tuple(batches_from_runs([(offset, offset, int(ack))])),
+                        ErrorCode.INVALID_RECORD_STATE,
+                        AckFailure.LOCK_LOST,
+                    )
+                ]
+            )
+        return result
+
+    def answer_all_delivered(self, ack: AckType) -> int:
+        """Answer every delivered, unanswered record with ``ack`` (implicit mode), and
+        report the ones whose lock was lost."""
+        self.report_lost(self.ledger.settle_dead())
+        n = self.ledger.mark_delivered(ack)
+        if n:
+            self.fetchers.answered()
+        return n
+
+    def acknowledge(self, record: Record, ack: AckType) -> None:
+        """The application's explicit answer for ``record`` (see :meth:`Record.accept`).
+
+        :raises UnsupportedVersionError: RENEW on a broker without ShareAcknowledge v2.
+        :raises InvalidRecordStateError: the record was already answered, or was never
+            delivered by this consumer, or the consumer is closed.
+        """
+        if self.closing:
+            raise errors.InvalidRecordStateError(
+                f"{record.topic}-{record.partition} offset {record.offset}: the consumer is "
+                "closed; records it delivered and nobody answered were released"
+            )
+        result = self.answer(record, ack)
         if result is MarkResult.ALREADY_ACKNOWLEDGED:
             raise errors.InvalidRecordStateError(
                 f"{record.topic}-{record.partition} offset {record.offset} was already "
                 f"acknowledged; cannot {ack.name.lower()} it again"
             )
-        raise errors.InvalidRecordStateError(
-            f"{record.topic}-{record.partition} offset {record.offset} is not held by this "
-            "consumer (already finished, or delivered by another consumer)"
+        if result is MarkResult.UNKNOWN:
+            raise errors.InvalidRecordStateError(
+                f"{record.topic}-{record.partition} offset {record.offset} is not held by this "
+                "consumer: it was already answered (and its answer sent), or its lock was lost "
+                "and reported, or another consumer delivered it"
+            )
+
+    def report_lost(self, results: list[AckResult]) -> None:
+        """Report lock-lost answers now, and keep them for the next commit() (rule 4)."""
+        if not results:
+            return
+        self.lost.extend(results)
+        del self.lost[:-_LOST_KEPT]
+        self.report(results)
+
+    # -- records ------------------------------------------------------------------------
+
+    def decode(self, chunk: Chunk) -> Decoded[Record] | None:
+        """Decode a buffered chunk's next batch and apply what it found (the buffer calls
+        this as the application reaches the batch)."""
+        intake = chunk.intake
+        d = intake.decode_next(chunk.factory, dead_letter_limit=self.dlq_limit)
+        if d is None:
+            return None
+        tp = intake.tp
+        ledger = self.ledger
+        wake = False
+        for lo, hi in d.gaps:
+            wake = ledger.mark_range(tp, lo, hi, AckType.GAP) > 0 or wake
+        for lo, hi in d.release:
+            wake = ledger.mark_range(tp, lo, hi, AckType.RELEASE) > 0 or wake
+        if d.error is not None:
+            self.note_error(
+                errors.CorruptRecordError(
+                    f"{tp.topic or tp.topic_id}-{tp.partition}: {d.error}",
+                    base_offset=d.error.base_offset,
+                    last_offset=d.error.last_offset,
+                )
+            )
+        if d.dead:
+            self.dead_letters.extend(d.dead)
+            self.dead_letter_signal.set()
+        if wake:
+            self.wake_leader(tp)
+        return d
+
+    def _dropped(self, chunk: Chunk, first: int) -> None:
+        self.ledger.forget(chunk.intake.tp, chunk.tag, first, chunk.last_offset())
+
+    def session_lost(self, tag: SessionTag) -> None:
+        """A share session incarnation is gone: drop its buffered records (rule 5)."""
+        dropped = self.buffer.drop(lambda c: c.tag == tag)
+        if dropped:
+            logger.info(
+                "share consumer %s: dropped %d buffered chunks of %s", self.member_id, dropped, tag
+            )
+        self.progress.set()
+
+    def partition_lost(self, tp: TopicIdPartition, node_id: int, code: int) -> None:
+        """``tp`` moved away from ``node_id``: its locks there are gone (rule 5)."""
+        self.report(
+            self.ledger.invalidate(AckFailure.LEADER_CHANGED, code, partition=tp, node_id=node_id)
         )
+        self.buffer.drop(lambda c: c.intake.tp == tp and c.tag.node_id == node_id)
+        self.progress.set()
+
+    def note_unreachable(self, node_id: int, exc: errors.KafkaError) -> None:
+        """A broker could not be reached: keep the error where a health check can see it."""
+        self.errors.append(exc)
+        del self.errors[:-100]
 
     def _check_renew(self, tp: TopicIdPartition) -> None:
         del tp  # one version table for the cluster: brokers of a cluster share a release
@@ -191,39 +340,17 @@ class ConsumerCore:
     def wake_leader(self, tp: TopicIdPartition) -> None:
         """Wake the fetcher of ``tp``'s leader (acks to send)."""
         leader = self.leader(tp)
-        fetcher = self.fetchers.get(leader) if leader is not None else None
-        if fetcher is not None:
-            fetcher.wake.set()
-
-    def answered(self) -> None:
-        """The application answered records: wake fetchers waiting for that (they are dry)."""
-        for f in self.fetchers.values():
-            if f.dry:
-                f.dry = False
-                f.wake.set()
+        if leader is not None:
+            self.fetchers.wake(leader)
 
     def wake_fetchers(self) -> None:
         """Wake every fetcher (the buffer has room again)."""
-        for f in self.fetchers.values():
-            f.wake.set()
+        self.fetchers.wake()
 
     def wake_all(self) -> None:
         """Wake every fetcher and the heartbeat loop."""
-        for f in self.fetchers.values():
-            f.wake.set()
+        self.fetchers.wake()
         self.heartbeat_wake.set()
-
-    def ensure_fetchers(self) -> None:
-        """Start a fetcher for every leader of an assigned partition that has none."""
-        from sharecon._consumer.fetcher import NodeFetcher
-
-        for tp in self.assignment:
-            leader = self.leader(tp)
-            if leader is not None and leader >= 0 and leader not in self.fetchers:
-                fetcher = NodeFetcher(self, leader)
-                self.fetchers[leader] = fetcher
-                self.tg.start_soon(fetcher.run, name=f"sharecon fetcher node {leader}")
-        self.wake_all()
 
     async def apply_assignment(self, change: AssignmentChange) -> None:
         """Take a new assignment: resolve topic ids to names, route to leaders."""
@@ -245,12 +372,8 @@ class ConsumerCore:
             len(change.added),
             len(change.removed),
         )
-        self.ensure_fetchers()
+        self.fetchers.ensure()
 
     def pending_acks(self) -> bool:
         """Whether any live session has acknowledgements marked or in flight."""
-        for f in self.fetchers.values():
-            tag = f.session.tag
-            if self.ledger.has_marked(tag) or self.ledger.in_flight(tag):
-                return True
-        return False
+        return self.fetchers.pending_acks()

@@ -32,6 +32,7 @@ from enum import Enum, IntEnum
 from typing import TYPE_CHECKING
 
 from sharecon.errors import BrokerError, error_for_code
+from sharecon.protocol.error_codes import ErrorCode
 from sharecon.types import AckType, TopicIdPartition
 
 from .acks import AckBatch, Run, batches_from_runs
@@ -58,7 +59,6 @@ _DONE = 0x40  # finished (answered, failed or superseded)
 _RENEW = int(AckType.RENEW)
 _SENT_RENEW = _SENT + _RENEW
 # States a mark may overwrite: held records, and a renew (pending or in flight).
-_UNKNOWN_SERVER_ERROR = -1
 _MARKABLE = frozenset({_ACQUIRED, _DELIVERED, _RENEW, _SENT_RENEW})
 
 _MARKED_RUN = re.compile(rb"([\x00-\x04])\1*")
@@ -81,14 +81,20 @@ _TAKE_ALL = _table({t: _SENT + t for t in range(5)})
 _TAKE_NO_RENEW = _table({t: _SENT + t for t in range(4)})
 _ANSWER_OK = _table({**{_SENT + t: _DONE for t in range(4)}, _SENT_RENEW: _DELIVERED})
 _ANSWER_REQUEUE = _table({_SENT + t: t for t in range(5)})
+# Buffered records die too: the buffer drops them (forget() then finishes them), but a
+# record already handed out by the iterator is still ACQUIRED and its answer must be told
+# "lock lost", not "unknown".
 _KILL = _table(
     {
         **dict.fromkeys(range(5), _DONE),
         **{_SENT + t: _DONE for t in range(5)},
-        _ACQUIRED: _DONE,
+        _ACQUIRED: _DEAD,
         _DELIVERED: _DEAD,
     }
 )
+_FORGET = _table({_ACQUIRED: _DONE, _DEAD: _DONE})
+_SETTLE_DEAD = _table({_DEAD: _DONE})
+_DEAD_RUN = re.compile(rb"\x12+")
 _TO_DELIVERED = _table({_ACQUIRED: _DELIVERED})
 # Superseded by a redelivery: in-flight offsets stay SENT, that request's answer reports them.
 _SUPERSEDE = _table({**dict.fromkeys(range(5), _DONE), _ACQUIRED: _DONE, _DELIVERED: _DONE})
@@ -125,6 +131,9 @@ class AckFailure(Enum):
     MISSING_FROM_RESPONSE = "the response did not include the partition"
     #: The broker delivered the same offsets again (our lock had expired).
     SUPERSEDED = "the records were delivered again (the acquisition lock expired)"
+    #: The application answered a record whose lock this consumer had already lost (its
+    #: share session was reset, or the partition moved); the broker redelivers it.
+    LOCK_LOST = "the record's lock was lost before the answer (session reset or leader change)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +165,7 @@ class AckResult:
         if self.ok:
             return None
         msg = f"{self.partition}: {self.reason.value if self.reason else ''}"
-        return error_for_code(self.error_code or _UNKNOWN_SERVER_ERROR, msg)
+        return error_for_code(self.error_code or ErrorCode.UNKNOWN_SERVER_ERROR, msg)
 
 
 @dataclass(slots=True, eq=False)
@@ -317,7 +326,14 @@ class AckLedger:
             return []
         failed.sort()
         # The lock is gone: the broker itself would answer INVALID_RECORD_STATE.
-        return [AckResult(tp, tuple(batches_from_runs(failed)), 121, AckFailure.SUPERSEDED)]
+        return [
+            AckResult(
+                tp,
+                tuple(batches_from_runs(failed)),
+                ErrorCode.INVALID_RECORD_STATE,
+                AckFailure.SUPERSEDED,
+            )
+        ]
 
     def deliver(self, tp: TopicIdPartition, first: int, last: int) -> None:
         """Note that offsets ``first..last`` of ``tp`` were handed to the application."""
@@ -431,6 +447,49 @@ class AckLedger:
                 out[tp] = offs
         return out
 
+    def forget(self, tp: TopicIdPartition, tag: SessionTag, first: int, last: int) -> None:
+        """Finish, without any answer, the records of ``tp`` in ``first..last`` acquired on
+        ``tag`` that were never handed out (the buffer dropped them: lock ended or lost)."""
+        part = self._parts.get(tp)
+        if part is None:
+            return
+        for seg in part.overlapping(first, last):
+            if seg.tag != tag:
+                continue
+            lo, hi = max(first, seg.first) - seg.first, min(last, seg.last) - seg.first
+            seg.states[lo : hi + 1] = seg.states[lo : hi + 1].translate(_FORGET)
+        part.prune()
+        self._drop_empty()
+
+    def settle_dead(self, partitions: Iterable[TopicIdPartition] | None = None) -> list[AckResult]:
+        """Finish every handed-out record whose lock was lost, reporting each as failed
+        (:attr:`AckFailure.LOCK_LOST`): implicit mode's bulk answers would otherwise drop
+        them without a word."""
+        out: list[AckResult] = []
+        tps = list(self._parts) if partitions is None else list(partitions)
+        for tp in tps:
+            part = self._parts.get(tp)
+            if part is None:
+                continue
+            runs: list[Run] = []
+            for seg in part.segments:
+                for m in _DEAD_RUN.finditer(seg.states):
+                    runs.append((seg.first + m.start(), seg.first + m.end() - 1, 1))
+                seg.states[:] = seg.states.translate(_SETTLE_DEAD)
+            if runs:
+                runs.sort()
+                out.append(
+                    AckResult(
+                        tp,
+                        tuple(batches_from_runs(runs)),
+                        ErrorCode.INVALID_RECORD_STATE,
+                        AckFailure.LOCK_LOST,
+                    )
+                )
+            part.prune()
+        self._drop_empty()
+        return out
+
     # -- requests ----------------------------------------------------------------------
 
     def has_marked(self, tag: SessionTag) -> bool:
@@ -524,7 +583,7 @@ class AckLedger:
             code = codes.get(tp)
             reason: AckFailure | None = None
             if code is None:
-                code, reason = 121, AckFailure.MISSING_FROM_RESPONSE
+                code, reason = ErrorCode.INVALID_RECORD_STATE, AckFailure.MISSING_FROM_RESPONSE
             elif code != 0:
                 reason = AckFailure.BROKER_ERROR
             if code != 0 and code in requeue:

@@ -267,6 +267,7 @@ class RecordBatch:
         "base_timestamp",
         "batch_length",
         "crc",
+        "decoded_size",
         "last_offset_delta",
         "magic",
         "max_timestamp",
@@ -291,6 +292,9 @@ class RecordBatch:
     base_sequence: int
     records_count: int
     position: int
+    #: Bytes of the records section after decompression; set by :meth:`records` (the
+    #: consumer counts it against its buffer bound: memory follows this, not the wire size).
+    decoded_size: int
     _buf: bytes
     _view: memoryview  # of _buf, shared by all batches of one read_batches() call
 
@@ -467,6 +471,7 @@ class RecordBatch:
         if count == 0:
             # Compaction can leave empty batches; like the Java client, do not even
             # look at (or decompress) the records section.
+            self.decoded_size = 0
             return []
         if count < 0:
             raise self._error(f"negative records count {count}", at=start + 57)
@@ -489,6 +494,7 @@ class RecordBatch:
                 raise self._error(str(exc), at=start) from exc
             start = 0
             end = len(buf)
+        self.decoded_size = end - start
         if self.attributes & _TIMESTAMP_TYPE_BIT:
             # LogAppendTime: every record takes the broker's append time. Rare enough
             # that a wrapper beats a per-record branch in the loop.
@@ -579,6 +585,7 @@ def read_batches(data: bytes | bytearray | memoryview) -> BatchSplit:
             b.records_count,
         ) = unpack(buf, pos)
         b.position = pos
+        b.decoded_size = 0
         b._buf = buf
         b._view = view
         append(b)

@@ -1,49 +1,158 @@
-"""DeliveryBuffer rules: chunk order, back-pressure bounds, records with ended locks dropped."""
+"""DeliveryBuffer rules: lazy batch decoding, bounds in decoded bytes, ended locks and lost
+sessions dropped, the application's view in offset order."""
 
 from __future__ import annotations
 
 import uuid
+from functools import partial
 
-from sharecon._consumer.buffer import DeliveryBuffer
+from sharecon._consumer.buffer import Chunk, DeliveryBuffer
+from sharecon._share.intake import Decoded, take_partition
+from sharecon._share.session import SessionTag
+from sharecon.protocol.compression import Codec
+from sharecon.protocol.records import Record as WireRecord
+from sharecon.protocol.records import encode_batch
 from sharecon.record import Record
 from sharecon.types import TopicIdPartition
 
 TP = TopicIdPartition(uuid.uuid4(), 0, "t")
+TAG = SessionTag(1, 0)
+NOW = lambda: 0.0  # noqa: E731
 
 
-def records(first: int, n: int, deadline: float | None) -> list[Record]:
-    return [Record("t", 0, TP, None, deadline, first + i, 0, None, b"v", ()) for i in range(n)]
+def batch(first: int, n: int, *, size: int = 10, codec: Codec = Codec.NONE) -> bytes:
+    recs = [WireRecord(first + i, 0, None, b"x" * size, ()) for i in range(n)]
+    return encode_batch(recs, base_offset=first, codec=codec)
 
 
-def test_fifo_and_room_signal() -> None:
-    rooms: list[int] = []
-    buf = DeliveryBuffer(max_records=5, max_bytes=10**6)
-    buf.on_room = lambda: rooms.append(buf.records)
-    buf.push(records(0, 3, None), 30)
-    buf.push(records(3, 3, None), 30)
-    assert not buf.has_room() and buf.records == 6
-    assert [r.offset for r in buf.pop_many(4, lambda: 0.0)] == [0, 1, 2, 3]
-    assert rooms == [3]  # the first chunk drained below the bound: fetchers are woken
-    assert buf.pop_one(lambda: 0.0).offset == 4  # type: ignore[union-attr]
-    assert buf.records == 1
-    assert buf.has_room(extra_records=4) is False and buf.has_room(extra_records=3)
+def chunk(
+    first: int,
+    batches: list[tuple[int, int]],
+    *,
+    deadline: float | None = None,
+    tag: SessionTag = TAG,
+    size: int = 10,
+    codec: Codec = Codec.NONE,
+) -> Chunk:
+    """A chunk acquiring every offset of ``batches`` (``(first, count)`` each)."""
+    data = b"".join(batch(f, n, size=size, codec=codec) for f, n in batches)
+    last = batches[-1][0] + batches[-1][1] - 1
+    intake = take_partition(TP, [(first, last, 1)], data)
+    factory = partial(Record, "t", 0, TP, None, deadline)
+    return Chunk(intake, tag, deadline, factory)
 
 
-def test_records_with_ended_locks_are_dropped() -> None:
-    buf = DeliveryBuffer(max_records=100, max_bytes=10**6)
-    buf.push(records(0, 3, deadline=10.0), 30)
-    buf.push(records(3, 2, deadline=50.0), 20)
-    assert buf.pop_one(lambda: 5.0).offset == 0  # type: ignore[union-attr]
-    # Later the first chunk's lock has ended: its rest is dropped at the next 64-record
-    # boundary or chunk start; the second chunk is still good.
-    got = buf.pop_many(10, lambda: 20.0)
-    assert [r.offset for r in got] == [3, 4]
-    assert buf.expired == 2 and buf.records == 0
+class Harness:
+    """A buffer wired the way the consumer core wires it, recording the callbacks."""
+
+    def __init__(self, *, max_records: int = 1000, max_bytes: int = 10**6) -> None:
+        self.buf = DeliveryBuffer(max_records=max_records, max_bytes=max_bytes)
+        self.decoded: list[int] = []
+        self.dropped: list[tuple[int, int]] = []
+        self.rooms = 0
+        self.buf.decoder = self.decode
+        self.buf.on_drop = lambda c, first: self.dropped.append((first, c.last_offset()))
+        self.buf.on_room = self.room
+
+    def room(self) -> None:
+        self.rooms += 1
+
+    def decode(self, c: Chunk) -> Decoded[Record] | None:
+        d = c.intake.decode_next(c.factory)
+        if d is not None:
+            self.decoded.append(len(d.records))
+        return d
 
 
-def test_clear_returns_what_was_held() -> None:
-    buf = DeliveryBuffer(max_records=100, max_bytes=10**6)
-    buf.push(records(0, 4, None), 40)
-    buf.pop_one(lambda: 0.0)
-    assert [r.offset for r in buf.clear()] == [1, 2, 3]
-    assert buf.records == 0 and buf.nbytes == 0
+def test_batches_are_decoded_only_when_reached() -> None:
+    h = Harness()
+    h.buf.push(chunk(0, [(0, 3), (3, 3), (6, 3)]))
+    assert h.decoded == [] and h.buf.records == 9
+    assert h.buf.pop_one(NOW).offset == 0  # type: ignore[union-attr]
+    assert h.decoded == [3]  # one batch decoded, two still raw
+    assert [h.buf.pop_one(NOW).offset for _ in range(3)] == [1, 2, 3]  # type: ignore[union-attr]
+    assert h.decoded == [3, 3]
+    assert h.buf.records == 5
+
+
+def test_fifo_across_chunks_and_room_signal() -> None:
+    h = Harness(max_records=5)
+    h.buf.push(chunk(0, [(0, 3)]))
+    h.buf.push(chunk(3, [(3, 3)]))
+    assert not h.buf.has_room() and h.buf.records == 6
+    got = h.buf.pop_many(4, NOW)
+    assert [r.offset for r in got] == [0, 1, 2, 3]
+    assert h.rooms >= 1  # drained below the bound: fetchers are woken
+    assert h.buf.pop_one(NOW).offset == 4  # type: ignore[union-attr]
+    assert h.buf.records == 1
+    assert h.buf.has_room(extra_records=3) and not h.buf.has_room(extra_records=4)
+    assert h.buf.pop_one(NOW).offset == 5  # type: ignore[union-attr]
+    assert h.buf.pop_one(NOW) is None and len(h.buf) == 0
+
+
+def test_bytes_bound_counts_decompressed_size() -> None:
+    # 10 records of 100 KiB zeros compress to almost nothing on the wire.
+    h = Harness(max_bytes=512 * 1024)
+    c = chunk(0, [(i, 1) for i in range(10)], size=100 * 1024, codec=Codec.ZSTD)
+    wire = c.intake.wire
+    h.buf.push(c)
+    assert h.buf.nbytes == wire < 10_000
+    h.buf.pop_one(NOW)
+    # Now one batch is decoded: the buffer counts its 100 KiB, not its wire bytes.
+    assert h.buf.nbytes > 100 * 1024
+
+
+def test_pop_many_stops_at_the_decoded_byte_bound_but_never_returns_nothing() -> None:
+    h = Harness(max_bytes=250 * 1024)
+    h.buf.push(chunk(0, [(i, 1) for i in range(10)], size=100 * 1024, codec=Codec.ZSTD))
+    first = h.buf.pop_many(100, NOW)
+    assert [r.offset for r in first] == [0, 1, 2]  # three batches pass the 250 KiB bound
+    assert h.decoded == [1, 1, 1]
+    # A single record larger than the whole bound is still delivered, alone.
+    h2 = Harness(max_bytes=1024)
+    h2.buf.push(chunk(0, [(0, 1), (1, 1)], size=64 * 1024, codec=Codec.GZIP))
+    assert [r.offset for r in h2.buf.pop_many(100, NOW)] == [0]
+    assert [r.offset for r in h2.buf.pop_many(100, NOW)] == [1]
+
+
+def test_records_with_ended_locks_are_dropped_and_forgotten() -> None:
+    h = Harness()
+    h.buf.push(chunk(0, [(0, 3)], deadline=10.0))
+    h.buf.push(chunk(3, [(3, 2)], deadline=50.0))
+    assert h.buf.pop_one(lambda: 5.0).offset == 0  # type: ignore[union-attr]
+    # The first chunk's lock ends: its rest is dropped at the next check (batch start or
+    # every 64 records); the second chunk is still good.
+    got = h.buf.pop_many(10, lambda: 20.0)
+    # A decoded batch already begun is finished (the check is per batch, rule 3).
+    assert [r.offset for r in got] == [1, 2, 3, 4]
+    h3 = Harness()
+    h3.buf.push(chunk(0, [(0, 3), (3, 3)], deadline=10.0))
+    h3.buf.push(chunk(6, [(6, 2)], deadline=50.0))
+    assert [h3.buf.pop_one(lambda: 5.0).offset for _ in range(3)] == [0, 1, 2]  # type: ignore[union-attr]
+    # The second batch of the first chunk is never decoded: its lock ended.
+    assert h3.buf.pop_one(lambda: 20.0).offset == 6  # type: ignore[union-attr]
+    assert h3.dropped == [(3, 5)] and h3.buf.expired == 3
+    assert h3.decoded == [3, 2]
+
+
+def test_drop_by_session_forgets_what_was_not_handed_out() -> None:
+    h = Harness()
+    lost = SessionTag(1, 0)
+    kept = SessionTag(2, 0)
+    h.buf.push(chunk(0, [(0, 4), (4, 4)], tag=lost))
+    h.buf.push(chunk(100, [(100, 2)], tag=kept))
+    assert h.buf.pop_one(NOW).offset == 0  # type: ignore[union-attr]
+    assert h.buf.drop(lambda c: c.tag == lost) == 1
+    assert h.dropped == [(1, 7)]
+    assert h.buf.records == 2
+    assert [r.offset for r in h.buf.pop_many(10, NOW)] == [100, 101]
+    assert h.buf.records == 0 and h.buf.nbytes >= 0
+
+
+def test_clear_drops_everything() -> None:
+    h = Harness()
+    h.buf.push(chunk(0, [(0, 4)]))
+    h.buf.pop_one(NOW)
+    assert h.buf.clear() == 1
+    assert h.dropped == [(1, 3)]
+    assert h.buf.records == 0 and h.buf.nbytes == 0 and h.buf.pop_one(NOW) is None

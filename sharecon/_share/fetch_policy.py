@@ -1,0 +1,276 @@
+"""The decisions of one leader's fetch loop: what to send next, and what each answer means.
+
+Rules of this module:
+
+1. One request in flight per session. Each turn picks: a renew (IsRenewAck, no
+   fetching) if any RENEW is marked, else a fetch carrying the pending acknowledgements
+   when the buffer has room, else a ShareAcknowledge when acknowledgements waited
+   ``ack_linger`` or a commit asked for them. A new session (epoch 0) cannot carry
+   acknowledgements: it opens by fetching.
+2. While this member holds acquired records of the session, a fetch does not wait at
+   the broker (MaxWaitMs 0): a long poll would sit in front of the acknowledgements that
+   free the broker's per-partition record locks. If such a fetch comes back empty the
+   planner is *dry*: it waits for the application to answer something before fetching
+   again.
+3. Error policy, per partition: NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH mean the
+   leader moved (use the answer's hint, else refresh metadata); UNKNOWN_TOPIC_OR_PARTITION
+   and UNKNOWN_TOPIC_ID mean refresh metadata; either way the old leader's locks are gone.
+   TOPIC_AUTHORIZATION_FAILED stops the consumer; any other code is noted and fetching
+   goes on.
+4. Error policy, top level: the session codes reset the session (see :mod:`.session`);
+   authorization failures and UNSUPPORTED_VERSION stop the consumer; anything else fails
+   the request's acknowledgements and backs off (refreshing metadata for unknown topics).
+5. A transport failure or a session reset fails the acknowledgements of that session
+   incarnation (reported, never re-sent), and its records in the buffer are dropped.
+6. No I/O, no clock: time is the caller's ``now``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from sharecon.protocol.error_codes import ErrorCode
+
+from .ledger import AckFailure
+from .session import RequestKind, SessionEvent
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from sharecon.types import TopicIdPartition
+
+    from .ledger import AckLedger, AckResult, Taken
+    from .session import SessionTag, SharePlan, ShareSession
+
+__all__ = [
+    "Action",
+    "AnswerVerdict",
+    "FetchPlanner",
+    "Turn",
+    "answer_verdict",
+    "partition_action",
+    "renewed",
+    "top_level_action",
+    "transport_failed",
+]
+
+
+class Action(Enum):
+    """What the fetch loop does about an error code (rules 3 and 4)."""
+
+    #: No error.
+    OK = "ok"
+    #: The partition's leader moved: drop the old leader's locks, re-route by the hint.
+    LEADER_MOVED = "leader moved"
+    #: The topic or partition is unknown here: drop the locks, refresh metadata.
+    REFRESH_METADATA = "refresh metadata"
+    #: The share session is gone: fail its acks, drop its buffered records, reopen.
+    RESET_SESSION = "reset session"
+    #: Stop the consumer: the application's next wait raises the error.
+    FATAL = "fatal"
+    #: Fail this request's acknowledgements and back off before the next request.
+    BACK_OFF = "back off"
+    #: Remember the error (``recent_errors``) and go on.
+    NOTE = "note"
+
+
+_PARTITION_ACTIONS: dict[int, Action] = {
+    ErrorCode.NONE: Action.OK,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: Action.LEADER_MOVED,
+    ErrorCode.FENCED_LEADER_EPOCH: Action.LEADER_MOVED,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: Action.REFRESH_METADATA,
+    ErrorCode.UNKNOWN_TOPIC_ID: Action.REFRESH_METADATA,
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: Action.FATAL,
+}
+
+_FATAL_TOP = frozenset(
+    {
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        ErrorCode.GROUP_AUTHORIZATION_FAILED,
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        ErrorCode.UNSUPPORTED_VERSION,
+    }
+)
+_SESSION_CODES = {
+    RequestKind.SHARE_FETCH: frozenset(
+        {
+            ErrorCode.SHARE_SESSION_NOT_FOUND,
+            ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+            ErrorCode.SHARE_SESSION_LIMIT_REACHED,
+        }
+    ),
+    RequestKind.SHARE_ACKNOWLEDGE: frozenset(
+        {ErrorCode.SHARE_SESSION_NOT_FOUND, ErrorCode.INVALID_SHARE_SESSION_EPOCH}
+    ),
+}
+_UNKNOWN_TOPIC = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
+
+
+def partition_action(code: int) -> Action:
+    """The action for a partition-level ``ErrorCode`` of a ShareFetch/ShareAcknowledge
+    answer (rule 3)."""
+    return _PARTITION_ACTIONS.get(code, Action.NOTE)
+
+
+def top_level_action(kind: RequestKind, code: int) -> Action:
+    """The action for the top-level ``ErrorCode`` of an answer (rule 4)."""
+    if code == ErrorCode.NONE:
+        return Action.OK
+    if code in _SESSION_CODES[kind]:
+        return Action.RESET_SESSION
+    if code in _FATAL_TOP:
+        return Action.FATAL
+    if code in _UNKNOWN_TOPIC:
+        return Action.REFRESH_METADATA
+    return Action.BACK_OFF
+
+
+# -- planning ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """The next request of a session, or ``plan=None`` to wait.
+
+    ``taken`` are the acknowledgements it carries (now SENT in the ledger); ``may_wait``
+    says whether a fetch may wait at the broker (rule 2).
+    """
+
+    plan: SharePlan | None
+    taken: Taken | None = None
+    may_wait: bool = True
+
+
+class FetchPlanner:
+    """Picks each request of one share session (rules 1 and 2)."""
+
+    __slots__ = ("dry", "linger_expired", "session")
+
+    def __init__(self, session: ShareSession) -> None:
+        self.session = session
+        #: A no-wait fetch found nothing acquirable: wait for answers before the next one.
+        self.dry = False
+        #: Acks waited ``ack_linger`` with no request to carry them: send them on their own.
+        self.linger_expired = False
+
+    def next(
+        self,
+        ledger: AckLedger,
+        want: Iterable[TopicIdPartition],
+        *,
+        room: bool,
+        urgent: bool = False,
+        extra_records: int = 0,
+    ) -> Turn:
+        """Plan the next request.
+
+        :param want: the assigned partitions this node leads.
+        :param room: whether the buffer can take another answer.
+        :param urgent: a ``commit()`` is waiting for the acknowledgements.
+        :param extra_records: records received but not buffered yet (pipelining).
+        """
+        session = self.session
+        if session.is_new:
+            return Turn(session.build_fetch(want) if room else None)
+        tag = session.tag
+        urgent = urgent or self.linger_expired
+        marked = ledger.has_marked(tag)
+        holding = extra_records > 0 or ledger.outstanding(tag) > 0
+        if self.dry and not marked and not urgent and holding:
+            return Turn(None, None, not holding)  # rule 2: wait for answers
+        taken = ledger.take(tag) if marked else None
+        self.linger_expired = False
+        plan: SharePlan | None
+        if taken is not None and taken.is_renew:
+            plan = session.build_acknowledge(taken.acks, is_renew=True)
+        elif taken is not None and (urgent or not room):
+            plan = session.build_acknowledge(taken.acks)
+        elif room:
+            plan = session.build_fetch(want, taken.acks if taken else None)
+        else:
+            plan = None
+        if plan is None and taken is not None:
+            # Cannot happen with acks in hand; never strand them in SENT state.
+            raise AssertionError(f"{tag}: acknowledgements taken but no request built")
+        return Turn(plan, taken, not holding)
+
+    def fetched(self, plan: SharePlan, *, may_wait: bool, acquired: int) -> None:
+        """A fetch was answered with ``acquired`` records: dry if a no-wait fetch got none."""
+        self.dry = not may_wait and acquired == 0 and plan.fetches
+
+    def answered(self) -> bool:
+        """The application answered records; True if the planner was dry (wake the loop)."""
+        was = self.dry
+        self.dry = False
+        return was
+
+
+# -- answers ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class AnswerVerdict:
+    """What the top level of an answer means for the session and its acknowledgements.
+
+    ``proceed``: apply the answer's body (acks per partition, records). ``results``: ack
+    outcomes to report now. ``lost``: the session incarnation whose records are gone
+    (drop them from the buffer), if any.
+    """
+
+    action: Action
+    proceed: bool
+    results: list[AckResult] = field(default_factory=list)
+    lost: SessionTag | None = None
+
+
+def answer_verdict(
+    session: ShareSession, ledger: AckLedger, plan: SharePlan, code: int
+) -> AnswerVerdict:
+    """Apply an answer's top-level ``code`` to the session and the ledger (rules 4, 5)."""
+    outcome = session.on_response(plan, code)
+    if outcome.event is SessionEvent.STALE:
+        return AnswerVerdict(Action.OK, proceed=False)
+    if outcome.event is SessionEvent.RESET:
+        results = ledger.invalidate(AckFailure.SESSION_RESET, code, tag=outcome.tag)
+        return AnswerVerdict(Action.RESET_SESSION, False, results, lost=outcome.tag)
+    if outcome.event is SessionEvent.CLOSED:
+        results = ledger.complete_all(plan.tag, code) if code else []
+        return AnswerVerdict(top_level_action(plan.kind, code), code == 0, results)
+    if code:
+        action = top_level_action(plan.kind, code)
+        return AnswerVerdict(action, False, ledger.complete_all(plan.tag, code))
+    return AnswerVerdict(Action.OK, proceed=True)
+
+
+def transport_failed(session: ShareSession, ledger: AckLedger, plan: SharePlan) -> AnswerVerdict:
+    """The request for ``plan`` failed in transport: the session incarnation is gone (rule 5)."""
+    outcome = session.on_transport_error(plan)
+    if outcome.event is SessionEvent.STALE:
+        return AnswerVerdict(Action.OK, proceed=False)
+    results = ledger.invalidate(
+        AckFailure.SESSION_RESET, ErrorCode.NETWORK_EXCEPTION, tag=outcome.tag
+    )
+    return AnswerVerdict(Action.RESET_SESSION, False, results, lost=outcome.tag)
+
+
+def renewed(
+    plan: SharePlan, *, ok: bool, codes: Mapping[TopicIdPartition, int] | None = None
+) -> tuple[set[TopicIdPartition], set[TopicIdPartition]]:
+    """Which partitions of a renew ``plan`` had their locks extended, and which did not.
+
+    ``ok`` is false when the whole request failed; ``codes`` are the per-partition
+    answers (a partition the answer omits counts as renewed only when ``codes`` is None,
+    as ShareFetch's renew answers carry no per-partition acknowledgement for it).
+    """
+    good: set[TopicIdPartition] = set()
+    bad: set[TopicIdPartition] = set()
+    if not plan.is_renew:
+        return good, bad
+    for tp in plan.acks:
+        if ok and (codes is None or codes.get(tp, ErrorCode.NONE) == ErrorCode.NONE):
+            good.add(tp)
+        else:
+            bad.add(tp)
+    return good, bad

@@ -1,0 +1,341 @@
+"""Intake: one partition's part of a ShareFetch answer, checked, split, decoded lazily.
+
+Rules of this module:
+
+1. The acquired ranges are checked before anything is allocated for them: every range
+   has ``0 <= first <= last``, a delivery count of at least 1, no two ranges overlap, and
+   together they hold at most ``max_acquired`` offsets. An answer that breaks this is
+   refused whole with :class:`InvalidAnswer`: nothing of it is delivered or
+   acknowledged (we cannot trust which offsets it names), and the caller resets the
+   share session so the broker takes the records back.
+2. The Records field is split by batch header only (no CRC, no decompression). If it
+   cannot be split, or its batches are out of order, every acquired offset is RELEASED
+   (redelivered later): nothing is lost and nothing is marked as a gap by mistake. A
+   batch cut short by the broker's byte limit releases the acquired offsets after the
+   last complete batch.
+3. Acquired offsets that no complete batch covers are GAPs, acknowledged at once.
+4. Batches are decoded one at a time, when the application needs records
+   (:meth:`PartitionIntake.decode_next`), so memory follows what the application holds,
+   not the decompressed size of the whole answer. A batch that fails its CRC or will not
+   decompress releases its acquired offsets; acquired offsets inside a batch with no
+   record (compaction, control batches) are GAPs.
+5. Each record gets its range's delivery count; records past the dead-letter limit are
+   split off to be routed instead of delivered.
+6. No I/O, no clock, no logging: errors are returned as data.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+
+from sharecon.errors import CorruptRecordError, RemoteProtocolError
+from sharecon.protocol.compression import DEFAULT_MAX_UNCOMPRESSED
+from sharecon.protocol.records import read_batches
+
+from .acquired import AcquiredRange, clip, filter_acquired
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from sharecon.protocol.records import Headers, RecordBatch
+    from sharecon.types import TopicIdPartition
+
+__all__ = [
+    "DEFAULT_MAX_ACQUIRED",
+    "Decoded",
+    "Deliverable",
+    "InvalidAnswer",
+    "PartitionIntake",
+    "check_ranges",
+    "take_partition",
+]
+
+#: The most acquired offsets one partition answer may name (the ledger keeps a byte per
+#: offset, so this bounds what a hostile or broken answer can make us allocate: 4 MiB).
+DEFAULT_MAX_ACQUIRED = 1 << 22
+
+
+class Deliverable(Protocol):
+    """What intake needs of a record: its offset, and a delivery count it can set."""
+
+    offset: int
+    delivery_count: int
+
+
+R = TypeVar("R", bound=Deliverable)
+
+Span = tuple[int, int]
+
+
+class InvalidAnswer(RemoteProtocolError):
+    """A partition answer whose acquired ranges cannot be trusted (rule 1)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch(Generic[R]):
+    base_offset: int
+    last_offset: int
+    is_control: bool
+    records: Sequence[R]
+
+
+@dataclass(slots=True)
+class Decoded(Generic[R]):
+    """What decoding one batch gave (rule 4).
+
+    :ivar records: records to deliver, in offset order, delivery counts set.
+    :ivar dead: records past the dead-letter limit (rule 5).
+    :ivar gaps: acquired offsets without a record, to acknowledge as GAP.
+    :ivar release: acquired offsets of a corrupt batch, to RELEASE.
+    :ivar error: why the batch was released, if it was.
+    :ivar nbytes: bytes the decoded records section took (decompressed).
+    :ivar wire: bytes the batch took in the answer.
+    """
+
+    records: list[R] = field(default_factory=list)
+    dead: list[R] = field(default_factory=list)
+    gaps: list[Span] = field(default_factory=list)
+    release: list[Span] = field(default_factory=list)
+    error: CorruptRecordError | None = None
+    nbytes: int = 0
+    wire: int = 0
+
+
+def check_ranges(
+    triples: Sequence[tuple[int, int, int]], *, max_acquired: int = DEFAULT_MAX_ACQUIRED
+) -> list[AcquiredRange]:
+    """The acquired ranges ``(first, last, delivery_count)``, sorted and checked (rule 1).
+
+    :raises InvalidAnswer: naming the first bad range.
+    """
+    ranges = [AcquiredRange(f, last, dc) for f, last, dc in triples]
+    if any(ranges[i].first_offset > ranges[i + 1].first_offset for i in range(len(ranges) - 1)):
+        ranges.sort(key=lambda r: r.first_offset)
+    total = 0
+    prev_last = -1
+    for r in ranges:
+        if r.first_offset < 0 or r.last_offset < r.first_offset:
+            raise InvalidAnswer(f"acquired range {r.first_offset}..{r.last_offset} is invalid")
+        if r.delivery_count < 1:
+            raise InvalidAnswer(
+                f"acquired range {r.first_offset}..{r.last_offset} has delivery count "
+                f"{r.delivery_count}"
+            )
+        if r.first_offset <= prev_last:
+            raise InvalidAnswer(
+                f"acquired range {r.first_offset}..{r.last_offset} overlaps the one before it"
+            )
+        prev_last = r.last_offset
+        total += r.last_offset - r.first_offset + 1
+        if total > max_acquired:
+            raise InvalidAnswer(
+                f"the acquired ranges name more than {max_acquired} offsets (up to {r.last_offset})"
+            )
+    return ranges
+
+
+def _subtract(ranges: list[Span], cut: list[Span]) -> list[Span]:
+    """``ranges`` minus the offsets in ``cut`` (both sorted and disjoint, inclusive)."""
+    out: list[Span] = []
+    j = 0
+    for lo, hi in ranges:
+        while j < len(cut) and cut[j][1] < lo:
+            j += 1
+        k = j
+        while lo <= hi and k < len(cut) and cut[k][0] <= hi:
+            c_lo, c_hi = cut[k]
+            if c_lo > lo:
+                out.append((lo, c_lo - 1))
+            lo = max(lo, c_hi + 1)
+            k += 1
+        if lo <= hi:
+            out.append((lo, hi))
+    return out
+
+
+def _merge(spans: list[Span]) -> list[Span]:
+    spans.sort()
+    out: list[Span] = []
+    for lo, hi in spans:
+        if out and lo <= out[-1][1] + 1:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return out
+
+
+class PartitionIntake:
+    """The acquired part of one partition's answer, waiting to be decoded (rules 2-5).
+
+    Made by :func:`take_partition`. ``gaps``, ``release`` and ``errors`` are what the
+    split already found; :meth:`decode_next` decodes the next batch.
+    """
+
+    __slots__ = (
+        "_batches",
+        "_next",
+        "_starts",
+        "acquired",
+        "errors",
+        "gaps",
+        "ranges",
+        "release",
+        "tp",
+        "wire",
+    )
+
+    def __init__(
+        self,
+        tp: TopicIdPartition,
+        ranges: list[AcquiredRange],
+        batches: list[RecordBatch],
+        gaps: list[Span],
+        release: list[Span],
+        errors: list[CorruptRecordError],
+    ) -> None:
+        self.tp = tp
+        self.ranges = ranges
+        self._starts = [r.first_offset for r in ranges]
+        self._batches = batches
+        self._next = 0
+        self.gaps = gaps
+        self.release = release
+        self.errors = errors
+        #: Acquired offsets not yet decoded (an upper bound on the records to come).
+        self.acquired = sum(self._acquired_in(b.base_offset, b.last_offset) for b in batches)
+        #: Answer bytes of the batches not yet decoded.
+        self.wire = sum(b.size for b in batches)
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether every batch has been decoded."""
+        return self._next >= len(self._batches)
+
+    def pending_span(self) -> Span | None:
+        """The offsets of the batches not yet decoded (``None`` when exhausted)."""
+        if self.exhausted:
+            return None
+        return self._batches[self._next].base_offset, self._batches[-1].last_offset
+
+    def _clipped(self, first: int, last: int) -> list[AcquiredRange]:
+        ranges = self.ranges
+        i = max(bisect_right(self._starts, first) - 1, 0)
+        out: list[AcquiredRange] = []
+        while i < len(ranges) and ranges[i].first_offset <= last:
+            r = ranges[i]
+            lo, hi = max(first, r.first_offset), min(last, r.last_offset)
+            if lo <= hi:
+                out.append(
+                    r
+                    if (lo, hi) == (r.first_offset, r.last_offset)
+                    else AcquiredRange(lo, hi, r.delivery_count)
+                )
+            i += 1
+        return out
+
+    def _acquired_in(self, first: int, last: int) -> int:
+        return sum(r.last_offset - r.first_offset + 1 for r in self._clipped(first, last))
+
+    def decode_next(
+        self,
+        factory: Callable[[int, int, bytes | None, bytes | None, Headers], R],
+        *,
+        dead_letter_limit: int | None = None,
+        max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED,
+    ) -> Decoded[R] | None:
+        """Decode the next batch (rule 4); ``None`` once every batch is decoded."""
+        if self.exhausted:
+            return None
+        b = self._batches[self._next]
+        self._next += 1
+        first, last = b.base_offset, b.last_offset
+        sub = self._clipped(first, last)
+        n_acquired = sum(r.last_offset - r.first_offset + 1 for r in sub)
+        self.acquired -= n_acquired
+        self.wire -= b.size
+        out: Decoded[R] = Decoded(wire=b.size)
+        if b.is_control:
+            try:
+                b.verify_crc()
+            except CorruptRecordError as exc:
+                out.error = exc
+                out.release = [(r.first_offset, r.last_offset) for r in sub]
+                return out
+            out.gaps = [(r.first_offset, r.last_offset) for r in sub]
+            return out
+        try:
+            recs = b.records(factory, max_uncompressed=max_uncompressed)
+        except CorruptRecordError as exc:
+            out.error = exc
+            out.release = [(r.first_offset, r.last_offset) for r in sub]
+            return out
+        out.nbytes = b.decoded_size
+        filtered = filter_acquired(sub, [_Batch(first, last, False, recs)])
+        out.gaps = filtered.gaps
+        records = filtered.records
+        if any(r.delivery_count != 1 for r in sub):
+            for rec, dc in zip(records, filtered.delivery_counts, strict=True):
+                rec.delivery_count = dc
+            if dead_letter_limit is not None and any(
+                r.delivery_count > dead_letter_limit for r in sub
+            ):
+                keep: list[R] = []
+                for rec, dc in zip(records, filtered.delivery_counts, strict=True):
+                    (out.dead if dc > dead_letter_limit else keep).append(rec)
+                records = keep
+        out.records = records
+        return out
+
+
+def take_partition(
+    tp: TopicIdPartition,
+    acquired: Sequence[tuple[int, int, int]],
+    records: bytes | bytearray | memoryview | None,
+    *,
+    max_acquired: int = DEFAULT_MAX_ACQUIRED,
+) -> PartitionIntake:
+    """Check and split one partition's answer (rules 1-3); nothing is decoded yet.
+
+    :param acquired: the AcquiredRecords entries as ``(first, last, delivery_count)``.
+    :param records: the partition's Records field.
+    :raises InvalidAnswer: the acquired ranges cannot be trusted (rule 1).
+    """
+    ranges = check_ranges(acquired, max_acquired=max_acquired)
+    if not ranges:
+        return PartitionIntake(tp, ranges, [], [], [], [])
+    lo, hi = ranges[0].first_offset, ranges[-1].last_offset
+    spans = [(r.first_offset, r.last_offset) for r in ranges]
+    errors: list[CorruptRecordError] = []
+    try:
+        split = read_batches(records or b"")
+    except CorruptRecordError as exc:
+        errors.append(exc)
+        return PartitionIntake(tp, ranges, [], [], spans, errors)
+    kept: list[RecordBatch] = []
+    prev_last = -1
+    for b in split.batches:
+        b_last = b.last_offset
+        if b.base_offset <= prev_last or b_last < b.base_offset:
+            errors.append(
+                CorruptRecordError(
+                    f"record batch at base offset {b.base_offset} (last {b_last}) is out of "
+                    f"order or inverted (the previous batch ended at {prev_last})",
+                    base_offset=b.base_offset,
+                )
+            )
+            return PartitionIntake(tp, ranges, [], [], spans, errors)
+        prev_last = b_last
+        if b_last < lo or b.base_offset > hi:
+            continue  # rule 1 of acquired: not ours
+        kept.append(b)
+    release: list[Span] = []
+    if split.truncated:
+        end = split.batches[-1].last_offset if split.batches else lo - 1
+        if end < hi:
+            release = clip(ranges, end + 1, hi)
+    covered = _merge([(b.base_offset, b.last_offset) for b in kept] + release)
+    gaps = _subtract(spans, covered)
+    return PartitionIntake(tp, ranges, kept, gaps, release, errors)
