@@ -58,6 +58,22 @@ class Acknowledger(Protocol):
         """Apply ``ack`` to ``record``."""
 
 
+class SessionOwner:
+    """What the records of one share session call back into: the consumer, plus the
+    session they were delivered under (so an old delivery's answer is told apart from a
+    newer delivery of the same offset)."""
+
+    __slots__ = ("consumer", "tag")
+
+    def __init__(self, consumer: Acknowledger, tag: SessionTag) -> None:
+        self.consumer = consumer
+        self.tag = tag
+
+    def acknowledge(self, record: Record, ack: AckType) -> None:
+        """Pass the answer on to the consumer."""
+        self.consumer.acknowledge(record, ack)
+
+
 class Fetchers(Protocol):
     """The per-leader fetch loops, as the core sees them (rule 2)."""
 
@@ -198,7 +214,9 @@ class ConsumerCore:
         tp = record.topic_partition
         if ack is AckType.RENEW:
             self._check_renew(tp)
-        result = self.ledger.mark(tp, record.offset, ack)
+        owner = record._owner
+        tag = owner.tag if isinstance(owner, SessionOwner) else None
+        result = self.ledger.mark(tp, record.offset, ack, tag)
         if result is MarkResult.OK:
             if ack is AckType.RENEW:
                 self.renewing[(tp, record.offset)] = record

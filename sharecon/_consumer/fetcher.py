@@ -27,6 +27,7 @@ import anyio
 from sharecon import errors
 from sharecon._backoff import RETRY_BACKOFF
 from sharecon._consumer.buffer import Chunk
+from sharecon._consumer.core import SessionOwner
 from sharecon._consumer.requests import (
     FetchParams,
     acknowledge_codes,
@@ -35,12 +36,13 @@ from sharecon._consumer.requests import (
     share_fetch_request,
 )
 from sharecon._consumer.signal import Signal
-from sharecon._net.connection import BrokerAddress
+from sharecon._net.connection import BrokerAddress, BrokerConnection
 from sharecon._share.acquired import lock_deadline
 from sharecon._share.fetch_policy import (
     Action,
     FetchPlanner,
     answer_verdict,
+    connection_lost,
     partition_action,
     renewed,
     transport_failed,
@@ -123,6 +125,8 @@ class NodeFetcher:
         )
         self._prefetch_params = replace(self._params, max_wait_ms=0)
         self._timeout = cfg.max_wait_ms / 1000 + cfg.request_timeout
+        #: The connection the session lives on; when it closes, the session is over.
+        self._conn: BrokerConnection | None = None
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -133,6 +137,7 @@ class NodeFetcher:
         try:
             while not core.closing and core.fatal is None:
                 if inflight is None:
+                    self._check_connection()
                     turn = self._turn()
                     if turn.plan is None:
                         await self._idle()
@@ -182,7 +187,28 @@ class NodeFetcher:
         except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
             await self._transport_failed(plan, exc)
             return None
+        conn = sent.connection
+        if conn is not self._conn:
+            self._conn = conn
+            core.tg.start_soon(self._watch, conn, name=f"sharecon watch node {self.node_id}")
         return _InFlight(plan, turn.taken, sent, anyio.current_time(), turn.may_wait)
+
+    async def _watch(self, conn: BrokerConnection) -> None:
+        # Wake the loop the moment the session's connection dies, so records buffered
+        # from it are dropped before the application takes them (they are released).
+        await conn.wait_closed()
+        self.wake.set()
+
+    def _check_connection(self) -> None:
+        conn = self._conn
+        if conn is None or not conn.closed:
+            return
+        self._conn = None
+        verdict = connection_lost(self.session, self.core.ledger)
+        self.core.report(verdict.results)
+        if verdict.lost is not None:
+            logger.info("node %d: connection lost; share session reset", self.node_id)
+            self.core.session_lost(verdict.lost)
 
     async def _finish(self, f: _InFlight, *, pipeline: bool) -> _InFlight | None:
         """Take the answer to ``f``; with ``pipeline``, send the next request before
@@ -396,7 +422,8 @@ class NodeFetcher:
             for r in intake.ranges:
                 ledger.mark_range(tp, r.first_offset, r.last_offset, AckType.RELEASE)
             return
-        factory = partial(Record, name, tp.partition, tp, core.owner, deadline)
+        owner = SessionOwner(core.owner, plan.tag) if core.owner is not None else None
+        factory = partial(Record, name, tp.partition, tp, owner, deadline)
         core.buffer.push(Chunk(intake, plan.tag, deadline, factory))
 
     async def _partition_error(

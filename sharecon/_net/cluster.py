@@ -232,6 +232,11 @@ class ClusterSent(Generic[R]):
         self._conn = conn
         self._sent = sent
 
+    @property
+    def connection(self) -> BrokerConnection:
+        """The connection the request went out on (a share session lives and dies with it)."""
+        return self._conn
+
     async def wait(self, timeout: float | None = None) -> R:
         """The response (errors as :meth:`Cluster.request`)."""
         try:

@@ -373,6 +373,10 @@ class BrokerConnection:
             except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass
 
+    async def wait_closed(self) -> None:
+        """Return once the connection has failed or been closed (and its reader ended)."""
+        await self._reader_done.wait()
+
     async def aclose(self, timeout: float = 5.0) -> None:
         """Close the connection: pending requests fail, the reader ends. Shielded and bounded."""
         with anyio.CancelScope(shield=True), anyio.move_on_after(timeout):

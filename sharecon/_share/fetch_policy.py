@@ -50,6 +50,7 @@ __all__ = [
     "FetchPlanner",
     "Turn",
     "answer_verdict",
+    "connection_lost",
     "partition_action",
     "renewed",
     "top_level_action",
@@ -253,6 +254,17 @@ def transport_failed(session: ShareSession, ledger: AckLedger, plan: SharePlan) 
         AckFailure.SESSION_RESET, ErrorCode.NETWORK_EXCEPTION, tag=outcome.tag
     )
     return AnswerVerdict(Action.RESET_SESSION, False, results, lost=outcome.tag)
+
+
+def connection_lost(session: ShareSession, ledger: AckLedger) -> AnswerVerdict:
+    """The connection the session lived on is gone, with no request out: the broker ends a
+    share session with its connection and releases the member's records (Kafka 4.1+), so
+    this incarnation is over (rule 5)."""
+    if session.is_new:
+        return AnswerVerdict(Action.OK, proceed=False)
+    old = session.reset()
+    results = ledger.invalidate(AckFailure.SESSION_RESET, ErrorCode.NETWORK_EXCEPTION, tag=old)
+    return AnswerVerdict(Action.RESET_SESSION, False, results, lost=old)
 
 
 def renewed(

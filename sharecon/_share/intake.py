@@ -258,16 +258,15 @@ class PartitionIntake:
         self.wire -= b.size
         out: Decoded[R] = Decoded(wire=b.size)
         if b.is_control:
-            try:
-                b.verify_crc()
-            except CorruptRecordError as exc:
-                out.error = exc
-                out.release = [(r.first_offset, r.last_offset) for r in sub]
-                return out
             out.gaps = [(r.first_offset, r.last_offset) for r in sub]
             return out
         try:
-            recs = b.records(factory, max_uncompressed=max_uncompressed)
+            # The CRC was checked when the answer was split (take_partition).
+            recs = b.records(factory, max_uncompressed=max_uncompressed, verify_crc=False)
+            if recs and recs[-1].offset > last:
+                raise b._error(
+                    f"record offset {recs[-1].offset} is past the batch's last offset {last}"
+                )
         except CorruptRecordError as exc:
             out.error = exc
             out.release = [(r.first_offset, r.last_offset) for r in sub]
@@ -314,28 +313,39 @@ def take_partition(
     except CorruptRecordError as exc:
         errors.append(exc)
         return PartitionIntake(tp, ranges, [], [], spans, errors)
-    kept: list[RecordBatch] = []
-    prev_last = -1
-    for b in split.batches:
-        b_last = b.last_offset
-        if b.base_offset <= prev_last or b_last < b.base_offset:
+    batches = split.batches
+    good: list[RecordBatch] = []
+    zones: list[Span] = []  # offsets a CRC-failed batch may have held (rule 2)
+    for i, b in enumerate(batches):
+        try:
+            # Checked here, not at decoding: a header that fails its CRC cannot be trusted
+            # to say which offsets the batch covers, and a wrong span would turn acquired
+            # records into gaps.
+            b.verify_crc()
+        except CorruptRecordError as exc:
+            errors.append(exc)
+            z_lo = good[-1].last_offset + 1 if good else lo
+            z_hi = batches[i + 1].base_offset - 1 if i + 1 < len(batches) else hi
+            zones.append((z_lo, max(z_lo, z_hi)))
+            continue
+        if (good and b.base_offset <= good[-1].last_offset) or b.last_offset < b.base_offset:
             errors.append(
                 CorruptRecordError(
-                    f"record batch at base offset {b.base_offset} (last {b_last}) is out of "
-                    f"order or inverted (the previous batch ended at {prev_last})",
+                    f"record batch at base offset {b.base_offset} (last {b.last_offset}) is out "
+                    "of order or inverted",
                     base_offset=b.base_offset,
                 )
             )
             return PartitionIntake(tp, ranges, [], [], spans, errors)
-        prev_last = b_last
-        if b_last < lo or b.base_offset > hi:
-            continue  # rule 1 of acquired: not ours
-        kept.append(b)
-    release: list[Span] = []
+        good.append(b)
     if split.truncated:
-        end = split.batches[-1].last_offset if split.batches else lo - 1
-        if end < hi:
-            release = clip(ranges, end + 1, hi)
+        end = batches[-1].last_offset if batches and good and good[-1] is batches[-1] else None
+        if end is None and not batches:
+            end = lo - 1
+        if end is not None and end < hi:
+            zones.append((end + 1, hi))
+    release = _merge([s for z_lo, z_hi in zones for s in clip(ranges, z_lo, z_hi)])
+    kept = [b for b in good if b.last_offset >= lo and b.base_offset <= hi]
     covered = _merge([(b.base_offset, b.last_offset) for b in kept] + release)
     gaps = _subtract(spans, covered)
     return PartitionIntake(tp, ranges, kept, gaps, release, errors)

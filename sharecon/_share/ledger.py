@@ -236,8 +236,16 @@ class _Partition:
                 out.append(seg)
         return out
 
-    def find(self, offset: int) -> tuple[_Segment, int] | None:
-        """The newest segment holding ``offset`` in a state other than DONE."""
+    def find(self, offset: int, tag: SessionTag | None = None) -> tuple[_Segment, int] | None:
+        """The newest segment holding ``offset`` in a state other than DONE (of session
+        ``tag`` only, if given)."""
+        if tag is not None:
+            best_t: _Segment | None = None
+            for seg in self.overlapping(offset, offset):
+                if seg.tag == tag and seg.states[offset - seg.first] != _DONE:
+                    if best_t is None or seg.seq > best_t.seq:
+                        best_t = seg
+            return None if best_t is None else (best_t, offset - best_t.first)
         if not self.overlaps:
             i = bisect_right(self.starts, offset) - 1
             if i < 0:
@@ -346,13 +354,20 @@ class AckLedger:
 
     # -- the application's acknowledgements ----------------------------------------------
 
-    def mark(self, tp: TopicIdPartition, offset: int, ack: AckType) -> MarkResult:
-        """Record the application's acknowledgement of one record (rule 4)."""
+    def mark(
+        self, tp: TopicIdPartition, offset: int, ack: AckType, tag: SessionTag | None = None
+    ) -> MarkResult:
+        """Record the application's acknowledgement of one record (rule 4).
+
+        :param tag: the session the record was delivered under. With it, an answer to an
+            old delivery never lands on a newer delivery of the same offset (after a lost
+            session the broker may hand the same offset to us again).
+        """
         part = self._parts.get(tp)
         if part is None:
             return MarkResult.UNKNOWN
         if part.overlaps:
-            found = part.find(offset)
+            found = part.find(offset, tag)
             if found is None:
                 return MarkResult.UNKNOWN
             seg, i = found
@@ -362,7 +377,7 @@ class AckLedger:
                 return MarkResult.UNKNOWN
             seg = part.segments[j]
             i = offset - seg.first
-            if offset > seg.last:
+            if offset > seg.last or (tag is not None and seg.tag != tag):
                 return MarkResult.UNKNOWN
         state = seg.states[i]
         if state in _MARKABLE:

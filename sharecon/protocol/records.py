@@ -728,6 +728,9 @@ def _decode_records(
     no_headers = NO_HEADERS
     i = 0
     rec_start = pos
+    # Offsets must strictly increase: a forged batch (right CRC, wrong deltas) must not
+    # deliver an offset twice or out of order.
+    prev = base_offset - 1
     try:
         for i in range(count):
             rec_start = pos
@@ -777,6 +780,11 @@ def _decode_records(
                 else:
                     n, pos = slow(buf, pos, 5)
             offset = base_offset + ((n >> 1) ^ -(n & 1))
+            if offset <= prev:
+                raise _Malformed(
+                    i, rec_start, f"offset {offset} does not follow the previous one ({prev})"
+                )
+            prev = offset
             # KeyLength (varint, -1 = null) and Key
             b = buf[pos]
             if b < 0x80:
