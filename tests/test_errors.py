@@ -5,23 +5,61 @@ from __future__ import annotations
 import ast
 import pathlib
 import sys
+from typing import TYPE_CHECKING
 
 import pytest
 
 from sharecon import errors
+from sharecon.protocol.error_codes import ErrorCode
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def test_generated_classes_are_fresh() -> None:
-    """tools/gen_errors.py output matches what is committed in sharecon/errors.py."""
+def _gen_errors() -> ModuleType:
     sys.path.insert(0, str(ROOT / "tools"))
     try:
         import gen_errors
     finally:
         sys.path.pop(0)
-    expected = ast.dump(ast.parse(gen_errors.expected_source()))
+    return gen_errors
+
+
+def test_generated_classes_are_fresh() -> None:
+    """tools/gen_errors.py output matches what is committed in sharecon/errors.py."""
+    expected = ast.dump(ast.parse(_gen_errors().expected_source()))
     assert expected == ast.dump(ast.parse((ROOT / "sharecon" / "errors.py").read_text()))
+
+
+def test_error_code_enum_is_fresh() -> None:
+    """sharecon/protocol/error_codes.py is exactly what tools/gen_errors.py writes."""
+    committed = (ROOT / "sharecon" / "protocol" / "error_codes.py").read_text()
+    assert committed == _gen_errors().expected_error_codes(), "run: python tools/gen_errors.py"
+
+
+def test_error_code_enum_matches_table() -> None:
+    """One member per table row plus NONE; each member's value is its row's code."""
+    assert {m.value: m.name for m in ErrorCode} == {
+        0: "NONE",
+        **{code: spec.name for code, spec in errors.ERROR_CODES.items()},
+    }
+    assert errors.ErrorCode is ErrorCode and "ErrorCode" in errors.__all__
+    assert ErrorCode.NOT_LEADER_OR_FOLLOWER == 6 and ErrorCode.SHARE_SESSION_LIMIT_REACHED == 133
+    assert errors.error_class_for_code(ErrorCode.INVALID_RECORD_STATE).code == 121
+
+
+def test_error_code_module_is_stdlib_only() -> None:
+    """The enum sits in the sans-I/O protocol layer and must not pull in anything else."""
+    tree = ast.parse((ROOT / "sharecon" / "protocol" / "error_codes.py").read_text())
+    imported = {
+        n.module if isinstance(n, ast.ImportFrom) else a.name
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        for a in n.names
+    }
+    assert imported <= {"__future__", "enum"}, imported
 
 
 def test_every_code_maps_to_its_own_class() -> None:
