@@ -32,6 +32,7 @@ from enum import Enum, IntEnum
 from typing import TYPE_CHECKING
 
 from sharecon.errors import BrokerError, error_for_code
+from sharecon.protocol.error_codes import ErrorCode
 from sharecon.types import AckType, TopicIdPartition
 
 from .acks import AckBatch, Run, batches_from_runs
@@ -58,7 +59,6 @@ _DONE = 0x40  # finished (answered, failed or superseded)
 _RENEW = int(AckType.RENEW)
 _SENT_RENEW = _SENT + _RENEW
 # States a mark may overwrite: held records, and a renew (pending or in flight).
-_UNKNOWN_SERVER_ERROR = -1
 _MARKABLE = frozenset({_ACQUIRED, _DELIVERED, _RENEW, _SENT_RENEW})
 
 _MARKED_RUN = re.compile(rb"([\x00-\x04])\1*")
@@ -156,7 +156,7 @@ class AckResult:
         if self.ok:
             return None
         msg = f"{self.partition}: {self.reason.value if self.reason else ''}"
-        return error_for_code(self.error_code or _UNKNOWN_SERVER_ERROR, msg)
+        return error_for_code(self.error_code or ErrorCode.UNKNOWN_SERVER_ERROR, msg)
 
 
 @dataclass(slots=True, eq=False)
@@ -317,7 +317,14 @@ class AckLedger:
             return []
         failed.sort()
         # The lock is gone: the broker itself would answer INVALID_RECORD_STATE.
-        return [AckResult(tp, tuple(batches_from_runs(failed)), 121, AckFailure.SUPERSEDED)]
+        return [
+            AckResult(
+                tp,
+                tuple(batches_from_runs(failed)),
+                ErrorCode.INVALID_RECORD_STATE,
+                AckFailure.SUPERSEDED,
+            )
+        ]
 
     def deliver(self, tp: TopicIdPartition, first: int, last: int) -> None:
         """Note that offsets ``first..last`` of ``tp`` were handed to the application."""
@@ -524,7 +531,7 @@ class AckLedger:
             code = codes.get(tp)
             reason: AckFailure | None = None
             if code is None:
-                code, reason = 121, AckFailure.MISSING_FROM_RESPONSE
+                code, reason = ErrorCode.INVALID_RECORD_STATE, AckFailure.MISSING_FROM_RESPONSE
             elif code != 0:
                 reason = AckFailure.BROKER_ERROR
             if code != 0 and code in requeue:
