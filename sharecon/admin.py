@@ -46,6 +46,7 @@ from sharecon.protocol import (
     MetadataRequest,
     ShareGroupDescribeRequest,
 )
+from sharecon.protocol.error_codes import ErrorCode
 from sharecon.protocol.messages.alter_share_group_offsets import (
     AlterShareGroupOffsetsRequestPartition,
     AlterShareGroupOffsetsRequestTopic,
@@ -100,10 +101,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_COORDINATOR_MOVED = frozenset({15, 16})  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
-_COORDINATOR_RETRY = frozenset({14, 15, 16})  # ... and COORDINATOR_LOAD_IN_PROGRESS
-_TOPIC_ALREADY_EXISTS = 36
-_UNKNOWN_TOPIC_OR_PARTITION = 3
+# The coordinator moved: forget it, look it up again and retry.
+_COORDINATOR_MOVED = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR})
+# ... plus a coordinator still loading the group: retry the same one after a backoff.
+_COORDINATOR_RETRY = _COORDINATOR_MOVED | {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
 _SET, _DELETE = 0, 1  # IncrementalAlterConfigs operations
 
 
@@ -446,7 +447,7 @@ class Admin:
         failure: errors.BrokerError | None = None
         existing: list[str] = []
         for r in response.topics:
-            if r.error_code == _TOPIC_ALREADY_EXISTS and exist_ok:
+            if r.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and exist_ok:
                 existing.append(r.name)
                 continue
             if r.error_code:
@@ -514,7 +515,7 @@ class Admin:
             request = DeleteTopicsRequest(topic_names=tuple(names), timeout_ms=int(limit * 1000))
         response = await self.cluster.request_any(request, timeout=limit + 5.0)
         for r in response.responses:
-            if r.error_code == _UNKNOWN_TOPIC_OR_PARTITION and missing_ok:
+            if r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and missing_ok:
                 continue
             err = errors.error_for_code(
                 r.error_code,
@@ -652,7 +653,9 @@ class Admin:
             group_id,
             ShareGroupDescribeRequest(group_ids=(group_id,)),
             lambda r: (
-                (r.groups[0].error_code, r.groups[0].error_message) if r.groups else (0, None)
+                (r.groups[0].error_code, r.groups[0].error_message)
+                if r.groups
+                else (ErrorCode.NONE, None)
             ),
             timeout,
         )
@@ -725,7 +728,9 @@ class Admin:
             group_id,
             request,
             lambda r: (
-                (r.groups[0].error_code, r.groups[0].error_message) if r.groups else (0, None)
+                (r.groups[0].error_code, r.groups[0].error_message)
+                if r.groups
+                else (ErrorCode.NONE, None)
             ),
             timeout,
         )

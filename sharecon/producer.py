@@ -69,6 +69,7 @@ from sharecon._net.connection import BrokerAddress
 from sharecon.partitioner import partition_for_key
 from sharecon.protocol import InitProducerIdRequest, ProduceRequest
 from sharecon.protocol.compression import Codec
+from sharecon.protocol.error_codes import ErrorCode
 from sharecon.protocol.messages.produce import PartitionProduceData, TopicProduceData
 from sharecon.protocol.records import Record, encode_batch
 from sharecon.protocol.versions import PRODUCER_APIS
@@ -103,16 +104,14 @@ _CODECS: Mapping[str, Codec] = {
     "zstd": Codec.ZSTD,
 }
 
-# Error codes the producer branches on.
-_MESSAGE_TOO_LARGE = 10
-_RECORD_LIST_TOO_LARGE = 18
-_OUT_OF_ORDER_SEQUENCE = 45
-_DUPLICATE_SEQUENCE = 46
-_UNKNOWN_PRODUCER_ID = 59
-_UNKNOWN_TOPIC_OR_PARTITION = 3
-_LEADER_NOT_AVAILABLE = 5
-_TOO_LARGE = frozenset({_MESSAGE_TOO_LARGE, _RECORD_LIST_TOO_LARGE})
-_RESET_PRODUCER = frozenset({_OUT_OF_ORDER_SEQUENCE, _UNKNOWN_PRODUCER_ID})
+# The batch is too big for the broker: split it, or fail a lone record.
+_TOO_LARGE = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE})
+# The broker lost (or never had) our idempotent producer state: get a new producer id.
+_RESET_PRODUCER = frozenset({ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID})
+# A DUPLICATE_SEQUENCE_NUMBER answer means an earlier try of this batch was written.
+_WRITTEN = frozenset({ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER})
+# Metadata says this while a topic is being created or its leader elected: keep looking.
+_TOPIC_NOT_READY = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE})
 # Per-record overhead of the v2 record format beyond key, value and headers (varints,
 # attributes, deltas), an upper bound; and the fixed batch header.
 _RECORD_OVERHEAD = 21
@@ -783,10 +782,10 @@ class Producer:
                     parts = meta.partitions.get(topic)
                     if parts:
                         return len(parts)
-                    code = meta.topic_errors.get(topic, _UNKNOWN_TOPIC_OR_PARTITION)
+                    code = meta.topic_errors.get(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                     err = errors.error_for_code(code, f"topic {topic!r}")
                     assert err is not None
-                    if code not in (_UNKNOWN_TOPIC_OR_PARTITION, _LEADER_NOT_AVAILABLE):
+                    if code not in _TOPIC_NOT_READY:
                         raise err
                     last = err
                 attempt += 1
@@ -834,7 +833,7 @@ class Producer:
             except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
                 failure = exc
             else:
-                if response.error_code == 0:
+                if response.error_code == ErrorCode.NONE:
                     logger.debug(
                         "producer id %d epoch %d", response.producer_id, response.producer_epoch
                     )
@@ -1056,7 +1055,7 @@ class Producer:
         code = pr.error_code
         state = self._partitions[(batch.topic, batch.partition)]
         where = f"topic {batch.topic!r} partition {batch.partition}"
-        if code in (0, _DUPLICATE_SEQUENCE):
+        if code in _WRITTEN:
             batch.ambiguous = False
             if self._idempotent:
                 state.next_seq = (batch.base_seq + len(batch.records)) & 0x7FFFFFFF

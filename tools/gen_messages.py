@@ -1,14 +1,13 @@
-"""Generate sharecon/protocol/messages/<api>.py from Kafka's JSON message definitions.
+"""Generate sharecon/protocol/messages/<api>.py from our message spec in tools/spec/.
 
 Usage::
 
-    python tools/gen_messages.py ../shared/reference/kafka-schemas [--out sharecon/protocol/messages]
+    python tools/gen_messages.py [--spec tools/spec] [--out sharecon/protocol/messages]
 
-The schema folder is read, never copied: the output is our own dataclass form (snake_case
-fields, defaults from the schema, a ``kafka_fields`` spec list) with short doc lines of our
-own. Fetch and InitProducerId have no definition in that folder, so their layouts are given
-below in the same dict form (Fetch transcribed from the golden seed for Fetch v17,
-InitProducerId from the protocol documentation of versions 0-5).
+The spec (one JSON file per API, format described in tools/import_schemas.py) lives in
+the repository, so a fresh clone regenerates the messages with nothing else at hand. The
+output is our own dataclass form (snake_case fields, defaults from the spec, a
+``kafka_fields`` spec list) with short doc lines of our own.
 """
 
 from __future__ import annotations
@@ -20,256 +19,11 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 MAX_VERSION = 0x7FFF
 REPO = Path(__file__).resolve().parent.parent
-
-# API name -> (module name, lowest version, highest version) we generate.
-# ShareFetch/ShareAcknowledge v0 (Kafka 4.0 early access) are kept for the golden seeds;
-# the 4.4 files still describe their v0 fields.
-APIS: dict[str, tuple[str, int, int]] = {
-    "ApiVersions": ("api_versions", 0, 4),
-    "Metadata": ("metadata", 12, 13),
-    "FindCoordinator": ("find_coordinator", 4, 6),
-    "ShareGroupHeartbeat": ("share_group_heartbeat", 1, 1),
-    "ShareGroupDescribe": ("share_group_describe", 1, 1),
-    "ShareFetch": ("share_fetch", 0, 2),
-    "ShareAcknowledge": ("share_acknowledge", 0, 2),
-    "Produce": ("produce", 9, 13),
-    "CreateTopics": ("create_topics", 5, 7),
-    "DeleteTopics": ("delete_topics", 4, 6),
-    "IncrementalAlterConfigs": ("incremental_alter_configs", 1, 1),
-    "DescribeConfigs": ("describe_configs", 4, 4),
-    "ListGroups": ("list_groups", 5, 5),
-    "DescribeShareGroupOffsets": ("describe_share_group_offsets", 0, 1),
-    "AlterShareGroupOffsets": ("alter_share_group_offsets", 0, 0),
-    "DeleteShareGroupOffsets": ("delete_share_group_offsets", 0, 0),
-    "SaslHandshake": ("sasl_handshake", 1, 1),
-    "SaslAuthenticate": ("sasl_authenticate", 2, 2),
-    "Fetch": ("fetch", 4, 17),
-    "InitProducerId": ("init_producer_id", 0, 5),
-}
-
-
-def _f(name: str, typ: str, versions: str, **kw: object) -> dict[str, object]:
-    d: dict[str, object] = {"name": name, "type": typ, "versions": versions}
-    d.update(kw)
-    return d
-
-
-# Fetch (key 1), versions 4-17, in the same dict shape the loader produces. Field order,
-# types, version ranges, nullability, tags and defaults follow the layout in the Fetch v17
-# golden seed (shared/seeds); no prose is carried over.
-FETCH_REQUEST: dict[str, object] = {
-    "apiKey": 1,
-    "type": "request",
-    "name": "FetchRequest",
-    "validVersions": "4-17",
-    "flexibleVersions": "12+",
-    "fields": [
-        _f(
-            "ClusterId",
-            "string",
-            "12+",
-            nullableVersions="12+",
-            default="null",
-            taggedVersions="12+",
-            tag=0,
-            ignorable=True,
-        ),
-        _f("ReplicaId", "int32", "0-14", default="-1"),
-        _f(
-            "ReplicaState",
-            "ReplicaState",
-            "15+",
-            taggedVersions="15+",
-            tag=1,
-            fields=[
-                _f("ReplicaId", "int32", "15+", default="-1"),
-                _f("ReplicaEpoch", "int64", "15+", default="-1"),
-            ],
-        ),
-        _f("MaxWaitMs", "int32", "0+"),
-        _f("MinBytes", "int32", "0+"),
-        _f("MaxBytes", "int32", "3+", default="0x7fffffff", ignorable=True),
-        _f("IsolationLevel", "int8", "4+", default="0", ignorable=True),
-        _f("SessionId", "int32", "7+", default="0", ignorable=True),
-        _f("SessionEpoch", "int32", "7+", default="-1", ignorable=True),
-        _f(
-            "Topics",
-            "[]FetchTopic",
-            "0+",
-            fields=[
-                _f("Topic", "string", "0-12", ignorable=True),
-                _f("TopicId", "uuid", "13+", ignorable=True),
-                _f(
-                    "Partitions",
-                    "[]FetchPartition",
-                    "0+",
-                    fields=[
-                        _f("Partition", "int32", "0+"),
-                        _f("CurrentLeaderEpoch", "int32", "9+", default="-1", ignorable=True),
-                        _f("FetchOffset", "int64", "0+"),
-                        _f("LastFetchedEpoch", "int32", "12+", default="-1", ignorable=False),
-                        _f("LogStartOffset", "int64", "5+", default="-1", ignorable=True),
-                        _f("PartitionMaxBytes", "int32", "0+"),
-                        _f(
-                            "ReplicaDirectoryId",
-                            "uuid",
-                            "17+",
-                            taggedVersions="17+",
-                            tag=0,
-                            ignorable=True,
-                        ),
-                    ],
-                ),
-            ],
-        ),
-        _f(
-            "ForgottenTopicsData",
-            "[]ForgottenTopic",
-            "7+",
-            ignorable=False,
-            fields=[
-                _f("Topic", "string", "7-12", ignorable=True),
-                _f("TopicId", "uuid", "13+", ignorable=True),
-                _f("Partitions", "[]int32", "7+"),
-            ],
-        ),
-        _f("RackId", "string", "11+", default="", ignorable=True),
-    ],
-}
-
-FETCH_RESPONSE: dict[str, object] = {
-    "apiKey": 1,
-    "type": "response",
-    "name": "FetchResponse",
-    "validVersions": "4-17",
-    "flexibleVersions": "12+",
-    "fields": [
-        _f("ThrottleTimeMs", "int32", "1+", ignorable=True),
-        _f("ErrorCode", "int16", "7+", ignorable=True),
-        _f("SessionId", "int32", "7+", default="0", ignorable=False),
-        _f(
-            "Responses",
-            "[]FetchableTopicResponse",
-            "0+",
-            fields=[
-                _f("Topic", "string", "0-12", ignorable=True),
-                _f("TopicId", "uuid", "13+", ignorable=True),
-                _f(
-                    "Partitions",
-                    "[]PartitionData",
-                    "0+",
-                    fields=[
-                        _f("PartitionIndex", "int32", "0+"),
-                        _f("ErrorCode", "int16", "0+"),
-                        _f("HighWatermark", "int64", "0+"),
-                        _f("LastStableOffset", "int64", "4+", default="-1", ignorable=True),
-                        _f("LogStartOffset", "int64", "5+", default="-1", ignorable=True),
-                        _f(
-                            "DivergingEpoch",
-                            "EpochEndOffset",
-                            "12+",
-                            taggedVersions="12+",
-                            tag=0,
-                            fields=[
-                                _f("Epoch", "int32", "12+", default="-1"),
-                                _f("EndOffset", "int64", "12+", default="-1"),
-                            ],
-                        ),
-                        _f(
-                            "CurrentLeader",
-                            "LeaderIdAndEpoch",
-                            "12+",
-                            taggedVersions="12+",
-                            tag=1,
-                            fields=[
-                                _f("LeaderId", "int32", "12+", default="-1"),
-                                _f("LeaderEpoch", "int32", "12+", default="-1"),
-                            ],
-                        ),
-                        _f(
-                            "SnapshotId",
-                            "SnapshotId",
-                            "12+",
-                            taggedVersions="12+",
-                            tag=2,
-                            fields=[
-                                _f("EndOffset", "int64", "0+", default="-1"),
-                                _f("Epoch", "int32", "0+", default="-1"),
-                            ],
-                        ),
-                        _f(
-                            "AbortedTransactions",
-                            "[]AbortedTransaction",
-                            "4+",
-                            nullableVersions="4+",
-                            ignorable=True,
-                            fields=[
-                                _f("ProducerId", "int64", "4+"),
-                                _f("FirstOffset", "int64", "4+"),
-                            ],
-                        ),
-                        _f("PreferredReadReplica", "int32", "11+", default="-1", ignorable=False),
-                        _f("Records", "records", "0+", nullableVersions="0+"),
-                    ],
-                ),
-            ],
-        ),
-        _f(
-            "NodeEndpoints",
-            "[]NodeEndpoint",
-            "16+",
-            taggedVersions="16+",
-            tag=0,
-            fields=[
-                _f("NodeId", "int32", "16+"),
-                _f("Host", "string", "16+"),
-                _f("Port", "int32", "16+"),
-                _f("Rack", "string", "16+", nullableVersions="16+", default="null"),
-            ],
-        ),
-    ],
-}
-
-
-# InitProducerId (key 22), versions 0-5. v3 added the producer id and epoch to the request
-# (resuming after an epoch error); v4 and v5 only widen the error codes. v6 (two-phase
-# commit fields) is left out on purpose.
-INIT_PRODUCER_ID_REQUEST: dict[str, object] = {
-    "apiKey": 22,
-    "type": "request",
-    "name": "InitProducerIdRequest",
-    "validVersions": "0-5",
-    "flexibleVersions": "2+",
-    "fields": [
-        _f("TransactionalId", "string", "0+", nullableVersions="0+"),
-        _f("TransactionTimeoutMs", "int32", "0+"),
-        _f("ProducerId", "int64", "3+", default="-1"),
-        _f("ProducerEpoch", "int16", "3+", default="-1"),
-    ],
-}
-
-INIT_PRODUCER_ID_RESPONSE: dict[str, object] = {
-    "apiKey": 22,
-    "type": "response",
-    "name": "InitProducerIdResponse",
-    "validVersions": "0-5",
-    "flexibleVersions": "2+",
-    "fields": [
-        _f("ThrottleTimeMs", "int32", "0+", ignorable=True),
-        _f("ErrorCode", "int16", "0+"),
-        _f("ProducerId", "int64", "0+", default="-1"),
-        _f("ProducerEpoch", "int16", "0+"),
-    ],
-}
-
-#: APIs defined in this file rather than read from the schema folder.
-INLINE_SCHEMAS: dict[str, tuple[dict[str, object], dict[str, object]]] = {
-    "Fetch": (FETCH_REQUEST, FETCH_RESPONSE),
-    "InitProducerId": (INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE),
-}
+SPEC_DIR = REPO / "tools" / "spec"
 
 
 # --------------------------------------------------------------------------------------
@@ -277,55 +31,28 @@ INLINE_SCHEMAS: dict[str, tuple[dict[str, object], dict[str, object]]] = {
 # --------------------------------------------------------------------------------------
 
 
-def strip_comments(text: str) -> str:
-    """Drop ``//`` comments outside string literals (the schema files are JSON + comments)."""
-    out: list[str] = []
-    i = 0
-    in_str = False
-    n = len(text)
-    while i < n:
-        c = text[i]
-        if in_str:
-            out.append(c)
-            if c == "\\" and i + 1 < n:
-                out.append(text[i + 1])
-                i += 2
-                continue
-            if c == '"':
-                in_str = False
-            i += 1
-            continue
-        if c == '"':
-            in_str = True
-            out.append(c)
-            i += 1
-            continue
-        if text.startswith("//", i):
-            while i < n and text[i] != "\n":
-                i += 1
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
-def load_schema(path: Path) -> dict[str, object]:
-    """Read one schema file."""
-    data: dict[str, object] = json.loads(strip_comments(path.read_text(encoding="utf-8")))
+def load_spec(path: Path) -> dict[str, Any]:
+    """Read one spec file."""
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return data
 
 
-def parse_versions(spec: str | None) -> tuple[int, int] | None:
-    """``"3+"`` -> (3, MAX); ``"1-2"`` -> (1, 2); ``"0"`` -> (0, 0); ``"none"``/None -> None."""
-    if spec is None or spec == "none":
+def spec_range(r: list[int | None] | None) -> tuple[int, int] | None:
+    """A spec version range (``[3, null]``) as ``(3, MAX_VERSION)``; absent -> None."""
+    if r is None:
         return None
-    spec = spec.strip()
-    if spec.endswith("+"):
-        return (int(spec[:-1]), MAX_VERSION)
-    if "-" in spec:
-        lo, hi = spec.split("-")
-        return (int(lo), int(hi))
-    return (int(spec), int(spec))
+    lo, hi = r
+    assert lo is not None
+    return (lo, MAX_VERSION if hi is None else hi)
+
+
+def default_text(value: object) -> str:
+    """A spec default as the schema-style text :func:`default_literal` reads."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def snake(name: str) -> str:
@@ -379,37 +106,27 @@ def _overlaps(a: tuple[int, int], lo: int, hi: int) -> bool:
     return a[0] <= hi and lo <= a[1]
 
 
-def parse_struct(
-    name: str,
-    raw_fields: list[dict[str, object]],
-    common: dict[str, list[dict[str, object]]],
-    lo: int,
-    hi: int,
-) -> StructDef:
-    """Parse fields, keeping only those present somewhere in ``lo..hi``."""
+def parse_struct(name: str, spec_fields: list[dict[str, Any]], lo: int, hi: int) -> StructDef:
+    """Parse spec fields, keeping only those present somewhere in ``lo..hi``."""
     sd = StructDef(name)
-    for rf in raw_fields:
-        versions = parse_versions(str(rf["versions"]))
+    for sf in spec_fields:
+        versions = spec_range(sf["versions"])
         assert versions is not None
         if not _overlaps(versions, lo, hi):
             continue
-        typ = str(rf["type"])
+        base = str(sf["type"])
         fd = FieldDef(
-            name=str(rf["name"]),
-            type=typ,
+            name=str(sf["name"]),
+            type=f"[]{base}" if sf.get("array") else base,
             versions=versions,
-            nullable=parse_versions(rf.get("nullableVersions")),  # type: ignore[arg-type]
-            tag=rf.get("tag"),  # type: ignore[arg-type]
-            tagged=parse_versions(rf.get("taggedVersions")),  # type: ignore[arg-type]
-            ignorable=bool(rf.get("ignorable", False)),
-            default=None if rf.get("default") is None else str(rf.get("default")),
+            nullable=spec_range(sf.get("nullable")),
+            tag=sf.get("tag"),
+            tagged=spec_range(sf.get("tagged")),
+            ignorable=bool(sf.get("ignorable", False)),
+            default=default_text(sf["default"]) if "default" in sf else None,
         )
-        base = typ[2:] if typ.startswith("[]") else typ
         if base not in PRIMITIVES:
-            sub = rf.get("fields")
-            if sub is None:
-                sub = common[base]
-            fd.struct = parse_struct(base, sub, common, lo, hi)  # type: ignore[arg-type]
+            fd.struct = parse_struct(base, sf["fields"], lo, hi)
         sd.fields.append(fd)
     return sd
 
@@ -613,26 +330,15 @@ def _q(text: str) -> str:
     return json.dumps(text)
 
 
-def generate_module(
-    api: str, module: str, lo: int, hi: int, req_raw: dict[str, object], resp_raw: dict[str, object]
-) -> str:
-    """Source of one API module."""
-    parsed: list[StructDef] = []
-    flex: list[int] = []
-    keys: list[int] = []
-    for raw in (req_raw, resp_raw):
-        common = {
-            str(c["name"]): c["fields"]  # type: ignore[index]
-            for c in raw.get("commonStructs", [])  # type: ignore[attr-defined]
-        }
-        sd = parse_struct(str(raw["name"]), raw["fields"], common, lo, hi)  # type: ignore[arg-type]
+def generate_module(module: str, spec: dict[str, Any]) -> str:
+    """Source of ``sharecon/protocol/messages/<module>.py`` from its spec."""
+    api = str(spec["api"])
+    lo, hi = spec["versions"]
+    key = int(spec["api_key"])
+    req = parse_struct(f"{api}Request", spec["request"], lo, hi)
+    resp = parse_struct(f"{api}Response", spec["response"], lo, hi)
+    for sd in (req, resp):
         sd.pyname = sd.name
-        parsed.append(sd)
-        fv = parse_versions(str(raw["flexibleVersions"]))
-        flex.append(MAX_VERSION if fv is None else fv[0])
-        keys.append(int(raw["apiKey"]))  # type: ignore[call-overload]
-    req, resp = parsed
-    assert flex[0] == flex[1] and keys[0] == keys[1], api
     nested = name_structs(req, resp, api)
     owner: dict[str, str] = {}
 
@@ -649,14 +355,14 @@ def generate_module(
     mark(req)
     mark(resp)
     vtext = f"versions {lo}-{hi}" if lo != hi else f"version {lo}"
-    flexible_from = flex[0]
+    flexible_from = MAX_VERSION if spec["flexible_from"] is None else spec["flexible_from"]
     body: list[str] = []
     for sd in nested:
         body.extend(emit_struct(sd, "Struct", owner[sd.pyname] + ".", []))
 
     def class_facts(extra_resp: str | None) -> list[str]:
         facts = [
-            f"    api_key: ClassVar[int] = {keys[0]}",
+            f"    api_key: ClassVar[int] = {key}",
             f'    api_name: ClassVar[str] = "{api}"',
             f"    min_version: ClassVar[int] = {lo}",
             f"    max_version: ClassVar[int] = {hi}",
@@ -698,9 +404,9 @@ def generate_module(
         if re.search(rf"\b{n}\b", text)
     ]
     out = [
-        f'"""{api} (API key {keys[0]}): request and response, {vtext}.',
+        f'"""{api} (API key {key}): request and response, {vtext}.',
         "",
-        "GENERATED by tools/gen_messages.py from the Kafka message definitions; do not edit.",
+        f"GENERATED by tools/gen_messages.py from tools/spec/{module}.json; do not edit.",
         '"""',
         "",
         "from __future__ import annotations",
@@ -730,7 +436,7 @@ def generate_module(
 def main(argv: list[str] | None = None) -> int:
     """Entry point."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("schemas", type=Path, help="folder holding <Name>Request.json etc.")
+    ap.add_argument("--spec", type=Path, default=SPEC_DIR, help="folder of <module>.json specs")
     ap.add_argument(
         "--out",
         type=Path,
@@ -744,15 +450,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-format", action="store_true", help="skip ruff format")
     args = ap.parse_args(argv)
     modules: list[tuple[str, str, int]] = []
-    for api, (module, lo, hi) in APIS.items():
-        if api in INLINE_SCHEMAS:
-            req_raw, resp_raw = INLINE_SCHEMAS[api]
-        else:
-            req_raw = load_schema(args.schemas / f"{api}Request.json")
-            resp_raw = load_schema(args.schemas / f"{api}Response.json")
-        src = generate_module(api, module, lo, hi, req_raw, resp_raw)
-        (args.out / f"{module}.py").write_text(src, encoding="utf-8")
-        modules.append((api, module, int(req_raw["apiKey"])))  # type: ignore[call-overload]
+    for path in sorted(args.spec.glob("*.json")):
+        spec = load_spec(path)
+        module = path.stem
+        (args.out / f"{module}.py").write_text(generate_module(module, spec), encoding="utf-8")
+        modules.append((str(spec["api"]), module, int(spec["api_key"])))
     # The package index: every message class by name, and the per-key registry.
     idx = [
         '"""Generated message modules, one per API; nested types live in each module.',

@@ -39,6 +39,7 @@ from sharecon.protocol import (
     ShareFetchRequest,
     ShareGroupHeartbeatRequest,
 )
+from sharecon.protocol.error_codes import ErrorCode
 from sharecon.protocol.messages.metadata import MetadataRequestTopic
 from sharecon.protocol.versions import CLIENT_VERSIONS, api_name
 from sharecon.types import ZERO_UUID
@@ -69,12 +70,22 @@ logger = logging.getLogger(__name__)
 GROUP_KEY_TYPE = 0
 DEFAULT_PORT = 9092
 
-_UNKNOWN_TOPIC_OR_PARTITION = 3
-_INVALID_TOPIC = 17
-_UNKNOWN_TOPIC_ID = 100
-_TOPIC_GONE = frozenset({_UNKNOWN_TOPIC_OR_PARTITION, _INVALID_TOPIC, _UNKNOWN_TOPIC_ID})
+# Metadata answers these for a topic that does not exist (any more): drop what we knew.
+_TOPIC_GONE = frozenset(
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.INVALID_TOPIC_EXCEPTION,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+    }
+)
 # FindCoordinator answers these while the group's __consumer_offsets partition moves or loads.
-_COORDINATOR_RETRY = frozenset({14, 15, 16})
+_COORDINATOR_RETRY = frozenset(
+    {
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+    }
+)
 _SHARE_APIS = (ShareGroupHeartbeatRequest, ShareFetchRequest, ShareAcknowledgeRequest)
 _SHARE_FEATURE = "share.version"
 
@@ -853,7 +864,7 @@ class Cluster:
                     raise errors.RemoteProtocolError(
                         f"FindCoordinator response does not mention group {group_id!r}"
                     )
-                if found.error_code == 0:
+                if found.error_code == ErrorCode.NONE:
                     self._learn_broker(BrokerAddress(found.host, found.port, found.node_id))
                     logger.debug("group %r: coordinator is broker %d", group_id, found.node_id)
                     return found.node_id

@@ -32,6 +32,7 @@ from sharecon.protocol import (
     SaslHandshakeRequest,
     negotiate,
 )
+from sharecon.protocol.error_codes import ErrorCode
 from sharecon.protocol.versions import CLIENT_VERSIONS
 
 if TYPE_CHECKING:
@@ -46,7 +47,6 @@ __all__ = ["ConnectionConfig", "handshake", "open_connection"]
 logger = logging.getLogger(__name__)
 
 _API_VERSIONS_KEY = ApiVersionsRequest.api_key
-_UNSUPPORTED_VERSION = 35
 # The broker validates ClientSoftwareName/Version against this pattern (KIP-511).
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
@@ -164,7 +164,7 @@ async def handshake(
         client_software_version=__version__ if _SOFTWARE_RE.fullmatch(__version__) else "unknown",
     )
     response = await conn.request(request, api_version=version)
-    if response.error_code == _UNSUPPORTED_VERSION:
+    if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
         # The broker answered in v0 with its own ranges: retry at the highest it offers.
         offered = {k.api_key: k.max_version for k in response.api_keys}
         retry = min(version, offered.get(_API_VERSIONS_KEY, 0))

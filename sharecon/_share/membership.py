@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from sharecon._backoff import RETRY_BACKOFF, Backoff
 from sharecon.errors import BrokerError, error_class_for_code, error_for_code
+from sharecon.protocol.error_codes import ErrorCode
 from sharecon.types import TopicIdPartition
 
 if TYPE_CHECKING:
@@ -48,22 +49,19 @@ __all__ = [
 LEAVE_EPOCH = -1
 JOIN_EPOCH = 0
 
-COORDINATOR_LOAD_IN_PROGRESS = 14
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-UNKNOWN_MEMBER_ID = 25
-TOPIC_AUTHORIZATION_FAILED = 29
-GROUP_AUTHORIZATION_FAILED = 30
-INVALID_REQUEST = 42
-GROUP_ID_NOT_FOUND = 69
-GROUP_MAX_SIZE_REACHED = 81
-FENCED_MEMBER_EPOCH = 110
-UNSUPPORTED_ASSIGNOR = 112
-
-_FENCED = frozenset({FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID})
-_COORDINATOR_MOVED = frozenset({NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE})
+# The coordinator no longer knows us as this member: rejoin with epoch 0.
+_FENCED = frozenset({ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID})
+# Ask FindCoordinator again, at once.
+_COORDINATOR_MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
+# Retrying cannot help: the member fails. (GROUP_ID_NOT_FOUND and any other
+# non-retriable code too, see _on_error_code.)
 _FATAL = frozenset(
-    {GROUP_AUTHORIZATION_FAILED, INVALID_REQUEST, GROUP_MAX_SIZE_REACHED, UNSUPPORTED_ASSIGNOR}
+    {
+        ErrorCode.GROUP_AUTHORIZATION_FAILED,
+        ErrorCode.INVALID_REQUEST,
+        ErrorCode.GROUP_MAX_SIZE_REACHED,
+        ErrorCode.UNSUPPORTED_ASSIGNOR,
+    }
 )
 _AT_ONCE = -math.inf
 
@@ -324,7 +322,7 @@ class Membership:
             self._due = _AT_ONCE
             return HeartbeatOutcome(self._state)
 
-        if error_code == 0:
+        if error_code == ErrorCode.NONE:
             self._attempts = 0
             self._epoch = member_epoch
             self._state = MemberState.STABLE
@@ -352,10 +350,14 @@ class Membership:
         if code in _COORDINATOR_MOVED:
             self._due = _AT_ONCE
             return HeartbeatOutcome(self._state, find_coordinator=True)
-        if code == TOPIC_AUTHORIZATION_FAILED:
+        if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
             self._due = now + (self._interval if self._interval is not None else 0.0)
             return HeartbeatOutcome(self._state, error=err)
-        if code in _FATAL or code == GROUP_ID_NOT_FOUND or not error_class_for_code(code).retriable:
+        if (
+            code in _FATAL
+            or code == ErrorCode.GROUP_ID_NOT_FOUND
+            or not error_class_for_code(code).retriable
+        ):
             self._state = MemberState.FATAL
             return HeartbeatOutcome(self._state, self._set_assignment(frozenset()), error=err)
         # COORDINATOR_LOAD_IN_PROGRESS and any other retriable code: back off, retry.

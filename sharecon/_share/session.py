@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from sharecon.protocol.error_codes import ErrorCode
+
 if TYPE_CHECKING:
     import uuid
     from collections.abc import Iterable, Mapping, Sequence
@@ -51,10 +53,6 @@ INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 #: The largest epoch; the next one is 1 (0 would mean "open a new session").
 MAX_EPOCH = 2**31 - 1
-
-SHARE_SESSION_NOT_FOUND = 122
-INVALID_SHARE_SESSION_EPOCH = 123
-SHARE_SESSION_LIMIT_REACHED = 133
 
 
 def next_epoch(epoch: int) -> int:
@@ -157,15 +155,19 @@ class SessionOutcome:
     error_code: int = 0
 
 
+# Top-level codes after which the broker holds no usable session for us (rule 4).
 _RESET_CODES = {
     RequestKind.SHARE_FETCH: frozenset(
-        {SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED}
+        {
+            ErrorCode.SHARE_SESSION_NOT_FOUND,
+            ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+            ErrorCode.SHARE_SESSION_LIMIT_REACHED,
+        }
     ),
     RequestKind.SHARE_ACKNOWLEDGE: frozenset(
-        {SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH}
+        {ErrorCode.SHARE_SESSION_NOT_FOUND, ErrorCode.INVALID_SHARE_SESSION_EPOCH}
     ),
 }
-_NETWORK_EXCEPTION = 13
 
 
 class ShareSession:
@@ -367,7 +369,7 @@ class ShareSession:
         closes, so acquisitions of the old generation are gone either way.
         """
         if plan is not self._inflight:
-            return SessionOutcome(SessionEvent.STALE, plan.tag, _NETWORK_EXCEPTION)
+            return SessionOutcome(SessionEvent.STALE, plan.tag, ErrorCode.NETWORK_EXCEPTION)
         self.reset()
         event = SessionEvent.CLOSED if plan.is_final else SessionEvent.RESET
-        return SessionOutcome(event, plan.tag, _NETWORK_EXCEPTION)
+        return SessionOutcome(event, plan.tag, ErrorCode.NETWORK_EXCEPTION)

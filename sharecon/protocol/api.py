@@ -14,6 +14,7 @@ import struct
 from typing import TYPE_CHECKING, TypeVar
 
 from sharecon.errors import LocalProtocolError, RemoteProtocolError
+from sharecon.protocol.error_codes import ErrorCode
 from sharecon.protocol.header import (
     API_VERSIONS_KEY,
     RequestHeader,
@@ -53,7 +54,6 @@ __all__ = [
 
 R = TypeVar("R", bound=Response)
 
-_UNSUPPORTED_VERSION = 35
 _I16 = struct.Struct(">h")
 
 
@@ -190,7 +190,7 @@ def decode_response(
 
     For ApiVersions, a broker that does not support ``api_version`` answers with a v0
     body carrying UNSUPPORTED_VERSION and its own ranges; that body is decoded as v0, so
-    the caller sees ``error_code == 35`` and the list to retry with.
+    the caller sees ``error_code == ErrorCode.UNSUPPORTED_VERSION`` and the list to retry with.
 
     :returns: ``(correlation_id, body)``.
     :raises RemoteProtocolError: naming the API, version, field and byte offset.
@@ -211,7 +211,7 @@ def decode_response(
     start = r.pos
     if api_key == API_VERSIONS_KEY and api_version > 0:
         body_start = bytes(r.buf[start : start + 2])
-        if len(body_start) == 2 and _I16.unpack(body_start)[0] == _UNSUPPORTED_VERSION:
+        if len(body_start) == 2 and _I16.unpack(body_start)[0] == ErrorCode.UNSUPPORTED_VERSION:
             return header.correlation_id, _decode_body(r, cls, 0)  # type: ignore[return-value]
     body = _decode_body(r, cls, api_version)
     return header.correlation_id, body  # type: ignore[return-value]

@@ -25,6 +25,7 @@ from sharecon._net.cluster import (
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.connection import BrokerAddress
 from sharecon.protocol import MetadataResponse
+from sharecon.protocol.error_codes import ErrorCode
 from sharecon.protocol.messages.metadata import (
     MetadataResponseBroker,
     MetadataResponsePartition,
@@ -190,7 +191,11 @@ def test_merge_keeps_other_topics_and_drops_unknown_ones() -> None:
         response(topic("a", T1, [(1, 0)]), topic("b", T2, [(1, 0)])),
         all_topics=False,
     )
-    meta = _merge(meta, response(topic("b", T2, [], error=3)), all_topics=False)
+    meta = _merge(
+        meta,
+        response(topic("b", T2, [], error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)),
+        all_topics=False,
+    )
     assert set(meta.partitions) == {"a"} and T2 not in meta.topic_names
     assert meta.topic_errors == {"b": 3}
 
@@ -215,7 +220,9 @@ def test_merge_never_moves_a_leader_epoch_backwards() -> None:
 
 def test_merge_keeps_view_while_a_topic_has_no_leader_yet() -> None:
     meta = _merge(ClusterMetadata(), response(topic("a", T1, [(1, 0)])), all_topics=False)
-    meta = _merge(meta, response(topic("a", T1, [], error=5)), all_topics=False)
+    meta = _merge(
+        meta, response(topic("a", T1, [], error=ErrorCode.LEADER_NOT_AVAILABLE)), all_topics=False
+    )
     assert meta.leader_for(T1, 0) == 1 and meta.topic_errors == {"a": 5}
 
 

@@ -1,11 +1,11 @@
 """Our generated message definitions agree with Kafka's JSON schemas.
 
-The schemas live outside the repository (``../shared/reference/kafka-schemas`` from the
-repo root). For every message we define that has a schema there, each field present in
-our version range is compared: name (snake_case of the schema name), order, type,
-versions, nullable versions, tag and tagged versions, ignorable, and default.
-
-Only this test is skipped when the folder is absent.
+The schemas live outside the repository (the ``kafka_schemas`` fixture in conftest.py
+finds them; absent, these tests skip, or fail under ``CI=true``). For every message we
+define, each field present in our version range is compared: name (snake_case of the
+schema name), order, type, versions, nullable versions, tag and tagged versions,
+ignorable, and default. Fetch and InitProducerId, whose spec was written by hand, are
+compared like the rest.
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ import dataclasses
 import json
 import re
 import uuid
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from sharecon.protocol.messages import REQUESTS, RESPONSES
 from sharecon.protocol.messages._base import MAX_VERSION, ArrayOf, FieldSpec, Message, Struct
 
-SCHEMAS = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "kafka-schemas"
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # ShareFetch/ShareAcknowledge v0 (Kafka 4.0 early access) left validVersions in 4.1, but the
 # fields still carry their v0 ranges; we keep v0 for the golden seed.
@@ -38,10 +38,9 @@ PRIMITIVES = {
 }  # fmt: skip
 
 
-def _load(name: str) -> dict[str, Any] | None:
-    path = SCHEMAS / f"{name}.json"
-    if not path.exists():
-        return None
+def _load(folder: Path, name: str) -> dict[str, Any]:
+    path = folder / f"{name}.json"
+    assert path.exists(), f"no schema for {name} in {folder}"
     text = "\n".join(
         line for line in path.read_text(encoding="utf-8").splitlines()
         if not line.lstrip().startswith("//")
@@ -135,16 +134,10 @@ def _overlaps(r: tuple[int, int] | None, lo: int, hi: int) -> bool:
     return r is not None and r[0] <= hi and lo <= r[1]
 
 
-@pytest.mark.skipif(not SCHEMAS.is_dir(), reason=f"schema folder {SCHEMAS} not present")
 @pytest.mark.parametrize("cls", MESSAGES, ids=[c.__name__ for c in MESSAGES])
-def test_message_matches_schema(cls: type[Message]) -> None:
+def test_message_matches_schema(cls: type[Message], kafka_schemas: Path) -> None:
     """Field names, order, types, version ranges, nullability, tags and defaults agree."""
-    schema = _load(cls.__name__)
-    if schema is None:
-        # Only Fetch (pinned by the golden seed) and InitProducerId (defined in
-        # tools/gen_messages.py) lack a schema file here.
-        assert cls.api_name in {"Fetch", "InitProducerId"}, f"no schema for {cls.__name__}"
-        return
+    schema = _load(kafka_schemas, cls.__name__)
     assert schema["apiKey"] == cls.api_key
     flex = _range(schema["flexibleVersions"])
     assert cls.flexible_from == (flex[0] if flex else MAX_VERSION)
@@ -159,8 +152,7 @@ def test_message_matches_schema(cls: type[Message]) -> None:
     _compare_struct(cls, schema["fields"], common, cls.min_version, cls.max_version, cls.__name__)
 
 
-@pytest.mark.skipif(not SCHEMAS.is_dir(), reason=f"schema folder {SCHEMAS} not present")
-def test_every_listed_api_has_a_schema_or_is_fetch() -> None:
-    """Guard against a silently skipped comparison: 18 APIs have schema files."""
-    with_schema = [c for c in MESSAGES if (SCHEMAS / f"{c.__name__}.json").exists()]
-    assert len(with_schema) == 2 * 18
+def test_every_message_has_a_schema(kafka_schemas: Path) -> None:
+    """Guard against a comparison silently left out: all 20 APIs have schema files."""
+    missing = [c.__name__ for c in MESSAGES if not (kafka_schemas / f"{c.__name__}.json").exists()]
+    assert not missing and len(MESSAGES) == 2 * 20, missing

@@ -29,6 +29,7 @@ from sharecon.protocol import (
     encode_response,
     peek_correlation_id,
 )
+from sharecon.protocol.error_codes import ErrorCode
 from sharecon.protocol.messages import REQUESTS, RESPONSES, api_versions, metadata, share_fetch
 from sharecon.protocol.messages import share_group_heartbeat as sgh
 from sharecon.protocol.messages._base import Request, Response
@@ -165,13 +166,14 @@ def test_api_versions_response_header_is_always_v0() -> None:
 def test_api_versions_unsupported_version_answer_decodes_as_v0() -> None:
     """A broker answering our v4 request with a v0 UNSUPPORTED_VERSION body is understood."""
     v0 = ApiVersionsResponse(
-        error_code=35, api_keys=(api_versions.ApiVersion(api_key=18, min_version=0, max_version=2),)
+        error_code=ErrorCode.UNSUPPORTED_VERSION,
+        api_keys=(api_versions.ApiVersion(api_key=18, min_version=0, max_version=2),),
     )
     frame = encode_response(18, 0, 11, v0)[4:]
     cid, body = decode_response(18, 4, frame)
     assert cid == 11
     assert isinstance(body, ApiVersionsResponse)
-    assert body.error_code == 35
+    assert body.error_code == ErrorCode.UNSUPPORTED_VERSION
     assert body.api_keys[0].max_version == 2
 
 

@@ -13,6 +13,7 @@ from sharecon.protocol import (
     ShareFetchResponse,
     negotiate,
 )
+from sharecon.protocol.error_codes import ErrorCode
 from sharecon.protocol.messages import REQUESTS
 from sharecon.protocol.messages.api_versions import (
     ApiVersion,
@@ -99,7 +100,7 @@ def test_version_of_unavailable_api_raises() -> None:
 def test_error_code_in_response_raises_broker_error() -> None:
     """An ApiVersions error (e.g. 35 UNSUPPORTED_VERSION) is not silently negotiated."""
     with pytest.raises(UnsupportedVersionError):
-        negotiate(_resp(BROKER_42, error_code=35))
+        negotiate(_resp(BROKER_42, error_code=ErrorCode.UNSUPPORTED_VERSION))
 
 
 def test_features_are_exposed() -> None:

@@ -12,6 +12,7 @@ from sharecon._share.acks import AckBatch, expand
 from sharecon._share.ledger import AckFailure, AckLedger, AckResult, MarkResult
 from sharecon._share.session import SessionTag
 from sharecon.errors import InvalidRecordStateError
+from sharecon.protocol.error_codes import ErrorCode
 from sharecon.types import AckType, TopicIdPartition
 
 G, A, R, J, N = AckType.GAP, AckType.ACCEPT, AckType.RELEASE, AckType.REJECT, AckType.RENEW
@@ -192,10 +193,12 @@ def test_broker_error_and_missing_partition() -> None:
     delivered(ledger, TP1, 0, 0)
     ledger.mark_delivered(A)
     ledger.take(TAG)
-    results = ledger.complete(TAG, {TP0: 121})
+    results = ledger.complete(TAG, {TP0: ErrorCode.INVALID_RECORD_STATE})
     assert results == [
-        AckResult(TP0, (b(0, 0, A),), 121, AckFailure.BROKER_ERROR),
-        AckResult(TP1, (b(0, 0, A),), 121, AckFailure.MISSING_FROM_RESPONSE),
+        AckResult(TP0, (b(0, 0, A),), ErrorCode.INVALID_RECORD_STATE, AckFailure.BROKER_ERROR),
+        AckResult(
+            TP1, (b(0, 0, A),), ErrorCode.INVALID_RECORD_STATE, AckFailure.MISSING_FROM_RESPONSE
+        ),
     ]
     err = results[0].error()
     assert isinstance(err, InvalidRecordStateError)
@@ -267,7 +270,9 @@ def test_redelivery_supersedes_unanswered_acks() -> None:
     delivered(ledger, TP0, 0, 9)
     ledger.mark_range(TP0, 5, 9, A)
     results = ledger.add(TP0, TAG, [(5, 14)])
-    assert results == [AckResult(TP0, (b(5, 9, A),), 121, AckFailure.SUPERSEDED)]
+    assert results == [
+        AckResult(TP0, (b(5, 9, A),), ErrorCode.INVALID_RECORD_STATE, AckFailure.SUPERSEDED)
+    ]
     assert isinstance(results[0].error(), InvalidRecordStateError)
     assert ledger.mark(TP0, 7, R) is MarkResult.OK  # applies to the new delivery
     ledger.mark_range(TP0, 0, 4, A)

@@ -24,6 +24,7 @@ from sharecon.errors import (
     TopicAuthorizationFailedError,
     UnsupportedAssignorError,
 )
+from sharecon.protocol.error_codes import ErrorCode
 from sharecon.types import TopicIdPartition
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
@@ -114,7 +115,9 @@ def test_subscription_change_is_sent_promptly() -> None:
         m.subscribe([])
 
 
-@pytest.mark.parametrize("code", [110, 25], ids=["FENCED_MEMBER_EPOCH", "UNKNOWN_MEMBER_ID"])
+@pytest.mark.parametrize(
+    "code", [ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID], ids=lambda c: c.name
+)
 def test_fenced_drops_assignment_and_rejoins_at_once(code: int) -> None:
     m = member()
     joined(m, parts={T1: [0]})
@@ -127,7 +130,9 @@ def test_fenced_drops_assignment_and_rejoins_at_once(code: int) -> None:
     assert m.build_heartbeat(3.0) == HeartbeatPlan("g", MID, 0, "r1", ("a", "b"))
 
 
-@pytest.mark.parametrize("code", [16, 15], ids=["NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE"])
+@pytest.mark.parametrize(
+    "code", [ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE], ids=lambda c: c.name
+)
 def test_coordinator_moved_retries_at_once(code: int) -> None:
     m = member()
     joined(m, parts={T1: [0]})
@@ -142,10 +147,13 @@ def test_coordinator_moved_retries_at_once(code: int) -> None:
 def test_load_in_progress_backs_off_exponentially() -> None:
     m = member()
     assert m.build_heartbeat(0.0) is not None
-    assert m.on_response(1.0, error_code=14).state is MemberState.JOINING
+    assert (
+        m.on_response(1.0, error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS).state
+        is MemberState.JOINING
+    )
     assert m.next_deadline() == pytest.approx(1.1)
     assert m.build_heartbeat(1.1) is not None
-    m.on_response(2.0, error_code=14)
+    m.on_response(2.0, error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     assert m.next_deadline() == pytest.approx(2.2)
     assert m.build_heartbeat(2.2) == HeartbeatPlan("g", MID, 0, "r1", ("a", "b"))
     m.on_response(3.0, error_code=0, member_epoch=1, heartbeat_interval_ms=1000)
@@ -177,7 +185,7 @@ def test_topic_authorization_failed_is_reported_and_member_stays() -> None:
     m = member()
     joined(m)
     assert m.build_heartbeat(5.0) is not None
-    out = m.on_response(6.0, error_code=29)
+    out = m.on_response(6.0, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     assert out.state is MemberState.STABLE and isinstance(out.error, TopicAuthorizationFailedError)
     assert m.next_deadline() == 11.0
 
@@ -186,7 +194,7 @@ def test_other_retriable_code_backs_off() -> None:
     m = member()
     joined(m)
     assert m.build_heartbeat(5.0) is not None
-    out = m.on_response(6.0, error_code=7)  # REQUEST_TIMED_OUT
+    out = m.on_response(6.0, error_code=ErrorCode.REQUEST_TIMED_OUT)
     assert out.state is MemberState.STABLE and out.error is None
     assert m.next_deadline() == pytest.approx(6.1)
 
@@ -197,7 +205,7 @@ def test_leave_sequence_then_rejoin() -> None:
     assert m.leave() is None
     assert m.state is MemberState.LEAVING and m.next_deadline() == -math.inf
     assert m.build_heartbeat(1.0) == HeartbeatPlan("g", MID, -1, None, None)
-    out = m.on_response(1.5, error_code=69)  # GROUP_ID_NOT_FOUND is fine when leaving
+    out = m.on_response(1.5, error_code=ErrorCode.GROUP_ID_NOT_FOUND)  # fine when leaving
     assert out.state is MemberState.LEFT and out.error is None
     assert out.change is not None and out.change.removed == {tp(T1, 0)}
     assert m.build_heartbeat(10.0) is None

@@ -18,6 +18,7 @@ from sharecon._share.session import (
     ShareSession,
     next_epoch,
 )
+from sharecon.protocol.error_codes import ErrorCode
 from sharecon.types import AckType, TopicIdPartition
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
@@ -182,14 +183,16 @@ def test_close(kind: RequestKind) -> None:
 
 
 RESETS = [
-    (RequestKind.SHARE_FETCH, 122, SessionEvent.RESET),
-    (RequestKind.SHARE_FETCH, 123, SessionEvent.RESET),
-    (RequestKind.SHARE_FETCH, 133, SessionEvent.RESET),
-    (RequestKind.SHARE_ACKNOWLEDGE, 122, SessionEvent.RESET),
-    (RequestKind.SHARE_ACKNOWLEDGE, 123, SessionEvent.RESET),
-    (RequestKind.SHARE_ACKNOWLEDGE, 133, SessionEvent.ADVANCED),  # limit applies to ShareFetch only
-    (RequestKind.SHARE_FETCH, 30, SessionEvent.ADVANCED),  # other errors still advance
-    (RequestKind.SHARE_FETCH, 0, SessionEvent.ADVANCED),
+    (RequestKind.SHARE_FETCH, ErrorCode.SHARE_SESSION_NOT_FOUND, SessionEvent.RESET),
+    (RequestKind.SHARE_FETCH, ErrorCode.INVALID_SHARE_SESSION_EPOCH, SessionEvent.RESET),
+    (RequestKind.SHARE_FETCH, ErrorCode.SHARE_SESSION_LIMIT_REACHED, SessionEvent.RESET),
+    (RequestKind.SHARE_ACKNOWLEDGE, ErrorCode.SHARE_SESSION_NOT_FOUND, SessionEvent.RESET),
+    (RequestKind.SHARE_ACKNOWLEDGE, ErrorCode.INVALID_SHARE_SESSION_EPOCH, SessionEvent.RESET),
+    # The session limit applies to ShareFetch only.
+    (RequestKind.SHARE_ACKNOWLEDGE, ErrorCode.SHARE_SESSION_LIMIT_REACHED, SessionEvent.ADVANCED),
+    # Other errors still advance.
+    (RequestKind.SHARE_FETCH, ErrorCode.GROUP_AUTHORIZATION_FAILED, SessionEvent.ADVANCED),
+    (RequestKind.SHARE_FETCH, ErrorCode.NONE, SessionEvent.ADVANCED),
 ]
 
 
