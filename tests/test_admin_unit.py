@@ -1,4 +1,4 @@
-"""Admin checks that need no broker: argument errors raised before any request."""
+"""Admin and dead-letter policy checks that need no broker: argument errors raised early."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import pytest
 
 from sharecon import errors
 from sharecon.admin import Admin, NewTopic
+from sharecon.dlq import DeadLetterPolicy
 
 pytestmark = pytest.mark.anyio
 
@@ -24,3 +25,9 @@ async def test_create_topics_refuses_illegal_names(topic: str | NewTopic) -> Non
     admin = Admin("localhost:9092")
     with anyio.fail_after(1), pytest.raises(errors.ConfigError, match="create_topics: invalid"):
         await admin.create_topics(["fine", topic])
+
+
+@pytest.mark.parametrize("topic", ["", "bad topic!", "..", "x" * 250])
+def test_dead_letter_policy_refuses_illegal_topic_names(topic: str) -> None:
+    with pytest.raises(errors.ConfigError, match="DeadLetterPolicy.topic: invalid"):
+        DeadLetterPolicy(topic=topic)

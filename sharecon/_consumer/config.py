@@ -8,6 +8,7 @@ field that will not encode) or never (a NaN deadline that never passes).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -21,6 +22,7 @@ __all__ = [
     "AckMode",
     "ConsumerConfig",
     "check_max_records",
+    "topics_tuple",
 ]
 
 AckMode = Literal["implicit", "explicit"]
@@ -80,6 +82,21 @@ def check_max_records(value: int | None, default: int) -> int:
     if value is None:
         return default
     return check_int("max_records", value, 1, MAX_RECORDS_LIMIT)
+
+
+def topics_tuple(topics: object) -> tuple[str, ...]:
+    """``ShareConsumer(topics=...)`` as a tuple; the names are checked by :class:`ConsumerConfig`.
+
+    :raises ConfigError: naming ``topics``, for a single str (it would iterate into
+        one-letter topics, each a legal name) or bytes, and for a non-iterable.
+    """
+    if isinstance(topics, (str, bytes)):
+        raise ConfigError(f"topics must be a list of topic names, not a single name {topics!r}")
+    if not isinstance(topics, Iterable):
+        raise ConfigError(
+            f"topics must be a list of topic names, not {type(topics).__name__} {topics!r}"
+        )
+    return tuple(topics)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from sharecon._consumer.config import (
     MAX_SECONDS,
     ConsumerConfig,
     check_max_records,
+    topics_tuple,
 )
 from sharecon.errors import ConfigError
 
@@ -181,3 +182,14 @@ def test_check_max_records_none_means_default() -> None:
     assert check_max_records(None, 500) == 500
     assert check_max_records(1, 500) == 1
     assert check_max_records(MAX_RECORDS_LIMIT, 500) == MAX_RECORDS_LIMIT
+
+
+@pytest.mark.parametrize("topics", ["abc", b"abc", 5, None])
+def test_topics_tuple_refuses_a_single_name_or_a_non_iterable(topics: object) -> None:
+    with pytest.raises(ConfigError, match="topics"):
+        topics_tuple(topics)
+
+
+def test_topics_tuple_accepts_any_iterable() -> None:
+    assert topics_tuple(["a", "b"]) == ("a", "b")
+    assert topics_tuple(t for t in ("a",)) == ("a",)
