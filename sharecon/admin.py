@@ -66,6 +66,7 @@ from sharecon.protocol.messages.incremental_alter_configs import (
     AlterConfigsResource,
 )
 from sharecon.protocol.messages.metadata import MetadataRequestTopic
+from sharecon.protocol.names import topic_name_may_collide, validate_topic_name
 from sharecon.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -425,6 +426,14 @@ class Admin:
             )
             for t in topics
         ]
+        for s in specs:
+            validate_topic_name(s.name, param="create_topics")
+            if topic_name_may_collide(s.name):
+                # Kafka itself only warns: metrics replace '.' with '_', so a.b and a_b clash.
+                logger.warning(
+                    "topic %r mixes '.' and '_': its metrics may collide with another topic's",
+                    s.name,
+                )
         if not specs:
             return ()
         request = CreateTopicsRequest(

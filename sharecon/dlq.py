@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from sharecon import errors
+from sharecon.protocol.names import validate_topic_name
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -109,8 +110,8 @@ class DeadLetterPolicy:
             raise errors.ConfigError(f"partitions must be at least 1, not {self.partitions}")
         if self.use_broker_dlq not in (True, False, "auto"):
             raise errors.ConfigError("use_broker_dlq must be True, False or 'auto'")
-        if self.topic is not None and not self.topic:
-            raise errors.ConfigError("the dead-letter topic name must not be empty")
+        if self.topic is not None:
+            validate_topic_name(self.topic, param="DeadLetterPolicy.topic")
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,6 +71,7 @@ from sharecon.protocol import InitProducerIdRequest, ProduceRequest
 from sharecon.protocol.compression import Codec
 from sharecon.protocol.error_codes import ErrorCode
 from sharecon.protocol.messages.produce import PartitionProduceData, TopicProduceData
+from sharecon.protocol.names import validate_topic_name
 from sharecon.protocol.records import Record, encode_batch
 from sharecon.protocol.versions import PRODUCER_APIS
 from sharecon.types import ZERO_UUID, Header
@@ -679,6 +680,10 @@ class Producer:
             size = _record_size(k, v, hs)
 
         parts = cluster.metadata.partitions.get(topic)
+        if not parts:
+            # Only names the cluster does not know yet are checked, keeping the per-record
+            # path cheap; an illegal name would otherwise wait out metadata_timeout.
+            validate_topic_name(topic)
         count = len(parts) if parts else await self._partition_count(topic)
         if partition is None:
             if k is not None:

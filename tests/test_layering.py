@@ -2,16 +2,24 @@
 
 1 protocol (sans-I/O) < 2 _share (sans-I/O, synchronous) < 3 _net (anyio) < 4 clients.
 `sharecon.errors` and `sharecon.types` are plain data, importable from every layer.
+
+Every import counts: module level, inside ``if TYPE_CHECKING:``, and inside functions.
+The top-level modules (``sharecon/*.py``) have rules too, and no two sharecon modules may
+import each other, directly or round a longer loop (see :data:`KNOWN_CYCLES`).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
+from collections import deque
+from itertools import pairwise
 
 import pytest
 
 PKG = pathlib.Path(__file__).resolve().parents[1] / "sharecon"
+ROOT = "sharecon"
 
 # Imports that would bring I/O, clocks, threads or logging into a sans-I/O layer.
 IO_MODULES = {
@@ -37,7 +45,7 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     "cli": (
         SANS_IO_BASE
         | {
-            "sharecon",
+            ROOT,
             "sharecon.protocol",
             "sharecon._net",
             "sharecon.cli",
@@ -64,28 +72,135 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     ),
 }
 
+# The public clients, which the dead-letter helpers and the package root build on.
+CLIENTS = {"sharecon.admin", "sharecon.producer", "sharecon.consumer", "sharecon.dlq"}
+
+TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
+    # top-level module: (sharecon modules it may import, modules it must not import)
+    # Plain data and pure helpers, importable from every layer: they import (almost) nothing.
+    "sharecon.errors": (set(), IO_MODULES),
+    "sharecon.types": ({"sharecon.errors"}, IO_MODULES),
+    "sharecon._version": (set(), IO_MODULES),
+    "sharecon._backoff": ({"sharecon.errors", "sharecon.types"}, IO_MODULES),
+    "sharecon.partitioner": ({"sharecon.errors", "sharecon.types"}, IO_MODULES),
+    # The public record: data, typed against the protocol's header tuples.
+    "sharecon.record": ({"sharecon.errors", "sharecon.types", "sharecon.protocol"}, IO_MODULES),
+    # Layer-4 clients: everything below them, never the CLI or the test helpers.
+    "sharecon.admin": (SANS_IO_BASE | {"sharecon.protocol", "sharecon._net"}, set()),
+    "sharecon.producer": (
+        SANS_IO_BASE | {"sharecon.protocol", "sharecon._net", "sharecon.partitioner"},
+        set(),
+    ),
+    "sharecon.dlq": (
+        SANS_IO_BASE
+        | {
+            "sharecon.protocol",
+            "sharecon._net",
+            "sharecon.record",
+            "sharecon.admin",
+            "sharecon.producer",
+        },
+        set(),
+    ),
+    "sharecon.consumer": (
+        SANS_IO_BASE
+        | {
+            "sharecon.protocol",
+            "sharecon._share",
+            "sharecon._net",
+            "sharecon._consumer",
+            "sharecon.record",
+            "sharecon.dlq",
+            "sharecon.producer",
+        },
+        set(),
+    ),
+    # The package root re-exports the public API.
+    ROOT: (
+        SANS_IO_BASE
+        | CLIENTS
+        | {"sharecon.protocol", "sharecon._share", "sharecon._net", "sharecon.record"},
+        set(),
+    ),
+}
+
+#: Import cycles between sharecon modules that are being removed. Each entry lists the
+#: modules of one cycle in import order (the last imports the first). An entry that is no
+#: longer a cycle fails ``test_known_cycles_are_real``: delete it then.
+KNOWN_CYCLES: tuple[tuple[str, ...], ...] = (
+    # core imports NodeFetcher inside a function; fetcher imports core under TYPE_CHECKING.
+    ("sharecon._consumer.core", "sharecon._consumer.fetcher"),
+)
+
+
+def module_name(path: pathlib.Path) -> str:
+    """``sharecon/_net/cluster.py`` -> ``sharecon._net.cluster``; a package's ``__init__`` -> it."""
+    parts = path.relative_to(PKG.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@functools.cache
+def all_modules() -> dict[str, pathlib.Path]:
+    return {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+
+
+def _resolve(target: str) -> str:
+    """The sharecon module an import of ``target`` loads: itself, or its longest module prefix."""
+    modules = all_modules()
+    while target not in modules and "." in target:
+        target = target.rsplit(".", 1)[0]
+    return target
+
 
 def imports_of(path: pathlib.Path) -> list[tuple[int, str]]:
+    """Every import in ``path`` as ``(line, module)``, wherever it sits in the file.
+
+    ``from package import name`` counts as an import of ``package.name`` when that is a
+    sharecon module (``from sharecon import errors``), else of ``package`` itself.
+    """
     tree = ast.parse(path.read_text(), str(path))
+    is_package = path.name == "__init__.py"
     found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
+    for node in ast.walk(tree):  # walks function bodies and `if TYPE_CHECKING:` blocks too
         if isinstance(node, ast.Import):
             found.extend((node.lineno, alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 # Relative import: resolve against the module's package.
-                parts = path.relative_to(PKG.parent).with_suffix("").parts[: -node.level]
-                base = ".".join(parts)
-                found.append((node.lineno, f"{base}.{node.module}" if node.module else base))
+                parts = module_name(path).split(".")
+                keep = len(parts) - node.level + (1 if is_package else 0)
+                base = ".".join(parts[:keep])
+                module = f"{base}.{node.module}" if node.module else base
             elif node.module:
-                found.append((node.lineno, node.module))
-                if node.module == "sharecon":
-                    found.extend((node.lineno, f"sharecon.{a.name}") for a in node.names)
+                module = node.module
+            else:
+                continue
+            if module.startswith(ROOT):
+                subs = [f"{module}.{a.name}" for a in node.names]
+                modules = all_modules()
+                found.extend((node.lineno, s) for s in subs if s in modules)
+                if any(s not in modules for s in subs):
+                    found.append((node.lineno, module))
+            else:
+                found.append((node.lineno, module))
     return found
 
 
 def allowed(module: str, prefixes: set[str]) -> bool:
-    return any(module == p or module.startswith(p + ".") for p in prefixes)
+    # The package root is matched exactly: allowing `sharecon` must not allow all of it.
+    return any(module == p or (p != ROOT and module.startswith(p + ".")) for p in prefixes)
+
+
+def violations_of(path: pathlib.Path, may_import: set[str], forbidden: set[str]) -> list[str]:
+    found = []
+    for lineno, module in imports_of(path):
+        where = f"{path.relative_to(PKG.parent)}:{lineno} imports {module}"
+        if module == ROOT or module.startswith(ROOT + "."):
+            if not allowed(_resolve(module), may_import):
+                found.append(where)
+        elif module.split(".")[0] in forbidden:
+            found.append(where)
+    return found
 
 
 @pytest.mark.parametrize("layer", sorted(RULES))
@@ -93,15 +208,14 @@ def test_layer_imports(layer: str) -> None:
     may_import, forbidden = RULES[layer]
     violations = []
     for path in sorted((PKG / layer).rglob("*.py")):
-        for lineno, module in imports_of(path):
-            top = module.split(".")[0]
-            if module.startswith("sharecon"):
-                if module == "sharecon":
-                    continue  # `from sharecon import errors`: each imported name is checked too
-                if not allowed(module, may_import):
-                    violations.append(f"{path.relative_to(PKG.parent)}:{lineno} imports {module}")
-            elif top in forbidden:
-                violations.append(f"{path.relative_to(PKG.parent)}:{lineno} imports {module}")
+        violations += violations_of(path, may_import, forbidden)
+    assert not violations, "layering violations:\n" + "\n".join(violations)
+
+
+@pytest.mark.parametrize("module", sorted(TOP_LEVEL_RULES))
+def test_top_level_module_imports(module: str) -> None:
+    may_import, forbidden = TOP_LEVEL_RULES[module]
+    violations = violations_of(all_modules()[module], may_import, forbidden)
     assert not violations, "layering violations:\n" + "\n".join(violations)
 
 
@@ -109,3 +223,139 @@ def test_rules_cover_existing_layers() -> None:
     """Every private layer folder has a rule, so a new one cannot slip past this test."""
     folders = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert folders - {"testing"} <= set(RULES), folders
+
+
+def test_rules_cover_top_level_modules() -> None:
+    """Every ``sharecon/*.py`` has a rule, so a new one cannot slip past this test."""
+    top = {module_name(p) for p in PKG.glob("*.py")}
+    assert top == set(TOP_LEVEL_RULES)
+
+
+# -- import cycles ---------------------------------------------------------------------------
+
+
+@functools.cache
+def import_graph() -> dict[str, dict[str, str]]:
+    """``graph[a][b]`` = where module ``a`` imports sharecon module ``b`` (``file:line``).
+
+    A submodule import does not count as importing its parent packages (Python runs their
+    ``__init__`` first, but a package's own ``__init__`` importing its children is how
+    packages work, not a cycle).
+    """
+    graph: dict[str, dict[str, str]] = {}
+    for name, path in all_modules().items():
+        edges = graph.setdefault(name, {})
+        for lineno, module in imports_of(path):
+            if module == ROOT or module.startswith(ROOT + "."):
+                target = _resolve(module)
+                if target != name:
+                    edges.setdefault(target, f"{path.relative_to(PKG.parent)}:{lineno}")
+    return graph
+
+
+def strongly_connected(graph: dict[str, dict[str, str]]) -> list[set[str]]:
+    """The graph's strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(component)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def cycle_through(graph: dict[str, dict[str, str]], start: str, within: set[str]) -> list[str]:
+    """A shortest import loop from ``start`` back to itself, inside ``within``."""
+    came_from: dict[str, str] = {}
+    queue = deque([start])
+    while queue:
+        v = queue.popleft()
+        for w in sorted(graph[v]):
+            if w not in within:
+                continue
+            if w == start:
+                path = [v]
+                while path[-1] != start:
+                    path.append(came_from[path[-1]])
+                return [start, *reversed(path[:-1]), start]
+            if w not in came_from:
+                came_from[w] = v
+                queue.append(w)
+    raise AssertionError(f"no cycle through {start}")
+
+
+def describe(graph: dict[str, dict[str, str]], cycle: list[str]) -> str:
+    steps = [f"{a} -> {b} ({graph[a][b]})" for a, b in pairwise(cycle)]
+    return "\n    ".join(steps)
+
+
+def test_no_import_cycles() -> None:
+    """No sharecon module imports itself, however indirectly (bar :data:`KNOWN_CYCLES`)."""
+    graph = import_graph()
+    known = [set(c) for c in KNOWN_CYCLES]
+    problems = []
+    for component in strongly_connected(graph):
+        if component in known:
+            continue
+        cycle = cycle_through(graph, min(component), component)
+        problems.append(f"cycle among {sorted(component)}:\n    {describe(graph, cycle)}")
+    assert not problems, "import cycles:\n" + "\n".join(problems)
+
+
+def stale_entries(
+    graph: dict[str, dict[str, str]], known: tuple[tuple[str, ...], ...]
+) -> list[str]:
+    """Allowlisted cycles that are no longer cycles exactly as written."""
+    components = strongly_connected(graph)
+    stale = []
+    for cycle in known:
+        loop = [*cycle, cycle[0]]
+        missing = [f"{a} -> {b}" for a, b in pairwise(loop) if b not in graph.get(a, {})]
+        if missing:
+            stale.append(f"{cycle}: no import {', '.join(missing)}")
+        elif set(cycle) not in components:
+            stale.append(f"{cycle}: part of a larger cycle; list that one instead")
+    return stale
+
+
+def test_known_cycles_are_real() -> None:
+    """Each allowlisted cycle still exists exactly as written; once removed, drop the entry."""
+    stale = stale_entries(import_graph(), KNOWN_CYCLES)
+    assert not stale, "stale KNOWN_CYCLES entries:\n" + "\n".join(stale)
+
+
+def test_stale_entry_is_detected() -> None:
+    graph = {"a": {"b": "a.py:1"}, "b": {"a": "b.py:1"}, "c": {"a": "c.py:1"}}
+    assert stale_entries(graph, (("a", "b"), ("b", "a"))) == []
+    assert stale_entries(graph, (("a", "c"),)) == ["('a', 'c'): no import a -> c"]
+
+
+def test_cycle_finder_finds_a_planted_cycle() -> None:
+    """The detector itself works: a three-module loop is found and reported in order."""
+    graph = {"a": {"b": "a.py:1"}, "b": {"c": "b.py:1"}, "c": {"a": "c.py:1"}, "d": {"a": "d:1"}}
+    assert strongly_connected(graph) == [{"a", "b", "c"}]
+    assert cycle_through(graph, "a", {"a", "b", "c"}) == ["a", "b", "c", "a"]

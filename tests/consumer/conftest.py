@@ -7,10 +7,17 @@ for every codec.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
 from confluent_kafka import Producer
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping
+
+    from sharecon.errors import KafkaError
+    from sharecon.types import TopicPartition
 
 
 @pytest.fixture
@@ -73,3 +80,19 @@ async def produce(
 ) -> list[Produced]:
     """:func:`produce_sync` in a worker thread, so the event loop keeps running."""
     return await anyio.to_thread.run_sync(lambda: produce_sync(bootstrap, topic, values, **kwargs))  # type: ignore[arg-type]
+
+
+def assert_clean_commit(
+    verdict: Mapping[TopicPartition, KafkaError | None],
+    must_name: Collection[TopicPartition],
+    may_name: Collection[TopicPartition] = (),
+) -> None:
+    """``commit()`` succeeded for the partitions that had answers pending.
+
+    ``all(err is None ...)`` alone passes on an empty verdict, so this also checks that the
+    verdict names every partition of ``must_name`` and nothing outside ``may_name``.
+    """
+    assert verdict, "commit() returned an empty verdict"
+    assert set(must_name) <= set(verdict), f"commit() verdict {verdict} lacks {set(must_name)}"
+    assert set(verdict) <= set(must_name) | set(may_name), f"unexpected partitions in {verdict}"
+    assert all(err is None for err in verdict.values()), verdict

@@ -15,7 +15,7 @@ from sharecon import errors
 from sharecon.admin import Admin
 from sharecon.consumer import ShareConsumer
 from sharecon.types import AckType, TopicPartition
-from tests.consumer.conftest import produce
+from tests.consumer.conftest import assert_clean_commit, produce
 
 if TYPE_CHECKING:
     from sharecon._share.ledger import AckResult
@@ -177,7 +177,7 @@ async def test_renew_keeps_the_lock_past_its_duration(
         assert record.lock_deadline is not None and record.lock_deadline > first_deadline + 3
         record.accept()
         verdict = await consumer.commit()
-    assert verdict and all(v is None for v in verdict.values())
+    assert_clean_commit(verdict, {TopicPartition(topic, 0)})
     assert results and all(r.ok for r in results)
 
 
@@ -244,7 +244,7 @@ async def test_batches_accept_previous_batch_in_implicit_mode(
                     break
         verdict = await consumer.commit()
     assert got == 200
-    assert verdict and all(v is None for v in verdict.values())
+    assert_clean_commit(verdict, {TopicPartition(topic, 0)})
 
 
 async def test_cancelling_the_iterating_task_closes_cleanly(

@@ -4,6 +4,7 @@ InitProducerId wire layout, and a clear error for an unreachable bootstrap addre
 from __future__ import annotations
 
 import socket
+from types import SimpleNamespace
 
 import anyio
 import pytest
@@ -108,3 +109,13 @@ def test_init_producer_id_response_decodes() -> None:
 
 def test_client_speaks_init_producer_id_v3_to_v5() -> None:
     assert CLIENT_VERSIONS[InitProducerIdRequest.api_key] == (3, 5)
+
+
+@pytest.mark.parametrize("topic", ["bad topic!", ".", "..", "a/b", "a\0b", "t" * 250])
+async def test_send_to_an_illegal_topic_name_fails_at_once(topic: str) -> None:
+    """An illegal name is refused before any metadata lookup (it used to wait it out)."""
+    producer = Producer("localhost:9092")
+    # Stand-in for an open cluster that knows no topics: the check must come before I/O.
+    producer._cluster = SimpleNamespace(metadata=SimpleNamespace(partitions={}))  # type: ignore[assignment]
+    with anyio.fail_after(1), pytest.raises(errors.ConfigError, match="invalid topic name"):
+        await producer.send(topic, b"v")
