@@ -29,7 +29,7 @@ import anyio
 import anyio.lowlevel
 
 from sharecon import errors
-from sharecon._consumer.config import ConsumerConfig
+from sharecon._consumer.config import ConsumerConfig, check_max_records, topics_tuple
 from sharecon._consumer.core import ConsumerCore
 from sharecon._consumer.fetcher import FetcherPool
 from sharecon._consumer.heartbeat import heartbeat_loop
@@ -38,6 +38,7 @@ from sharecon._net.connect import ConnectionConfig
 from sharecon._share.membership import MemberState
 from sharecon.dlq import DeadLetterPolicy, DeadLetterRouter
 from sharecon.protocol import ShareGroupHeartbeatRequest
+from sharecon.protocol.names import validate_topic_name
 from sharecon.types import AckType, TopicIdPartition, TopicPartition
 
 if TYPE_CHECKING:
@@ -124,11 +125,9 @@ class ShareConsumer:
         dlq_topic: str | None = None,
         dead_letter: DeadLetterPolicy | None = None,
     ) -> None:
-        if isinstance(topics, str):
-            raise errors.ConfigError("topics must be a list of topic names, not a string")
         self._config = ConsumerConfig(
             group_id=group_id,
-            topics=tuple(topics),
+            topics=topics_tuple(topics),
             ack_mode=ack_mode,
             max_records=max_records,
             max_wait_ms=max_wait_ms,
@@ -141,8 +140,8 @@ class ShareConsumer:
             close_timeout=close_timeout,
             rack_id=rack_id,
         )
-        if not self._config.topics:
-            raise errors.ConfigError("topics must name at least one topic")
+        if dlq_topic is not None:
+            validate_topic_name(dlq_topic, param="dlq_topic")
         self._bootstrap = bootstrap
         self._connection = ConnectionConfig(
             client_id=client_id,
@@ -373,10 +372,16 @@ class ShareConsumer:
         return list(self._running().errors)
 
     def subscribe(self, topics: Iterable[str]) -> None:
-        """Replace the subscription; the next heartbeat tells the coordinator."""
-        topics = tuple(topics)
-        if not topics or any(not t for t in topics):
-            raise errors.ConfigError("subscribe() needs at least one non-empty topic name")
+        """Replace the subscription; the next heartbeat tells the coordinator.
+
+        :raises ConfigError: no topics, or a name Kafka would refuse (checked here, so a
+            bad name fails at once instead of never matching a topic).
+        """
+        topics = topics_tuple(topics)
+        if not topics:
+            raise errors.ConfigError("subscribe() needs at least one topic name")
+        for t in topics:
+            validate_topic_name(t, param="topics")
         core = self._running()
         core.membership.subscribe(topics)
         core.heartbeat_wake.set()
@@ -637,7 +642,7 @@ class ShareConsumer:
         :raises ConfigError: ``max_records`` is not a positive int, or ``timeout`` is
             negative or not a number.
         """
-        limit = _check_max_records(max_records, self._config.max_records)
+        limit = check_max_records(max_records, self._config.max_records)
         if timeout is not None and not timeout >= 0:  # NaN fails this too
             raise errors.ConfigError(f"timeout must be None or >= 0 seconds, not {timeout!r}")
         core = self._running()
@@ -671,9 +676,9 @@ class ShareConsumer:
 
         :raises ConfigError: ``max_records`` is not a positive int.
         """
-        _check_max_records(max_records, self._config.max_records)
+        limit = check_max_records(max_records, self._config.max_records)
         self._running()
-        return _BatchIterator(self, max_records)
+        return _BatchIterator(self, limit)
 
 
 class _BatchIterator:
@@ -691,16 +696,6 @@ class _BatchIterator:
         if not records:
             raise StopAsyncIteration
         return records
-
-
-def _check_max_records(value: int | None, default: int) -> int:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**31 - 1:
-        raise errors.ConfigError(
-            f"max_records must be a positive int (at most 2147483647), not {value!r}"
-        )
-    return value
 
 
 def _by_partition(results: list[AckResult]) -> dict[TopicPartition, errors.KafkaError | None]:
