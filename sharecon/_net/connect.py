@@ -15,6 +15,7 @@ Rules of this module:
 from __future__ import annotations
 
 import logging
+import math
 import random
 import re
 import ssl
@@ -47,6 +48,7 @@ logger = logging.getLogger(__name__)
 
 _API_VERSIONS_KEY = ApiVersionsRequest.api_key
 _UNSUPPORTED_VERSION = 35
+_CLIENT_ID_MAX_BYTES = 0x7FFF
 # The broker validates ClientSoftwareName/Version against this pattern (KIP-511).
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
@@ -72,8 +74,18 @@ class ConnectionConfig:
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
 
     def __post_init__(self) -> None:
-        if self.connect_timeout <= 0 or self.request_timeout <= 0:
-            raise errors.ConfigError("connect_timeout and request_timeout must be positive seconds")
+        # The header carries client_id as an int16-length string: a longer one could only
+        # fail later, at the first request, far from the mistake.
+        size = len(self.client_id.encode("utf-8", "surrogatepass"))
+        if size > _CLIENT_ID_MAX_BYTES:
+            raise errors.ConfigError(
+                f"client_id is {size} bytes in UTF-8; at most {_CLIENT_ID_MAX_BYTES} fit"
+            )
+        for name in ("connect_timeout", "request_timeout"):
+            value = getattr(self, name)
+            # NaN fails every comparison and inf disables the deadline: both are mistakes.
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise errors.ConfigError(f"{name} must be finite positive seconds, got {value!r}")
         if self.max_frame_size < 1024:
             raise errors.ConfigError(f"max_frame_size {self.max_frame_size} is too small")
 
