@@ -51,6 +51,17 @@ APIS: dict[str, tuple[str, int, int]] = {
 }
 
 
+# (message or struct class, schema field name) of fields that carry credentials: their value
+# is left out of the dataclass repr, so a logged or printed message never shows a password.
+# SaslAuthenticate's AuthBytes hold the PLAIN password and the SCRAM proof and signatures.
+SECRET_FIELDS: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("SaslAuthenticateRequest", "AuthBytes"),
+        ("SaslAuthenticateResponse", "AuthBytes"),
+    }
+)
+
+
 def _f(name: str, typ: str, versions: str, **kw: object) -> dict[str, object]:
     d: dict[str, object] = {"name": name, "type": typ, "versions": versions}
     d.update(kw)
@@ -591,7 +602,11 @@ def emit_struct(sd: StructDef, base: str, doc: str, extra: list[str]) -> list[st
     lines.extend(extra)
     for fd in sd.fields:
         lines.append(f"    # {wire_comment(fd)}")
-        lines.append(f"    {snake(fd.name)}: {py_type(fd)} = {default_literal(fd)}")
+        default = default_literal(fd)
+        if (sd.pyname, fd.name) in SECRET_FIELDS:
+            lines.append("    # A credential: never shown in repr().")
+            default = f"field(default={default}, repr=False)"
+        lines.append(f"    {snake(fd.name)}: {py_type(fd)} = {default}")
     lines.append("    unknown_tags: UnknownTags = ()")
     lines.append("")
     lines.append("    kafka_fields: ClassVar[tuple[FieldSpec, ...]] = (")
@@ -706,7 +721,11 @@ def generate_module(
         "from __future__ import annotations",
         "",
     ]
-    out.append("from dataclasses import dataclass")
+    out.append(
+        "from dataclasses import dataclass, field"
+        if re.search(r"= field\(", text)
+        else "from dataclasses import dataclass"
+    )
     if "uuid.UUID" in text:
         out.append("from typing import TYPE_CHECKING, ClassVar")
     else:
