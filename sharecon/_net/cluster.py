@@ -32,6 +32,7 @@ from sharecon import errors
 from sharecon._backoff import RECONNECT_BACKOFF, RETRY_BACKOFF, Backoff
 from sharecon._net.connect import open_connection
 from sharecon._net.connection import BrokerAddress, BrokerConnection, SentRequest
+from sharecon._net.health import ClusterHealth, HealthTracker
 from sharecon.protocol import (
     FindCoordinatorRequest,
     MetadataRequest,
@@ -57,6 +58,7 @@ R = TypeVar("R", bound="Response")
 __all__ = [
     "GROUP_KEY_TYPE",
     "Cluster",
+    "ClusterHealth",
     "ClusterMetadata",
     "PartitionInfo",
     "parse_bootstrap",
@@ -324,6 +326,8 @@ class Cluster:
         self._coordinators: dict[str, int] = {}
         self._coordinator_locks: dict[str, anyio.Lock] = {}
         self._closed = False
+        # An outage longer than a request timeout is worth a WARNING: requests now fail.
+        self._health = HealthTracker(config.request_timeout)
 
     def __repr__(self) -> str:
         live = sorted(n for n, c in self._connections.items() if not c.closed)
@@ -355,6 +359,15 @@ class Cluster:
     def closed(self) -> bool:
         """True after :meth:`aclose`."""
         return self._closed
+
+    def health(self) -> ClusterHealth:
+        """A read-only status for health checks: per broker, reachable or since when not.
+
+        ``ok`` is False before :meth:`connect`, after :meth:`aclose`, while no broker can be
+        reached, or while a broker stays unreachable for longer than the request timeout.
+        """
+        connected = self._versions is not None and not self._closed
+        return self._health.snapshot(connected=connected)
 
     # -- bootstrap ---------------------------------------------------------------------------
 
@@ -520,11 +533,13 @@ class Cluster:
                 conn = await open_connection(
                     address, self._config, self._tg, required_apis=self._required
                 )
-            except errors.KafkaError:
+            except errors.KafkaError as exc:
                 count, _ = self._failures.get(node_id, (0, 0.0))
                 self._failures[node_id] = (count + 1, anyio.current_time())
+                self._health.failed(node_id, str(address), exc)
                 raise
             self._failures.pop(node_id, None)
+            self._health.reached(node_id, str(address))
             if self._closed:
                 await conn.aclose()
                 self._raise_if_closed()
@@ -577,13 +592,20 @@ class Cluster:
                     address, self._config, self._tg, required_apis=self._required
                 )
             except errors.BrokerConnectError as exc:
+                self._health.failed(-1, str(address), exc)
                 last = exc
                 continue
+            self._health.reached(-1, str(address))
             self._bootstrap_conn = conn
             return conn
-        raise errors.BrokerConnectError(
+        err = errors.BrokerConnectError(
             f"no broker of the cluster could be reached; last error: {last}"
-        ) from last
+        )
+        tried = [str(a) for a in self._metadata.brokers.values()] + [
+            str(a) for a in self._bootstrap
+        ]
+        self._health.cluster_failed(", ".join(tried), last or err)
+        raise err from last
 
     def _forget(self, conn: BrokerConnection) -> None:
         for node_id, cached in list(self._connections.items()):
@@ -727,6 +749,7 @@ class Cluster:
             raise err
         self._metadata = _merge(self._metadata, response, all_topics=all_topics)
         self._metadata_at = anyio.current_time()
+        self._health.keep_only(self._metadata.brokers.keys())
         # A broker that moved (same id, new endpoint) needs a new connection.
         for node_id, cached in list(self._connections.items()):
             now = self._metadata.brokers.get(node_id)
