@@ -195,6 +195,9 @@ def _not_kafka(where: str, conn: BrokerConnection, config: ConnectionConfig) -> 
         )
     if protocol is not None:
         return f"{where} does not speak Kafka (it answered with {protocol})"
+    size = int.from_bytes(head[:4], "big", signed=True)
+    if len(head) >= 8 and 0 < size <= config.max_frame_size and head[4:8] == bytes(4):
+        return None  # the start of our first response (correlation id 0): slow, not foreign
     return f"{where} does not speak Kafka (it answered with bytes {head.hex(' ')}...)"
 
 

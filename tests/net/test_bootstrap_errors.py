@@ -147,6 +147,19 @@ async def test_unknown_protocol_shows_its_first_bytes() -> None:
     assert f"{where} does not speak Kafka (it answered with bytes 53 53 48 2d" in message
 
 
+async def test_a_slow_kafka_answer_is_a_timeout_not_a_foreign_protocol() -> None:
+    """Half of a plausible first response (size, correlation id 0) and then silence."""
+
+    async def half_answer(stream: anyio.abc.SocketStream) -> None:
+        await stream.receive()
+        await stream.send(b"\x00\x00\x01\x00\x00\x00\x00\x00\x00")
+        await anyio.sleep_forever()
+
+    async with peer(half_answer) as where:
+        message = await bootstrap_error(where, ConnectionConfig(connect_timeout=0.5))
+    assert f"{where} timed out" in message and "speak Kafka" not in message
+
+
 async def test_silent_peer_names_the_timeout_even_when_it_uses_the_whole_budget() -> None:
     """connect_timeout == bootstrap timeout (one address, the default): the cause is named."""
     async with peer(silent) as where:
