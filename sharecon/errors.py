@@ -118,7 +118,16 @@ class KafkaConnectionError(KafkaError, builtins.ConnectionError):
 
 
 class BrokerConnectError(KafkaConnectionError):
-    """A connection to a broker could not be opened (refused, unreachable, TLS or SASL failed)."""
+    """A connection to a broker could not be opened (refused, unreachable, TLS or SASL failed).
+
+    ``definite`` is True when the address answered at once that it cannot serve us: it
+    refused the connection, or what listens there does not speak Kafka. Unlike a timeout,
+    retrying soon rarely helps, so the bootstrap gives up on such answers within seconds.
+    """
+
+    def __init__(self, message: str, *, definite: bool = False) -> None:
+        super().__init__(message)
+        self.definite = definite
 
 
 class BrokerDisconnectedError(KafkaConnectionError):

@@ -25,6 +25,16 @@ MAX_VERSION = 0x7FFF
 REPO = Path(__file__).resolve().parent.parent
 SPEC_DIR = REPO / "tools" / "spec"
 
+# (message or struct class, schema field name) of fields that carry credentials: their value
+# is left out of the dataclass repr, so a logged or printed message never shows a password.
+# SaslAuthenticate's AuthBytes hold the PLAIN password and the SCRAM proof and signatures.
+SECRET_FIELDS: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("SaslAuthenticateRequest", "AuthBytes"),
+        ("SaslAuthenticateResponse", "AuthBytes"),
+    }
+)
+
 
 # --------------------------------------------------------------------------------------
 # Loading
@@ -308,7 +318,11 @@ def emit_struct(sd: StructDef, base: str, doc: str, extra: list[str]) -> list[st
     lines.extend(extra)
     for fd in sd.fields:
         lines.append(f"    # {wire_comment(fd)}")
-        lines.append(f"    {snake(fd.name)}: {py_type(fd)} = {default_literal(fd)}")
+        default = default_literal(fd)
+        if (sd.pyname, fd.name) in SECRET_FIELDS:
+            lines.append("    # A credential: never shown in repr().")
+            default = f"field(default={default}, repr=False)"
+        lines.append(f"    {snake(fd.name)}: {py_type(fd)} = {default}")
     lines.append("    unknown_tags: UnknownTags = ()")
     lines.append("")
     lines.append("    kafka_fields: ClassVar[tuple[FieldSpec, ...]] = (")
@@ -412,7 +426,11 @@ def generate_module(module: str, spec: dict[str, Any]) -> str:
         "from __future__ import annotations",
         "",
     ]
-    out.append("from dataclasses import dataclass")
+    out.append(
+        "from dataclasses import dataclass, field"
+        if re.search(r"= field\(", text)
+        else "from dataclasses import dataclass"
+    )
     if "uuid.UUID" in text:
         out.append("from typing import TYPE_CHECKING, ClassVar")
     else:

@@ -32,6 +32,7 @@ from sharecon import errors
 from sharecon._backoff import RECONNECT_BACKOFF, RETRY_BACKOFF, Backoff
 from sharecon._net.connect import open_connection
 from sharecon._net.connection import BrokerAddress, BrokerConnection, SentRequest
+from sharecon._net.health import ClusterHealth, HealthTracker
 from sharecon.protocol import (
     FindCoordinatorRequest,
     MetadataRequest,
@@ -58,6 +59,7 @@ R = TypeVar("R", bound="Response")
 __all__ = [
     "GROUP_KEY_TYPE",
     "Cluster",
+    "ClusterHealth",
     "ClusterMetadata",
     "PartitionInfo",
     "parse_bootstrap",
@@ -88,6 +90,9 @@ _COORDINATOR_RETRY = frozenset(
 )
 _SHARE_APIS = (ShareGroupHeartbeatRequest, ShareFetchRequest, ShareAcknowledgeRequest)
 _SHARE_FEATURE = "share.version"
+# Seconds bootstrap keeps retrying while every address answers definitely that it cannot
+# serve us (refused, or not Kafka): waiting out the connect timeout would help no one.
+_DEFINITE_GIVE_UP = 2.0
 
 
 # -- metadata ------------------------------------------------------------------------------
@@ -337,6 +342,8 @@ class Cluster:
         self._coordinators: dict[str, int] = {}
         self._coordinator_locks: dict[str, anyio.Lock] = {}
         self._closed = False
+        # An outage longer than a request timeout is worth a WARNING: requests now fail.
+        self._health = HealthTracker(config.request_timeout)
 
     def __repr__(self) -> str:
         live = sorted(n for n, c in self._connections.items() if not c.closed)
@@ -369,64 +376,108 @@ class Cluster:
         """True after :meth:`aclose`."""
         return self._closed
 
+    def health(self) -> ClusterHealth:
+        """A read-only status for health checks: per broker, reachable or since when not.
+
+        ``ok`` is False before :meth:`connect`, after :meth:`aclose`, while no broker can be
+        reached, or while a broker stays unreachable for longer than the request timeout.
+        """
+        connected = self._versions is not None and not self._closed
+        return self._health.snapshot(connected=connected)
+
     # -- bootstrap ---------------------------------------------------------------------------
 
     async def connect(self) -> None:
         """Reach the first bootstrap address that answers, then load the metadata.
 
         Addresses are tried in order; between rounds the wait grows (jittered, exponential,
-        capped at ``reconnect_backoff.maximum``) until ``bootstrap_timeout`` has passed.
+        capped at ``reconnect_backoff.maximum``) until ``bootstrap_timeout`` has passed. When
+        every address answers definitely (refuses the connection, or is not Kafka), retrying
+        stops after about 2 s: a restarting broker gets a moment, a wrong port is told fast.
 
-        :raises BrokerConnectError: no address could be reached in time (the last
-            failure is named and chained).
+        :raises BrokerConnectError: no address could be reached; the message names the last
+            failure of each address (refused, timed out, not Kafka, TLS, ...), and the last
+            one is chained.
         :raises IncompatibleBrokerError: the broker lacks a required API.
         :raises BrokerError: SASL authentication failed (retrying would not help).
         """
         self._raise_if_closed()
-        deadline = anyio.current_time() + self._bootstrap_timeout
+        start = anyio.current_time()
+        deadline = start + self._bootstrap_timeout
+        failures: dict[BrokerAddress, errors.BrokerConnectError] = {}
         last: errors.BrokerConnectError | None = None
+        # When the current run of rounds in which every address failed definitely began.
+        definite_since: float | None = None
         attempt = 0
         while True:
+            round_start = anyio.current_time()
+            all_definite = True
             for address in self._bootstrap:
                 remaining = deadline - anyio.current_time()
                 if remaining <= 0:
+                    all_definite = False
                     break
-                conn: BrokerConnection | None = None
-                with anyio.move_on_after(remaining):
-                    try:
-                        conn = await open_connection(
-                            address, self._config, self._tg, required_apis=self._required
-                        )
-                    except errors.BrokerConnectError as exc:
-                        if _is_permanent(exc):
-                            raise
-                        logger.info("bootstrap %s failed: %s", address, exc)
-                        last = exc
-                if conn is not None:
-                    try:
-                        await self._bootstrapped(address, conn)
-                    except errors.BrokerDisconnectedError as exc:
-                        # ApiVersions is allowed before authentication; anything after is not.
-                        hint = (
-                            " (does this listener require SASL?)"
-                            if self._config.sasl is None
-                            else ""
-                        )
-                        raise errors.BrokerConnectError(
-                            f"{address}: the broker closed the connection after the "
-                            f"version handshake{hint}: {exc}"
-                        ) from exc
-                    return
+                try:
+                    conn = await open_connection(
+                        address,
+                        self._config,
+                        self._tg,
+                        required_apis=self._required,
+                        timeout=remaining,
+                    )
+                except errors.BrokerConnectError as exc:
+                    if _is_permanent(exc):
+                        raise
+                    # Once per address at INFO: fast retries would otherwise flood the log.
+                    logger.log(
+                        logging.DEBUG if address in failures else logging.INFO,
+                        "bootstrap: %s",
+                        exc,
+                    )
+                    failures[address] = last = exc
+                    all_definite = all_definite and exc.definite
+                    continue
+                try:
+                    await self._bootstrapped(address, conn)
+                except errors.BrokerDisconnectedError as exc:
+                    # ApiVersions is allowed before authentication; anything after is not.
+                    hint = (
+                        " (does this listener require SASL?)" if self._config.sasl is None else ""
+                    )
+                    raise errors.BrokerConnectError(
+                        f"{address}: the broker closed the connection after the "
+                        f"version handshake{hint}: {exc}"
+                    ) from exc
+                return
+            if not all_definite:
+                definite_since = None
+            elif definite_since is None:
+                definite_since = round_start
+            now = anyio.current_time()
             delay = self._reconnect_backoff.delay(attempt)
             attempt += 1
-            if anyio.current_time() + delay >= deadline:
-                where = ", ".join(f"{a.host}:{a.port}" for a in self._bootstrap)
-                detail = f"; last error: {last}" if last is not None else ""
-                raise errors.BrokerConnectError(
-                    f"could not reach any bootstrap broker ({where}) within "
-                    f"{self._bootstrap_timeout:g} s{detail}"
-                ) from last
+            if now + delay >= deadline:
+                raise self._bootstrap_error(
+                    failures, last, f" within {self._bootstrap_timeout:g} s"
+                )
+            if definite_since is not None and now + delay - definite_since > _DEFINITE_GIVE_UP:
+                raise self._bootstrap_error(failures, last, "")
             await anyio.sleep(delay)
+
+    def _bootstrap_error(
+        self,
+        failures: Mapping[BrokerAddress, errors.BrokerConnectError],
+        last: errors.BrokerConnectError | None,
+        within: str,
+    ) -> errors.BrokerConnectError:
+        # Each address's own last failure: they often differ (one refused, one not Kafka).
+        causes = "; ".join(
+            str(failures[a]) if a in failures else f"{a} was not tried in time"
+            for a in self._bootstrap
+        )
+        err = errors.BrokerConnectError(f"could not reach any bootstrap broker{within}: {causes}")
+        err.__cause__ = last
+        return err
 
     async def _bootstrapped(self, address: BrokerAddress, conn: BrokerConnection) -> None:
         assert conn.versions is not None
@@ -498,11 +549,13 @@ class Cluster:
                 conn = await open_connection(
                     address, self._config, self._tg, required_apis=self._required
                 )
-            except errors.KafkaError:
+            except errors.KafkaError as exc:
                 count, _ = self._failures.get(node_id, (0, 0.0))
                 self._failures[node_id] = (count + 1, anyio.current_time())
+                self._health.failed(node_id, str(address), exc)
                 raise
             self._failures.pop(node_id, None)
+            self._health.reached(node_id, str(address))
             if self._closed:
                 await conn.aclose()
                 self._raise_if_closed()
@@ -555,13 +608,20 @@ class Cluster:
                     address, self._config, self._tg, required_apis=self._required
                 )
             except errors.BrokerConnectError as exc:
+                self._health.failed(-1, str(address), exc)
                 last = exc
                 continue
+            self._health.reached(-1, str(address))
             self._bootstrap_conn = conn
             return conn
-        raise errors.BrokerConnectError(
+        err = errors.BrokerConnectError(
             f"no broker of the cluster could be reached; last error: {last}"
-        ) from last
+        )
+        tried = [str(a) for a in self._metadata.brokers.values()] + [
+            str(a) for a in self._bootstrap
+        ]
+        self._health.cluster_failed(", ".join(tried), last or err)
+        raise err from last
 
     def _forget(self, conn: BrokerConnection) -> None:
         for node_id, cached in list(self._connections.items()):
@@ -705,6 +765,7 @@ class Cluster:
             raise err
         self._metadata = _merge(self._metadata, response, all_topics=all_topics)
         self._metadata_at = anyio.current_time()
+        self._health.keep_only(self._metadata.brokers.keys())
         # A broker that moved (same id, new endpoint) needs a new connection.
         for node_id, cached in list(self._connections.items()):
             now = self._metadata.brokers.get(node_id)

@@ -14,7 +14,9 @@ Rules of this module:
 
 from __future__ import annotations
 
+import errno
 import logging
+import math
 import random
 import re
 import ssl
@@ -33,6 +35,7 @@ from sharecon.protocol import (
     negotiate,
 )
 from sharecon.protocol.error_codes import ErrorCode
+from sharecon.protocol.framing import identify_protocol
 from sharecon.protocol.versions import CLIENT_VERSIONS
 
 if TYPE_CHECKING:
@@ -47,6 +50,7 @@ __all__ = ["ConnectionConfig", "handshake", "open_connection"]
 logger = logging.getLogger(__name__)
 
 _API_VERSIONS_KEY = ApiVersionsRequest.api_key
+_CLIENT_ID_MAX_BYTES = 0x7FFF
 # The broker validates ClientSoftwareName/Version against this pattern (KIP-511).
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
@@ -72,8 +76,18 @@ class ConnectionConfig:
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
 
     def __post_init__(self) -> None:
-        if self.connect_timeout <= 0 or self.request_timeout <= 0:
-            raise errors.ConfigError("connect_timeout and request_timeout must be positive seconds")
+        # The header carries client_id as an int16-length string: a longer one could only
+        # fail later, at the first request, far from the mistake.
+        size = len(self.client_id.encode("utf-8", "surrogatepass"))
+        if size > _CLIENT_ID_MAX_BYTES:
+            raise errors.ConfigError(
+                f"client_id is {size} bytes in UTF-8; at most {_CLIENT_ID_MAX_BYTES} fit"
+            )
+        for name in ("connect_timeout", "request_timeout"):
+            value = getattr(self, name)
+            # NaN fails every comparison and inf disables the deadline: both are mistakes.
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise errors.ConfigError(f"{name} must be finite positive seconds, got {value!r}")
         if self.max_frame_size < 1024:
             raise errors.ConfigError(f"max_frame_size {self.max_frame_size} is too small")
 
@@ -84,19 +98,26 @@ async def open_connection(
     task_group: TaskGroup,
     *,
     required_apis: Iterable[int] = (),
+    timeout: float | None = None,
 ) -> BrokerConnection:
     """Connect to ``address``, negotiate versions, authenticate; return the connection.
 
     :param task_group: runs the connection's reader task (owned by the top-level client).
     :param required_apis: API keys that must be usable; otherwise IncompatibleBrokerError.
-    :raises BrokerConnectError: connect, TLS, or handshake failed or timed out.
+    :param timeout: seconds for the whole opening, at most ``config.connect_timeout``; for
+        a caller whose own deadline is nearer.
+    :raises BrokerConnectError: connect, TLS, or handshake failed or timed out; the message
+        starts with the address and says why (refused, timed out, not Kafka, ...).
     :raises IncompatibleBrokerError: a required API is not offered.
     :raises SaslAuthenticationFailedError: wrong credentials (or other SASL broker errors).
     """
     where = str(address)
+    limit = config.connect_timeout if timeout is None else min(timeout, config.connect_timeout)
+    # One deadline for both phases: connect_timeout covers connect, TLS, ApiVersions and SASL.
+    deadline = anyio.current_time() + limit
     stream: ByteStream
     try:
-        with anyio.fail_after(config.connect_timeout):
+        with anyio.fail_after(limit):
             if config.ssl_context is not None:
                 stream = await anyio.connect_tcp(
                     address.host,
@@ -109,7 +130,7 @@ async def open_connection(
                 stream = await anyio.connect_tcp(address.host, address.port)
     except TimeoutError:
         raise errors.BrokerConnectError(
-            f"{where}: connect timed out after {config.connect_timeout:g} s"
+            f"{where} timed out: the connection was not accepted within {limit:g} s"
         ) from None
     except ssl.SSLError as exc:
         raise errors.BrokerConnectError(f"{where}: TLS handshake failed: {exc}") from exc
@@ -121,24 +142,34 @@ async def open_connection(
             + (" (is this a plaintext listener?)" if config.ssl_context is not None else "")
         ) from exc
     except OSError as exc:
-        raise errors.BrokerConnectError(f"{where}: connect failed: {exc}") from exc
+        if _is_refusal(exc):
+            raise errors.BrokerConnectError(
+                f"{where} refused the connection", definite=True
+            ) from exc
+        raise errors.BrokerConnectError(f"{where}: connect failed: {_os_detail(exc)}") from exc
 
     conn = BrokerConnection(
         stream, address, client_id=config.client_id, max_frame_size=config.max_frame_size
     )
     await task_group.start(conn.run)
     try:
-        with anyio.fail_after(config.connect_timeout):
+        with anyio.fail_after(max(deadline - anyio.current_time(), 0.0)):
             await handshake(conn, config, required_apis=required_apis)
     except TimeoutError:
         await conn.aclose()
+        not_kafka = _not_kafka(where, conn, config)
         raise errors.BrokerConnectError(
-            f"{where}: handshake timed out after {config.connect_timeout:g} s"
+            not_kafka
+            or f"{where} timed out: it accepted the connection but did not answer the "
+            f"version handshake within {limit:g} s",
+            definite=not_kafka is not None,
         ) from None
     except errors.BrokerDisconnectedError as exc:
         await conn.aclose()
+        not_kafka = _not_kafka(where, conn, config)
         raise errors.BrokerConnectError(
-            f"{where}: connection lost during handshake: {exc}"
+            not_kafka or f"{where}: connection lost during handshake: {exc}",
+            definite=not_kafka is not None,
         ) from exc
     except BaseException:
         await conn.aclose()
@@ -149,6 +180,55 @@ async def open_connection(
         len(conn.versions.versions) if conn.versions else 0,
     )
     return conn
+
+
+def _not_kafka(where: str, conn: BrokerConnection, config: ConnectionConfig) -> str | None:
+    # Bytes came back, but not one Kafka frame: say what the peer seems to be instead.
+    head = conn.unframed_head
+    if not head:
+        return None
+    protocol = identify_protocol(head)
+    if protocol == "TLS" and config.ssl_context is None:
+        return (
+            f"{where} does not speak Kafka (it answered with TLS: is this a TLS listener? "
+            "pass ssl_context)"
+        )
+    if protocol is not None:
+        return f"{where} does not speak Kafka (it answered with {protocol})"
+    size = int.from_bytes(head[:4], "big", signed=True)
+    if len(head) >= 8 and 0 < size <= config.max_frame_size and head[4:8] == bytes(4):
+        return None  # the start of our first response (correlation id 0): slow, not foreign
+    return f"{where} does not speak Kafka (it answered with bytes {head.hex(' ')}...)"
+
+
+def _leaf_errors(exc: BaseException) -> list[BaseException]:
+    # anyio's connect_tcp raises OSError("All connection attempts failed") from the one
+    # attempt's error, or from an ExceptionGroup when the name had several addresses.
+    # (Duck-typed: BaseExceptionGroup is not a builtin before Python 3.11.)
+    subs = getattr(exc, "exceptions", None)
+    if isinstance(subs, tuple):
+        return [
+            leaf for sub in subs if isinstance(sub, BaseException) for leaf in _leaf_errors(sub)
+        ]
+    if exc.__cause__ is not None and isinstance(exc, OSError) and exc.errno is None:
+        return _leaf_errors(exc.__cause__)
+    return [exc]
+
+
+def _is_refusal(exc: OSError) -> bool:
+    # Every attempt refused (nothing listens on the port): immediate and definite.
+    leaves = _leaf_errors(exc)
+    return bool(leaves) and all(
+        isinstance(e, ConnectionRefusedError)
+        or (isinstance(e, OSError) and e.errno == errno.ECONNREFUSED)
+        for e in leaves
+    )
+
+
+def _os_detail(exc: OSError) -> str:
+    # "All connection attempts failed" says nothing: name the underlying errors instead.
+    texts = dict.fromkeys(str(e) or type(e).__name__ for e in _leaf_errors(exc))
+    return "; ".join(texts)
 
 
 async def handshake(

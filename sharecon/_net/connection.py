@@ -28,6 +28,7 @@ import anyio
 
 from sharecon import errors
 from sharecon.protocol import NEED_DATA, FrameDecoder, decode_response_for, encode_request
+from sharecon.protocol.framing import identify_protocol
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -148,6 +149,7 @@ class BrokerConnection:
         self._reauth: Callable[[], Awaitable[None]] | None = None
         self._reauth_task: int | None = None
         self._reauth_done: anyio.Event | None = None
+        self._decoder: FrameDecoder | None = None
 
     # -- state -------------------------------------------------------------------------------
 
@@ -161,6 +163,18 @@ class BrokerConnection:
         """Requests sent (or being sent) whose response has not been routed yet."""
         return len(self._pending)
 
+    @property
+    def unframed_head(self) -> bytes:
+        """The first bytes the peer sent (at most 8) while none formed a complete frame.
+
+        Empty once a frame arrived, or while nothing came. Non-empty when the stream ends or
+        stalls: the peer is likely not a Kafka broker (see :func:`identify_protocol`).
+        """
+        decoder = self._decoder
+        if decoder is None or decoder.frames:
+            return b""
+        return decoder.head
+
     def __repr__(self) -> str:
         state = f"closed: {self._failure}" if self._failure else f"{len(self._pending)} in flight"
         return f"<BrokerConnection {self.address} {state}>"
@@ -173,7 +187,7 @@ class BrokerConnection:
         Never raises for connection problems: it records them, fails the pending requests,
         and returns, so it cannot tear down the owner's task group.
         """
-        decoder = FrameDecoder(max_frame_size=self._max_frame_size)
+        decoder = self._decoder = FrameDecoder(max_frame_size=self._max_frame_size)
         try:
             with anyio.CancelScope() as scope:
                 self._reader_scope = scope
@@ -190,13 +204,14 @@ class BrokerConnection:
                         assert isinstance(frame, bytes)
                         self._route(frame)
         except anyio.EndOfStream:
-            self._fail("the broker closed the connection")
+            self._fail(self._foreign() or "the broker closed the connection")
         except (anyio.BrokenResourceError, OSError) as exc:
-            self._fail(f"the connection broke ({str(exc) or type(exc).__name__})", exc)
+            reason = f"the connection broke ({str(exc) or type(exc).__name__})"
+            self._fail(self._foreign() or reason, exc)
         except anyio.ClosedResourceError:
             self._fail("the connection was closed")
         except errors.RemoteProtocolError as exc:
-            self._fail(f"the broker sent a bad frame: {exc}", exc)
+            self._fail(self._foreign() or f"the broker sent a bad frame: {exc}", exc)
         finally:
             if self._failure is None:
                 # Cancelled from outside (the owner's task group is ending).
@@ -205,6 +220,12 @@ class BrokerConnection:
             with anyio.CancelScope(shield=True):
                 await self._close_stream()
             self._reader_done.set()
+
+    def _foreign(self) -> str | None:
+        # A TLS listener spoken to in plaintext answers with a TLS alert, an HTTP server with
+        # a status line: name that, not the "bad frame size" those bytes make as a prefix.
+        protocol = identify_protocol(self.unframed_head)
+        return f"the peer does not speak Kafka (it answered with {protocol})" if protocol else None
 
     def _route(self, frame: bytes) -> None:
         if len(frame) < 4:

@@ -17,10 +17,21 @@ from dataclasses import dataclass, field
 
 from sharecon import errors
 
-__all__ = ["MECHANISMS", "PlainMechanism", "SaslConfig", "SaslMechanism", "ScramMechanism"]
+__all__ = [
+    "MECHANISMS",
+    "SCRAM_MAX_ITERATIONS",
+    "PlainMechanism",
+    "SaslConfig",
+    "SaslMechanism",
+    "ScramMechanism",
+]
 
 #: The mechanisms this client implements, by their SASL name.
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+#: Most SCRAM iterations a server may ask for: Kafka's own limit (ScramMechanism's
+#: maxIterations), so no real broker asks for more. PBKDF2 runs on the event loop, and a
+#: hostile or broken server asking for a million rounds would stall it for a second per login.
+SCRAM_MAX_ITERATIONS = 16384
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +167,12 @@ class ScramMechanism(SaslMechanism):
             raise errors.SaslAuthenticationFailedError(
                 "SCRAM: bad salt or iteration count"
             ) from None
-        if not 1 <= rounds <= 1_000_000:
+        if rounds > SCRAM_MAX_ITERATIONS:
+            raise errors.SaslAuthenticationFailedError(
+                f"SCRAM: the server asks for {rounds} iterations; refusing more than "
+                f"{SCRAM_MAX_ITERATIONS} (Kafka's own limit)"
+            )
+        if rounds < 1:
             raise errors.SaslAuthenticationFailedError(
                 f"SCRAM: iteration count {rounds} out of range"
             )

@@ -473,7 +473,10 @@ class Writer:
     @staticmethod
     def _check_bytes(value: object) -> None:
         if not isinstance(value, (bytes, bytearray, memoryview)):
-            raise LocalProtocolError(f"bytes value {value!r:.40} is not bytes-like")
+            # The type only, not the value: bytes fields may carry credentials (SASL tokens).
+            raise LocalProtocolError(
+                f"bytes value of type {type(value).__name__} is not bytes-like"
+            )
 
     def bytes(self, value: builtins.bytes | bytearray | memoryview | None) -> None:
         """Write classic bytes (int32 length; ``None`` = null)."""

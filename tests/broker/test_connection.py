@@ -412,6 +412,10 @@ async def test_broker_restart_under_a_live_connection(running_broker: KafkaBroke
             pytest.raises(errors.BrokerConnectError, match=f"broker {leader}"),
         ):
             await cluster.request(leader, API_VERSIONS)
+        # ... and the health status says which broker is down, and why.
+        down = next(b for b in cluster.health().brokers if b.node_id == leader)
+        assert not down.reachable and down.unreachable_since is not None
+        assert down.last_error is not None and f"broker {leader}" in down.last_error
 
         await anyio.to_thread.run_sync(broker.restart)
         # The next call reconnects on its own.
@@ -421,6 +425,7 @@ async def test_broker_restart_under_a_live_connection(running_broker: KafkaBroke
             )
         assert response.topics[0].name == name
         assert await cluster.connection(leader) is not conn
+        assert next(b for b in cluster.health().brokers if b.node_id == leader).reachable
 
 
 async def _true_if(value: bool) -> bool:

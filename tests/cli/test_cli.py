@@ -170,6 +170,14 @@ def test_wrong_bootstrap_is_one_line_exit_5(args: tuple[str, ...]) -> None:
     assert time.monotonic() - start < 15
 
 
+def test_refused_bootstrap_fails_fast_with_the_default_timeout() -> None:
+    """Every address refuses: exit 5 in seconds, not after the 30 s default --timeout."""
+    start = time.monotonic()
+    proc = cli("consume", "t", "-g", "g", "--bootstrap", UNREACHABLE)
+    assert_clean_error(proc, 5, f"{UNREACHABLE} refused the connection")
+    assert time.monotonic() - start < 8
+
+
 def test_bootstrap_and_timeout_from_environment() -> None:
     """SHARECON_BOOTSTRAP / SHARECON_TIMEOUT apply when the options are not given."""
     proc = cli("topics", "list", env={"SHARECON_BOOTSTRAP": UNREACHABLE, "SHARECON_TIMEOUT": "1"})

@@ -74,3 +74,18 @@ def test_password_never_in_repr() -> None:
 def test_bad_mechanism_is_config_error() -> None:
     with pytest.raises(errors.ConfigError, match="GSSAPI"):
         SaslConfig("GSSAPI", "alice", "pw")
+
+
+@pytest.mark.parametrize("iterations", [16385, 1_000_000])
+def test_scram_refuses_more_iterations_than_kafka_allows(iterations: int) -> None:
+    """Each PBKDF2 round runs on the event loop: a server asking for too many is refused."""
+    mech = ScramMechanism("SCRAM-SHA-512", "user", "pencil", nonce="abc")
+    mech.step(None)
+    with pytest.raises(errors.SaslAuthenticationFailedError, match=str(iterations)):
+        mech.step(f"r=abcX,s=W22ZaJ0SNY7soEsUEjb6gQ==,i={iterations}".encode())
+
+
+def test_scram_accepts_kafkas_maximum_iterations() -> None:
+    mech = ScramMechanism("SCRAM-SHA-256", "user", "pencil", nonce="abc")
+    mech.step(None)
+    assert mech.step(b"r=abcX,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=16384").startswith(b"c=biws,r=abcX,p=")
