@@ -14,11 +14,12 @@ from __future__ import annotations
 import logging
 
 from sharecon import errors
+from sharecon._net.health import BrokerHealth, ClusterHealth
 from sharecon._net.sasl import SaslConfig
 from sharecon._share.ledger import AckFailure, AckResult
 from sharecon._version import __version__
 from sharecon.admin import Admin
-from sharecon.consumer import ShareConsumer
+from sharecon.consumer import ConsumerHealth, ShareConsumer
 from sharecon.dlq import DeadLetterInfo, DeadLetterPolicy
 from sharecon.errors import KafkaError
 from sharecon.producer import Producer, ProducerRecord, RecordMetadata
@@ -30,6 +31,9 @@ __all__ = [
     "AckResult",
     "AckType",
     "Admin",
+    "BrokerHealth",
+    "ClusterHealth",
+    "ConsumerHealth",
     "DeadLetterInfo",
     "DeadLetterPolicy",
     "Header",

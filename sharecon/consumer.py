@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 import anyio
@@ -35,6 +35,7 @@ from sharecon._consumer.fetcher import FetcherPool
 from sharecon._consumer.heartbeat import heartbeat_loop
 from sharecon._net.cluster import Cluster, require_share_groups
 from sharecon._net.connect import ConnectionConfig
+from sharecon._net.health import ClusterHealth  # noqa: TC001 - resolvable for get_type_hints
 from sharecon._share.membership import MemberState
 from sharecon.dlq import DeadLetterPolicy, DeadLetterRouter
 from sharecon.protocol import ShareGroupHeartbeatRequest
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
     from sharecon.producer import RecordMetadata
     from sharecon.record import Record
 
-__all__ = ["ShareConsumer"]
+__all__ = ["ConsumerHealth", "ShareConsumer"]
 
 logger = logging.getLogger("sharecon.consumer")
 
@@ -368,8 +369,31 @@ class ShareConsumer:
 
     @property
     def recent_errors(self) -> list[errors.KafkaError]:
-        """Recent errors that did not stop the consumer (corrupt batches, topic auth...)."""
+        """Recent errors that did not stop the consumer (corrupt batches, topic auth,
+        brokers that could not be reached...), newest last; at most 100."""
         return list(self._running().errors)
+
+    def health(self) -> ConsumerHealth:
+        """A read-only status for a health check (liveness or readiness probe).
+
+        ``ok`` is true while the consumer runs, is a stable member of its group, has not
+        failed, and every broker it needs is reachable (see :class:`ClusterHealth` for
+        which broker is down, since when, and why).
+        """
+        core = self._running()
+        cluster = core.cluster.health()
+        state = core.membership.state
+        fatal = core.fatal
+        running = not (self._closed or core.closing)
+        return ConsumerHealth(
+            ok=running and fatal is None and state is MemberState.STABLE and cluster.ok,
+            running=running,
+            member_state=state.name.lower(),
+            failed=None if fatal is None else f"{type(fatal).__name__}: {fatal}",
+            assigned_partitions=len(core.assignment),
+            buffered_records=core.buffer.records,
+            cluster=cluster,
+        )
 
     def subscribe(self, topics: Iterable[str]) -> None:
         """Replace the subscription; the next heartbeat tells the coordinator.
@@ -696,6 +720,29 @@ class _BatchIterator:
         if not records:
             raise StopAsyncIteration
         return records
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerHealth:
+    """What :meth:`ShareConsumer.health` saw.
+
+    :param ok: running, a stable group member, not failed, every broker reachable.
+    :param running: started and not closing.
+    :param member_state: the membership state (``unjoined``, ``joining``, ``stable``,
+        ``fenced``, ``leaving``, ``left`` or ``fatal``).
+    :param failed: the error that stopped the consumer, if one did.
+    :param assigned_partitions: partitions the coordinator assigned to this member.
+    :param buffered_records: records fetched and waiting for the application.
+    :param cluster: the brokers' reachability.
+    """
+
+    ok: bool
+    running: bool
+    member_state: str
+    failed: str | None
+    assigned_partitions: int
+    buffered_records: int
+    cluster: ClusterHealth
 
 
 def _by_partition(results: list[AckResult]) -> dict[TopicPartition, errors.KafkaError | None]:

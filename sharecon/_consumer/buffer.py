@@ -108,10 +108,10 @@ class DeliveryBuffer:
         )
 
     def push(self, chunk: Chunk) -> None:
-        """Append one chunk (with at least one batch to decode)."""
+        """Append one chunk (batches to decode, or records decoded already)."""
         self._chunks.append(chunk)
-        self.records += chunk.intake.acquired
-        self.nbytes += chunk.intake.wire
+        self.records += chunk.intake.acquired + len(chunk.records) - chunk.pos
+        self.nbytes += chunk.intake.wire + chunk.decoded
         self.data.set()
 
     # -- taking records ---------------------------------------------------------------------

@@ -424,7 +424,20 @@ class NodeFetcher:
             return
         owner = SessionOwner(core.owner, plan.tag) if core.owner is not None else None
         factory = partial(Record, name, tp.partition, tp, owner, deadline)
-        core.buffer.push(Chunk(intake, plan.tag, deadline, factory))
+        chunk = Chunk(intake, plan.tag, deadline, factory)
+        limit = core.dlq_limit
+        if limit is not None and any(r.delivery_count > limit for r in intake.ranges):
+            # Records past the dead-letter limit go to the router now, not when (or if) the
+            # application reaches them: decode this answer at once (a rare one: redelivered
+            # past the limit).
+            live: list[Record] = []
+            while (d := core.decode(chunk)) is not None:
+                live.extend(d.records)
+                chunk.decoded += d.nbytes
+            if not live:
+                return
+            chunk.records = live
+        core.buffer.push(chunk)
 
     async def _partition_error(
         self, tp: TopicIdPartition, action: Action, p: sf.PartitionData, resp: ShareFetchResponse

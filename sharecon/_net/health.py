@@ -120,6 +120,12 @@ class HealthTracker:
         """A connection to ``address`` was opened: the broker and the cluster are reachable."""
         self._recover(self._state(node_id, address))
         self._recover(self._cluster)
+        if node_id >= 0:
+            # Bootstrap addresses only lead to the cluster, and once the cluster is found
+            # nobody dials them again: a broker reached by id ends their outage too.
+            for state in self._brokers.values():
+                if state.node_id < 0:
+                    self._recover(state)
 
     def cluster_failed(self, addresses: str, error: BaseException) -> None:
         """No broker at all could be reached: ``addresses`` were tried, ``error`` was last."""

@@ -195,3 +195,18 @@ async def test_a_broker_down_longer_than_a_request_timeout_warns_once_then_recov
         await cluster.aclose()
         tg.cancel_scope.cancel()
     await listener.aclose()
+
+
+def test_a_broker_reached_by_id_ends_the_bootstrap_address_outage() -> None:
+    # Once the cluster is found by node id, nobody dials the bootstrap address again: its
+    # outage must not keep the status unhealthy forever.
+    clock = FakeClock()
+    tracker = HealthTracker(2.0, clock=clock, wall_clock=clock)
+    tracker.failed(-1, "127.0.0.1:9092", OSError("refused"))
+    tracker.failed(1, "broker 1 (127.0.0.1:9092)", OSError("refused"))
+    clock.now += 10
+    tracker.failed(-1, "127.0.0.1:9092", OSError("refused"))
+    assert not tracker.snapshot(connected=True).ok
+    tracker.reached(1, "broker 1 (127.0.0.1:9092)")
+    snap = tracker.snapshot(connected=True)
+    assert snap.ok and all(b.reachable for b in snap.brokers)
