@@ -315,8 +315,9 @@ def take_partition(
         return PartitionIntake(tp, ranges, [], [], spans, errors)
     batches = split.batches
     good: list[RecordBatch] = []
-    zones: list[Span] = []  # offsets a CRC-failed batch may have held (rule 2)
-    for i, b in enumerate(batches):
+    zones: list[Span] = []  # offsets CRC-failed batches may have held (rule 2)
+    bad_run = False
+    for b in batches:
         try:
             # Checked here, not at decoding: a header that fails its CRC cannot be trusted
             # to say which offsets the batch covers, and a wrong span would turn acquired
@@ -324,9 +325,7 @@ def take_partition(
             b.verify_crc()
         except CorruptRecordError as exc:
             errors.append(exc)
-            z_lo = good[-1].last_offset + 1 if good else lo
-            z_hi = batches[i + 1].base_offset - 1 if i + 1 < len(batches) else hi
-            zones.append((z_lo, max(z_lo, z_hi)))
+            bad_run = True
             continue
         if (good and b.base_offset <= good[-1].last_offset) or b.last_offset < b.base_offset:
             errors.append(
@@ -337,12 +336,18 @@ def take_partition(
                 )
             )
             return PartitionIntake(tp, ranges, [], [], spans, errors)
+        if bad_run:
+            # A run of bad batches held, at most, what lies between the good ones around it.
+            z_lo = good[-1].last_offset + 1 if good else lo
+            if z_lo <= b.base_offset - 1:
+                zones.append((z_lo, b.base_offset - 1))
+            bad_run = False
         good.append(b)
-    if split.truncated:
-        end = batches[-1].last_offset if batches and good and good[-1] is batches[-1] else None
-        if end is None and not batches:
-            end = lo - 1
-        if end is not None and end < hi:
+    if bad_run:
+        zones.append((good[-1].last_offset + 1 if good else lo, hi))
+    if split.truncated and not bad_run:  # (after a bad run, its zone already reaches hi)
+        end = good[-1].last_offset if good else lo - 1
+        if end < hi:
             zones.append((end + 1, hi))
     release = _merge([s for z_lo, z_hi in zones for s in clip(ranges, z_lo, z_hi)])
     kept = [b for b in good if b.last_offset >= lo and b.base_offset <= hi]

@@ -14,9 +14,20 @@ from sharecon.consumer import ShareConsumer
 from tests.consumer.conftest import produce
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sharecon.testing.pytest_plugin import BrokerFactory
 
 pytestmark = [pytest.mark.anyio, pytest.mark.broker]
+
+
+async def until(check: Callable[[], bool], timeout: float) -> bool:
+    """Poll ``check`` every 0.2 s for up to ``timeout`` seconds; its last answer."""
+    for _ in range(int(timeout / 0.2)):
+        if check():
+            return True
+        await anyio.sleep(0.2)
+    return check()
 
 
 async def test_a_dead_broker_is_reported(
@@ -38,25 +49,21 @@ async def test_a_dead_broker_is_reported(
     ) as consumer:
         with anyio.fail_after(30):
             await consumer.__anext__()
-            while not consumer.health().ok:
-                await anyio.sleep(0.1)
+        assert await until(lambda: consumer.health().ok, 30), consumer.health()
         assert consumer.health().member_state == "stable"
         await anyio.to_thread.run_sync(broker.kill)
         # Within a few request timeouts: unhealthy, a WARNING naming the broker, errors kept.
-        with anyio.fail_after(30):
-            while consumer.health().ok or not consumer.recent_errors:
-                await anyio.sleep(0.2)
-            while not any(
+        assert await until(lambda: not consumer.health().ok and bool(consumer.recent_errors), 30)
+        assert await until(
+            lambda: any(
                 r.levelno == logging.WARNING and "unreachable" in r.getMessage()
                 for r in caplog.records
-            ):
-                await anyio.sleep(0.2)
+            ),
+            30,
+        )
         health = consumer.health()
         assert not health.ok and health.running and health.failed is None
         down = [b for b in health.cluster.brokers if not b.reachable]
         assert down and down[0].last_error
         await anyio.to_thread.run_sync(broker.restart)
-        with anyio.move_on_after(60):
-            while not consumer.health().ok:
-                await anyio.sleep(0.2)
-        assert consumer.health().ok, consumer.health()
+        assert await until(lambda: consumer.health().ok, 60), consumer.health()

@@ -211,6 +211,24 @@ def test_a_crc_failure_in_the_header_span_never_makes_gaps() -> None:
     assert where["release"] == [3, 4, 5] and not where["gaps"]
 
 
+def test_a_bad_batch_next_to_a_good_one_releases_nothing_the_good_one_holds() -> None:
+    bad = batch(0, 5)
+    intake = take_partition(TP, [(7, 9, 1)], corrupt(bad, len(bad) - 1) + batch(5, 5))
+    where = account(intake, drain(intake))
+    assert where["delivered"] == [7, 8, 9] and not where["release"]
+
+
+def test_a_run_of_bad_batches_is_bounded_by_the_good_ones() -> None:
+    # The second bad batch's BaseOffset (not covered by its CRC) claims 100.
+    bad1 = batch(0, 5)
+    bad2 = bytearray(batch(5, 3))
+    bad2[0:8] = (100).to_bytes(8, "big")
+    data = corrupt(bad1, len(bad1) - 1) + corrupt(bytes(bad2), len(bad2) - 1) + batch(8, 2)
+    intake = take_partition(TP, [(0, 9, 1)], data)
+    where = account(intake, drain(intake))
+    assert where["release"] == list(range(8)) and where["delivered"] == [8, 9]
+
+
 def test_a_truncated_tail_releases_what_it_would_have_held() -> None:
     data = batch(0, 3) + batch(3, 3)
     intake = take_partition(TP, [(0, 5, 1)], data[: len(data) - 7])
