@@ -369,8 +369,8 @@ class ShareConsumer:
 
     @property
     def recent_errors(self) -> list[errors.KafkaError]:
-        """Recent errors that did not stop the consumer (corrupt batches, topic auth,
-        brokers that could not be reached...), newest last; at most 100."""
+        """Recent errors that did not stop the consumer (corrupt batches, answers that could
+        not be taken in, brokers that could not be reached...), newest last; at most 100."""
         return list(self._running().errors)
 
     def health(self) -> ConsumerHealth:
@@ -667,7 +667,11 @@ class ShareConsumer:
             negative or not a number.
         """
         limit = check_max_records(max_records, self._config.max_records)
-        if timeout is not None and not timeout >= 0:  # NaN fails this too
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not timeout >= 0  # NaN fails this too
+        ):
             raise errors.ConfigError(f"timeout must be None or >= 0 seconds, not {timeout!r}")
         core = self._running()
         if self._batch_out:

@@ -154,7 +154,7 @@ class ConsumerCore:
         self.lost: list[AckResult] = []
         #: Records with a RENEW in flight or pending, to move their lock deadline.
         self.renewing: dict[tuple[TopicIdPartition, int], Record] = {}
-        #: Errors that did not stop the consumer (corrupt batches, authorization on a topic).
+        #: Errors that did not stop the consumer (corrupt batches, unreachable brokers...).
         self.errors: list[errors.KafkaError] = []
         #: What delivered records call back into (the public ShareConsumer).
         self.owner: Acknowledger | None = None

@@ -283,8 +283,9 @@ class NodeFetcher:
         await self._back_off(refresh=True)
 
     def _answer_failed(self, exc: Exception) -> None:
-        """Rule 2: a typed error, and a session reset (the broker releases our records
-        when the new session replaces this one, or when their locks end)."""
+        """Rule 2: a typed error, and a session reset. The records of the old session stay
+        locked at the broker until their locks end (a new session does not release them),
+        then are delivered again."""
         core = self.core
         if isinstance(exc, errors.KafkaError):
             err: errors.KafkaError = exc
@@ -330,6 +331,9 @@ class NodeFetcher:
         if verdict.lost is not None:
             logger.info("node %d: share session reset by %s", self.node_id, err)
             core.session_lost(verdict.lost)
+            # A broker that keeps refusing sessions (SHARE_SESSION_LIMIT_REACHED) must not
+            # be asked again in a tight loop.
+            await self._back_off()
             return False
         if verdict.action is Action.FATAL:
             core.fail(err)

@@ -7,7 +7,7 @@ Rules of this module:
    together they hold at most ``max_acquired`` offsets. An answer that breaks this is
    refused whole with :class:`InvalidAnswer`: nothing of it is delivered or
    acknowledged (we cannot trust which offsets it names), and the caller resets the
-   share session so the broker takes the records back.
+   share session; the broker gets the records back when their locks end.
 2. The Records field is split by batch header only (no CRC, no decompression). If it
    cannot be split, or its batches are out of order, every acquired offset is RELEASED
    (redelivered later): nothing is lost and nothing is marked as a gap by mistake. A

@@ -365,8 +365,10 @@ class ShareSession:
     def on_transport_error(self, plan: SharePlan) -> SessionOutcome:
         """The request failed in transport (disconnect, timeout): reset (rule 4).
 
-        The broker also drops the session, and releases our records, when the connection
-        closes, so acquisitions of the old generation are gone either way.
+        When the connection closed, the broker (Kafka 4.1+) drops the session and releases
+        our records at once; after a timeout on a live connection they stay locked until
+        their lock ends. Either way this generation's acquisitions are no longer ours to
+        acknowledge.
         """
         if plan is not self._inflight:
             return SessionOutcome(SessionEvent.STALE, plan.tag, ErrorCode.NETWORK_EXCEPTION)

@@ -146,7 +146,8 @@ async def test_create_existing_topic_names_it(admin: Admin, topic_factory: Topic
 async def test_create_topic_errors_are_typed(admin: Admin) -> None:
     with pytest.raises(errors.InvalidReplicationFactorError, match="bad-rf"):
         await admin.create_topics([fresh("bad-rf")], replication_factor=3)
-    with pytest.raises(errors.InvalidTopicError, match="bad name"):
+    # An illegal name is refused before any request, naming what is wrong with it.
+    with pytest.raises(errors.ConfigError, match="invalid topic name 'bad name!'"):
         await admin.create_topics(["bad name!"])
     with pytest.raises(errors.InvalidConfigError, match="bad-conf"):
         await admin.create_topics([fresh("bad-conf")], configs={"retention.ms": "soon"})
