@@ -294,7 +294,7 @@ class ShareConsumer:
         core.dead_letter_signal.set()
         if self._router is not None:
             await self._router.stop()
-        core.report_lost(core.ledger.settle_dead())
+        core.report_lost(core.ledger.settle_dead(ack=AckType.RELEASE))
         core.ledger.mark_delivered(AckType.RELEASE, include_buffered=True)
         core.buffer.clear()
         core.buffer.data.set()
@@ -496,6 +496,11 @@ class ShareConsumer:
         4.4 with ``share.version`` 2 and ``errors.deadletterqueue.topic.name``), the
         record is only rejected and the broker writes the copy; ``None`` is returned.
 
+        If this consumer already lost the record's lock (its session was lost, or the lock
+        expired and the record was delivered again), nothing is written: the broker will
+        deliver it again, and a copy now would be a duplicate. The reject is reported as
+        ``AckFailure.LOCK_LOST`` (``on_acknowledged``, ``commit()``) and ``None`` returned.
+
         :param topic: the dead-letter topic (default: ``dlq_topic`` / ``dlq.<group_id>``).
         :returns: where the copy was written.
         :raises DeadLetterError: the copy could not be written (the record was released).
@@ -504,6 +509,10 @@ class ShareConsumer:
         core = self._raise_if_failed()
         router = self._router
         assert router is not None
+        if not core.holds(record):
+            # Lock lost (reported, not raised) or never ours / already answered (raised).
+            self.acknowledge(record, AckType.REJECT)
+            return None
         target = topic or router.default_topic
         try:
             if not router.started:
@@ -767,11 +776,14 @@ def _deliver(core: ConsumerCore, records: list[Record]) -> None:
     prev = start
     for rec in records:
         # Records of one chunk share one TopicIdPartition object: identity is the fast path.
-        if (
+        # A run also ends at a hole: the offsets between may be another chunk's, still
+        # buffered (not handed out, so not DELIVERED).
+        if rec.offset != prev.offset + 1 or (
             rec.topic_partition is not start.topic_partition
             and rec.topic_partition != start.topic_partition
         ):
-            ledger.deliver(start.topic_partition, start.offset, prev.offset)
+            if rec is not start:
+                ledger.deliver(start.topic_partition, start.offset, prev.offset)
             start = rec
         prev = rec
     ledger.deliver(start.topic_partition, start.offset, prev.offset)

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from sharecon._share.intake import Decoded, PartitionIntake
+    from sharecon._share.ledger import Delivery
     from sharecon._share.session import SessionTag
     from sharecon.protocol.records import Headers
     from sharecon.record import Record
@@ -42,7 +43,16 @@ class Chunk:
     """One partition's records from one answer: undecoded batches, and the decoded one
     being handed out."""
 
-    __slots__ = ("deadline", "decoded", "factory", "intake", "pos", "records", "tag")
+    __slots__ = (
+        "deadline",
+        "decoded",
+        "delivery",
+        "factory",
+        "intake",
+        "pos",
+        "records",
+        "tag",
+    )
 
     def __init__(
         self,
@@ -50,9 +60,12 @@ class Chunk:
         tag: SessionTag,
         deadline: float | None,
         factory: Callable[[int, int, bytes | None, bytes | None, Headers], Record],
+        delivery: Delivery = (0, -1),
     ) -> None:
         self.intake = intake
         self.tag = tag
+        #: The ledger's name for this delivery (what dropping the chunk forgets).
+        self.delivery = delivery
         #: Builds each record of the chunk (topic, partition, owner and deadline bound).
         self.factory = factory
         #: Every record of an answer shares one lock deadline.

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from sharecon._consumer.config import ConsumerConfig
     from sharecon._net.cluster import Cluster
     from sharecon._share.intake import Decoded
+    from sharecon._share.ledger import Delivery
     from sharecon._share.membership import AssignmentChange
     from sharecon._share.session import SessionTag
     from sharecon.record import Record
@@ -59,15 +60,16 @@ class Acknowledger(Protocol):
 
 
 class SessionOwner:
-    """What the records of one share session call back into: the consumer, plus the
-    session they were delivered under (so an old delivery's answer is told apart from a
-    newer delivery of the same offset)."""
+    """What the records of one delivery call back into: the consumer, plus the session and
+    the ledger :data:`~sharecon._share.ledger.Delivery` they came from (so an answer to an
+    old delivery is told apart from a newer delivery of the same offset)."""
 
-    __slots__ = ("consumer", "tag")
+    __slots__ = ("consumer", "delivery", "tag")
 
-    def __init__(self, consumer: Acknowledger, tag: SessionTag) -> None:
+    def __init__(self, consumer: Acknowledger, tag: SessionTag, delivery: Delivery) -> None:
         self.consumer = consumer
         self.tag = tag
+        self.delivery = delivery
 
     def acknowledge(self, record: Record, ack: AckType) -> None:
         """Pass the answer on to the consumer."""
@@ -215,8 +217,8 @@ class ConsumerCore:
         if ack is AckType.RENEW:
             self._check_renew(tp)
         owner = record._owner
-        tag = owner.tag if isinstance(owner, SessionOwner) else None
-        result = self.ledger.mark(tp, record.offset, ack, tag)
+        delivery = owner.delivery if type(owner) is SessionOwner else None
+        result = self.ledger.mark(tp, record.offset, ack, delivery)
         if result is MarkResult.OK:
             if ack is AckType.RENEW:
                 self.renewing[(tp, record.offset)] = record
@@ -237,6 +239,12 @@ class ConsumerCore:
                 ]
             )
         return result
+
+    def holds(self, record: Record) -> bool:
+        """Whether ``record`` is still this consumer's to answer (its lock not lost)."""
+        owner = record._owner
+        delivery = owner.delivery if type(owner) is SessionOwner else None
+        return self.ledger.holds(record.topic_partition, record.offset, delivery)
 
     def answer_all_delivered(self, ack: AckType) -> int:
         """Answer every delivered, unanswered record with ``ack`` (implicit mode), and
@@ -276,8 +284,10 @@ class ConsumerCore:
         """Report lock-lost answers now, and keep them for the next commit() (rule 4)."""
         if not results:
             return
-        self.lost.extend(results)
-        del self.lost[:-_LOST_KEPT]
+        if not self.collectors:
+            # A commit() running now collects them itself; keep them for the next one.
+            self.lost.extend(results)
+            del self.lost[:-_LOST_KEPT]
         self.report(results)
 
     # -- records ------------------------------------------------------------------------
@@ -312,7 +322,7 @@ class ConsumerCore:
         return d
 
     def _dropped(self, chunk: Chunk, first: int) -> None:
-        self.ledger.forget(chunk.intake.tp, chunk.tag, first, chunk.last_offset())
+        self.ledger.forget(chunk.intake.tp, chunk.delivery, first, chunk.last_offset())
 
     def session_lost(self, tag: SessionTag) -> None:
         """A share session incarnation is gone: drop its buffered records (rule 5)."""

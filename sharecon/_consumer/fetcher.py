@@ -106,9 +106,10 @@ class _InFlight(NamedTuple):
 class NodeFetcher:
     """The fetch loop and share session for one leader broker (rules 1-3)."""
 
-    def __init__(self, core: ConsumerCore, node_id: int) -> None:
+    def __init__(self, core: ConsumerCore, node_id: int, pool: FetcherPool) -> None:
         self.core = core
         self.node_id = node_id
+        self.pool = pool
         self.session = ShareSession(node_id)
         self.planner = FetchPlanner(self.session)
         self.wake = Signal()
@@ -247,6 +248,8 @@ class NodeFetcher:
                     # Clamped: a hostile range must not make this sum a bignum.
                     acquired += max(0, min(a.last_offset - a.first_offset + 1, 1 << 31))
         self.planner.fetched(plan, may_wait=f.may_wait, acquired=acquired)
+        if self.planner.dry:
+            self.pool.any_dry = True
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "node %d: ShareFetch epoch %d (+%d -%d, %d acks%s) answered in %.1f ms: %d records",
@@ -266,6 +269,10 @@ class NodeFetcher:
             turn = self._turn(acquired, size)
             if turn.plan is not None:
                 nxt = await self._start(turn)
+                if plan.tag != self.session.tag:
+                    # Sending the next request failed and the session is gone: this answer's
+                    # records were acquired under it and can no longer be acknowledged.
+                    return None
         await self._on_fetch_data(plan, resp)
         return nxt
 
@@ -304,15 +311,22 @@ class NodeFetcher:
         core.session_lost(old)
 
     async def _back_off(self, *, refresh: bool = False) -> None:
+        core = self.core
         delay = self._backoff.delay(self._failures)
         self._failures += 1
+        deadline = anyio.current_time() + delay
         if refresh:
             try:
-                await self.core.cluster.refresh_metadata(self.core.membership.topics)
+                await core.cluster.refresh_metadata(core.membership.topics)
             except (errors.KafkaConnectionError, errors.KafkaTimeoutError):
                 pass
-            self.core.fetchers.ensure()
-        await self.wake.wait(timeout=delay)
+            core.fetchers.ensure()
+        # Wake-ups (room in the buffer, acks to send) do not cut the pause short; closing does.
+        while not core.closing and core.fatal is None:
+            left = deadline - anyio.current_time()
+            if left <= 0:
+                break
+            await self.wake.wait(timeout=left)
 
     # -- answers --------------------------------------------------------------------------
 
@@ -405,11 +419,13 @@ class NodeFetcher:
         except InvalidAnswer as exc:
             raise InvalidAnswer(f"node {self.node_id}: {name}-{tp.partition}: {exc}") from None
         ledger = core.ledger
+        before = ledger.sequence
         core.report(
             ledger.add(
                 tp, plan.tag, [(r.first_offset, r.last_offset) for r in intake.ranges], intake.gaps
             )
         )
+        delivery = (before + 1, ledger.sequence)
         for lo, hi in intake.release:
             ledger.mark_range(tp, lo, hi, AckType.RELEASE)
         for bad in intake.errors:
@@ -426,9 +442,9 @@ class NodeFetcher:
             for r in intake.ranges:
                 ledger.mark_range(tp, r.first_offset, r.last_offset, AckType.RELEASE)
             return
-        owner = SessionOwner(core.owner, plan.tag) if core.owner is not None else None
+        owner = SessionOwner(core.owner, plan.tag, delivery) if core.owner is not None else None
         factory = partial(Record, name, tp.partition, tp, owner, deadline)
-        chunk = Chunk(intake, plan.tag, deadline, factory)
+        chunk = Chunk(intake, plan.tag, deadline, factory, delivery)
         limit = core.dlq_limit
         if limit is not None and any(r.delivery_count > limit for r in intake.ranges):
             # Records past the dead-letter limit go to the router now, not when (or if) the
@@ -544,6 +560,8 @@ class FetcherPool:
     def __init__(self, core: ConsumerCore) -> None:
         self.core = core
         self._fetchers: dict[int, NodeFetcher] = {}
+        #: Some fetcher may be dry: answered() has work to do (a per-record check).
+        self.any_dry = False
 
     def ensure(self) -> None:
         """Start a fetcher for every leader of an assigned partition that has none."""
@@ -551,7 +569,7 @@ class FetcherPool:
         for tp in core.assignment:
             leader = core.leader(tp)
             if leader is not None and leader >= 0 and leader not in self._fetchers:
-                fetcher = NodeFetcher(core, leader)
+                fetcher = NodeFetcher(core, leader, self)
                 self._fetchers[leader] = fetcher
                 core.tg.start_soon(fetcher.run, name=f"sharecon fetcher node {leader}")
         self.wake()
@@ -568,6 +586,9 @@ class FetcherPool:
 
     def answered(self) -> None:
         """The application answered records: wake the fetchers waiting for that (dry)."""
+        if not self.any_dry:
+            return
+        self.any_dry = False
         for f in self._fetchers.values():
             if f.planner.answered():
                 f.wake.set()

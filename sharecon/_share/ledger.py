@@ -46,6 +46,7 @@ __all__ = [
     "AckFailure",
     "AckLedger",
     "AckResult",
+    "Delivery",
     "MarkResult",
     "Taken",
 ]
@@ -97,10 +98,18 @@ _SETTLE_DEAD = _table({_DEAD: _DONE})
 _DEAD_RUN = re.compile(rb"\x12+")
 _TO_DELIVERED = _table({_ACQUIRED: _DELIVERED})
 # Superseded by a redelivery: in-flight offsets stay SENT, that request's answer reports them.
-_SUPERSEDE = _table({**dict.fromkeys(range(5), _DONE), _ACQUIRED: _DONE, _DELIVERED: _DONE})
+# Held records (buffered or handed out) die: an answer to the old delivery must be told
+# "lock lost", never land on the new one; the buffer forgets the ones it never handed out.
+_SUPERSEDE = _table({**dict.fromkeys(range(5), _DONE), _ACQUIRED: _DEAD, _DELIVERED: _DEAD})
 # Bulk marks, by type: held records (buffered or delivered) take the type, dead ones drop.
 _MARK_HELD = [_table({_ACQUIRED: t, _DELIVERED: t, _DEAD: _DONE}) for t in range(5)]
 _MARK_DELIVERED = [_table({_DELIVERED: t, _DEAD: _DONE}) for t in range(5)]
+
+
+#: Which ``add()`` a record came from: the first and last segment sequence numbers it made.
+#: Answers carry it, so an answer to an old delivery never lands on a newer delivery of the
+#: same offset (after a lock expired or a session was lost).
+Delivery = tuple[int, int]
 
 
 class MarkResult(IntEnum):
@@ -236,16 +245,15 @@ class _Partition:
                 out.append(seg)
         return out
 
-    def find(self, offset: int, tag: SessionTag | None = None) -> tuple[_Segment, int] | None:
-        """The newest segment holding ``offset`` in a state other than DONE (of session
-        ``tag`` only, if given)."""
-        if tag is not None:
-            best_t: _Segment | None = None
+    def find(self, offset: int, delivery: Delivery | None = None) -> tuple[_Segment, int] | None:
+        """The newest segment holding ``offset`` in a state other than DONE (of that
+        ``delivery`` only, if given)."""
+        if delivery is not None:
+            lo, hi = delivery
             for seg in self.overlapping(offset, offset):
-                if seg.tag == tag and seg.states[offset - seg.first] != _DONE:
-                    if best_t is None or seg.seq > best_t.seq:
-                        best_t = seg
-            return None if best_t is None else (best_t, offset - best_t.first)
+                if lo <= seg.seq <= hi and seg.states[offset - seg.first] != _DONE:
+                    return seg, offset - seg.first
+            return None
         if not self.overlaps:
             i = bisect_right(self.starts, offset) - 1
             if i < 0:
@@ -354,20 +362,30 @@ class AckLedger:
 
     # -- the application's acknowledgements ----------------------------------------------
 
+    @property
+    def sequence(self) -> int:
+        """The last segment sequence number used: ``add()`` makes the ones after it, so
+        ``(before + 1, after)`` around an ``add()`` is that :data:`Delivery`."""
+        return self._seq
+
     def mark(
-        self, tp: TopicIdPartition, offset: int, ack: AckType, tag: SessionTag | None = None
+        self,
+        tp: TopicIdPartition,
+        offset: int,
+        ack: AckType,
+        delivery: Delivery | None = None,
     ) -> MarkResult:
         """Record the application's acknowledgement of one record (rule 4).
 
-        :param tag: the session the record was delivered under. With it, an answer to an
-            old delivery never lands on a newer delivery of the same offset (after a lost
-            session the broker may hand the same offset to us again).
+        :param delivery: the ``add()`` the record came from. With it, an answer to an old
+            delivery never lands on a newer delivery of the same offset: the broker hands
+            an offset out again once our lock on it ended (expired, or a session lost).
         """
         part = self._parts.get(tp)
         if part is None:
             return MarkResult.UNKNOWN
         if part.overlaps:
-            found = part.find(offset, tag)
+            found = part.find(offset, delivery)
             if found is None:
                 return MarkResult.UNKNOWN
             seg, i = found
@@ -377,7 +395,9 @@ class AckLedger:
                 return MarkResult.UNKNOWN
             seg = part.segments[j]
             i = offset - seg.first
-            if offset > seg.last or (tag is not None and seg.tag != tag):
+            if offset > seg.last or (
+                delivery is not None and not delivery[0] <= seg.seq <= delivery[1]
+            ):
                 return MarkResult.UNKNOWN
         state = seg.states[i]
         if state in _MARKABLE:
@@ -392,6 +412,12 @@ class AckLedger:
                 self._drop_empty()
             return MarkResult.DEAD
         return MarkResult.ALREADY_ACKNOWLEDGED
+
+    def holds(self, tp: TopicIdPartition, offset: int, delivery: Delivery | None = None) -> bool:
+        """Whether the record is still ours to answer (held, not answered, lock not lost)."""
+        part = self._parts.get(tp)
+        found = part.find(offset, delivery) if part is not None else None
+        return found is not None and found[0].states[found[1]] in _MARKABLE
 
     def mark_range(self, tp: TopicIdPartition, first: int, last: int, ack: AckType) -> int:
         """Acknowledge every not-yet-acknowledged record of ``tp`` in ``first..last``.
@@ -462,24 +488,30 @@ class AckLedger:
                 out[tp] = offs
         return out
 
-    def forget(self, tp: TopicIdPartition, tag: SessionTag, first: int, last: int) -> None:
-        """Finish, without any answer, the records of ``tp`` in ``first..last`` acquired on
-        ``tag`` that were never handed out (the buffer dropped them: lock ended or lost)."""
+    def forget(self, tp: TopicIdPartition, delivery: Delivery, first: int, last: int) -> None:
+        """Finish, without any answer, the records of ``tp`` in ``first..last`` of one
+        ``delivery`` that were never handed out (the buffer dropped them: lock ended or
+        lost). Other deliveries of the same offsets are left alone."""
         part = self._parts.get(tp)
         if part is None:
             return
+        lo_seq, hi_seq = delivery
         for seg in part.overlapping(first, last):
-            if seg.tag != tag:
+            if not lo_seq <= seg.seq <= hi_seq:
                 continue
             lo, hi = max(first, seg.first) - seg.first, min(last, seg.last) - seg.first
             seg.states[lo : hi + 1] = seg.states[lo : hi + 1].translate(_FORGET)
         part.prune()
         self._drop_empty()
 
-    def settle_dead(self, partitions: Iterable[TopicIdPartition] | None = None) -> list[AckResult]:
+    def settle_dead(
+        self,
+        partitions: Iterable[TopicIdPartition] | None = None,
+        ack: AckType = AckType.ACCEPT,
+    ) -> list[AckResult]:
         """Finish every handed-out record whose lock was lost, reporting each as failed
-        (:attr:`AckFailure.LOCK_LOST`): implicit mode's bulk answers would otherwise drop
-        them without a word."""
+        (:attr:`AckFailure.LOCK_LOST`, with the ``ack`` it was meant to get): implicit
+        mode's bulk answers would otherwise drop them without a word."""
         out: list[AckResult] = []
         tps = list(self._parts) if partitions is None else list(partitions)
         for tp in tps:
@@ -488,9 +520,11 @@ class AckLedger:
                 continue
             runs: list[Run] = []
             for seg in part.segments:
+                n = len(runs)
                 for m in _DEAD_RUN.finditer(seg.states):
-                    runs.append((seg.first + m.start(), seg.first + m.end() - 1, 1))
-                seg.states[:] = seg.states.translate(_SETTLE_DEAD)
+                    runs.append((seg.first + m.start(), seg.first + m.end() - 1, int(ack)))
+                if len(runs) > n:
+                    seg.states[:] = seg.states.translate(_SETTLE_DEAD)
             if runs:
                 runs.sort()
                 out.append(

@@ -338,3 +338,49 @@ def test_rounds_match_a_per_offset_model(
         held -= {o for o, t in pending.items() if t is not N}
         pending = {}
     assert ledger.unacknowledged() == ({TP0: sorted(held)} if held else {})
+
+
+# -- deliveries: an answer lands only on the delivery its record came from -----------------
+
+
+def add(ledger: AckLedger, tp: TopicIdPartition, ranges: list[tuple[int, int]]) -> tuple[int, int]:
+    before = ledger.sequence
+    ledger.add(tp, TAG, ranges)
+    return before + 1, ledger.sequence
+
+
+def test_forget_touches_only_its_own_delivery() -> None:
+    # Answer 1 acquired 0..9 and 50..59; another member held 10..49, released them, and
+    # answer 2 of the same session acquired them. Answer 1's lock ends: the buffer drops it
+    # and forgets 0..59 of *that* delivery only.
+    ledger = AckLedger()
+    first = add(ledger, TP0, [(0, 9), (50, 59)])
+    second = add(ledger, TP0, [(10, 49)])
+    ledger.forget(TP0, first, 0, 59)
+    assert ledger.mark(TP0, 20, AckType.ACCEPT, second) is MarkResult.OK
+    assert ledger.mark(TP0, 5, AckType.ACCEPT, first) is MarkResult.UNKNOWN
+
+
+def test_an_old_delivery_answer_never_lands_on_the_redelivery() -> None:
+    # The lock on 0..9 expired; the same session got 0..9 again. The application answers
+    # the old record of offset 3: its lock is gone (reported), the new delivery is untouched.
+    ledger = AckLedger()
+    old = add(ledger, TP0, [(0, 9)])
+    new = add(ledger, TP0, [(0, 9)])
+    assert ledger.mark(TP0, 3, AckType.ACCEPT, old) is MarkResult.DEAD
+    assert ledger.mark(TP0, 3, AckType.ACCEPT, new) is MarkResult.OK
+    assert not ledger.holds(TP0, 4, old) and ledger.holds(TP0, 4, new)
+    # The old delivery's records nobody answered are forgotten when its chunk is dropped.
+    ledger.forget(TP0, old, 0, 9)
+    assert ledger.settle_dead() == []
+
+
+def test_forget_keeps_a_record_in_hand_dead() -> None:
+    # Session lost while the application holds offset 0; the buffer drops the rest of the
+    # chunk (1..9): offset 0 must still answer "lock lost", not "unknown".
+    ledger = AckLedger()
+    d = add(ledger, TP0, [(0, 9)])
+    ledger.invalidate(AckFailure.SESSION_RESET, 13, tag=TAG)
+    ledger.forget(TP0, d, 1, 9)
+    assert ledger.mark(TP0, 0, AckType.ACCEPT, d) is MarkResult.DEAD
+    assert ledger.partitions() == []
