@@ -81,3 +81,31 @@ async def test_records_of_a_cut_session_are_not_handed_out(
     assert len(after_cut) == len(set(after_cut)), "no record handed out twice after the cut"
     ok = sum(r.count for r in reported if r.ok)
     assert ok == N, f"{ok} acknowledgements succeeded at the broker, want {N}"
+
+
+async def test_reject_to_dlq_after_a_cut_writes_no_copy(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    topic = topic_factory(1)
+    dlq = topic_factory(1)
+    await produce(kafka_bootstrap, topic, [b"poison"])
+    reported: list[AckResult] = []
+    async with ShareConsumer(
+        kafka_bootstrap,
+        group_id=share_group,
+        topics=[topic],
+        ack_mode="explicit",
+        on_acknowledged=reported.extend,
+    ) as consumer:
+        with anyio.fail_after(30):
+            record = await consumer.__anext__()
+            cut(consumer, record)
+            await anyio.sleep(0.2)
+            # The lock is gone: a copy now would be a duplicate of the one made on the
+            # redelivery. Nothing is written, nothing raised, the loss is reported.
+            assert await consumer.reject_to_dlq(record, reason="bad", topic=dlq) is None
+            again = await consumer.__anext__()
+            assert again.offset == record.offset
+            written = await consumer.reject_to_dlq(again, reason="bad", topic=dlq)
+            assert written is not None and written.offset == 0
+    assert [r.reason for r in reported if not r.ok] == [AckFailure.LOCK_LOST]
