@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from sharecon.protocol.error_codes import ErrorCode
 
 from .ledger import AckFailure
-from .session import RequestKind, SessionEvent
+from .session import RESET_CODES, RequestKind, SessionEvent
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -94,18 +94,6 @@ _FATAL_TOP = frozenset(
         ErrorCode.UNSUPPORTED_VERSION,
     }
 )
-_SESSION_CODES = {
-    RequestKind.SHARE_FETCH: frozenset(
-        {
-            ErrorCode.SHARE_SESSION_NOT_FOUND,
-            ErrorCode.INVALID_SHARE_SESSION_EPOCH,
-            ErrorCode.SHARE_SESSION_LIMIT_REACHED,
-        }
-    ),
-    RequestKind.SHARE_ACKNOWLEDGE: frozenset(
-        {ErrorCode.SHARE_SESSION_NOT_FOUND, ErrorCode.INVALID_SHARE_SESSION_EPOCH}
-    ),
-}
 _UNKNOWN_TOPIC = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
 
 
@@ -119,7 +107,7 @@ def top_level_action(kind: RequestKind, code: int) -> Action:
     """The action for the top-level ``ErrorCode`` of an answer (rule 4)."""
     if code == ErrorCode.NONE:
         return Action.OK
-    if code in _SESSION_CODES[kind]:
+    if code in RESET_CODES[kind]:
         return Action.RESET_SESSION
     if code in _FATAL_TOP:
         return Action.FATAL

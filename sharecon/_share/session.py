@@ -38,6 +38,7 @@ __all__ = [
     "FINAL_EPOCH",
     "INITIAL_EPOCH",
     "MAX_EPOCH",
+    "RESET_CODES",
     "RequestKind",
     "SessionEvent",
     "SessionOutcome",
@@ -155,8 +156,8 @@ class SessionOutcome:
     error_code: int = 0
 
 
-# Top-level codes after which the broker holds no usable session for us (rule 4).
-_RESET_CODES = {
+#: Top-level codes after which the broker holds no usable session for us (rule 4).
+RESET_CODES = {
     RequestKind.SHARE_FETCH: frozenset(
         {
             ErrorCode.SHARE_SESSION_NOT_FOUND,
@@ -356,7 +357,7 @@ class ShareSession:
         if plan.is_final:
             self.reset()
             return SessionOutcome(SessionEvent.CLOSED, plan.tag, error_code)
-        if error_code in _RESET_CODES[plan.kind]:
+        if error_code in RESET_CODES[plan.kind]:
             self.reset()
             return SessionOutcome(SessionEvent.RESET, plan.tag, error_code)
         self._epoch = next_epoch(self._epoch)
