@@ -331,6 +331,7 @@ class ConsumerCore:
             logger.info(
                 "share consumer %s: dropped %d buffered chunks of %s", self.member_id, dropped, tag
             )
+        self._forget_renewing(lambda rec_tag, _tp: rec_tag == tag)
         self.progress.set()
 
     def partition_lost(self, tp: TopicIdPartition, node_id: int, code: int) -> None:
@@ -339,7 +340,23 @@ class ConsumerCore:
             self.ledger.invalidate(AckFailure.LEADER_CHANGED, code, partition=tp, node_id=node_id)
         )
         self.buffer.drop(lambda c: c.intake.tp == tp and c.tag.node_id == node_id)
+        self._forget_renewing(
+            lambda rec_tag, rec_tp: (
+                rec_tp == tp and rec_tag is not None and rec_tag.node_id == node_id
+            )
+        )
         self.progress.set()
+
+    def _forget_renewing(
+        self, match: Callable[[SessionTag | None, TopicIdPartition], bool]
+    ) -> None:
+        # A renew waiting on a lost session will never be answered: its record's deadline
+        # stays as it was (the lock is gone anyway).
+        for key, rec in list(self.renewing.items()):
+            owner = rec._owner
+            rec_tag = owner.tag if type(owner) is SessionOwner else None
+            if match(rec_tag, key[0]):
+                del self.renewing[key]
 
     def note_unreachable(self, node_id: int, exc: errors.KafkaError) -> None:
         """A broker could not be reached: keep the error where a health check can see it."""

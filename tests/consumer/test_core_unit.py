@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from sharecon._consumer.config import ConsumerConfig
-from sharecon._consumer.core import ConsumerCore
+from sharecon._consumer.core import ConsumerCore, SessionOwner
 from sharecon._share.acks import batches_from_runs
 from sharecon._share.ledger import AckFailure, AckLedger, AckResult
 from sharecon._share.session import SessionTag
@@ -53,3 +53,21 @@ def test_lock_lost_answers_reach_one_commit_only() -> None:
     core.collectors.append(collected)
     core.report_lost([lost(2)])
     assert collected == [lost(1), lost(2)] and core.lost == []
+
+
+def test_a_lost_session_forgets_its_pending_renews() -> None:
+    core = ConsumerCore(
+        cast("Any", None), ConsumerConfig(group_id="g", topics=("t",)), cast("Any", None)
+    )
+    other = SessionTag(2, 0)
+    mine = Record(
+        "t", 0, TP, SessionOwner(cast("Any", None), TAG, (1, 1)), None, 5, 0, None, b"", ()
+    )
+    theirs = Record(
+        "t", 0, TP, SessionOwner(cast("Any", None), other, (2, 2)), None, 6, 0, None, b"", ()
+    )
+    core.renewing = {(TP, 5): mine, (TP, 6): theirs}
+    core.session_lost(TAG)
+    assert core.renewing == {(TP, 6): theirs}
+    core.partition_lost(TP, 2, 6)
+    assert core.renewing == {}
