@@ -8,6 +8,7 @@ reader sees: keys, values, headers, ordering, exactly once.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import TYPE_CHECKING
 
 import anyio
@@ -231,12 +232,12 @@ async def test_record_over_max_request_size_fails_before_sending(
 
 async def test_unknown_topic_is_a_clear_error_after_bounded_retries(kafka_bootstrap: str) -> None:
     async with Producer(kafka_bootstrap, metadata_timeout=1.0) as producer:
-        started = anyio.current_time()
-        with pytest.raises(errors.UnknownTopicOrPartitionError) as info:
+        # Bounded: it gives up (a deadline, not a measured timing), after retrying.
+        with anyio.fail_after(10), pytest.raises(errors.UnknownTopicOrPartitionError) as info:
             await producer.send("no-such-topic-anywhere", b"v")
-        took = anyio.current_time() - started
     assert "no-such-topic-anywhere" in str(info.value)
-    assert 0.5 < took < 10
+    match = re.search(r"after (\d+) lookups", str(info.value))
+    assert match is not None and int(match.group(1)) > 1, str(info.value)
 
 
 async def test_partition_out_of_range_is_a_config_error(kafka_bootstrap: str, topic: str) -> None:
