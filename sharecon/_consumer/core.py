@@ -76,6 +76,12 @@ class SessionOwner:
         self.consumer.acknowledge(record, ack)
 
 
+def _owner_of(record: Record) -> SessionOwner | None:
+    """The delivery a record came from (``None`` for records built by hand)."""
+    owner = record._owner
+    return owner if type(owner) is SessionOwner else None
+
+
 class Fetchers(Protocol):
     """The per-leader fetch loops, as the core sees them (rule 2)."""
 
@@ -216,8 +222,8 @@ class ConsumerCore:
         tp = record.topic_partition
         if ack is AckType.RENEW:
             self._check_renew(tp)
-        owner = record._owner
-        delivery = owner.delivery if type(owner) is SessionOwner else None
+        owner = _owner_of(record)
+        delivery = owner.delivery if owner is not None else None
         result = self.ledger.mark(tp, record.offset, ack, delivery)
         if result is MarkResult.OK:
             if ack is AckType.RENEW:
@@ -242,8 +248,8 @@ class ConsumerCore:
 
     def holds(self, record: Record) -> bool:
         """Whether ``record`` is still this consumer's to answer (its lock not lost)."""
-        owner = record._owner
-        delivery = owner.delivery if type(owner) is SessionOwner else None
+        owner = _owner_of(record)
+        delivery = owner.delivery if owner is not None else None
         return self.ledger.holds(record.topic_partition, record.offset, delivery)
 
     def answer_all_delivered(self, ack: AckType) -> int:
@@ -353,8 +359,8 @@ class ConsumerCore:
         # A renew waiting on a lost session will never be answered: its record's deadline
         # stays as it was (the lock is gone anyway).
         for key, rec in list(self.renewing.items()):
-            owner = rec._owner
-            rec_tag = owner.tag if type(owner) is SessionOwner else None
+            owner = _owner_of(rec)
+            rec_tag = owner.tag if owner is not None else None
             if match(rec_tag, key[0]):
                 del self.renewing[key]
 
