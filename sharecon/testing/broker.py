@@ -18,8 +18,6 @@ Run one in the foreground: ``python -m sharecon.testing.broker --version 4.4.0 -
 from __future__ import annotations
 
 import argparse
-import base64
-import contextlib
 import errno
 import logging
 import os
@@ -30,7 +28,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +36,14 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.to_thread
 
+from sharecon.testing._jvm import (
+    DEFAULT_JVM_OPTS,
+    NodeProcess,
+    PortTaken,
+    free_ports,
+    minor,
+    new_cluster_id,
+)
 from sharecon.testing._provision import (
     DEFAULT_KAFKA_VERSION,
     BrokerStartError,
@@ -68,17 +73,7 @@ __all__ = [
 
 log = logging.getLogger("sharecon.testing")
 
-_STARTED_LINE = b"Kafka Server started"
 _DEFAULT_START_TIMEOUT = 120.0  # a cold JVM on a busy 2-core machine takes ~8 s
-_STOP_TIMEOUT = 30.0
-_FORMAT_TIMEOUT = 120.0
-_BROKER_JVM = [
-    "-Xms128m",
-    "-Xmx768m",
-    "-XX:+UseSerialGC",
-    "-XX:+ExitOnOutOfMemoryError",
-    "-Djava.awt.headless=true",
-]
 _LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
@@ -123,32 +118,6 @@ _CONFIG_4_3: dict[str, str] = {
     "group.share.assignment.interval.ms": "0",
     "group.consumer.assignment.interval.ms": "0",
 }
-
-_BROKER_LOG4J = """\
-status = warn
-appender.out.type = Console
-appender.out.name = STDOUT
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = {root}
-rootLogger.appenderRef.out.ref = STDOUT
-logger.raft.name = kafka.server.KafkaRaftServer
-logger.raft.level = INFO
-"""
-
-# Kills the JVM if the Python process that started it dies without stopping it.
-_WATCHDOG = """\
-import os, signal, sys, time
-parent, jvm = int(sys.argv[1]), int(sys.argv[2])
-while True:
-    time.sleep(0.5)
-    if os.getppid() != parent:
-        try:
-            os.killpg(jvm, signal.SIGKILL)
-        except OSError:
-            pass
-        sys.exit(0)
-"""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -229,10 +198,10 @@ class KafkaBroker:
             float(env_timeout) if env_timeout else _DEFAULT_START_TIMEOUT
         )
         env_opts = os.environ.get("SHARECON_BROKER_JVM_OPTS")
-        self._jvm_opts = jvm_opts or (env_opts.split() if env_opts else list(_BROKER_JVM))
+        self._jvm_opts = jvm_opts or (env_opts.split() if env_opts else list(DEFAULT_JVM_OPTS))
         self._install: KafkaInstall | None = None
         self._java = ""
-        self._res = _Resources()
+        self._res = NodeProcess()
         self._finalizer = weakref.finalize(self, self._res.cleanup)
         self._client_port = 0
         self._plain_port = 0
@@ -316,7 +285,7 @@ class KafkaBroker:
                 self._prepare()
                 self._launch_and_wait()
                 return self
-            except _PortTaken as exc:
+            except PortTaken as exc:
                 self._res.cleanup()
                 if attempt == attempts:
                     raise BrokerStartError(str(exc)) from None
@@ -386,18 +355,14 @@ class KafkaBroker:
         secured = self.sasl is not None or self.tls is not None
         if self._want_port:
             _check_port_free(self._want_port)
-        ports = _free_ports(3)
+        ports = free_ports(3)
         self._client_port = self._want_port or ports[0]
         self._plain_port = ports[1] if secured else self._client_port
         self._controller_port = ports[2]
         if self.tls is not None:
             self._make_certificates(tmp)
-        root_level = os.environ.get("SHARECON_BROKER_LOG_LEVEL", "WARN")
-        (tmp / "log4j2.properties").write_text(_BROKER_LOG4J.format(root=root_level))
-        (tmp / "server.properties").write_text(
-            "".join(f"{k}={v}\n" for k, v in self._server_config(tmp).items())
-        )
-        self._format(tmp)
+        self._res.write_config(self._server_config(tmp))
+        self._format()
 
     def _server_config(self, tmp: Path) -> dict[str, str]:
         listeners = [f"PLAINTEXT://127.0.0.1:{self._plain_port}"]
@@ -422,7 +387,7 @@ class KafkaBroker:
             "log.dirs": str(tmp / "kraft-logs"),
         }
         conf.update(TEST_BROKER_CONFIG)
-        if _minor(self.version) >= 3:
+        if minor(self.version) >= 3:
             conf.update(_CONFIG_4_3)
         if self.sasl is not None:
             conf["listener.name.client.sasl.enabled.mechanisms"] = ",".join(self.sasl.mechanisms)
@@ -441,51 +406,21 @@ class KafkaBroker:
         conf.update(self._extra)
         return conf
 
-    def _format(self, tmp: Path) -> None:
+    def _format(self) -> None:
         assert self._install is not None
-        cmd = [
-            self._java,
-            "-Xmx256m",
-            "-XX:TieredStopAtLevel=1",
-            "-XX:+UseSerialGC",
-            *(self._res.archive.jvm_flags(dump=False) if self._res.archive else []),
-            f"-Dlog4j2.configurationFile={tmp / 'log4j2.properties'}",
-            "-cp",
-            self._install.classpath,
-            "kafka.tools.StorageTool",
-            "format",
-            "--cluster-id",
-            _cluster_id(),
-            "--config",
-            str(tmp / "server.properties"),
-        ]
-        for name, level in self._features.items():
-            cmd += ["--feature", f"{name}={level}"]
+        scram: list[str] = []
         if self.sasl is not None:
             for mech in self.sasl.mechanisms:
                 if mech.startswith("SCRAM"):
                     for user, pw in self.sasl.users.items():
-                        cmd += ["--add-scram", f"{mech}=[name={user},password={pw}]"]
-        try:
-            done = subprocess.run(
-                cmd,
-                capture_output=True,
-                text=True,
-                timeout=_FORMAT_TIMEOUT,
-                check=False,
-                stdin=subprocess.DEVNULL,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise BrokerStartError(
-                f"formatting Kafka {self.version} storage took over {_FORMAT_TIMEOUT:.0f} s"
-            ) from exc
-        except OSError as exc:
-            raise BrokerStartError(f"could not run {self._java}: {exc}") from exc
-        if done.returncode != 0:
-            raise BrokerStartError(
-                f"formatting Kafka {self.version} storage failed (exit {done.returncode}):\n"
-                + tail(done.stdout + done.stderr)
-            )
+                        scram += ["--add-scram", f"{mech}=[name={user},password={pw}]"]
+        self._res.format(
+            self._java,
+            self._install,
+            new_cluster_id(),
+            features=self._features,
+            extra_args=scram,
+        )
 
     def _make_certificates(self, tmp: Path) -> None:
         assert self.tls is not None
@@ -533,42 +468,22 @@ class KafkaBroker:
         self.tls_ca_file = tls / "ca.pem"
 
     def _launch_and_wait(self) -> None:
-        assert self._install is not None and self._res.dir is not None
-        tmp = self._res.dir
-        log_file = tmp / "broker.log"
-        offset = log_file.stat().st_size if log_file.exists() else 0
-        cmd = [
-            self._java,
-            *self._jvm_opts,
-            *(self._res.archive.jvm_flags() if self._res.archive else []),
-            f"-Dlog4j2.configurationFile={tmp / 'log4j2.properties'}",
-            "-cp",
-            self._install.classpath,
-            "kafka.Kafka",
-            str(tmp / "server.properties"),
-        ]
+        assert self._install is not None
         started = time.monotonic()
-        with open(log_file, "ab") as out:
-            try:
-                self._res.proc = subprocess.Popen(
-                    cmd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # own process group: killpg reaches only the JVM
-                )
-            except OSError as exc:
-                raise BrokerStartError(f"could not run {self._java}: {exc}") from exc
-        self._res.watchdog = subprocess.Popen(
-            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(self._res.proc.pid)],
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        offset = self._res.launch(self._java, self._jvm_opts, self._install)
         try:
-            self._wait_ready(log_file, offset, started)
+            self._res.wait_ready(
+                offset,
+                port=self._plain_port,
+                what=f"Kafka {self.version}",
+                started=started,
+                timeout=self.start_timeout,
+                ports_fixed=self._want_port != 0,
+            )
         except BaseException:
             self._res.stop_jvm(graceful=False)
             raise
+        assert self._res.proc is not None
         log.info(
             "Kafka %s up on %s in %.1f s (pid %d)",
             self.version,
@@ -577,116 +492,8 @@ class KafkaBroker:
             self._res.proc.pid,
         )
 
-    def _wait_ready(self, log_file: Path, offset: int, started: float) -> None:
-        proc = self._res.proc
-        assert proc is not None
-        deadline = started + self.start_timeout
-        seen_line = False
-        while True:
-            code = proc.poll()
-            text = _read_from(log_file, offset)
-            if code is not None:
-                detail = tail(text.decode(errors="replace"))
-                if b"Address already in use" in text or b"BindException" in text:
-                    if self._want_port == 0:
-                        raise _PortTaken(f"a port was taken while starting:\n{detail}")
-                    raise BrokerStartError(
-                        f"Kafka {self.version} could not bind its ports "
-                        f"(client {self._client_port}, controller {self._controller_port}):\n{detail}"
-                    )
-                raise BrokerStartError(
-                    f"Kafka {self.version} exited with code {code} during start; "
-                    f"log {log_file}:\n{detail}"
-                )
-            seen_line = seen_line or _STARTED_LINE in text
-            # The PLAINTEXT acceptor opens only once the broker is unfenced and caught up.
-            if seen_line and _can_connect(self._plain_port):
-                return
-            if time.monotonic() > deadline:
-                raise BrokerStartError(
-                    f"Kafka {self.version} did not serve on port {self._plain_port} within "
-                    f"{self.start_timeout:.0f} s; log {log_file}:\n"
-                    + tail(text.decode(errors="replace"))
-                )
-            time.sleep(0.1)
-
 
 _STORE_PASSWORD = "sharecon-test"  # throwaway keystores in a temporary folder
-
-
-class _PortTaken(Exception):
-    pass
-
-
-class _Resources:
-    """The JVM, its watchdog and the folder: what must go however the broker object ends."""
-
-    def __init__(self) -> None:
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.watchdog: subprocess.Popen[bytes] | None = None
-        self.dir: Path | None = None
-        self.archive: ClassArchive | None = None
-
-    def stop_jvm(self, *, graceful: bool) -> None:
-        proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM if graceful else signal.SIGKILL)
-            try:
-                proc.wait(timeout=_STOP_TIMEOUT if graceful else 10.0)
-            except subprocess.TimeoutExpired:
-                log.warning(
-                    "Kafka pid %d ignored SIGTERM for %.0f s; killing it", proc.pid, _STOP_TIMEOUT
-                )
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10.0)
-                graceful = False
-            if self.archive is not None:
-                # A JVM that exits normally (SIGTERM included) dumps the archive it was asked for.
-                self.archive.after_exit(graceful)
-        elif proc is not None:
-            proc.wait()
-            if self.archive is not None:
-                self.archive.after_exit(False)
-        dog, self.watchdog = self.watchdog, None
-        if dog is not None:
-            dog.kill()
-            dog.wait()
-
-    def cleanup(self) -> None:
-        self.stop_jvm(graceful=False)
-        folder, self.dir = self.dir, None
-        if folder is not None:
-            if os.environ.get("SHARECON_KEEP_BROKER_DIR"):
-                log.warning("keeping broker folder %s (SHARECON_KEEP_BROKER_DIR)", folder)
-            else:
-                shutil.rmtree(folder, ignore_errors=True)
-
-
-def _minor(version: str) -> int:
-    return int(version.split(".")[1])
-
-
-def _cluster_id() -> str:
-    # Kafka's Uuid.randomUuid() never starts with '-' so the id cannot look like a flag.
-    while True:
-        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        if not cid.startswith("-"):
-            return cid
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _check_port_free(port: int) -> None:
@@ -697,23 +504,6 @@ def _check_port_free(port: int) -> None:
             if exc.errno == errno.EADDRINUSE:
                 raise BrokerStartError(f"port {port} on 127.0.0.1 is already in use") from None
             raise BrokerStartError(f"cannot use port {port}: {exc}") from None
-
-
-def _can_connect(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def _read_from(path: Path, offset: int) -> bytes:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            return fh.read()
-    except FileNotFoundError:
-        return b""
 
 
 def main(argv: list[str] | None = None) -> int:

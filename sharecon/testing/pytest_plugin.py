@@ -13,6 +13,9 @@ Fixtures (see ``docs/testing.md``):
 * ``topic`` / ``topic_factory``: a fresh topic per test (3 partitions by default).
 * ``share_group`` / ``share_group_factory``: a fresh group id, ``share.auto.offset.reset=earliest``.
 * ``produce_records``: ``produce_records(topic, n, *, record_size=100) -> ProduceResult``.
+* ``kafka_cluster``: a :class:`~sharecon.testing.cluster.KafkaCluster` of three brokers
+  behind fault proxies, started once per session and healed after each test (proxies
+  healed, stopped brokers started, replicas back in sync).
 
 A broker that cannot start is an error in every test that needs it, never a skip.
 Tests using these fixtures get the ``broker`` marker, so ``-m "not broker"`` leaves them out.
@@ -23,25 +26,24 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-import anyio
 import pytest
 
-from sharecon.admin import Admin
 from sharecon.testing._provision import DEFAULT_KAFKA_VERSION, resolve_version
+from sharecon.testing._sync import with_admin
 from sharecon.testing.broker import KafkaBroker
-from sharecon.testing.cluster import (
+from sharecon.testing.cluster import KafkaCluster
+from sharecon.testing.env import (
+    ClusterHandle,
     ExternalKafka,
-    KafkaCluster,
     cluster_from_env,
     env_version,
     requested_kind,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterator, Mapping
+    from collections.abc import Iterator, Mapping
 
     from sharecon.testing.tools import KafkaTools, ProduceResult
 
@@ -67,6 +69,7 @@ BROKER_FIXTURES = frozenset(
         "share_group",
         "share_group_factory",
         "produce_records",
+        "kafka_cluster",
     }
 )
 
@@ -180,7 +183,7 @@ def kafka_broker_pool() -> Iterator[BrokerPool]:
 
 
 @pytest.fixture(scope="session")
-def kafka_broker(kafka_broker_pool: BrokerPool) -> Iterator[KafkaCluster]:
+def kafka_broker(kafka_broker_pool: BrokerPool) -> Iterator[ClusterHandle]:
     """The session's cluster: ``SHARECON_BOOTSTRAP``, Docker, or a local broker of ``SHARECON_KAFKA_VERSION``."""
     if requested_kind() == "local":
         yield kafka_broker_pool.get(env_version())
@@ -193,13 +196,13 @@ def kafka_broker(kafka_broker_pool: BrokerPool) -> Iterator[KafkaCluster]:
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap(kafka_broker: KafkaCluster) -> str:
+def kafka_bootstrap(kafka_broker: ClusterHandle) -> str:
     """``host:port`` of the session cluster."""
     return kafka_broker.bootstrap
 
 
 @pytest.fixture(scope="session")
-def kafka_tools(kafka_broker: KafkaCluster) -> KafkaTools:
+def kafka_tools(kafka_broker: ClusterHandle) -> KafkaTools:
     """Kafka's Java tools pointed at the session cluster."""
     return kafka_broker.tools
 
@@ -230,30 +233,14 @@ def _unique(prefix: str, request: pytest.FixtureRequest) -> str:
     return f"{prefix}-{test}-{uuid.uuid4().hex[:8]}"
 
 
-def _admin_bootstrap(cluster: KafkaCluster) -> str:
+def _admin_bootstrap(cluster: ClusterHandle) -> str:
     # Fixtures arrange tests over PLAINTEXT even when the client listener has SASL/TLS.
     return getattr(cluster, "plaintext_bootstrap", None) or cluster.bootstrap
 
 
-def _with_admin(bootstrap: str, call: Callable[[Admin], Awaitable[T]], timeout: float = 60.0) -> T:
-    """Run one admin call to completion from synchronous fixture code.
-
-    A private thread owns the event loop, so this works whether or not the test itself
-    runs in one (anyio's pytest plugin, trio, plain asyncio).
-    """
-
-    async def main() -> T:
-        with anyio.fail_after(timeout):
-            async with Admin(bootstrap) as admin:
-                return await call(admin)
-
-    with ThreadPoolExecutor(1, thread_name_prefix="sharecon-fixture") as pool:
-        return pool.submit(anyio.run, main).result(timeout=timeout + 30)
-
-
 @pytest.fixture
 def topic_factory(
-    kafka_broker: KafkaCluster, request: pytest.FixtureRequest
+    kafka_broker: ClusterHandle, request: pytest.FixtureRequest
 ) -> Iterator[TopicFactory]:
     """Create topics on the session cluster (with sharecon's Admin); ready to use on return.
 
@@ -266,7 +253,7 @@ def topic_factory(
         partitions: int = 3, *, config: Mapping[str, str] | None = None, name: str | None = None
     ) -> str:
         topic = name or _unique("t", request)
-        _with_admin(
+        with_admin(
             bootstrap,
             lambda admin: admin.create_topics(
                 [topic], num_partitions=partitions, configs=dict(config or {})
@@ -277,7 +264,7 @@ def topic_factory(
 
     yield factory
     if created and isinstance(kafka_broker, ExternalKafka):
-        _with_admin(bootstrap, lambda admin: admin.delete_topics(created))
+        with_admin(bootstrap, lambda admin: admin.delete_topics(created))
 
 
 @pytest.fixture
@@ -288,7 +275,7 @@ def topic(topic_factory: TopicFactory) -> str:
 
 @pytest.fixture
 def share_group_factory(
-    kafka_broker: KafkaCluster, request: pytest.FixtureRequest
+    kafka_broker: ClusterHandle, request: pytest.FixtureRequest
 ) -> ShareGroupFactory:
     """Fresh share group ids with group configs set, e.g. ``{"share.record.lock.duration.ms": "1000"}``."""
     bootstrap = _admin_bootstrap(kafka_broker)
@@ -296,7 +283,7 @@ def share_group_factory(
     def factory(config: Mapping[str, str] | None = None, *, name: str | None = None) -> str:
         group = name or _unique("g", request)
         settings: dict[str, str | None] = {**DEFAULT_GROUP_CONFIG, **(config or {})}
-        _with_admin(bootstrap, lambda admin: admin.alter_group_config(group, settings))
+        with_admin(bootstrap, lambda admin: admin.alter_group_config(group, settings))
         return group
 
     return factory
@@ -309,10 +296,37 @@ def share_group(share_group_factory: ShareGroupFactory) -> str:
 
 
 @pytest.fixture
-def produce_records(kafka_broker: KafkaCluster) -> ProduceRecords:
+def produce_records(kafka_broker: ClusterHandle) -> ProduceRecords:
     """Write ``n`` records into a topic of the session cluster with the Java perf producer."""
 
     def produce(topic: str, n: int, *, record_size: int = 100) -> ProduceResult:
         return kafka_broker.tools.produce(topic, n, record_size=record_size)
 
     return produce
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster_session() -> Iterator[KafkaCluster]:
+    """The session's three-broker cluster (``SHARECON_KAFKA_VERSION``), proxied."""
+    cluster = KafkaCluster(3, env_version(), proxy=True)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def kafka_cluster(kafka_cluster_session: KafkaCluster) -> Iterator[KafkaCluster]:
+    """Three brokers behind fault proxies; a test may kill, stop, cut or stall them.
+
+    Afterwards every proxy is healed, every broker runs again and all replicas are in
+    sync, so the next test finds a whole cluster.
+    """
+    cluster = kafka_cluster_session
+    yield cluster
+    for proxy in cluster.proxies:
+        proxy.heal()
+    for broker in cluster.brokers:
+        broker.start()
+    cluster.wait_in_sync()

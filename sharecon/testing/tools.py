@@ -159,10 +159,11 @@ class KafkaTools:
         partitions: int = 3,
         *,
         config: Mapping[str, str] | None = None,
+        replication_factor: int = 1,
     ) -> None:
-        """Create ``name`` with ``partitions`` partitions (replication factor 1)."""
+        """Create ``name`` with ``partitions`` partitions, each on ``replication_factor`` brokers."""
         args = ["--bootstrap-server", self.bootstrap, "--create", "--topic", name]
-        args += ["--partitions", str(partitions), "--replication-factor", "1"]
+        args += ["--partitions", str(partitions), "--replication-factor", str(replication_factor)]
         for key, value in (config or {}).items():
             args += ["--config", f"{key}={value}"]
         self.run(_TOPIC_COMMAND, *args)

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from sharecon.testing.cluster import KafkaCluster
+    from sharecon.testing.env import ClusterHandle
 
 INNER_TEST = """
-from sharecon.testing.cluster import ExternalKafka
+from sharecon.testing.env import ExternalKafka
 
 pytest_plugins = ["sharecon.testing.pytest_plugin"]
 
@@ -28,7 +28,7 @@ def test_uses_the_given_cluster(kafka_broker, kafka_bootstrap, topic, share_grou
 
 
 def test_sharecon_bootstrap_points_fixtures_at_an_existing_cluster(
-    kafka_broker: KafkaCluster, tmp_path: Path
+    kafka_broker: ClusterHandle, tmp_path: Path
 ) -> None:
     (tmp_path / "test_inner.py").write_text(
         textwrap.dedent(INNER_TEST.format(bootstrap=kafka_broker.bootstrap))

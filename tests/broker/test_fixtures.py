@@ -11,7 +11,7 @@ from sharecon.testing import KafkaToolError
 from sharecon.testing.probe import SHARE_APIS, share_support
 
 if TYPE_CHECKING:
-    from sharecon.testing.cluster import KafkaCluster
+    from sharecon.testing.env import ClusterHandle
     from sharecon.testing.pytest_plugin import ProduceRecords, ShareGroupFactory, TopicFactory
     from sharecon.testing.tools import KafkaTools
 
@@ -23,7 +23,7 @@ def test_session_broker_has_share_groups_enabled(kafka_bootstrap: str) -> None:
     assert support.enabled
 
 
-def test_bootstrap_is_loopback(kafka_broker: KafkaCluster, kafka_bootstrap: str) -> None:
+def test_bootstrap_is_loopback(kafka_broker: ClusterHandle, kafka_bootstrap: str) -> None:
     host, _, port = kafka_bootstrap.rpartition(":")
     assert host == "127.0.0.1" and int(port) > 0
     assert kafka_broker.bootstrap == kafka_bootstrap

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DockerKafka",
     "ExternalKafka",
-    "KafkaCluster",
+    "ClusterHandle",
     "cluster_from_env",
     "env_version",
     "requested_kind",
@@ -37,7 +37,7 @@ __all__ = [
 log = logging.getLogger("sharecon.testing")
 
 
-class KafkaCluster(Protocol):
+class ClusterHandle(Protocol):
     """What fixtures hand to tests: where to connect and how to arrange the cluster."""
 
     @property
@@ -178,7 +178,7 @@ def requested_kind() -> Literal["external", "docker", "local"]:
     return "local"
 
 
-def cluster_from_env() -> KafkaCluster:
+def cluster_from_env() -> ClusterHandle:
     """The cluster the environment asks for, started (see the module docstring).
 
     :raises BrokerStartError: if it cannot be started.
