@@ -2,7 +2,9 @@
 
 * :class:`KafkaBroker`: start a Kafka 4.x broker (KRaft, share groups on) from Python.
 * :class:`KafkaTools`: Kafka's Java tools (topics, group configs, producing) for arranging tests.
-* ``sharecon.testing.pytest_plugin``: pytest fixtures built on both.
+* :class:`FaultProxy`: a loopback TCP proxy (Toxiproxy) that cuts, stalls, delays or
+  throttles the connections of a client under test.
+* ``sharecon.testing.pytest_plugin``: pytest fixtures built on the broker and the tools.
 
 See ``docs/testing.md``.
 """
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
         provision,
     )
     from sharecon.testing.broker import KafkaBroker, SaslSetup, TlsSetup
+    from sharecon.testing.fault_proxy import FaultProxy, FaultProxyError, ToxiproxyServer
     from sharecon.testing.tools import FeatureLevel, KafkaToolError, KafkaTools, ProduceResult
 
 # Imported on first use, so that ``python -m sharecon.testing.broker`` does not find its
@@ -31,6 +34,9 @@ _LAZY = {
     "KafkaBroker": "sharecon.testing.broker",
     "SaslSetup": "sharecon.testing.broker",
     "TlsSetup": "sharecon.testing.broker",
+    "FaultProxy": "sharecon.testing.fault_proxy",
+    "FaultProxyError": "sharecon.testing.fault_proxy",
+    "ToxiproxyServer": "sharecon.testing.fault_proxy",
     "FeatureLevel": "sharecon.testing.tools",
     "KafkaToolError": "sharecon.testing.tools",
     "KafkaTools": "sharecon.testing.tools",
@@ -51,6 +57,8 @@ __all__ = [
     "DEFAULT_KAFKA_VERSION",
     "LATEST_PATCH",
     "BrokerStartError",
+    "FaultProxy",
+    "FaultProxyError",
     "FeatureLevel",
     "KafkaBroker",
     "KafkaToolError",
@@ -58,5 +66,6 @@ __all__ = [
     "ProduceResult",
     "SaslSetup",
     "TlsSetup",
+    "ToxiproxyServer",
     "provision",
 ]

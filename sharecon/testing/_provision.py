@@ -342,7 +342,10 @@ def _pom(version: str) -> str:
 
 
 @contextlib.contextmanager
-def _locked(path: Path, timeout: float = _LOCK_TIMEOUT) -> Iterator[None]:
+def _locked(
+    path: Path, timeout: float = _LOCK_TIMEOUT, what: str = "fetching Kafka jars"
+) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path``; ``what`` names the holder's work in the timeout error."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as fh:
         deadline = time.monotonic() + timeout
@@ -354,7 +357,7 @@ def _locked(path: Path, timeout: float = _LOCK_TIMEOUT) -> Iterator[None]:
                 if time.monotonic() > deadline:
                     raise BrokerStartError(
                         f"gave up after {timeout:.0f} s waiting for {path}: another process "
-                        "is still fetching Kafka jars"
+                        f"is still {what}"
                     ) from None
                 time.sleep(0.2)
         try:
