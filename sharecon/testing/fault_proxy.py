@@ -42,9 +42,10 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sharecon.testing._jvm import WATCHDOG as _WATCHDOG
+from sharecon.testing._jvm import free_ports as _free_ports
 from sharecon.testing._provision import BrokerStartError, tail
 from sharecon.testing._toxiproxy import TOXIPROXY_VERSION, toxiproxy_server
-from sharecon.testing.broker import _WATCHDOG, _free_ports
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
