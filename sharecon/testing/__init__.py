@@ -2,6 +2,8 @@
 
 * :class:`KafkaBroker`: start a Kafka 4.x broker (KRaft, share groups on) from Python.
 * :class:`KafkaTools`: Kafka's Java tools (topics, group configs, producing) for arranging tests.
+* :class:`KafkaCluster`: a controller quorum and several brokers, each killable.
+* :class:`DeliveryTally`: count every record of a fault run and explain each duplicate.
 * :class:`FaultProxy`: a loopback TCP proxy (Toxiproxy) that cuts, stalls, delays or
   throttles the connections of a client under test.
 * ``sharecon.testing.pytest_plugin``: pytest fixtures built on the broker and the tools.
@@ -21,7 +23,9 @@ if TYPE_CHECKING:
         provision,
     )
     from sharecon.testing.broker import KafkaBroker, SaslSetup, TlsSetup
+    from sharecon.testing.cluster import ClusterBroker, KafkaCluster
     from sharecon.testing.fault_proxy import FaultProxy, FaultProxyError, ToxiproxyServer
+    from sharecon.testing.tally import DeliveryTally, TallyReport
     from sharecon.testing.tools import FeatureLevel, KafkaToolError, KafkaTools, ProduceResult
 
 # Imported on first use, so that ``python -m sharecon.testing.broker`` does not find its
@@ -34,6 +38,10 @@ _LAZY = {
     "KafkaBroker": "sharecon.testing.broker",
     "SaslSetup": "sharecon.testing.broker",
     "TlsSetup": "sharecon.testing.broker",
+    "ClusterBroker": "sharecon.testing.cluster",
+    "KafkaCluster": "sharecon.testing.cluster",
+    "DeliveryTally": "sharecon.testing.tally",
+    "TallyReport": "sharecon.testing.tally",
     "FaultProxy": "sharecon.testing.fault_proxy",
     "FaultProxyError": "sharecon.testing.fault_proxy",
     "ToxiproxyServer": "sharecon.testing.fault_proxy",
@@ -57,8 +65,12 @@ __all__ = [
     "DEFAULT_KAFKA_VERSION",
     "LATEST_PATCH",
     "BrokerStartError",
+    "ClusterBroker",
+    "DeliveryTally",
     "FaultProxy",
     "FaultProxyError",
+    "KafkaCluster",
+    "TallyReport",
     "FeatureLevel",
     "KafkaBroker",
     "KafkaToolError",

@@ -60,7 +60,7 @@ def decode_id(value: bytes | None) -> str:
 
 
 async def produce_ids(
-    bootstrap: str,
+    target: str | Producer,
     topic: str,
     ids: Sequence[str],
     tally: DeliveryTally,
@@ -70,20 +70,27 @@ async def produce_ids(
     batch_records: int = 150,
 ) -> None:
     """Write one record per id (spread round-robin over ``partitions``), idempotently with
-    ``acks=all``, and tell ``tally`` where each was written."""
-    async with Producer(bootstrap, linger=0.0) as producer:
-        # Small sends make small batches: the broker acquires whole batches, and one batch
-        # of thousands of records would outlive its lock in a slow test member.
-        for start in range(0, len(ids), batch_records):
-            chunk = ids[start : start + batch_records]
-            records = [
-                ProducerRecord(topic, encode_id(rid, record_size), partition=i % partitions)
-                for i, rid in enumerate(chunk, start)
-            ]
-            written = await producer.send_batch(records)
-            now = time.monotonic()
-            for rid, meta in zip(chunk, written, strict=True):
-                tally.produced(rid, meta.topic, meta.partition, meta.offset, now)
+    ``acks=all``, and tell ``tally`` where each was written. ``target`` is a bootstrap
+    string (a producer is opened for the call) or an open :class:`~sharecon.producer.Producer`."""
+    if isinstance(target, str):
+        async with Producer(target, linger=0.0) as producer:
+            await produce_ids(
+                producer, topic, ids, tally, partitions=partitions,
+                record_size=record_size, batch_records=batch_records,
+            )  # fmt: skip
+        return
+    # Small sends make small batches: the broker acquires whole batches, and one batch
+    # of thousands of records would outlive its lock in a slow test member.
+    for start in range(0, len(ids), batch_records):
+        chunk = ids[start : start + batch_records]
+        records = [
+            ProducerRecord(topic, encode_id(rid, record_size), partition=i % partitions)
+            for i, rid in enumerate(chunk, start)
+        ]
+        written = await target.send_batch(records)
+        now = time.monotonic()
+        for rid, meta in zip(chunk, written, strict=True):
+            tally.produced(rid, meta.topic, meta.partition, meta.offset, now)
 
 
 class Members:
@@ -245,25 +252,29 @@ async def feed(
     how many. Ids are ``{prefix}{n}``. A send that fails is an error: the producer is
     expected to ride out the fault (it retries with idempotence until its deadline)."""
     sent = 0
-    while not stop.is_set():
-        ids = [f"{prefix}{i}" for i in range(sent, sent + per_tick)]
-        await produce_ids(bootstrap, topic, ids, tally, partitions=partitions)
-        sent += per_tick
-        with anyio.move_on_after(tick):
-            await stop.wait()
+    # One producer for the whole run: riding out the fault is part of what is tested.
+    async with Producer(bootstrap, linger=0.0) as producer:
+        while not stop.is_set():
+            ids = [f"{prefix}{i}" for i in range(sent, sent + per_tick)]
+            await produce_ids(producer, topic, ids, tally, partitions=partitions)
+            sent += per_tick
+            with anyio.move_on_after(tick):
+                await stop.wait()
     return sent
 
 
 async def _hold(bootstrap: str, group: str, topic: str) -> None:
-    # A member that takes records and never answers them, printing each as a JSON line:
-    # the test SIGKILLs it while it holds them.
+    # A member that takes one batch of records and never answers them, printing each as
+    # a JSON line and then {"held": n}: the test SIGKILLs it while it holds them.
     import json
     import sys
 
     async with ShareConsumer(
-        bootstrap, group_id=group, topics=[topic], ack_mode="explicit", max_records=50
+        bootstrap, group_id=group, topics=[topic], ack_mode="explicit", max_records=100
     ) as consumer:
-        async for record in consumer:
+        await anyio.sleep(3)  # joined, assigned, and the buffer filled: hold a lot at once
+        records = await consumer.poll(30, max_records=1000)
+        for record in records:
             line = {
                 "id": decode_id(record.value),
                 "topic": record.topic,
@@ -273,7 +284,9 @@ async def _hold(bootstrap: str, group: str, topic: str) -> None:
                 "leader_epoch": _leader_epoch(consumer, record.topic, record.partition),
             }
             sys.stdout.write(json.dumps(line) + "\n")
-            sys.stdout.flush()
+        sys.stdout.write(json.dumps({"held": len(records)}) + "\n")
+        sys.stdout.flush()
+        await anyio.sleep_forever()
 
 
 if __name__ == "__main__":

@@ -170,9 +170,10 @@ async def test_a_member_killed_while_holding_records(kafka_cluster: KafkaCluster
         def read_some() -> None:
             # The holder joins, gets partitions assigned and takes records it never answers.
             for line in out:
-                held.append(json.loads(line))
-                if len(held) >= 100:
+                item = json.loads(line)
+                if "held" in item:
                     return
+                held.append(item)
 
         try:
             with anyio.fail_after(60):
@@ -180,6 +181,7 @@ async def test_a_member_killed_while_holding_records(kafka_cluster: KafkaCluster
         finally:
             holder.kill()  # SIGKILL
             holder.wait()
+            out.close()
         now = time.monotonic()
         tally.fault("SIGKILL a member holding records", now)
         for h in held:
@@ -195,6 +197,6 @@ async def test_a_member_killed_while_holding_records(kafka_cluster: KafkaCluster
             )
 
     report = await _run(kafka_cluster, fault)
-    assert len(held) >= 100
+    assert len(held) >= 10
     # Every record the killed member held came back to a live member and was accepted.
     assert report.duplicates >= len(held)

@@ -1,0 +1,117 @@
+"""DeliveryTally: what counts as lost, accepted, duplicated and explained (no broker)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sharecon.testing.tally import COUNT_ROSE, NEW_LEADER, RELEASED_ON_DISCONNECT, DeliveryTally
+
+
+def _tally(n: int = 3, **kwargs: bool) -> DeliveryTally:
+    tally = DeliveryTally(**kwargs)  # type: ignore[arg-type]
+    tally.started(0.0)
+    for i in range(n):
+        tally.produced(f"r{i}", "t", 0, i, at=0.0)
+    return tally
+
+
+def test_every_record_delivered_and_confirmed_once_is_ok() -> None:
+    tally = _tally()
+    for i in range(3):
+        tally.delivered(f"r{i}", "t", 0, i, 1, "m0", 1.0 + i)
+    tally.answered("t", 0, 0, 2, ok=True, at=4.0)
+    report = tally.report()
+    assert report.ok
+    assert (report.accepted, report.duplicates, report.lost) == (3, 0, ())
+    assert tally.done(4.0)
+
+
+def test_a_record_never_delivered_is_lost() -> None:
+    tally = _tally()
+    tally.delivered("r0", "t", 0, 0, 1, "m0", 1.0)
+    tally.answered("t", 0, 0, 0, ok=True, at=1.5)
+    report = tally.report()
+    assert not report.ok
+    assert report.lost == ("r1", "r2")
+    assert not tally.done(100.0)
+
+
+def test_a_higher_delivery_count_explains_a_duplicate() -> None:
+    tally = _tally(1)
+    tally.delivered("r0", "t", 0, 0, 1, "m0", 1.0)
+    tally.delivered("r0", "t", 0, 0, 2, "m1", 20.0)
+    tally.answered("t", 0, 0, 0, ok=True, at=21.0)
+    report = tally.report()
+    assert report.ok
+    assert report.explained == {COUNT_ROSE: 1}
+
+
+@pytest.mark.parametrize("same_count_redelivery", [True, False])
+def test_the_same_count_is_explained_only_where_the_broker_does_that(
+    same_count_redelivery: bool,
+) -> None:
+    tally = _tally(1, same_count_redelivery=same_count_redelivery)
+    tally.delivered("r0", "t", 0, 0, 1, "m0", 1.0)
+    tally.answered("t", 0, 0, 0, ok=False, at=2.0)
+    tally.delivered("r0", "t", 0, 0, 1, "m1", 3.0)
+    tally.answered("t", 0, 0, 0, ok=True, at=4.0)
+    report = tally.report()
+    assert report.ok is same_count_redelivery
+    if same_count_redelivery:
+        assert report.explained == {RELEASED_ON_DISCONNECT: 1}
+    else:
+        assert len(report.unexplained) == 1 and "count 1 (m0) then 1 (m1)" in report.unexplained[0]
+
+
+def test_the_same_count_from_a_new_leader_epoch_is_explained() -> None:
+    tally = _tally(1, same_count_redelivery=False)
+    tally.delivered("r0", "t", 0, 0, 2, "m0", 1.0, leader_epoch=3)
+    tally.delivered("r0", "t", 0, 0, 2, "m1", 5.0, leader_epoch=4)
+    tally.answered("t", 0, 0, 0, ok=True, at=6.0)
+    report = tally.report()
+    assert report.ok and report.explained == {NEW_LEADER: 1}
+
+
+def test_delivered_again_after_a_confirmed_accept_is_a_double_accept() -> None:
+    tally = _tally(1)
+    tally.delivered("r0", "t", 0, 0, 1, "m0", 1.0)
+    tally.answered("t", 0, 0, 0, ok=True, at=2.0)
+    tally.delivered("r0", "t", 0, 0, 2, "m1", 3.0)
+    tally.answered("t", 0, 0, 0, ok=True, at=4.0)
+    report = tally.report()
+    assert not report.ok
+    assert len(report.double_accepted) == 1
+
+
+def test_an_unconfirmed_answer_counts_as_done_only_after_the_settle_time() -> None:
+    tally = _tally(1)
+    tally.delivered("r0", "t", 0, 0, 1, "m0", 1.0)
+    tally.answered("t", 0, 0, 0, ok=False, at=2.0)
+    assert not tally.done(10.0, settle=20.0)  # it may still come back when its lock expires
+    assert tally.done(23.0, settle=20.0)
+    report = tally.report()
+    assert report.ok and report.unconfirmed == 1 and report.accepted == 0
+
+
+def test_records_of_other_runs_are_foreign() -> None:
+    tally = _tally(1)
+    tally.delivered("r0", "t", 0, 0, 1, "m0", 1.0)
+    tally.answered("t", 0, 0, 0, ok=True, at=1.0)
+    tally.delivered("x", "t", 0, 99, 1, "m0", 1.0)
+    assert tally.report().foreign == 1 and not tally.report().ok
+
+
+def test_gaps_count_only_while_records_wait() -> None:
+    tally = DeliveryTally()
+    tally.started(0.0)
+    tally.produced("a", "t", 0, 0, at=0.0)
+    tally.produced("b", "t", 0, 1, at=0.0)
+    tally.produced("c", "t", 0, 2, at=50.0)  # produced after an idle spell
+    tally.delivered("a", "t", 0, 0, 1, "m0", 1.0)
+    tally.delivered("b", "t", 0, 1, 1, "m0", 6.0)  # waited 5 s with nothing delivered
+    tally.delivered("c", "t", 0, 2, 1, "m0", 50.5)  # 44 s idle: nothing was waiting
+    tally.fault("cut", 1.5)
+    report = tally.report()
+    assert report.longest_gap == pytest.approx(5.0)
+    assert report.time_without_progress == pytest.approx(5.0)
+    assert report.faults[0].to_next_delivery == pytest.approx(4.5)
