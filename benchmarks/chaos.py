@@ -154,7 +154,7 @@ class ConfluentMembers:
                                 msg.delivery_count() or 0,
                                 name,
                                 time.monotonic(),
-                                msg.leader_epoch() if msg.leader_epoch() is not None else -1,
+                                -1,  # see watch_leaders
                             ),
                         )
                     )
@@ -193,7 +193,7 @@ def _hold_confluent(bootstrap: str, group: str, topic: str) -> None:
             "partition": msg.partition(),
             "offset": msg.offset(),
             "delivery_count": msg.delivery_count() or 0,
-            "leader_epoch": msg.leader_epoch() if msg.leader_epoch() is not None else -1,
+            "leader_epoch": -1,  # the batch's write epoch, not the serving leader
         }
         print(json.dumps(line), flush=True)
         n += 1
@@ -384,6 +384,9 @@ async def run_one(
         else:
             members = ConfluentMembers(cluster.bootstrap, group, topic, tally, a.work)
             members.start()
+            # librdkafka's Message.leader_epoch() is the epoch the batch was written in,
+            # not the leader that served it: report leader changes from metadata instead.
+            tg.start_soon(watch_leaders, cluster, topic, tally, stop_feeding)
         tg.start_soon(
             lambda: feed(cluster.bootstrap, topic, tally, stop_feeding, per_tick=per_tick)
         )
@@ -422,6 +425,24 @@ async def run_one(
     }
 
 
+async def watch_leaders(
+    cluster: KafkaCluster, topic: str, tally: DeliveryTally, stop: anyio.Event
+) -> None:
+    from sharecon.admin import Admin
+
+    epochs: dict[int, int] = {}
+    async with Admin(cluster.plaintext_bootstrap) as admin:
+        while not stop.is_set():
+            with anyio.move_on_after(5):
+                described = await admin.describe_topics([topic])
+                now = time.monotonic()
+                for p in described[topic].partitions:
+                    if epochs.get(p.partition, p.leader_epoch) != p.leader_epoch:
+                        tally.leader_changed(topic, p.partition, now)
+                    epochs[p.partition] = p.leader_epoch
+            await anyio.sleep(0.25)
+
+
 async def heal(cluster: KafkaCluster) -> None:
     for proxy in cluster.proxies:
         proxy.heal()
@@ -452,6 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cut-every", type=float, default=5.0)
     p.add_argument("--stall", type=float, default=20.0)
     p.add_argument("--timeout", type=float, default=240.0)
+    p.add_argument("--out", default="chaos", help="results file name in benchmarks/results/")
     a = p.parse_args(argv)
     faults = [f for f in a.faults.split(",") if f]
     clients = [c for c in a.clients.split(",") if c]
@@ -488,11 +510,11 @@ def main(argv: list[str] | None = None) -> int:
         rows,
     )  # fmt: skip
     write_json(
-        "chaos",
+        a.out,
         {
             "environment": environment(("confluent-kafka",)),
             "kafka": version,
-            "settings": {k: v for k, v in vars(a).items() if k not in ("faults", "clients")},
+            "settings": {k: v for k, v in vars(a).items() if k not in ("faults", "clients", "out")},
             "results": [{k: v for k, v in r.items() if k != "summary"} for r in results],
         },
     )

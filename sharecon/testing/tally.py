@@ -17,7 +17,8 @@ How a record delivered twice is explained:
   connection closed and *decrement* their delivery count while doing so
   (``SharePartition.releaseAcquiredRecords`` on the disconnect path), so such a record comes
   back with the count it had before: see ``docs/testing.md``.
-* ``new leader``: the same delivery count twice, from two leader epochs of the partition.
+* ``new leader``: the same delivery count twice, from two leader epochs of the partition
+  (as the member knew them, or a leader change reported between the two deliveries).
   A share-partition leader keeps acquisitions in memory and persists a record's state only
   when it is acknowledged, released or its lock expires, so the leader that takes over
   after a crash or a leadership move hands out records the old one had acquired with the
@@ -141,6 +142,9 @@ class DeliveryTally:
     _deliveries: list[Delivery] = field(default_factory=list)
     _answers: dict[Position, list[_Answer]] = field(default_factory=lambda: defaultdict(list))
     _faults: list[tuple[str, float]] = field(default_factory=list)
+    _leader_changes: dict[tuple[str, int], list[float]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
     _start: float | None = None
 
     def started(self, at: float) -> None:
@@ -180,6 +184,11 @@ class DeliveryTally:
         """An acceptance of offsets ``first..last`` was confirmed (``ok``) or failed."""
         for offset in range(first, last + 1):
             self._answers[(topic, partition, offset)].append(_Answer(ok, at))
+
+    def leader_changed(self, topic: str, partition: int, at: float) -> None:
+        """The partition's leader epoch changed at ``at`` (for clients that cannot say which
+        leader epoch each delivery came from: a metadata poller reports the changes)."""
+        self._leader_changes[(topic, partition)].append(at)
 
     def fault(self, name: str, at: float) -> None:
         """A fault was injected at ``at``."""
@@ -236,6 +245,7 @@ class DeliveryTally:
                     explained[COUNT_ROSE] += 1
                 elif nxt.delivery_count == prev.delivery_count and (
                     nxt.leader_epoch > prev.leader_epoch >= 0
+                    or self._leader_changed_between(pos, prev.at, nxt.at)
                 ):
                     explained[NEW_LEADER] += 1
                 elif nxt.delivery_count == prev.delivery_count and self.same_count_redelivery:
@@ -270,6 +280,11 @@ class DeliveryTally:
             longest_gap=gaps[0],
             time_without_progress=gaps[1],
         )
+
+    def _leader_changed_between(self, pos: Position, after: float, before: float) -> bool:
+        # A poller sees a change up to its interval late: allow half a second.
+        changes = self._leader_changes.get((pos[0], pos[1]), ())
+        return any(after < at <= before + 0.5 for at in changes)
 
     def _fault_figures(self) -> Iterable[FaultFigures]:
         times = sorted(d.at for d in self._deliveries)

@@ -115,3 +115,16 @@ def test_gaps_count_only_while_records_wait() -> None:
     assert report.longest_gap == pytest.approx(5.0)
     assert report.time_without_progress == pytest.approx(5.0)
     assert report.faults[0].to_next_delivery == pytest.approx(4.5)
+
+
+def test_a_reported_leader_change_between_deliveries_explains_the_same_count() -> None:
+    tally = _tally(2, same_count_redelivery=False)
+    tally.delivered("r0", "t", 0, 0, 1, "m0", 1.0)
+    tally.leader_changed("t", 0, 5.0)
+    tally.delivered("r0", "t", 0, 0, 1, "m1", 4.8)  # the poller saw the change a bit late
+    tally.delivered("r1", "t", 0, 1, 1, "m0", 6.0)  # after the change: same leader twice
+    tally.delivered("r1", "t", 0, 1, 1, "m1", 9.0)
+    tally.answered("t", 0, 0, 1, ok=True, at=10.0)
+    report = tally.report()
+    assert report.explained == {NEW_LEADER: 1}
+    assert len(report.unexplained) == 1 and report.unexplained[0].startswith("r1 ")
