@@ -29,11 +29,11 @@ import anyio
 import anyio.lowlevel
 
 from sharecon import errors
-from sharecon._consumer.config import ConsumerConfig, check_max_records, topics_tuple
+from sharecon._consumer.config import AcquireMode, ConsumerConfig, check_max_records, topics_tuple
 from sharecon._consumer.core import ConsumerCore
 from sharecon._consumer.fetcher import FetcherPool
 from sharecon._consumer.heartbeat import heartbeat_loop
-from sharecon._net.cluster import Cluster, require_share_groups
+from sharecon._net.cluster import Cluster, require_record_limit, require_share_groups
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.health import ClusterHealth  # noqa: TC001 - resolvable for get_type_hints
 from sharecon._share.membership import MemberState
@@ -98,6 +98,20 @@ class ShareConsumer:
     :param dead_letter: a :class:`~sharecon.dlq.DeadLetterPolicy`: records delivered more
         than ``max_deliveries`` times are routed to the dead-letter topic instead of being
         delivered again.
+    :param acquire_mode: ``"batch"`` (default): the broker acquires whole batches, so a
+        fetch may bring more than ``max_records``. ``"record_limit"`` (Kafka 4.2+, KIP-1206):
+        this member never holds more than ``max_records`` records at once (buffered, handed
+        out or answered but not yet confirmed); older brokers are refused at :meth:`start`
+        with :class:`~sharecon.errors.UnsupportedVersionError`.
+    :param keep_locks: renew the lock of every record handed out and not yet answered
+        when it nears its end (Kafka 4.2+), for at most ``max_hold`` seconds per record.
+        :meth:`process` does this by default. A failed renewal is logged (WARNING) and
+        counted in :meth:`health`.
+    :param max_hold: seconds after its delivery that a record's lock stops being renewed.
+    :param max_poll_interval: seconds the application may go without taking a record
+        (iteration, :meth:`poll`, :meth:`batches`, :meth:`process`) before this member
+        leaves the group, releasing what it holds; it rejoins when it asks again.
+        ``None`` turns this off. Like Java's ``max.poll.interval.ms`` (default 300 s).
     :raises ConfigError: for a wrong argument, naming it.
     """
 
@@ -125,6 +139,10 @@ class ShareConsumer:
         rack_id: str | None = None,
         dlq_topic: str | None = None,
         dead_letter: DeadLetterPolicy | None = None,
+        acquire_mode: AcquireMode = "batch",
+        keep_locks: bool = False,
+        max_hold: float = 300.0,
+        max_poll_interval: float | None = 300.0,
     ) -> None:
         self._config = ConsumerConfig(
             group_id=group_id,
@@ -140,6 +158,10 @@ class ShareConsumer:
             request_timeout=request_timeout,
             close_timeout=close_timeout,
             rack_id=rack_id,
+            acquire_mode=acquire_mode,
+            keep_locks=keep_locks,
+            max_hold=max_hold,
+            max_poll_interval=max_poll_interval,
         )
         if dlq_topic is not None:
             validate_topic_name(dlq_topic, param="dlq_topic")
@@ -214,6 +236,8 @@ class ShareConsumer:
             self._cluster = cluster
             await cluster.connect()
             require_share_groups(cluster.versions, cluster.bootstrap_addresses[0])
+            if self._config.acquire_mode == "record_limit":
+                require_record_limit(cluster.versions)
             await cluster.refresh_metadata(self._config.topics)
             missing = [t for t in self._config.topics if t not in cluster.metadata.topic_ids]
             if missing:

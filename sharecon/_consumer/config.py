@@ -26,6 +26,9 @@ __all__ = [
 ]
 
 AckMode = Literal["implicit", "explicit"]
+#: ``"batch"``: the broker acquires whole batches (``max_records`` is a soft target);
+#: ``"record_limit"``: never more than ``max_records`` held at once (Kafka 4.2+).
+AcquireMode = Literal["batch", "record_limit"]
 
 #: Largest value of the protocol's int32 fields (MaxWaitMs, MinBytes, MaxBytes, MaxRecords).
 INT32_MAX: Final = 2**31 - 1
@@ -119,6 +122,10 @@ class ConsumerConfig:
     request_timeout: float = 30.0
     close_timeout: float = 30.0
     rack_id: str | None = None
+    acquire_mode: AcquireMode = "batch"
+    keep_locks: bool = False
+    max_hold: float = 300.0
+    max_poll_interval: float | None = 300.0
 
     def __post_init__(self) -> None:
         validate_group_id(self.group_id)
@@ -126,6 +133,10 @@ class ConsumerConfig:
         if self.ack_mode not in ("implicit", "explicit"):
             raise ConfigError(f"ack_mode must be 'implicit' or 'explicit', not {self.ack_mode!r}")
         check_int("max_records", self.max_records, 1, MAX_RECORDS_LIMIT)
+        if self.acquire_mode not in ("batch", "record_limit"):
+            raise ConfigError(
+                f"acquire_mode must be 'batch' or 'record_limit', not {self.acquire_mode!r}"
+            )
         check_int("max_wait_ms", self.max_wait_ms, 0, INT32_MAX)
         check_int("min_bytes", self.min_bytes, 0, INT32_MAX)
         check_int("fetch_max_bytes", self.fetch_max_bytes, 1, INT32_MAX)
@@ -133,8 +144,12 @@ class ConsumerConfig:
         # (twice max_records for the record bound).
         check_int("max_buffered_records", self.max_buffered_records, 0, 2 * MAX_RECORDS_LIMIT)
         check_int("max_buffered_bytes", self.max_buffered_bytes, 0, INT32_MAX)
-        for name in ("ack_linger", "request_timeout", "close_timeout"):
+        for name in ("ack_linger", "request_timeout", "close_timeout", "max_hold"):
             check_seconds(name, getattr(self, name))
+        if self.max_poll_interval is not None:
+            check_seconds("max_poll_interval", self.max_poll_interval)
+        if not isinstance(self.keep_locks, bool):
+            raise ConfigError(f"keep_locks must be True or False, not {self.keep_locks!r}")
         if self.rack_id is not None:
             if not isinstance(self.rack_id, str) or not self.rack_id:
                 raise ConfigError(f"rack_id must be a non-empty str or None, not {self.rack_id!r}")

@@ -31,6 +31,7 @@ from sharecon._consumer.signal import Signal
 from sharecon._share.acks import batches_from_runs
 from sharecon._share.ledger import AckFailure, AckLedger, AckResult, MarkResult
 from sharecon._share.membership import Membership
+from sharecon._share.record_limit import RecordBudget
 from sharecon.protocol import ShareAcknowledgeRequest
 from sharecon.protocol.error_codes import ErrorCode
 from sharecon.types import AckType, TopicIdPartition
@@ -146,6 +147,10 @@ class ConsumerCore:
         self.buffer.on_drop = self._dropped
         #: The per-leader fetch loops; the consumer installs the real pool.
         self.fetchers: Fetchers = _NoFetchers()
+        #: Under ``acquire_mode="record_limit"``: what the member may still acquire.
+        self.record_budget: RecordBudget | None = (
+            RecordBudget(config.max_records) if config.acquire_mode == "record_limit" else None
+        )
         #: The assigned partitions, with topic names resolved.
         self.assignment: frozenset[TopicIdPartition] = frozenset()
         self.heartbeat_wake = Signal()

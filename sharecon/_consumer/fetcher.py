@@ -101,6 +101,7 @@ class _InFlight(NamedTuple):
     sent: ClusterSent[Response]
     started: float
     may_wait: bool
+    granted: int = 0
 
 
 class NodeFetcher:
@@ -165,13 +166,30 @@ class NodeFetcher:
 
     def _turn(self, extra_records: int = 0, extra_bytes: int = 0) -> Turn:
         core = self.core
-        return self.planner.next(
+        room = core.buffer.has_room(extra_records, extra_bytes)
+        budget = core.record_budget
+        granted = 0
+        if budget is not None and room:
+            # Strict limit: ask only for what the member may still hold, counting what
+            # every leader's fetches in flight may bring.
+            granted = budget.grant(core.ledger.outstanding_all() + extra_records)
+            room = granted > 0
+        turn = self.planner.next(
             core.ledger,
             core.partitions_for(self.node_id),
-            room=core.buffer.has_room(extra_records, extra_bytes),
+            room=room,
             urgent=core.flush_requested > 0,
             extra_records=extra_records,
         )
+        if granted:
+            if turn.plan is not None and turn.plan.fetches:
+                return replace(turn, granted=granted)
+            budget.settle(granted)  # type: ignore[union-attr]
+        return turn
+
+    def _settle(self, f: _InFlight) -> None:
+        if f.granted and self.core.record_budget is not None:
+            self.core.record_budget.settle(f.granted)
 
     async def _start(self, turn: Turn) -> _InFlight | None:
         """Put ``turn`` on the wire; ``None`` if that failed (already handled)."""
@@ -180,19 +198,28 @@ class NodeFetcher:
         body: ShareFetchRequest | ShareAcknowledgeRequest
         if plan.kind is RequestKind.SHARE_FETCH:
             params = self._params if turn.may_wait else self._prefetch_params
+            if turn.granted:
+                params = replace(
+                    params,
+                    max_records=turn.granted,
+                    batch_size=min(params.batch_size, turn.granted),
+                    acquire_mode=1,
+                )
             body = share_fetch_request(plan, core.config.group_id, core.member_id, params)
         else:
             body = share_acknowledge_request(plan, core.config.group_id, core.member_id)
         try:
             sent = await core.cluster.send(self.node_id, body)
         except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
+            if turn.granted and core.record_budget is not None:
+                core.record_budget.settle(turn.granted)
             await self._transport_failed(plan, exc)
             return None
         conn = sent.connection
         if conn is not self._conn:
             self._conn = conn
             core.tg.start_soon(self._watch, conn, name=f"sharecon watch node {self.node_id}")
-        return _InFlight(plan, turn.taken, sent, anyio.current_time(), turn.may_wait)
+        return _InFlight(plan, turn.taken, sent, anyio.current_time(), turn.may_wait, turn.granted)
 
     async def _watch(self, conn: BrokerConnection) -> None:
         # Wake the loop the moment the session's connection dies, so records buffered
@@ -218,7 +245,12 @@ class NodeFetcher:
         nxt: _InFlight | None = None
         try:
             if plan.kind is RequestKind.SHARE_FETCH:
-                resp = cast("ShareFetchResponse", await f.sent.wait(self._timeout))
+                try:
+                    resp = cast("ShareFetchResponse", await f.sent.wait(self._timeout))
+                finally:
+                    # Answered (its records are in ``acquired`` below, then the ledger) or
+                    # failed: either way the reservation ends here.
+                    self._settle(f)
                 nxt = await self._on_fetch(f, resp, pipeline=pipeline)
             else:
                 ack_resp = cast(

@@ -32,6 +32,8 @@ class FetchParams:
     max_bytes: int
     max_records: int
     batch_size: int
+    #: ShareAcquireMode: 0 batch-optimized, 1 record-limit (KIP-1206, ShareFetch v2+).
+    acquire_mode: int = 0
 
 
 _NO_FETCH = FetchParams(0, 0, 0, 0, 0)
@@ -83,6 +85,7 @@ def share_fetch_request(
         max_bytes=p.max_bytes,
         max_records=p.max_records,
         batch_size=p.batch_size,
+        share_acquire_mode=p.acquire_mode,
         is_renew_ack=plan.is_renew,
         topics=topics,
         forgotten_topics_data=forgotten,

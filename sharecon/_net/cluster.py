@@ -235,6 +235,24 @@ def require_share_groups(versions: VersionTable, broker: object) -> None:
     )
 
 
+def require_record_limit(versions: VersionTable) -> None:
+    """Check that the broker has strict record limits (ShareFetch v2, Kafka 4.2+).
+
+    Older brokers would silently drop the acquire mode (the field is ignorable) and acquire
+    whole batches, so this is refused up front instead.
+
+    :raises UnsupportedVersionError: naming the version the broker offers.
+    """
+    version = versions.get(ShareFetchRequest)
+    if version is None or version < 2:
+        offered = "none" if version is None else f"v{version}"
+        raise errors.UnsupportedVersionError(
+            "acquire_mode='record_limit' needs ShareFetch v2 (Kafka 4.2 or newer); the broker "
+            f"offers {offered}. Use acquire_mode='batch' there: the broker then acquires whole "
+            "batches, so a member may hold more than max_records."
+        )
+
+
 # -- the cluster ---------------------------------------------------------------------------
 
 

@@ -124,12 +124,14 @@ class Turn:
     """The next request of a session, or ``plan=None`` to wait.
 
     ``taken`` are the acknowledgements it carries (now SENT in the ledger); ``may_wait``
-    says whether a fetch may wait at the broker (rule 2).
+    says whether a fetch may wait at the broker (rule 2); ``granted`` is how many records
+    a fetch may acquire under a strict record limit (0: no limit, or not a fetch).
     """
 
     plan: SharePlan | None
     taken: Taken | None = None
     may_wait: bool = True
+    granted: int = 0
 
 
 class FetchPlanner:

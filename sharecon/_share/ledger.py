@@ -559,6 +559,14 @@ class AckLedger:
                     n += len(_OUTSTANDING.findall(seg.states))
         return n
 
+    def outstanding_all(self) -> int:
+        """How many offsets of any session are not finished: what the member holds."""
+        return sum(
+            len(_OUTSTANDING.findall(seg.states))
+            for part in self._parts.values()
+            for seg in part.segments
+        )
+
     def in_flight(self, tag: SessionTag) -> bool:
         """Whether a request with acknowledgements is in flight on session ``tag``."""
         return tag in self._inflight

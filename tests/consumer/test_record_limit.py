@@ -1,0 +1,93 @@
+"""Strict record limits (KIP-1206): a member holds at most ``max_records`` records."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+from sharecon import errors
+from sharecon._share.record_limit import RecordBudget
+from sharecon.consumer import ShareConsumer
+from tests.consumer.conftest import produce
+
+if TYPE_CHECKING:
+    from sharecon.testing.pytest_plugin import BrokerFactory, TopicFactory
+
+pytestmark = pytest.mark.anyio
+
+
+def test_the_budget_counts_held_records_and_fetches_in_flight() -> None:
+    budget = RecordBudget(10)
+    assert budget.grant(held=4) == 6  # one fetch may bring the rest
+    assert budget.grant(held=4) == 0  # a second leader's fetch must not ask meanwhile
+    budget.settle(6)
+    assert budget.grant(held=7) == 3  # the first brought 3; they are held now
+    budget.settle(3)
+    budget.settle(3)  # settling twice never goes below zero
+    assert budget.reserved == 0
+    assert budget.grant(held=10) == 0
+    with pytest.raises(ValueError, match="at least 1"):
+        RecordBudget(0)
+
+
+@pytest.mark.broker
+async def test_a_member_never_holds_more_than_max_records(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    topic = topic_factory(1)
+    # One producer call: the records share a few large batches, which batch mode would
+    # acquire whole.
+    await produce(kafka_bootstrap, topic, [b"r%d" % i for i in range(40)])
+    async with (
+        ShareConsumer(
+            kafka_bootstrap,
+            group_id=share_group,
+            topics=[topic],
+            ack_mode="explicit",
+            acquire_mode="record_limit",
+            max_records=3,
+        ) as holder,
+        ShareConsumer(
+            kafka_bootstrap, group_id=share_group, topics=[topic], ack_mode="explicit"
+        ) as other,
+    ):
+        with anyio.fail_after(60):
+            held = await holder.poll(30, max_records=100)
+            assert 1 <= len(held) <= 3
+            await anyio.sleep(1.5)  # the holder's fetch loop keeps running meanwhile
+            core = holder._core
+            assert core is not None
+            assert core.ledger.outstanding_all() == 3  # held, plus what it buffered since
+            # Everything the holder did not acquire is free for the other member.
+            got: list[int] = []
+            while len(got) < 40 - 3:
+                for r in await other.poll(10, max_records=100):
+                    got.append(r.offset)
+                    r.accept()
+            await other.commit()
+        assert len(got) == 37 and not {r.offset for r in held} & set(got)
+        for r in held:
+            r.accept()
+        await holder.commit()
+
+
+@pytest.mark.broker
+async def test_record_limit_on_kafka_41_is_refused_at_start(
+    kafka_broker_factory: BrokerFactory,
+) -> None:
+    broker = kafka_broker_factory("4.1")
+    topic = f"rl-{uuid.uuid4().hex[:8]}"
+    broker.tools.create_topic(topic, 1)
+    consumer = ShareConsumer(
+        broker.bootstrap, group_id="g-rl", topics=[topic], acquire_mode="record_limit"
+    )
+    with pytest.raises(errors.UnsupportedVersionError, match="Kafka 4.2"):
+        await consumer.start()
+
+
+def test_an_unknown_acquire_mode_is_a_config_error() -> None:
+    with pytest.raises(errors.ConfigError, match="acquire_mode"):
+        ShareConsumer("localhost:9092", group_id="g", topics=["t"], acquire_mode="strict")  # type: ignore[arg-type]
