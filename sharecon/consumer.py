@@ -36,6 +36,7 @@ from sharecon._consumer.heartbeat import heartbeat_loop
 from sharecon._net.cluster import Cluster, require_record_limit, require_share_groups
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.health import ClusterHealth  # noqa: TC001 - resolvable for get_type_hints
+from sharecon._share.lock_keeper import LockKeeper
 from sharecon._share.membership import MemberState
 from sharecon.dlq import DeadLetterPolicy, DeadLetterRouter
 from sharecon.protocol import ShareGroupHeartbeatRequest
@@ -60,6 +61,8 @@ __all__ = ["ConsumerHealth", "ShareConsumer"]
 logger = logging.getLogger("sharecon.consumer")
 
 _CHECKPOINT_EVERY = 256
+#: How often the lock keeper looks at held records (seconds).
+_KEEP_TICK = 0.5
 
 
 class ShareConsumer:
@@ -196,6 +199,13 @@ class ShareConsumer:
         self._current_answered = False
         self._batch_out = False
         self._served = 0
+        #: Records handed out and not answered, whose locks are renewed (``keep_locks``).
+        self._keeper: LockKeeper[Record] | None = None
+        #: Liveness (``max_poll_interval``): how often the application asked for records,
+        #: how many of its tasks wait for records now, and whether it was made to leave.
+        self._asks = 0
+        self._waiting = 0
+        self._left_idle = False
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -262,6 +272,12 @@ class ShareConsumer:
                 core.dlq_limit = self._dead_letter.max_deliveries
                 tg.start_soon(self._route_dead_letters, core, name="sharecon dead letters")
             tg.start_soon(self._run_heartbeat, core, name="sharecon heartbeat")
+            if self._config.keep_locks:
+                core.check_renew()
+                self._keeper = LockKeeper(self._config.max_hold)
+                tg.start_soon(self._keep_locks, core, self._keeper, name="sharecon lock keeper")
+            if self._config.max_poll_interval is not None:
+                tg.start_soon(self._watch_liveness, core, name="sharecon liveness")
             join_limit = self._config.request_timeout + self._connection.connect_timeout
             with anyio.move_on_after(join_limit) as join_scope:
                 await core.joined.wait()
@@ -587,6 +603,7 @@ class ShareConsumer:
         handler: Callable[[Record], Awaitable[object]],
         *,
         concurrency: int = 1,
+        keep_locks: bool | None = None,
     ) -> None:
         """Run ``handler`` on every record, ``concurrency`` at a time, until the consumer
         closes (or the calling task is cancelled).
@@ -595,23 +612,39 @@ class ShareConsumer:
         the record is released, or, on its last allowed delivery under a
         :class:`~sharecon.dlq.DeadLetterPolicy`, routed to the dead-letter topic with the
         exception as the reason. Answers the handler gives itself are kept.
+
+        :param keep_locks: renew the lock of each record while its handler runs (up to the
+            consumer's ``max_hold``). ``None`` (default): on where the broker can renew
+            (Kafka 4.2+), off on 4.1. ``True`` on a 4.1 broker raises
+            :class:`~sharecon.errors.UnsupportedVersionError`.
         """
         if concurrency < 1:
             raise errors.ConfigError(f"concurrency must be at least 1, not {concurrency}")
         core = self._raise_if_failed()
         limit = self._dead_letter.max_deliveries if self._dead_letter is not None else None
+        keeper = self._keeper
+        if keeper is None and keep_locks is not False:
+            if keep_locks or core.can_renew():
+                core.check_renew()
+                keeper = LockKeeper(self._config.max_hold)
+        hold = keeper.hold if keeper is not None else None
 
         async def worker() -> None:
             buffer = core.buffer
             while True:
+                self._asks += 1
+                if self._left_idle:
+                    self._rejoin(core)
                 record = buffer.pop_one(anyio.current_time)
                 if record is None:
                     if core.fatal is not None:
                         raise core.fatal
                     if self._closed or core.closing:
                         return
-                    await buffer.data.wait()
+                    await self._wait_for_records(core)
                     continue
+                if hold is not None:
+                    hold(record, anyio.current_time(), record.lock_deadline)
                 try:
                     await handler(record)
                 except Exception as exc:
@@ -626,8 +659,108 @@ class ShareConsumer:
                     self._answer_if_open(record, AckType.ACCEPT)
 
         async with anyio.create_task_group() as tg:
-            for _ in range(concurrency):
-                tg.start_soon(worker)
+            if keeper is not None and keeper is not self._keeper:
+                tg.start_soon(self._keep_locks, core, keeper)
+            async with anyio.create_task_group() as workers:
+                for _ in range(concurrency):
+                    workers.start_soon(worker)
+            tg.cancel_scope.cancel()  # the workers are done: so is this keeper
+
+    # -- lock keeping and liveness --------------------------------------------------------
+
+    async def _wait_for_records(self, core: ConsumerCore) -> None:
+        # Waiting for records is asking for them: it does not count against liveness.
+        self._waiting += 1
+        try:
+            await core.buffer.data.wait()
+        finally:
+            self._waiting -= 1
+
+    async def _keep_locks(self, core: ConsumerCore, keeper: LockKeeper[Record]) -> None:
+        """Renew the locks of held records as they near their end (see ``keep_locks``)."""
+        while not core.closing and core.fatal is None:
+            await anyio.sleep(_KEEP_TICK)
+            for rec in keeper.keys():
+                if (rec.topic_partition, rec.offset) not in core.renewing and not core.holds(rec):
+                    keeper.drop(rec)  # answered, or its lock was lost
+            held = keeper.keys()
+            renew, given_up = keeper.due(anyio.current_time(), {r: r.lock_deadline for r in held})
+            for rec in renew:
+                if (rec.topic_partition, rec.offset) in core.renewing:
+                    continue  # a renew of it is on its way
+                try:
+                    core.answer(rec, AckType.RENEW)
+                except errors.KafkaError as exc:
+                    keeper.drop(rec)
+                    core.note_error(exc)
+            if given_up:
+                logger.warning(
+                    "share consumer %s: stopped renewing %d records held over max_hold=%g s "
+                    "(first: %s-%d offset %d); the broker redelivers them when their locks end",
+                    core.member_id,
+                    len(given_up),
+                    self._config.max_hold,
+                    given_up[0].topic,
+                    given_up[0].partition,
+                    given_up[0].offset,
+                )
+
+    async def _watch_liveness(self, core: ConsumerCore) -> None:
+        """Leave the group when the application stops asking for records (``max_poll_interval``)."""
+        interval = self._config.max_poll_interval
+        assert interval is not None
+        last_asks = self._asks
+        last_seen = anyio.current_time()
+        while not core.closing and core.fatal is None:
+            await anyio.sleep(min(1.0, interval / 4))
+            now = anyio.current_time()
+            if self._waiting or self._asks != last_asks or self._left_idle:
+                last_asks, last_seen = self._asks, now
+                continue
+            if now - last_seen < interval:
+                continue
+            logger.warning(
+                "share consumer %s: the application took no record for %.0f s "
+                "(max_poll_interval=%g s): leaving the group and releasing what it holds; "
+                "it rejoins when the application asks for records again",
+                core.member_id,
+                now - last_seen,
+                interval,
+            )
+            self._left_idle = True
+            await self._leave_idle(core)
+
+    async def _leave_idle(self, core: ConsumerCore) -> None:
+        # What close() does to records, without closing: release everything held and
+        # buffered, wait (bounded) until the leaders have the releases, then leave.
+        core.report_lost(core.ledger.settle_dead(ack=AckType.RELEASE))
+        core.ledger.mark_delivered(AckType.RELEASE, include_buffered=True)
+        core.buffer.clear()
+        if self._current is not None:
+            self._current_answered = True
+        self._batch_out = False
+        core.flush_requested += 1
+        core.wake_all()
+        try:
+            with anyio.move_on_after(self._config.request_timeout):
+                while core.pending_acks() and core.fatal is None:
+                    await core.progress.wait(timeout=0.5)
+        finally:
+            core.flush_requested -= 1
+        core.membership.leave()
+        core.heartbeat_wake.set()
+
+    def _rejoin(self, core: ConsumerCore) -> None:
+        """The application asks again after leaving for liveness: join as the same member."""
+        self._left_idle = False
+        if core.membership.state is MemberState.LEFT:
+            core.membership.rejoin()
+        if self._heartbeat_done.is_set():
+            self._heartbeat_done = anyio.Event()
+            assert self._tg is not None
+            self._tg.start_soon(self._run_heartbeat, core, name="sharecon heartbeat")
+        core.heartbeat_wake.set()
+        logger.info("share consumer %s: rejoining the group", core.member_id)
 
     def _answer_if_open(self, record: Record, ack: AckType) -> None:
         # process(): the handler may have answered the record itself; that answer stands.
@@ -661,6 +794,9 @@ class ShareConsumer:
 
     async def __anext__(self) -> Record:
         core = self._running()
+        self._asks += 1
+        if self._left_idle:
+            self._rejoin(core)
         cur = self._current
         if cur is not None:
             if not self._current_answered:
@@ -678,6 +814,8 @@ class ShareConsumer:
                 self._current = rec
                 self._current_answered = False
                 self._served += 1
+                if self._keeper is not None:
+                    self._keeper.hold(rec, anyio.current_time(), rec.lock_deadline)
                 if self._served % _CHECKPOINT_EVERY == 0:
                     # Let the fetch and heartbeat loops run during long bursts.
                     await anyio.lowlevel.checkpoint()
@@ -686,7 +824,7 @@ class ShareConsumer:
                 raise core.fatal
             if self._closed or core.closing:
                 raise StopAsyncIteration
-            await buffer.data.wait()
+            await self._wait_for_records(core)
 
     async def poll(
         self, timeout: float | None = None, *, max_records: int | None = None
@@ -707,6 +845,9 @@ class ShareConsumer:
         ):
             raise errors.ConfigError(f"timeout must be None or >= 0 seconds, not {timeout!r}")
         core = self._running()
+        self._asks += 1
+        if self._left_idle:
+            self._rejoin(core)
         if self._batch_out:
             if self._explicit:
                 missing = core.ledger.unacknowledged()
@@ -721,12 +862,16 @@ class ShareConsumer:
                 if records:
                     _deliver(core, records)
                     self._batch_out = True
+                    if self._keeper is not None:
+                        now = anyio.current_time()
+                        for rec in records:
+                            self._keeper.hold(rec, now, rec.lock_deadline)
                     return records
                 if core.fatal is not None:
                     raise core.fatal
                 if self._closed or core.closing:
                     return []
-                await core.buffer.data.wait()
+                await self._wait_for_records(core)
         return []
 
     def batches(self, *, max_records: int | None = None) -> _BatchIterator:

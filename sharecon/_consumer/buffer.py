@@ -180,7 +180,10 @@ class DeliveryBuffer:
             chunk = chunks[0]
             pos = chunk.pos
             if pos < len(chunk.records):
-                if not pos & 63 and self._expired(chunk, clock):
+                # Every record: a handler may have run for longer than the lock since the
+                # last one, and a record whose lock ended must never be handed out.
+                deadline = chunk.deadline
+                if deadline is not None and clock() >= deadline and self._expired(chunk, clock):
                     continue
                 chunk.pos = pos + 1
                 self.records -= 1
@@ -214,7 +217,7 @@ class DeliveryBuffer:
                     self._room()
                     continue
                 taken_bytes += chunk.decoded
-            elif chunk.pos == 0 and self._expired(chunk, clock):
+            elif self._expired(chunk, clock):  # also a chunk part-taken by an earlier call
                 continue
             rest = chunk.records[chunk.pos :] if chunk.pos else chunk.records
             take = limit - len(out)

@@ -165,6 +165,8 @@ class ConsumerCore:
         self.collectors: list[list[AckResult]] = []
         #: Answers to records whose lock was lost, not yet returned by a commit() (rule 4).
         self.lost: list[AckResult] = []
+        #: RENEW answers the broker did not apply (logged as they happen).
+        self.renewals_failed = 0
         #: Records with a RENEW in flight or pending, to move their lock deadline.
         self.renewing: dict[tuple[TopicIdPartition, int], Record] = {}
         #: Errors that did not stop the consumer (corrupt batches, unreachable brokers...).
@@ -374,7 +376,16 @@ class ConsumerCore:
         self.errors.append(exc)
         del self.errors[:-100]
 
-    def _check_renew(self, tp: TopicIdPartition) -> None:
+    def can_renew(self) -> bool:
+        """Whether the brokers take RENEW answers (ShareAcknowledge v2, Kafka 4.2+)."""
+        version = self.cluster.versions.get(ShareAcknowledgeRequest)
+        return version is not None and version >= 2
+
+    def check_renew(self) -> None:
+        """:raises UnsupportedVersionError: the brokers cannot renew locks (Kafka 4.1)."""
+        self._check_renew(None)
+
+    def _check_renew(self, tp: TopicIdPartition | None) -> None:
         del tp  # one version table for the cluster: brokers of a cluster share a release
         version = self.cluster.versions.get(ShareAcknowledgeRequest)
         if version is None or version < 2:

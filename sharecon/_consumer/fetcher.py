@@ -551,10 +551,22 @@ class NodeFetcher:
         good, bad = renewed(plan, ok=ok, codes=codes)
         deadline = lock_deadline(anyio.current_time(), lock_ms) if good else None
         renewing = self.core.renewing
+        failed = 0
         for key in [k for k in renewing if k[0] in good or k[0] in bad]:
             rec = renewing.pop(key)
             if key[0] in good and deadline is not None:
                 rec.lock_deadline = deadline
+            elif key[0] in bad:
+                failed += 1
+        if failed:
+            # The records keep their old lock: a slow handler may lose them to another member.
+            self.core.renewals_failed += failed
+            logger.warning(
+                "node %d: renewing the locks of %d records failed (partitions %s)",
+                self.node_id,
+                failed,
+                ", ".join(sorted(str(tp) for tp in bad)),
+            )
 
     # -- close ----------------------------------------------------------------------------
 

@@ -120,11 +120,16 @@ def test_records_with_ended_locks_are_dropped_and_forgotten() -> None:
     h.buf.push(chunk(0, [(0, 3)], deadline=10.0))
     h.buf.push(chunk(3, [(3, 2)], deadline=50.0))
     assert h.buf.pop_one(lambda: 5.0).offset == 0  # type: ignore[union-attr]
-    # The first chunk's lock ends: its rest is dropped at the next check (batch start or
-    # every 64 records); the second chunk is still good.
+    # The first chunk's lock ends: the rest of it is dropped, even mid-batch (a record
+    # whose lock ended is never handed out); the second chunk is still good.
     got = h.buf.pop_many(10, lambda: 20.0)
-    # A decoded batch already begun is finished (the check is per batch, rule 3).
-    assert [r.offset for r in got] == [1, 2, 3, 4]
+    assert [r.offset for r in got] == [3, 4]
+    assert h.dropped == [(1, 2)]
+    h2 = Harness()
+    h2.buf.push(chunk(0, [(0, 3)], deadline=10.0))
+    assert h2.buf.pop_one(lambda: 5.0).offset == 0  # type: ignore[union-attr]
+    assert h2.buf.pop_one(lambda: 20.0) is None  # one at a time, too
+    assert h2.dropped == [(1, 2)]
     h3 = Harness()
     h3.buf.push(chunk(0, [(0, 3), (3, 3)], deadline=10.0))
     h3.buf.push(chunk(6, [(6, 2)], deadline=50.0))

@@ -99,9 +99,15 @@ BAD: list[tuple[str, object]] = [
     # seconds: finite, positive, bounded
     *[
         (name, bad)
-        for name in ("ack_linger", "request_timeout", "close_timeout")
+        for name in ("ack_linger", "request_timeout", "close_timeout", "max_hold")
         for bad in (NAN, -NAN, INF, -INF, 0, 0.0, -1, True, None, "1", MAX_SECONDS * 2, 1e300)
     ],
+    # max_poll_interval: the same, except that None turns it off
+    *[("max_poll_interval", bad) for bad in (NAN, INF, 0, -1, True, "1", MAX_SECONDS * 2)],
+    ("acquire_mode", "strict"),
+    ("acquire_mode", None),
+    ("keep_locks", 1),
+    ("keep_locks", None),
     # rack_id
     ("rack_id", ""),
     ("rack_id", 3),
