@@ -34,7 +34,13 @@ if TYPE_CHECKING:
     from sharecon._share.ledger import Delivery
     from sharecon._share.session import SessionTag
     from sharecon.protocol.records import Headers
-    from sharecon.record import Record
+    from sharecon.record import BatchInfo, Record
+
+    #: Builds one record of a chunk: ``factory(batch_info, offset, timestamp, key, value,
+    #: headers)`` (topic, partition, owner and lock deadline already bound).
+    ChunkFactory = Callable[[BatchInfo, int, int, bytes | None, bytes | None, Headers], Record]
+    #: The same with the batch's :class:`BatchInfo` bound: what the batch decoder calls.
+    RecordFactory = Callable[[int, int, bytes | None, bytes | None, Headers], Record]
 
 _EMPTY: list[Record] = []
 
@@ -44,6 +50,8 @@ class Chunk:
     being handed out."""
 
     __slots__ = (
+        "batch_factory",
+        "batch_info",
         "deadline",
         "decoded",
         "delivery",
@@ -59,7 +67,7 @@ class Chunk:
         intake: PartitionIntake,
         tag: SessionTag,
         deadline: float | None,
-        factory: Callable[[int, int, bytes | None, bytes | None, Headers], Record],
+        factory: ChunkFactory,
         delivery: Delivery = (0, -1),
     ) -> None:
         self.intake = intake
@@ -68,6 +76,10 @@ class Chunk:
         self.delivery = delivery
         #: Builds each record of the chunk (topic, partition, owner and deadline bound).
         self.factory = factory
+        #: The last batch's :class:`BatchInfo` and :attr:`factory` with it bound: the
+        #: batches of one answer mostly share it, so both are made once per chunk.
+        self.batch_info: BatchInfo | None = None
+        self.batch_factory: RecordFactory | None = None
         #: Every record of an answer shares one lock deadline.
         self.deadline = deadline
         self.records: list[Record] = _EMPTY

@@ -21,6 +21,8 @@ Rules of this module:
 from __future__ import annotations
 
 import logging
+import time
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
@@ -33,6 +35,7 @@ from sharecon._share.ledger import AckFailure, AckLedger, AckResult, MarkResult
 from sharecon._share.membership import Membership
 from sharecon.protocol import ShareAcknowledgeRequest
 from sharecon.protocol.error_codes import ErrorCode
+from sharecon.record import BatchInfo
 from sharecon.types import AckType, TopicIdPartition
 
 if TYPE_CHECKING:
@@ -40,13 +43,14 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskGroup
 
-    from sharecon._consumer.buffer import Chunk
+    from sharecon._consumer.buffer import Chunk, RecordFactory
     from sharecon._consumer.config import ConsumerConfig
     from sharecon._net.cluster import Cluster
     from sharecon._share.intake import Decoded
     from sharecon._share.ledger import Delivery
     from sharecon._share.membership import AssignmentChange
     from sharecon._share.session import SessionTag
+    from sharecon.protocol.records import RecordBatch
     from sharecon.record import Record
 
 logger = logging.getLogger("sharecon.consumer")
@@ -80,6 +84,31 @@ def _owner_of(record: Record) -> SessionOwner | None:
     """The delivery a record came from (``None`` for records built by hand)."""
     owner = record._owner
     return owner if type(owner) is SessionOwner else None
+
+
+def _batch_factory(chunk: Chunk, batch: RecordBatch) -> RecordFactory:
+    """The chunk's record factory with ``batch``'s :class:`BatchInfo` bound.
+
+    Once per batch, so nothing is added per record but one positional argument. The
+    batches of one answer nearly always share leader epoch and timestamp type: the info
+    and the bound factory are then reused, and the clocks are read once per chunk.
+    """
+    epoch = batch.partition_leader_epoch
+    leader_epoch = epoch if epoch >= 0 else None
+    ts_type = batch.timestamp_type
+    info = chunk.batch_info
+    bound = chunk.batch_factory
+    if (
+        info is None
+        or bound is None
+        or info.leader_epoch != leader_epoch
+        or info.timestamp_type is not ts_type
+    ):
+        offset = info.clock_offset if info is not None else time.time() - anyio.current_time()
+        info = chunk.batch_info = BatchInfo(leader_epoch, ts_type, offset)
+        # partial of a partial is flattened into one: a record costs one call, as before.
+        bound = chunk.batch_factory = partial(chunk.factory, info)
+    return bound
 
 
 class Fetchers(Protocol):
@@ -302,7 +331,10 @@ class ConsumerCore:
         """Decode a buffered chunk's next batch and apply what it found (the buffer calls
         this as the application reaches the batch)."""
         intake = chunk.intake
-        d = intake.decode_next(chunk.factory, dead_letter_limit=self.dlq_limit)
+        batch = intake.next_batch()
+        if batch is None:
+            return None
+        d = intake.decode_next(_batch_factory(chunk, batch), dead_letter_limit=self.dlq_limit)
         if d is None:
             return None
         tp = intake.tp

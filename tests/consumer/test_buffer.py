@@ -12,12 +12,13 @@ from sharecon._share.session import SessionTag
 from sharecon.protocol.compression import Codec
 from sharecon.protocol.records import Record as WireRecord
 from sharecon.protocol.records import encode_batch
-from sharecon.record import Record
+from sharecon.record import BatchInfo, Record, TimestampType
 from sharecon.types import TopicIdPartition
 
 TP = TopicIdPartition(uuid.uuid4(), 0, "t")
 TAG = SessionTag(1, 0)
 NOW = lambda: 0.0  # noqa: E731
+INFO = BatchInfo(None, TimestampType.CREATE_TIME, None)
 
 
 def batch(first: int, n: int, *, size: int = 10, codec: Codec = Codec.NONE) -> bytes:
@@ -58,7 +59,7 @@ class Harness:
         self.rooms += 1
 
     def decode(self, c: Chunk) -> Decoded[Record] | None:
-        d = c.intake.decode_next(c.factory)
+        d = c.intake.decode_next(partial(c.factory, INFO))
         if d is not None:
             self.decoded.append(len(d.records))
         return d

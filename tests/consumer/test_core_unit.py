@@ -21,7 +21,7 @@ TAG = SessionTag(1, 0)
 
 
 def rec(offset: int) -> Record:
-    return Record("t", 0, TP, None, None, offset, 0, None, b"v", ())
+    return Record("t", 0, TP, None, None, None, offset, 0, None, b"v", ())
 
 
 def test_poll_marks_handed_out_only_what_it_handed_out() -> None:
@@ -61,10 +61,10 @@ def test_a_lost_session_forgets_its_pending_renews() -> None:
     )
     other = SessionTag(2, 0)
     mine = Record(
-        "t", 0, TP, SessionOwner(cast("Any", None), TAG, (1, 1)), None, 5, 0, None, b"", ()
+        "t", 0, TP, SessionOwner(cast("Any", None), TAG, (1, 1)), None, None, 5, 0, None, b"", ()
     )
     theirs = Record(
-        "t", 0, TP, SessionOwner(cast("Any", None), other, (2, 2)), None, 6, 0, None, b"", ()
+        "t", 0, TP, SessionOwner(cast("Any", None), other, (2, 2)), None, None, 6, 0, None, b"", ()
     )
     core.renewing = {(TP, 5): mine, (TP, 6): theirs}
     core.session_lost(TAG)
