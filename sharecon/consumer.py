@@ -60,6 +60,9 @@ __all__ = ["ConsumerHealth", "ShareConsumer"]
 logger = logging.getLogger("sharecon.consumer")
 
 _CHECKPOINT_EVERY = 256
+#: The answers acknowledge_offset() gives (a renew goes through the Record, whose deadline
+#: it moves; GAP is the consumer's own).
+_OFFSET_ACKS = frozenset({AckType.ACCEPT, AckType.RELEASE, AckType.REJECT})
 
 
 class ShareConsumer:
@@ -395,6 +398,29 @@ class ShareConsumer:
             cluster=cluster,
         )
 
+    @property
+    def on_acknowledged(self) -> Callable[[list[AckResult]], None] | None:
+        """The callback given every acknowledgement outcome (``None`` for none).
+
+        Settable at any time, before or after :meth:`start`; outcomes reported from then
+        on go to the new callback.
+
+        :raises ConfigError: (on set) the value is neither callable nor ``None``.
+        """
+        return self._on_acknowledged
+
+    @on_acknowledged.setter
+    def on_acknowledged(self, callback: Callable[[list[AckResult]], None] | None) -> None:
+        if callback is not None and not callable(callback):
+            raise errors.ConfigError(
+                "on_acknowledged must be a callable taking a list of AckResult, or None, "
+                f"not {type(callback).__name__}"
+            )
+        self._on_acknowledged = callback
+        if self._core is not None:
+            # The loops report through the core: it must see the new callback at once.
+            self._core.on_acknowledged = callback
+
     def subscribe(self, topics: Iterable[str]) -> None:
         """Replace the subscription; the next heartbeat tells the coordinator.
 
@@ -427,6 +453,48 @@ class ShareConsumer:
             )
         core.acknowledge(record, ack)
         if record is self._current and ack is not AckType.RENEW:
+            self._current_answered = True
+
+    def acknowledge_offset(
+        self, topic: str, partition: int, offset: int, ack: AckType = AckType.ACCEPT
+    ) -> None:
+        """Answer the delivered record at ``topic``/``partition``/``offset`` without its
+        :class:`Record` (as Java's ``acknowledge(topic, partition, offset, type)``).
+
+        The same rules as :meth:`acknowledge`: the answer is collected and sent with the
+        next request; a record whose lock the consumer lost is reported
+        (``AckFailure.LOCK_LOST``), not raised. Only ACCEPT, RELEASE and REJECT: renew
+        through the record (``record.renew()``), so its ``lock_deadline`` follows.
+
+        :raises ConfigError: a wrong type or value (``partition`` or ``offset`` negative,
+            ``ack`` not ACCEPT, RELEASE or REJECT).
+        :raises InvalidRecordStateError: this consumer did not hand out a record there
+            (never fetched, another member's, fetched but not handed out yet), it was
+            already answered, or the consumer is not started or is closed.
+        """
+        if not isinstance(topic, str) or not topic:
+            raise errors.ConfigError(f"topic must be a non-empty str, not {topic!r}")
+        for name, value in (("partition", partition), ("offset", offset)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise errors.ConfigError(f"{name} must be an int >= 0, not {value!r}")
+        if not isinstance(ack, AckType) or ack not in _OFFSET_ACKS:
+            raise errors.ConfigError(
+                "acknowledge_offset() takes AckType.ACCEPT, RELEASE or REJECT, not "
+                f"{ack!r}; renew with record.renew() so the record's lock_deadline follows"
+            )
+        core = self._core
+        if core is None:
+            raise errors.InvalidRecordStateError(
+                f"{topic}-{partition} offset {offset}: the consumer is not started"
+            )
+        core.acknowledge_offset(topic, partition, offset, ack)
+        cur = self._current
+        if (
+            cur is not None
+            and cur.offset == offset
+            and cur.partition == partition
+            and cur.topic == topic
+        ):
             self._current_answered = True
 
     async def commit(

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from sharecon._share.session import SessionTag
     from sharecon.protocol.records import Headers
     from sharecon.record import BatchInfo, Record
+    from sharecon.types import TopicIdPartition
 
     #: Builds one record of a chunk: ``factory(batch_info, offset, timestamp, key, value,
     #: headers)`` (topic, partition, owner and lock deadline already bound).
@@ -243,6 +244,17 @@ class DeliveryBuffer:
     def _room(self) -> None:
         if self.on_room is not None and self.has_room():
             self.on_room()
+
+    def holds(self, tp: TopicIdPartition, offset: int) -> bool:
+        """Whether the record at ``offset`` of ``tp`` waits here, not handed out yet."""
+        for chunk in self._chunks:
+            intake = chunk.intake
+            if intake.tp != tp or not intake.acquires(offset):
+                continue
+            first = chunk.next_offset()
+            if first is not None and first <= offset:
+                return True
+        return False
 
     # -- dropping ---------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import time
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NoReturn, Protocol
 
 import anyio
 
@@ -84,6 +84,19 @@ def _owner_of(record: Record) -> SessionOwner | None:
     """The delivery a record came from (``None`` for records built by hand)."""
     owner = record._owner
     return owner if type(owner) is SessionOwner else None
+
+
+def _raise_for(result: MarkResult, where: str, ack: AckType) -> None:
+    """Raise what an application's answer that the ledger refused deserves."""
+    if result is MarkResult.ALREADY_ACKNOWLEDGED:
+        raise errors.InvalidRecordStateError(
+            f"{where} was already acknowledged; cannot {ack.name.lower()} it again"
+        )
+    if result is MarkResult.UNKNOWN:
+        raise errors.InvalidRecordStateError(
+            f"{where} is not held by this consumer: it was already answered (and its answer "
+            "sent), or its lock was lost and reported, or another consumer delivered it"
+        )
 
 
 def _batch_factory(chunk: Chunk, batch: RecordBatch) -> RecordFactory:
@@ -261,19 +274,21 @@ class ConsumerCore:
             else:
                 self.fetchers.answered()
         elif result is MarkResult.DEAD:
-            # The lock is gone (session reset or leader change): the broker redelivers it.
-            offset = record.offset
-            self.report_lost(
-                [
-                    AckResult(
-                        tp,
-                        tuple(batches_from_runs([(offset, offset, int(ack))])),
-                        ErrorCode.INVALID_RECORD_STATE,
-                        AckFailure.LOCK_LOST,
-                    )
-                ]
-            )
+            self._lock_lost(tp, record.offset, ack)
         return result
+
+    def _lock_lost(self, tp: TopicIdPartition, offset: int, ack: AckType) -> None:
+        # The lock is gone (session reset or leader change): the broker redelivers it.
+        self.report_lost(
+            [
+                AckResult(
+                    tp,
+                    tuple(batches_from_runs([(offset, offset, int(ack))])),
+                    ErrorCode.INVALID_RECORD_STATE,
+                    AckFailure.LOCK_LOST,
+                )
+            ]
+        )
 
     def holds(self, record: Record) -> bool:
         """Whether ``record`` is still this consumer's to answer (its lock not lost)."""
@@ -298,22 +313,53 @@ class ConsumerCore:
             delivered by this consumer, or the consumer is closed.
         """
         if self.closing:
-            raise errors.InvalidRecordStateError(
-                f"{record.topic}-{record.partition} offset {record.offset}: the consumer is "
-                "closed; records it delivered and nobody answered were released"
-            )
+            self._raise_closed(f"{record.topic}-{record.partition} offset {record.offset}")
         result = self.answer(record, ack)
-        if result is MarkResult.ALREADY_ACKNOWLEDGED:
-            raise errors.InvalidRecordStateError(
-                f"{record.topic}-{record.partition} offset {record.offset} was already "
-                f"acknowledged; cannot {ack.name.lower()} it again"
-            )
-        if result is MarkResult.UNKNOWN:
-            raise errors.InvalidRecordStateError(
-                f"{record.topic}-{record.partition} offset {record.offset} is not held by this "
-                "consumer: it was already answered (and its answer sent), or its lock was lost "
-                "and reported, or another consumer delivered it"
-            )
+        if result is MarkResult.ALREADY_ACKNOWLEDGED or result is MarkResult.UNKNOWN:
+            # The position is spelled out only here: this runs once per explicit answer.
+            _raise_for(result, f"{record.topic}-{record.partition} offset {record.offset}", ack)
+
+    def acknowledge_offset(self, topic: str, partition: int, offset: int, ack: AckType) -> None:
+        """The application's answer for the record it holds at a position (the same rules
+        as :meth:`acknowledge`; RENEW is the caller's to refuse).
+
+        :raises InvalidRecordStateError: as :meth:`acknowledge`, and for a record fetched
+            but not handed out yet, or waiting for dead-letter routing.
+        """
+        where = f"{topic}-{partition} offset {offset}"
+        if self.closing:
+            self._raise_closed(where)
+        held = [
+            tp for tp in self.ledger.partitions() if (tp.topic, tp.partition) == (topic, partition)
+        ]
+        for tp in held:
+            # Not handed out: the application cannot have seen it, and answering it would
+            # leave a record in the buffer that is already answered.
+            if self.buffer.holds(tp, offset):
+                raise errors.InvalidRecordStateError(
+                    f"{where} was fetched but not handed out yet; answer only records the "
+                    "consumer gave you"
+                )
+            if any(r.offset == offset and r.topic_partition == tp for r in self.dead_letters):
+                raise errors.InvalidRecordStateError(
+                    f"{where} is being routed to the dead-letter topic"
+                )
+        result = MarkResult.UNKNOWN
+        for tp in held:
+            result = self.ledger.mark(tp, offset, ack)
+            if result is MarkResult.OK:
+                self.fetchers.answered()
+            elif result is MarkResult.DEAD:
+                self._lock_lost(tp, offset, ack)
+            if result is not MarkResult.UNKNOWN:
+                break
+        _raise_for(result, where, ack)
+
+    def _raise_closed(self, where: str) -> NoReturn:
+        raise errors.InvalidRecordStateError(
+            f"{where}: the consumer is closed; records it delivered and nobody answered were "
+            "released"
+        )
 
     def report_lost(self, results: list[AckResult]) -> None:
         """Report lock-lost answers now, and keep them for the next commit() (rule 4)."""

@@ -214,6 +214,11 @@ class PartitionIntake:
         """Whether every batch has been decoded."""
         return self._next >= len(self._batches)
 
+    def acquires(self, offset: int) -> bool:
+        """Whether ``offset`` is in one of this answer's acquired ranges."""
+        i = bisect_right(self._starts, offset) - 1
+        return i >= 0 and offset <= self.ranges[i].last_offset
+
     def next_batch(self) -> RecordBatch | None:
         """The batch :meth:`decode_next` decodes next (``None`` when exhausted), so a
         caller can build that batch's record factory from its header first."""

@@ -157,3 +157,16 @@ def test_clear_drops_everything() -> None:
     assert h.buf.clear() == 1
     assert h.dropped == [(1, 3)]
     assert h.buf.records == 0 and h.buf.nbytes == 0 and h.buf.pop_one(NOW) is None
+
+
+def test_holds_names_only_records_not_handed_out_yet() -> None:
+    h = Harness()
+    h.buf.push(chunk(0, [(0, 3), (3, 3)]))
+    h.buf.push(chunk(10, [(10, 2)]))
+    assert [h.buf.holds(TP, o) for o in (0, 5, 6, 10, 11, 12)] == [True] * 2 + [False] + [
+        True
+    ] * 2 + [False]
+    assert [h.buf.pop_one(NOW).offset for _ in range(4)] == [0, 1, 2, 3]  # type: ignore[union-attr]
+    assert [h.buf.holds(TP, o) for o in (0, 3, 4, 5, 10)] == [False, False, True, True, True]
+    other = TopicIdPartition(uuid.uuid4(), 0, "t")
+    assert not h.buf.holds(other, 4)
