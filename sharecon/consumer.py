@@ -436,6 +436,33 @@ class ShareConsumer:
         core.membership.subscribe(topics)
         core.heartbeat_wake.set()
 
+    @property
+    def subscription(self) -> frozenset[str]:
+        """The topics subscribed to (empty after :meth:`unsubscribe`)."""
+        core = self._core
+        return frozenset(self._config.topics if core is None else core.membership.topics)
+
+    def unsubscribe(self) -> None:
+        """Stop consuming every topic; :meth:`subscribe` starts again.
+
+        At once: nothing more is fetched, and every record fetched but not handed out yet
+        is released (delivered again, to this member or another). The next heartbeat
+        sends an empty subscription and the coordinator takes the assignment away; the
+        member stays in the group. Records already handed out are still yours to answer
+        (in implicit mode the current one is accepted when you move on, as usual).
+        Meanwhile ``async for`` and :meth:`poll` wait (``poll`` returns ``[]`` on timeout).
+        Does nothing once the consumer is closing.
+        """
+        core = self._running()
+        if self._closed or core.closing:
+            return
+        released = core.unsubscribe()
+        logger.info(
+            "share consumer %s unsubscribed; released %d buffered records",
+            core.member_id,
+            released,
+        )
+
     # -- acknowledgements -----------------------------------------------------------------
 
     def acknowledge(self, record: Record, ack: AckType = AckType.ACCEPT) -> None:

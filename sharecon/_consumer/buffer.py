@@ -122,6 +122,9 @@ class DeliveryBuffer:
         self.decoder: Callable[[Chunk], Decoded[Record] | None] | None = None
         #: Told about a chunk dropped from offset ``first`` on (lock ended, session lost).
         self.on_drop: Callable[[Chunk, int], None] | None = None
+        #: Asked about every chunk pushed; a chunk it refuses is not buffered (the consumer
+        #: has unsubscribed: it answers the chunk's records itself).
+        self.admit: Callable[[Chunk], bool] | None = None
 
     def __len__(self) -> int:
         return len(self._chunks)
@@ -134,7 +137,10 @@ class DeliveryBuffer:
         )
 
     def push(self, chunk: Chunk) -> None:
-        """Append one chunk (batches to decode, or records decoded already)."""
+        """Append one chunk (batches to decode, or records decoded already), unless
+        :attr:`admit` turns it away."""
+        if self.admit is not None and not self.admit(chunk):
+            return
         self._chunks.append(chunk)
         self.records += chunk.intake.acquired + len(chunk.records) - chunk.pos
         self.nbytes += chunk.intake.wire + chunk.decoded
@@ -255,6 +261,10 @@ class DeliveryBuffer:
             if first is not None and first <= offset:
                 return True
         return False
+
+    def chunks(self) -> list[Chunk]:
+        """The buffered chunks, oldest first (a copy)."""
+        return list(self._chunks)
 
     # -- dropping ---------------------------------------------------------------------------
 

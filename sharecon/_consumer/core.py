@@ -186,6 +186,7 @@ class ConsumerCore:
         self.buffer.on_room = self.wake_fetchers
         self.buffer.decoder = self.decode
         self.buffer.on_drop = self._dropped
+        self.buffer.admit = self._admit
         #: The per-leader fetch loops; the consumer installs the real pool.
         self.fetchers: Fetchers = _NoFetchers()
         #: The assigned partitions, with topic names resolved.
@@ -361,6 +362,41 @@ class ConsumerCore:
             "released"
         )
 
+    # -- subscription -----------------------------------------------------------------------
+
+    def unsubscribe(self) -> int:
+        """Subscribe to nothing: fetch nothing more, release every buffered record, and
+        let the coordinator take the assignment away (records handed out stay answerable).
+
+        :returns: how many buffered records were released.
+        """
+        self.membership.unsubscribe()
+        released = 0
+        for chunk in self.buffer.chunks():
+            released += self._release_chunk(chunk)
+        self.buffer.clear()
+        self.heartbeat_wake.set()
+        # The sessions forget their partitions and carry the releases on the next request.
+        self.fetchers.wake()
+        return released
+
+    def _admit(self, chunk: Chunk) -> bool:
+        """Buffer a fetched chunk only while subscribed: a fetch answered after
+        :meth:`unsubscribe` has its records released instead of handed out."""
+        if self.membership.topics:
+            return True
+        self._release_chunk(chunk)
+        self.fetchers.wake()
+        return False
+
+    def _release_chunk(self, chunk: Chunk) -> int:
+        first = chunk.next_offset()
+        if first is None:
+            return 0
+        return self.ledger.mark_undelivered(
+            chunk.intake.tp, chunk.delivery, first, chunk.last_offset(), AckType.RELEASE
+        )
+
     def report_lost(self, results: list[AckResult]) -> None:
         """Report lock-lost answers now, and keep them for the next commit() (rule 4)."""
         if not results:
@@ -463,7 +499,10 @@ class ConsumerCore:
         return self.cluster.metadata.leader_for(tp.topic_id, tp.partition)
 
     def partitions_for(self, node_id: int) -> list[TopicIdPartition]:
-        """The assigned partitions ``node_id`` leads."""
+        """The assigned partitions ``node_id`` leads (none while unsubscribed, even before
+        the coordinator has taken them away)."""
+        if not self.membership.topics:
+            return []
         return [tp for tp in self.assignment if self.leader(tp) == node_id]
 
     def wake_leader(self, tp: TopicIdPartition) -> None:

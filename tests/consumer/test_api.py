@@ -1,5 +1,5 @@
 """The consumer API of issue 12 against a real broker: answering by position,
-on_acknowledged set after start, and the record fields read from the batch header. Argument checks run without a broker."""
+unsubscribe / subscription, on_acknowledged set after start, and the record fields read from the batch header. Argument checks run without a broker."""
 
 from __future__ import annotations
 
@@ -56,6 +56,9 @@ def test_api_before_start() -> None:
     consumer = ShareConsumer("127.0.0.1:1", group_id="g", topics=["b", "a"])
     with pytest.raises(errors.InvalidRecordStateError, match="t-0 offset 3: the consumer is not"):
         consumer.acknowledge_offset("t", 0, 3)
+    assert consumer.subscription == frozenset({"a", "b"})
+    with pytest.raises(RuntimeError, match="not started"):
+        consumer.unsubscribe()
     assert consumer.on_acknowledged is None
     with pytest.raises(errors.ConfigError, match="on_acknowledged must be a callable"):
         consumer.on_acknowledged = "print"  # type: ignore[assignment]
@@ -122,6 +125,53 @@ async def test_acknowledge_offset_answers_the_record_at_a_position(
         last = await next_record(consumer)
         assert last.value == b"marker"
         last.accept()
+
+
+@pytest.mark.anyio
+async def test_unsubscribe_releases_buffered_records_at_once_and_subscribe_resumes(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group_factory: ShareGroupFactory
+) -> None:
+    # Locks far longer than the test waits: only a release can bring records back in time.
+    group = share_group_factory({"share.record.lock.duration.ms": "60000"})
+    topic = topic_factory(1)
+    produced = await produce(kafka_bootstrap, topic, [b"r%d" % i for i in range(20)])
+    async with ShareConsumer(
+        kafka_bootstrap, group_id=group, topics=[topic], ack_mode="explicit"
+    ) as consumer:
+        assert consumer.subscription == frozenset({topic})
+        held = await next_record(consumer)
+        assert consumer.health().buffered_records > 0  # the rest of the fetch waits here
+        consumer.unsubscribe()
+        assert consumer.subscription == frozenset()
+        assert consumer.health().buffered_records == 0
+
+        # Another member gets every record but the one held, long before a lock could end.
+        others: dict[int, int] = {}
+        async with ShareConsumer(kafka_bootstrap, group_id=group, topics=[topic]) as other:
+            with anyio.fail_after(30):
+                while len(others) < len(produced) - 1:
+                    rec = await other.__anext__()
+                    others[rec.offset] = rec.delivery_count
+            await other.commit()
+        assert set(others) == {p.offset for p in produced} - {held.offset}
+        assert held.offset not in others
+
+        # The record in hand is still answerable, and the coordinator drops the assignment.
+        held.accept()
+        assert await consumer.commit() == {TopicPartition(topic, 0): None}
+        with anyio.fail_after(30):
+            while consumer.assignment:  # noqa: ASYNC110 - polled state, no event to wait on
+                await anyio.sleep(0.1)
+        assert consumer.health().ok  # still a member of the group
+
+        await produce(kafka_bootstrap, topic, [b"later"])
+        assert await consumer.poll(timeout=2) == []
+        consumer.subscribe([topic])
+        assert consumer.subscription == frozenset({topic})
+        later = await next_record(consumer)
+        assert (later.value, later.delivery_count) == (b"later", 1)
+        later.accept()
+        assert await consumer.commit() == {TopicPartition(topic, 0): None}
 
 
 @pytest.mark.anyio

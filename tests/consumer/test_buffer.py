@@ -170,3 +170,20 @@ def test_holds_names_only_records_not_handed_out_yet() -> None:
     assert [h.buf.holds(TP, o) for o in (0, 3, 4, 5, 10)] == [False, False, True, True, True]
     other = TopicIdPartition(uuid.uuid4(), 0, "t")
     assert not h.buf.holds(other, 4)
+
+
+def test_a_chunk_admit_refuses_is_not_buffered() -> None:
+    h = Harness()
+    refused: list[int] = []
+
+    def refuse(c: Chunk) -> bool:
+        refused.append(c.intake.ranges[0].first_offset)
+        return False
+
+    h.buf.admit = refuse
+    h.buf.push(chunk(0, [(0, 3)]))
+    assert refused == [0] and len(h.buf) == 0 and h.buf.records == 0 and h.buf.nbytes == 0
+    assert h.buf.pop_one(NOW) is None
+    h.buf.admit = lambda c: True
+    h.buf.push(chunk(5, [(5, 1)]))
+    assert h.buf.pop_one(NOW).offset == 5  # type: ignore[union-attr]

@@ -1,5 +1,5 @@
 """The consumer core's bookkeeping without a broker: which offsets poll() marks handed out,
-lock-lost answers reported once, and answers by position."""
+lock-lost answers reported once, answers by position, and unsubscribing."""
 
 from __future__ import annotations
 
@@ -128,3 +128,32 @@ async def test_acknowledge_offset_answers_only_records_handed_out() -> None:
     core.closing = True
     with pytest.raises(InvalidRecordStateError, match="the consumer is closed"):
         core.acknowledge_offset("t", 0, 2, AckType.ACCEPT)
+
+
+@pytest.mark.anyio
+async def test_unsubscribe_releases_what_was_not_handed_out_and_fetches_nothing() -> None:
+    core = _core()
+    _push(core, 0, 4)
+    _push(core, 10, 3)
+    held = core.buffer.pop_one(lambda: 0.0)
+    assert held is not None and held.offset == 0
+    assert core.unsubscribe() == 6
+    assert core.membership.topics == () and core.buffer.records == 0
+    assert core.buffer.pop_one(lambda: 0.0) is None
+    assert core.partitions_for(1) == []
+    # An answer fetched before the unsubscribe reached the broker is released, not buffered.
+    _push(core, 20, 2)
+    assert core.buffer.pop_one(lambda: 0.0) is None
+    # The record in hand is still the application's to answer.
+    core.acknowledge(held, AckType.ACCEPT)
+    assert _taken(core) == {
+        TP: [
+            AckBatch(0, 3, (AckType.ACCEPT, AckType.RELEASE, AckType.RELEASE, AckType.RELEASE)),
+            AckBatch(10, 12, (AckType.RELEASE,)),
+            AckBatch(20, 21, (AckType.RELEASE,)),
+        ]
+    }
+    core.membership.subscribe(["t"])
+    _push(core, 30, 1)
+    again = core.buffer.pop_one(lambda: 0.0)
+    assert again is not None and again.offset == 30
