@@ -32,6 +32,7 @@ from sharecon import errors
 from sharecon._consumer.config import ConsumerConfig, check_max_records, topics_tuple
 from sharecon._consumer.core import ConsumerCore
 from sharecon._consumer.fetcher import FetcherPool
+from sharecon._consumer.group_config import lock_duration as group_lock_duration
 from sharecon._consumer.heartbeat import heartbeat_loop
 from sharecon._net.cluster import Cluster, require_share_groups
 from sharecon._net.connect import ConnectionConfig
@@ -435,6 +436,22 @@ class ShareConsumer:
         core = self._running()
         core.membership.subscribe(topics)
         core.heartbeat_wake.set()
+
+    async def lock_duration(self, *, timeout: float | None = None) -> float:
+        """The group's acquisition lock duration, in seconds: how long each record stays
+        locked for this consumer after a fetch (``record.lock_deadline`` is the end of it).
+
+        Asked of the cluster on each call (a group config may change): the group's
+        ``share.record.lock.duration.ms`` (DescribeConfigs on the group), or, if that
+        cannot be read, the group coordinator's ``group.share.record.lock.duration.ms``.
+
+        :param timeout: seconds per request (default ``request_timeout``).
+        :raises ConfigError: ``timeout`` is not a positive number.
+        :raises BrokerError: neither config could be read (e.g. an authorization failure).
+        """
+        core = self._running()
+        limit = self._config.request_timeout if timeout is None else timeout
+        return await group_lock_duration(core.cluster, self._config.group_id, timeout=limit)
 
     @property
     def subscription(self) -> frozenset[str]:

@@ -1,5 +1,6 @@
 """The consumer API of issue 12 against a real broker: answering by position,
-unsubscribe / subscription, on_acknowledged set after start, and the record fields read from the batch header. Argument checks run without a broker."""
+unsubscribe / subscription, on_acknowledged set after start, the group's lock duration, and
+the record fields read from the batch header. Argument checks run without a broker."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import anyio
 import pytest
 
 from sharecon import errors
-from sharecon.admin import Admin
+from sharecon.admin import Admin, ResourceType
 from sharecon.consumer import ShareConsumer
 from sharecon.producer import Producer
 from sharecon.record import TimestampType
@@ -202,6 +203,36 @@ async def test_on_acknowledged_can_be_set_after_start(
     assert [(r.ok, [(b.first_offset, b.types) for b in r.batches]) for r in second_results] == [
         (True, [(two.offset, (AckType.REJECT,))])
     ]
+
+
+@pytest.mark.anyio
+async def test_lock_duration_is_the_groups_and_follows_changes(
+    kafka_bootstrap: str, topic: str, share_group_factory: ShareGroupFactory
+) -> None:
+    group = share_group_factory({"share.record.lock.duration.ms": "5000"})
+    await produce(kafka_bootstrap, topic, [b"x"])
+    async with (
+        Admin(kafka_bootstrap) as admin,
+        ShareConsumer(kafka_bootstrap, group_id=group, topics=[topic]) as consumer,
+    ):
+        assert await consumer.lock_duration() == 5.0
+        # A record's lock is at most that long from when it was fetched.
+        before = anyio.current_time()
+        rec = await next_record(consumer)
+        assert rec.lock_deadline is not None
+        assert before < rec.lock_deadline <= anyio.current_time() + 5.0
+
+        await admin.alter_group_config(group, {"share.record.lock.duration.ms": "7000"})
+        assert await consumer.lock_duration(timeout=10) == 7.0
+        # Unset on the group: the broker's default applies.
+        await admin.alter_group_config(group, {"share.record.lock.duration.ms": None})
+        coordinator = await admin.cluster.coordinator(group)
+        broker = await admin.describe_configs(
+            ResourceType.BROKER, str(coordinator), ["group.share.record.lock.duration.ms"]
+        )
+        default = broker["group.share.record.lock.duration.ms"].value
+        assert default is not None
+        assert await consumer.lock_duration() == int(default) / 1000
 
 
 @pytest.mark.anyio
