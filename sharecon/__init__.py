@@ -23,7 +23,7 @@ from sharecon.consumer import ConsumerHealth, ShareConsumer
 from sharecon.dlq import DeadLetterInfo, DeadLetterPolicy
 from sharecon.errors import KafkaError
 from sharecon.producer import Producer, ProducerRecord, RecordMetadata
-from sharecon.record import Record
+from sharecon.record import Record, TimestampType
 from sharecon.types import AckType, Header, TopicIdPartition, TopicPartition
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "RecordMetadata",
     "SaslConfig",
     "ShareConsumer",
+    "TimestampType",
     "TopicIdPartition",
     "TopicPartition",
     "__version__",

@@ -32,6 +32,7 @@ from sharecon import errors
 from sharecon._consumer.config import AcquireMode, ConsumerConfig, check_max_records, topics_tuple
 from sharecon._consumer.core import ConsumerCore
 from sharecon._consumer.fetcher import FetcherPool
+from sharecon._consumer.group_config import lock_duration as group_lock_duration
 from sharecon._consumer.heartbeat import heartbeat_loop
 from sharecon._net.cluster import Cluster, require_record_limit, require_share_groups
 from sharecon._net.connect import ConnectionConfig
@@ -63,6 +64,9 @@ logger = logging.getLogger("sharecon.consumer")
 _CHECKPOINT_EVERY = 256
 #: How often the lock keeper looks at held records (seconds).
 _KEEP_TICK = 0.5
+#: The answers acknowledge_offset() gives (a renew goes through the Record, whose deadline
+#: it moves; GAP is the consumer's own).
+_OFFSET_ACKS = frozenset({AckType.ACCEPT, AckType.RELEASE, AckType.REJECT})
 
 
 class ShareConsumer:
@@ -435,6 +439,29 @@ class ShareConsumer:
             cluster=cluster,
         )
 
+    @property
+    def on_acknowledged(self) -> Callable[[list[AckResult]], None] | None:
+        """The callback given every acknowledgement outcome (``None`` for none).
+
+        Settable at any time, before or after :meth:`start`; outcomes reported from then
+        on go to the new callback.
+
+        :raises ConfigError: (on set) the value is neither callable nor ``None``.
+        """
+        return self._on_acknowledged
+
+    @on_acknowledged.setter
+    def on_acknowledged(self, callback: Callable[[list[AckResult]], None] | None) -> None:
+        if callback is not None and not callable(callback):
+            raise errors.ConfigError(
+                "on_acknowledged must be a callable taking a list of AckResult, or None, "
+                f"not {type(callback).__name__}"
+            )
+        self._on_acknowledged = callback
+        if self._core is not None:
+            # The loops report through the core: it must see the new callback at once.
+            self._core.on_acknowledged = callback
+
     def subscribe(self, topics: Iterable[str]) -> None:
         """Replace the subscription; the next heartbeat tells the coordinator.
 
@@ -449,6 +476,49 @@ class ShareConsumer:
         core = self._running()
         core.membership.subscribe(topics)
         core.heartbeat_wake.set()
+
+    async def lock_duration(self, *, timeout: float | None = None) -> float:
+        """The group's acquisition lock duration, in seconds: how long each record stays
+        locked for this consumer after a fetch (``record.lock_deadline`` is the end of it).
+
+        Asked of the cluster on each call (a group config may change): the group's
+        ``share.record.lock.duration.ms`` (DescribeConfigs on the group), or, if that
+        cannot be read, the group coordinator's ``group.share.record.lock.duration.ms``.
+
+        :param timeout: seconds per request (default ``request_timeout``).
+        :raises ConfigError: ``timeout`` is not a positive number.
+        :raises BrokerError: neither config could be read (e.g. an authorization failure).
+        """
+        core = self._running()
+        limit = self._config.request_timeout if timeout is None else timeout
+        return await group_lock_duration(core.cluster, self._config.group_id, timeout=limit)
+
+    @property
+    def subscription(self) -> frozenset[str]:
+        """The topics subscribed to (empty after :meth:`unsubscribe`)."""
+        core = self._core
+        return frozenset(self._config.topics if core is None else core.membership.topics)
+
+    def unsubscribe(self) -> None:
+        """Stop consuming every topic; :meth:`subscribe` starts again.
+
+        At once: nothing more is fetched, and every record fetched but not handed out yet
+        is released (delivered again, to this member or another). The next heartbeat
+        sends an empty subscription and the coordinator takes the assignment away; the
+        member stays in the group. Records already handed out are still yours to answer
+        (in implicit mode the current one is accepted when you move on, as usual).
+        Meanwhile ``async for`` and :meth:`poll` wait (``poll`` returns ``[]`` on timeout).
+        Does nothing once the consumer is closing.
+        """
+        core = self._running()
+        if self._closed or core.closing:
+            return
+        released = core.unsubscribe()
+        logger.info(
+            "share consumer %s unsubscribed; released %d buffered records",
+            core.member_id,
+            released,
+        )
 
     # -- acknowledgements -----------------------------------------------------------------
 
@@ -467,6 +537,48 @@ class ShareConsumer:
             )
         core.acknowledge(record, ack)
         if record is self._current and ack is not AckType.RENEW:
+            self._current_answered = True
+
+    def acknowledge_offset(
+        self, topic: str, partition: int, offset: int, ack: AckType = AckType.ACCEPT
+    ) -> None:
+        """Answer the delivered record at ``topic``/``partition``/``offset`` without its
+        :class:`Record` (as Java's ``acknowledge(topic, partition, offset, type)``).
+
+        The same rules as :meth:`acknowledge`: the answer is collected and sent with the
+        next request; a record whose lock the consumer lost is reported
+        (``AckFailure.LOCK_LOST``), not raised. Only ACCEPT, RELEASE and REJECT: renew
+        through the record (``record.renew()``), so its ``lock_deadline`` follows.
+
+        :raises ConfigError: a wrong type or value (``partition`` or ``offset`` negative,
+            ``ack`` not ACCEPT, RELEASE or REJECT).
+        :raises InvalidRecordStateError: this consumer did not hand out a record there
+            (never fetched, another member's, fetched but not handed out yet), it was
+            already answered, or the consumer is not started or is closed.
+        """
+        if not isinstance(topic, str) or not topic:
+            raise errors.ConfigError(f"topic must be a non-empty str, not {topic!r}")
+        for name, value in (("partition", partition), ("offset", offset)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise errors.ConfigError(f"{name} must be an int >= 0, not {value!r}")
+        if not isinstance(ack, AckType) or ack not in _OFFSET_ACKS:
+            raise errors.ConfigError(
+                "acknowledge_offset() takes AckType.ACCEPT, RELEASE or REJECT, not "
+                f"{ack!r}; renew with record.renew() so the record's lock_deadline follows"
+            )
+        core = self._core
+        if core is None:
+            raise errors.InvalidRecordStateError(
+                f"{topic}-{partition} offset {offset}: the consumer is not started"
+            )
+        core.acknowledge_offset(topic, partition, offset, ack)
+        cur = self._current
+        if (
+            cur is not None
+            and cur.offset == offset
+            and cur.partition == partition
+            and cur.topic == topic
+        ):
             self._current_answered = True
 
     async def commit(

@@ -34,7 +34,14 @@ if TYPE_CHECKING:
     from sharecon._share.ledger import Delivery
     from sharecon._share.session import SessionTag
     from sharecon.protocol.records import Headers
-    from sharecon.record import Record
+    from sharecon.record import BatchInfo, Record
+    from sharecon.types import TopicIdPartition
+
+    #: Builds one record of a chunk: ``factory(batch_info, offset, timestamp, key, value,
+    #: headers)`` (topic, partition, owner and lock deadline already bound).
+    ChunkFactory = Callable[[BatchInfo, int, int, bytes | None, bytes | None, Headers], Record]
+    #: The same with the batch's :class:`BatchInfo` bound: what the batch decoder calls.
+    RecordFactory = Callable[[int, int, bytes | None, bytes | None, Headers], Record]
 
 _EMPTY: list[Record] = []
 
@@ -44,6 +51,8 @@ class Chunk:
     being handed out."""
 
     __slots__ = (
+        "batch_factory",
+        "batch_info",
         "deadline",
         "decoded",
         "delivery",
@@ -59,7 +68,7 @@ class Chunk:
         intake: PartitionIntake,
         tag: SessionTag,
         deadline: float | None,
-        factory: Callable[[int, int, bytes | None, bytes | None, Headers], Record],
+        factory: ChunkFactory,
         delivery: Delivery = (0, -1),
     ) -> None:
         self.intake = intake
@@ -68,6 +77,10 @@ class Chunk:
         self.delivery = delivery
         #: Builds each record of the chunk (topic, partition, owner and deadline bound).
         self.factory = factory
+        #: The last batch's :class:`BatchInfo` and :attr:`factory` with it bound: the
+        #: batches of one answer mostly share it, so both are made once per chunk.
+        self.batch_info: BatchInfo | None = None
+        self.batch_factory: RecordFactory | None = None
         #: Every record of an answer shares one lock deadline.
         self.deadline = deadline
         self.records: list[Record] = _EMPTY
@@ -109,6 +122,9 @@ class DeliveryBuffer:
         self.decoder: Callable[[Chunk], Decoded[Record] | None] | None = None
         #: Told about a chunk dropped from offset ``first`` on (lock ended, session lost).
         self.on_drop: Callable[[Chunk, int], None] | None = None
+        #: Asked about every chunk pushed; a chunk it refuses is not buffered (the consumer
+        #: has unsubscribed: it answers the chunk's records itself).
+        self.admit: Callable[[Chunk], bool] | None = None
 
     def __len__(self) -> int:
         return len(self._chunks)
@@ -121,7 +137,10 @@ class DeliveryBuffer:
         )
 
     def push(self, chunk: Chunk) -> None:
-        """Append one chunk (batches to decode, or records decoded already)."""
+        """Append one chunk (batches to decode, or records decoded already), unless
+        :attr:`admit` turns it away."""
+        if self.admit is not None and not self.admit(chunk):
+            return
         self._chunks.append(chunk)
         self.records += chunk.intake.acquired + len(chunk.records) - chunk.pos
         self.nbytes += chunk.intake.wire + chunk.decoded
@@ -234,6 +253,21 @@ class DeliveryBuffer:
     def _room(self) -> None:
         if self.on_room is not None and self.has_room():
             self.on_room()
+
+    def holds(self, tp: TopicIdPartition, offset: int) -> bool:
+        """Whether the record at ``offset`` of ``tp`` waits here, not handed out yet."""
+        for chunk in self._chunks:
+            intake = chunk.intake
+            if intake.tp != tp or not intake.acquires(offset):
+                continue
+            first = chunk.next_offset()
+            if first is not None and first <= offset:
+                return True
+        return False
+
+    def chunks(self) -> list[Chunk]:
+        """The buffered chunks, oldest first (a copy)."""
+        return list(self._chunks)
 
     # -- dropping ---------------------------------------------------------------------------
 

@@ -21,7 +21,9 @@ Rules of this module:
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Protocol
+import time
+from functools import partial
+from typing import TYPE_CHECKING, NoReturn, Protocol
 
 import anyio
 
@@ -34,6 +36,7 @@ from sharecon._share.membership import Membership
 from sharecon._share.record_limit import RecordBudget
 from sharecon.protocol import ShareAcknowledgeRequest
 from sharecon.protocol.error_codes import ErrorCode
+from sharecon.record import BatchInfo
 from sharecon.types import AckType, TopicIdPartition
 
 if TYPE_CHECKING:
@@ -41,13 +44,14 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskGroup
 
-    from sharecon._consumer.buffer import Chunk
+    from sharecon._consumer.buffer import Chunk, RecordFactory
     from sharecon._consumer.config import ConsumerConfig
     from sharecon._net.cluster import Cluster
     from sharecon._share.intake import Decoded
     from sharecon._share.ledger import Delivery
     from sharecon._share.membership import AssignmentChange
     from sharecon._share.session import SessionTag
+    from sharecon.protocol.records import RecordBatch
     from sharecon.record import Record
 
 logger = logging.getLogger("sharecon.consumer")
@@ -81,6 +85,44 @@ def _owner_of(record: Record) -> SessionOwner | None:
     """The delivery a record came from (``None`` for records built by hand)."""
     owner = record._owner
     return owner if type(owner) is SessionOwner else None
+
+
+def _raise_for(result: MarkResult, where: str, ack: AckType) -> None:
+    """Raise what an application's answer that the ledger refused deserves."""
+    if result is MarkResult.ALREADY_ACKNOWLEDGED:
+        raise errors.InvalidRecordStateError(
+            f"{where} was already acknowledged; cannot {ack.name.lower()} it again"
+        )
+    if result is MarkResult.UNKNOWN:
+        raise errors.InvalidRecordStateError(
+            f"{where} is not held by this consumer: it was already answered (and its answer "
+            "sent), or its lock was lost and reported, or another consumer delivered it"
+        )
+
+
+def _batch_factory(chunk: Chunk, batch: RecordBatch) -> RecordFactory:
+    """The chunk's record factory with ``batch``'s :class:`BatchInfo` bound.
+
+    Once per batch, so nothing is added per record but one positional argument. The
+    batches of one answer nearly always share leader epoch and timestamp type: the info
+    and the bound factory are then reused, and the clocks are read once per chunk.
+    """
+    epoch = batch.partition_leader_epoch
+    leader_epoch = epoch if epoch >= 0 else None
+    ts_type = batch.timestamp_type
+    info = chunk.batch_info
+    bound = chunk.batch_factory
+    if (
+        info is None
+        or bound is None
+        or info.leader_epoch != leader_epoch
+        or info.timestamp_type is not ts_type
+    ):
+        offset = info.clock_offset if info is not None else time.time() - anyio.current_time()
+        info = chunk.batch_info = BatchInfo(leader_epoch, ts_type, offset)
+        # partial of a partial is flattened into one: a record costs one call, as before.
+        bound = chunk.batch_factory = partial(chunk.factory, info)
+    return bound
 
 
 class Fetchers(Protocol):
@@ -145,6 +187,7 @@ class ConsumerCore:
         self.buffer.on_room = self.wake_fetchers
         self.buffer.decoder = self.decode
         self.buffer.on_drop = self._dropped
+        self.buffer.admit = self._admit
         #: The per-leader fetch loops; the consumer installs the real pool.
         self.fetchers: Fetchers = _NoFetchers()
         #: Under ``acquire_mode="record_limit"``: what the member may still acquire.
@@ -239,19 +282,21 @@ class ConsumerCore:
             else:
                 self.fetchers.answered()
         elif result is MarkResult.DEAD:
-            # The lock is gone (session reset or leader change): the broker redelivers it.
-            offset = record.offset
-            self.report_lost(
-                [
-                    AckResult(
-                        tp,
-                        tuple(batches_from_runs([(offset, offset, int(ack))])),
-                        ErrorCode.INVALID_RECORD_STATE,
-                        AckFailure.LOCK_LOST,
-                    )
-                ]
-            )
+            self._lock_lost(tp, record.offset, ack)
         return result
+
+    def _lock_lost(self, tp: TopicIdPartition, offset: int, ack: AckType) -> None:
+        # The lock is gone (session reset or leader change): the broker redelivers it.
+        self.report_lost(
+            [
+                AckResult(
+                    tp,
+                    tuple(batches_from_runs([(offset, offset, int(ack))])),
+                    ErrorCode.INVALID_RECORD_STATE,
+                    AckFailure.LOCK_LOST,
+                )
+            ]
+        )
 
     def holds(self, record: Record) -> bool:
         """Whether ``record`` is still this consumer's to answer (its lock not lost)."""
@@ -276,22 +321,88 @@ class ConsumerCore:
             delivered by this consumer, or the consumer is closed.
         """
         if self.closing:
-            raise errors.InvalidRecordStateError(
-                f"{record.topic}-{record.partition} offset {record.offset}: the consumer is "
-                "closed; records it delivered and nobody answered were released"
-            )
+            self._raise_closed(f"{record.topic}-{record.partition} offset {record.offset}")
         result = self.answer(record, ack)
-        if result is MarkResult.ALREADY_ACKNOWLEDGED:
-            raise errors.InvalidRecordStateError(
-                f"{record.topic}-{record.partition} offset {record.offset} was already "
-                f"acknowledged; cannot {ack.name.lower()} it again"
-            )
-        if result is MarkResult.UNKNOWN:
-            raise errors.InvalidRecordStateError(
-                f"{record.topic}-{record.partition} offset {record.offset} is not held by this "
-                "consumer: it was already answered (and its answer sent), or its lock was lost "
-                "and reported, or another consumer delivered it"
-            )
+        if result is MarkResult.ALREADY_ACKNOWLEDGED or result is MarkResult.UNKNOWN:
+            # The position is spelled out only here: this runs once per explicit answer.
+            _raise_for(result, f"{record.topic}-{record.partition} offset {record.offset}", ack)
+
+    def acknowledge_offset(self, topic: str, partition: int, offset: int, ack: AckType) -> None:
+        """The application's answer for the record it holds at a position (the same rules
+        as :meth:`acknowledge`; RENEW is the caller's to refuse).
+
+        :raises InvalidRecordStateError: as :meth:`acknowledge`, and for a record fetched
+            but not handed out yet, or waiting for dead-letter routing.
+        """
+        where = f"{topic}-{partition} offset {offset}"
+        if self.closing:
+            self._raise_closed(where)
+        held = [
+            tp for tp in self.ledger.partitions() if (tp.topic, tp.partition) == (topic, partition)
+        ]
+        for tp in held:
+            # Not handed out: the application cannot have seen it, and answering it would
+            # leave a record in the buffer that is already answered.
+            if self.buffer.holds(tp, offset):
+                raise errors.InvalidRecordStateError(
+                    f"{where} was fetched but not handed out yet; answer only records the "
+                    "consumer gave you"
+                )
+            if any(r.offset == offset and r.topic_partition == tp for r in self.dead_letters):
+                raise errors.InvalidRecordStateError(
+                    f"{where} is being routed to the dead-letter topic"
+                )
+        result = MarkResult.UNKNOWN
+        for tp in held:
+            result = self.ledger.mark(tp, offset, ack)
+            if result is MarkResult.OK:
+                self.fetchers.answered()
+            elif result is MarkResult.DEAD:
+                self._lock_lost(tp, offset, ack)
+            if result is not MarkResult.UNKNOWN:
+                break
+        _raise_for(result, where, ack)
+
+    def _raise_closed(self, where: str) -> NoReturn:
+        raise errors.InvalidRecordStateError(
+            f"{where}: the consumer is closed; records it delivered and nobody answered were "
+            "released"
+        )
+
+    # -- subscription -----------------------------------------------------------------------
+
+    def unsubscribe(self) -> int:
+        """Subscribe to nothing: fetch nothing more, release every buffered record, and
+        let the coordinator take the assignment away (records handed out stay answerable).
+
+        :returns: how many buffered records were released.
+        """
+        self.membership.unsubscribe()
+        released = 0
+        for chunk in self.buffer.chunks():
+            released += self._release_chunk(chunk)
+        self.buffer.clear()
+        self.heartbeat_wake.set()
+        # The sessions forget their partitions and carry the releases on the next request.
+        self.fetchers.wake()
+        return released
+
+    def _admit(self, chunk: Chunk) -> bool:
+        """Buffer a fetched chunk only while subscribed: a fetch answered after
+        :meth:`unsubscribe` has its records released instead of handed out."""
+        if self.membership.topics:
+            return True
+        self._release_chunk(chunk)
+        self.fetchers.wake()
+        return False
+
+    def _release_chunk(self, chunk: Chunk) -> int:
+        first = chunk.next_offset()
+        if first is None:
+            return 0
+        return self.ledger.mark_undelivered(
+            chunk.intake.tp, chunk.delivery, first, chunk.last_offset(), AckType.RELEASE
+        )
 
     def report_lost(self, results: list[AckResult]) -> None:
         """Report lock-lost answers now, and keep them for the next commit() (rule 4)."""
@@ -309,7 +420,10 @@ class ConsumerCore:
         """Decode a buffered chunk's next batch and apply what it found (the buffer calls
         this as the application reaches the batch)."""
         intake = chunk.intake
-        d = intake.decode_next(chunk.factory, dead_letter_limit=self.dlq_limit)
+        batch = intake.next_batch()
+        if batch is None:
+            return None
+        d = intake.decode_next(_batch_factory(chunk, batch), dead_letter_limit=self.dlq_limit)
         if d is None:
             return None
         tp = intake.tp
@@ -401,7 +515,10 @@ class ConsumerCore:
         return self.cluster.metadata.leader_for(tp.topic_id, tp.partition)
 
     def partitions_for(self, node_id: int) -> list[TopicIdPartition]:
-        """The assigned partitions ``node_id`` leads."""
+        """The assigned partitions ``node_id`` leads (none while unsubscribed, even before
+        the coordinator has taken them away)."""
+        if not self.membership.topics:
+            return []
         return [tp for tp in self.assignment if self.leader(tp) == node_id]
 
     def wake_leader(self, tp: TopicIdPartition) -> None:

@@ -214,6 +214,16 @@ class PartitionIntake:
         """Whether every batch has been decoded."""
         return self._next >= len(self._batches)
 
+    def acquires(self, offset: int) -> bool:
+        """Whether ``offset`` is in one of this answer's acquired ranges."""
+        i = bisect_right(self._starts, offset) - 1
+        return i >= 0 and offset <= self.ranges[i].last_offset
+
+    def next_batch(self) -> RecordBatch | None:
+        """The batch :meth:`decode_next` decodes next (``None`` when exhausted), so a
+        caller can build that batch's record factory from its header first."""
+        return None if self.exhausted else self._batches[self._next]
+
     def pending_span(self) -> Span | None:
         """The offsets of the batches not yet decoded (``None`` when exhausted)."""
         if self.exhausted:

@@ -104,6 +104,7 @@ _SUPERSEDE = _table({**dict.fromkeys(range(5), _DONE), _ACQUIRED: _DEAD, _DELIVE
 # Bulk marks, by type: held records (buffered or delivered) take the type, dead ones drop.
 _MARK_HELD = [_table({_ACQUIRED: t, _DELIVERED: t, _DEAD: _DONE}) for t in range(5)]
 _MARK_DELIVERED = [_table({_DELIVERED: t, _DEAD: _DONE}) for t in range(5)]
+_MARK_ACQUIRED = [_table({_ACQUIRED: t}) for t in range(5)]
 
 
 #: Which ``add()`` a record came from: the first and last segment sequence numbers it made.
@@ -503,6 +504,30 @@ class AckLedger:
             seg.states[lo : hi + 1] = seg.states[lo : hi + 1].translate(_FORGET)
         part.prune()
         self._drop_empty()
+
+    def mark_undelivered(
+        self, tp: TopicIdPartition, delivery: Delivery, first: int, last: int, ack: AckType
+    ) -> int:
+        """Acknowledge with ``ack`` the records of ``tp`` in ``first..last`` of one
+        ``delivery`` that are still ACQUIRED: the caller knows they were never handed out
+        (they wait in the buffer). Other deliveries of the same offsets are left alone.
+
+        :returns: how many records were marked.
+        """
+        part = self._parts.get(tp)
+        if part is None:
+            return 0
+        lo_seq, hi_seq = delivery
+        table = _MARK_ACQUIRED[int(ack)]
+        n = 0
+        for seg in part.overlapping(first, last):
+            if not lo_seq <= seg.seq <= hi_seq:
+                continue
+            lo, hi = max(first, seg.first) - seg.first, min(last, seg.last) - seg.first
+            view = seg.states[lo : hi + 1]
+            n += view.count(_ACQUIRED)
+            seg.states[lo : hi + 1] = view.translate(table)
+        return n
 
     def settle_dead(
         self,

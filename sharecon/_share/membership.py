@@ -209,7 +209,7 @@ class Membership:
 
     @property
     def topics(self) -> tuple[str, ...]:
-        """The subscribed topic names (sorted)."""
+        """The subscribed topic names (sorted; empty after :meth:`unsubscribe`)."""
         return self._topics
 
     @property
@@ -229,7 +229,19 @@ class Membership:
         """
         if self._inflight is not None or self._state in (MemberState.LEFT, MemberState.FATAL):
             return None
+        if self._idle_unsubscribed():
+            return None
         return self._due
+
+    def _idle_unsubscribed(self) -> bool:
+        # Out of the group with nothing subscribed: a join would be refused (the coordinator
+        # answers INVALID_REQUEST to a join without topics), so none is sent until
+        # subscribe().
+        return not self._topics and self._state in (
+            MemberState.UNJOINED,
+            MemberState.FENCED,
+            MemberState.JOINING,
+        )
 
     # -- commands ----------------------------------------------------------------------
 
@@ -238,6 +250,14 @@ class Membership:
         new = self._check_topics(topics)
         if new != self._topics:
             self._topics = new
+            self._due = _AT_ONCE
+
+    def unsubscribe(self) -> None:
+        """Subscribe to nothing: the next heartbeat (due at once) sends an empty
+        subscription and the coordinator takes every partition away. The member stays in
+        the group; out of it (fenced), it does not rejoin until :meth:`subscribe`."""
+        if self._topics:
+            self._topics = ()
             self._due = _AT_ONCE
 
     def leave(self) -> AssignmentChange | None:
@@ -278,6 +298,9 @@ class Membership:
         if state is MemberState.LEAVING:
             self._inflight = _InFlight(LEAVE_EPOCH)
             return HeartbeatPlan(self.group_id, self.member_id, LEAVE_EPOCH, None, None)
+        if self._idle_unsubscribed():
+            self._state = MemberState.UNJOINED
+            return None
         if state in (MemberState.UNJOINED, MemberState.FENCED, MemberState.JOINING):
             self._state = MemberState.JOINING
             self._epoch = JOIN_EPOCH

@@ -504,6 +504,7 @@ def _dlq_copy(
         TopicIdPartition(ZERO_UUID, 0, source),
         None,
         None,
+        None,
         offset,
         0,
         key,

@@ -12,12 +12,13 @@ from sharecon._share.session import SessionTag
 from sharecon.protocol.compression import Codec
 from sharecon.protocol.records import Record as WireRecord
 from sharecon.protocol.records import encode_batch
-from sharecon.record import Record
+from sharecon.record import BatchInfo, Record, TimestampType
 from sharecon.types import TopicIdPartition
 
 TP = TopicIdPartition(uuid.uuid4(), 0, "t")
 TAG = SessionTag(1, 0)
 NOW = lambda: 0.0  # noqa: E731
+INFO = BatchInfo(None, TimestampType.CREATE_TIME, None)
 
 
 def batch(first: int, n: int, *, size: int = 10, codec: Codec = Codec.NONE) -> bytes:
@@ -58,7 +59,7 @@ class Harness:
         self.rooms += 1
 
     def decode(self, c: Chunk) -> Decoded[Record] | None:
-        d = c.intake.decode_next(c.factory)
+        d = c.intake.decode_next(partial(c.factory, INFO))
         if d is not None:
             self.decoded.append(len(d.records))
         return d
@@ -161,3 +162,33 @@ def test_clear_drops_everything() -> None:
     assert h.buf.clear() == 1
     assert h.dropped == [(1, 3)]
     assert h.buf.records == 0 and h.buf.nbytes == 0 and h.buf.pop_one(NOW) is None
+
+
+def test_holds_names_only_records_not_handed_out_yet() -> None:
+    h = Harness()
+    h.buf.push(chunk(0, [(0, 3), (3, 3)]))
+    h.buf.push(chunk(10, [(10, 2)]))
+    assert [h.buf.holds(TP, o) for o in (0, 5, 6, 10, 11, 12)] == [True] * 2 + [False] + [
+        True
+    ] * 2 + [False]
+    assert [h.buf.pop_one(NOW).offset for _ in range(4)] == [0, 1, 2, 3]  # type: ignore[union-attr]
+    assert [h.buf.holds(TP, o) for o in (0, 3, 4, 5, 10)] == [False, False, True, True, True]
+    other = TopicIdPartition(uuid.uuid4(), 0, "t")
+    assert not h.buf.holds(other, 4)
+
+
+def test_a_chunk_admit_refuses_is_not_buffered() -> None:
+    h = Harness()
+    refused: list[int] = []
+
+    def refuse(c: Chunk) -> bool:
+        refused.append(c.intake.ranges[0].first_offset)
+        return False
+
+    h.buf.admit = refuse
+    h.buf.push(chunk(0, [(0, 3)]))
+    assert refused == [0] and len(h.buf) == 0 and h.buf.records == 0 and h.buf.nbytes == 0
+    assert h.buf.pop_one(NOW) is None
+    h.buf.admit = lambda c: True
+    h.buf.push(chunk(5, [(5, 1)]))
+    assert h.buf.pop_one(NOW).offset == 5  # type: ignore[union-attr]

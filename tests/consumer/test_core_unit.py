@@ -1,27 +1,35 @@
 """The consumer core's bookkeeping without a broker: which offsets poll() marks handed out,
-and lock-lost answers reported once."""
+lock-lost answers reported once, answers by position, and unsubscribing."""
 
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from types import SimpleNamespace
 from typing import Any, cast
 
+import pytest
+
+from sharecon._consumer.buffer import Chunk
 from sharecon._consumer.config import ConsumerConfig
 from sharecon._consumer.core import ConsumerCore, SessionOwner
-from sharecon._share.acks import batches_from_runs
+from sharecon._share.acks import AckBatch, batches_from_runs
+from sharecon._share.intake import take_partition
 from sharecon._share.ledger import AckFailure, AckLedger, AckResult
 from sharecon._share.session import SessionTag
 from sharecon.consumer import _deliver
+from sharecon.errors import InvalidRecordStateError
+from sharecon.protocol.records import Record as WireRecord
+from sharecon.protocol.records import encode_batch
 from sharecon.record import Record
-from sharecon.types import TopicIdPartition
+from sharecon.types import AckType, TopicIdPartition
 
 TP = TopicIdPartition(uuid.uuid4(), 0, "t")
 TAG = SessionTag(1, 0)
 
 
 def rec(offset: int) -> Record:
-    return Record("t", 0, TP, None, None, offset, 0, None, b"v", ())
+    return Record("t", 0, TP, None, None, None, offset, 0, None, b"v", ())
 
 
 def test_poll_marks_handed_out_only_what_it_handed_out() -> None:
@@ -61,13 +69,91 @@ def test_a_lost_session_forgets_its_pending_renews() -> None:
     )
     other = SessionTag(2, 0)
     mine = Record(
-        "t", 0, TP, SessionOwner(cast("Any", None), TAG, (1, 1)), None, 5, 0, None, b"", ()
+        "t", 0, TP, SessionOwner(cast("Any", None), TAG, (1, 1)), None, None, 5, 0, None, b"", ()
     )
     theirs = Record(
-        "t", 0, TP, SessionOwner(cast("Any", None), other, (2, 2)), None, 6, 0, None, b"", ()
+        "t", 0, TP, SessionOwner(cast("Any", None), other, (2, 2)), None, None, 6, 0, None, b"", ()
     )
     core.renewing = {(TP, 5): mine, (TP, 6): theirs}
     core.session_lost(TAG)
     assert core.renewing == {(TP, 6): theirs}
     core.partition_lost(TP, 2, 6)
     assert core.renewing == {}
+
+
+def _core() -> ConsumerCore:
+    return ConsumerCore(
+        cast("Any", None), ConsumerConfig(group_id="g", topics=("t",)), cast("Any", None)
+    )
+
+
+def _push(core: ConsumerCore, first: int, n: int) -> None:
+    """A fetched answer of ``n`` records from ``first``, as the fetcher buffers it."""
+    data = encode_batch(
+        [WireRecord(first + i, 0, None, b"v", ()) for i in range(n)], base_offset=first
+    )
+    intake = take_partition(TP, [(first, first + n - 1, 1)], data)
+    before = core.ledger.sequence
+    core.ledger.add(TP, TAG, [(first, first + n - 1)])
+    delivery = (before + 1, core.ledger.sequence)
+    owner = SessionOwner(cast("Any", None), TAG, delivery)
+    factory = partial(Record, "t", 0, TP, owner, None)
+    core.buffer.push(Chunk(intake, TAG, None, factory, delivery))
+
+
+def _taken(core: ConsumerCore) -> dict[TopicIdPartition, list[AckBatch]]:
+    taken = core.ledger.take(TAG)
+    return {} if taken is None else taken.acks
+
+
+@pytest.mark.anyio
+async def test_acknowledge_offset_answers_only_records_handed_out() -> None:
+    core = _core()
+    _push(core, 0, 6)
+    held = [core.buffer.pop_one(lambda: 0.0) for _ in range(2)]
+    assert [r.offset for r in held if r is not None] == [0, 1]
+    core.acknowledge_offset("t", 0, 1, AckType.REJECT)
+    with pytest.raises(InvalidRecordStateError, match="t-0 offset 1 was already acknowledged"):
+        core.acknowledge_offset("t", 0, 1, AckType.ACCEPT)
+    with pytest.raises(InvalidRecordStateError, match="t-0 offset 3 was fetched but not handed"):
+        core.acknowledge_offset("t", 0, 3, AckType.ACCEPT)
+    for topic, partition, offset in [("t", 1, 0), ("u", 0, 0), ("t", 0, 6)]:
+        with pytest.raises(InvalidRecordStateError, match="is not held by this consumer"):
+            core.acknowledge_offset(topic, partition, offset, AckType.ACCEPT)
+    assert _taken(core) == {TP: [AckBatch(1, 1, (AckType.REJECT,))]}
+    # Once the lock is lost the answer is reported, never raised (as for a Record).
+    core.ledger.invalidate(AckFailure.SESSION_RESET, 13, tag=TAG)
+    core.acknowledge_offset("t", 0, 0, AckType.ACCEPT)
+    assert core.lost == [lost(0)]
+    core.closing = True
+    with pytest.raises(InvalidRecordStateError, match="the consumer is closed"):
+        core.acknowledge_offset("t", 0, 2, AckType.ACCEPT)
+
+
+@pytest.mark.anyio
+async def test_unsubscribe_releases_what_was_not_handed_out_and_fetches_nothing() -> None:
+    core = _core()
+    _push(core, 0, 4)
+    _push(core, 10, 3)
+    held = core.buffer.pop_one(lambda: 0.0)
+    assert held is not None and held.offset == 0
+    assert core.unsubscribe() == 6
+    assert core.membership.topics == () and core.buffer.records == 0
+    assert core.buffer.pop_one(lambda: 0.0) is None
+    assert core.partitions_for(1) == []
+    # An answer fetched before the unsubscribe reached the broker is released, not buffered.
+    _push(core, 20, 2)
+    assert core.buffer.pop_one(lambda: 0.0) is None
+    # The record in hand is still the application's to answer.
+    core.acknowledge(held, AckType.ACCEPT)
+    assert _taken(core) == {
+        TP: [
+            AckBatch(0, 3, (AckType.ACCEPT, AckType.RELEASE, AckType.RELEASE, AckType.RELEASE)),
+            AckBatch(10, 12, (AckType.RELEASE,)),
+            AckBatch(20, 21, (AckType.RELEASE,)),
+        ]
+    }
+    core.membership.subscribe(["t"])
+    _push(core, 30, 1)
+    again = core.buffer.pop_one(lambda: 0.0)
+    assert again is not None and again.offset == 30

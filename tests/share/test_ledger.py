@@ -384,3 +384,22 @@ def test_forget_keeps_a_record_in_hand_dead() -> None:
     ledger.forget(TP0, d, 1, 9)
     assert ledger.mark(TP0, 0, AckType.ACCEPT, d) is MarkResult.DEAD
     assert ledger.partitions() == []
+
+
+def test_mark_undelivered_answers_only_the_buffered_records_of_its_delivery() -> None:
+    # Answer 1 acquired 0..9; the application holds 0..3 (2 already accepted); 4..9 wait in
+    # the buffer. Answer 2 acquired 20..29 (same partition, another delivery).
+    ledger = AckLedger()
+    first = add(ledger, TP0, [(0, 9)])
+    second = add(ledger, TP0, [(20, 29)])
+    ledger.deliver(TP0, 0, 3)
+    assert ledger.mark(TP0, 2, A) is MarkResult.OK
+    assert ledger.mark_undelivered(TP0, first, 4, 29, R) == 6  # not answer 2's 20..29
+    assert ledger.mark_undelivered(TP0, first, 4, 9, R) == 0  # already marked
+    assert ledger.mark_undelivered(TP1, first, 0, 9, R) == 0  # nothing held there
+    # What the application holds is still its own to answer.
+    assert ledger.unacknowledged() == {TP0: [0, 1, 3]}
+    assert ledger.mark(TP0, 0, A) is MarkResult.OK
+    taken = ledger.take(TAG)
+    assert taken is not None and taken.acks == {TP0: [b(0, 0, A), b(2, 2, A), b(4, 9, R)]}
+    assert ledger.mark(TP0, 25, A, second) is MarkResult.OK

@@ -115,6 +115,44 @@ def test_subscription_change_is_sent_promptly() -> None:
         m.subscribe([])
 
 
+def test_unsubscribe_sends_an_empty_subscription_and_stays_in_the_group() -> None:
+    m = member()
+    joined(m, parts={T1: [0]})
+    m.unsubscribe()
+    assert m.topics == () and m.next_deadline() == -math.inf
+    assert m.build_heartbeat(0.5) == HeartbeatPlan("g", MID, 5, None, ())
+    out = m.on_response(1.0, error_code=0, member_epoch=6, assignment={})
+    assert out.state is MemberState.STABLE
+    assert out.change == AssignmentChange(frozenset(), frozenset(), frozenset({tp(T1, 0)}))
+    # Still a member: it keeps heartbeating, without sending the (unchanged) subscription.
+    assert m.build_heartbeat(1.0) == HeartbeatPlan("g", MID, 6, None, None)
+    m.on_response(1.5, error_code=0, member_epoch=6)
+    m.unsubscribe()  # a second time changes nothing
+    assert m.next_deadline() == 6.5
+    m.subscribe(["c"])
+    assert m.build_heartbeat(1.6) == HeartbeatPlan("g", MID, 6, None, ("c",))
+
+
+def test_an_unsubscribed_member_out_of_the_group_waits_for_subscribe_to_join() -> None:
+    # The coordinator refuses a join without topics (INVALID_REQUEST, which is fatal).
+    m = member()
+    joined(m, parts={T1: [0]})
+    m.unsubscribe()
+    m.build_heartbeat(0.0)
+    m.on_response(1.0, error_code=ErrorCode.FENCED_MEMBER_EPOCH)
+    assert m.build_heartbeat(1.0) is None and m.next_deadline() is None
+    assert m.state is MemberState.UNJOINED
+    m.subscribe(["a"])
+    assert m.next_deadline() == -math.inf
+    assert m.build_heartbeat(2.0) == HeartbeatPlan("g", MID, 0, "r1", ("a",))
+    # Leaving while idle needs no heartbeat.
+    idle = member()
+    idle.unsubscribe()
+    assert idle.build_heartbeat(0.0) is None
+    idle.leave()
+    assert idle.state is MemberState.LEFT
+
+
 @pytest.mark.parametrize(
     "code", [ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID], ids=lambda c: c.name
 )
