@@ -11,6 +11,7 @@ from sharecon.protocol.messages import (
     alter_share_group_offsets,
     api_versions,
     create_topics,
+    delete_groups,
     delete_share_group_offsets,
     delete_topics,
     describe_configs,
@@ -35,6 +36,7 @@ from sharecon.protocol.messages.alter_share_group_offsets import (
 )
 from sharecon.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from sharecon.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from sharecon.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from sharecon.protocol.messages.delete_share_group_offsets import (
     DeleteShareGroupOffsetsRequest,
     DeleteShareGroupOffsetsResponse,
@@ -93,6 +95,8 @@ __all__ = [
     "ApiVersionsResponse",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "DeleteGroupsRequest",
+    "DeleteGroupsResponse",
     "DeleteShareGroupOffsetsRequest",
     "DeleteShareGroupOffsetsResponse",
     "DeleteTopicsRequest",
@@ -132,6 +136,7 @@ __all__ = [
     "alter_share_group_offsets",
     "api_versions",
     "create_topics",
+    "delete_groups",
     "delete_share_group_offsets",
     "delete_topics",
     "describe_configs",
@@ -165,6 +170,7 @@ REQUESTS: dict[int, type[Request[Response]]] = {
     22: InitProducerIdRequest,
     32: DescribeConfigsRequest,
     36: SaslAuthenticateRequest,
+    42: DeleteGroupsRequest,
     44: IncrementalAlterConfigsRequest,
     76: ShareGroupHeartbeatRequest,
     77: ShareGroupDescribeRequest,
@@ -188,6 +194,7 @@ RESPONSES: dict[int, type[Response]] = {
     22: InitProducerIdResponse,
     32: DescribeConfigsResponse,
     36: SaslAuthenticateResponse,
+    42: DeleteGroupsResponse,
     44: IncrementalAlterConfigsResponse,
     76: ShareGroupHeartbeatResponse,
     77: ShareGroupDescribeResponse,
