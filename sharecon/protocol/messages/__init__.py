@@ -21,6 +21,7 @@ from sharecon.protocol.messages import (
     incremental_alter_configs,
     init_producer_id,
     list_groups,
+    list_offsets,
     metadata,
     produce,
     sasl_authenticate,
@@ -64,6 +65,7 @@ from sharecon.protocol.messages.init_producer_id import (
     InitProducerIdResponse,
 )
 from sharecon.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+from sharecon.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from sharecon.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from sharecon.protocol.messages.produce import ProduceRequest, ProduceResponse
 from sharecon.protocol.messages.sasl_authenticate import (
@@ -115,6 +117,8 @@ __all__ = [
     "InitProducerIdResponse",
     "ListGroupsRequest",
     "ListGroupsResponse",
+    "ListOffsetsRequest",
+    "ListOffsetsResponse",
     "MetadataRequest",
     "MetadataResponse",
     "ProduceRequest",
@@ -146,6 +150,7 @@ __all__ = [
     "incremental_alter_configs",
     "init_producer_id",
     "list_groups",
+    "list_offsets",
     "metadata",
     "produce",
     "sasl_authenticate",
@@ -160,6 +165,7 @@ __all__ = [
 REQUESTS: dict[int, type[Request[Response]]] = {
     0: ProduceRequest,
     1: FetchRequest,
+    2: ListOffsetsRequest,
     3: MetadataRequest,
     10: FindCoordinatorRequest,
     16: ListGroupsRequest,
@@ -184,6 +190,7 @@ REQUESTS: dict[int, type[Request[Response]]] = {
 RESPONSES: dict[int, type[Response]] = {
     0: ProduceResponse,
     1: FetchResponse,
+    2: ListOffsetsResponse,
     3: MetadataResponse,
     10: FindCoordinatorResponse,
     16: ListGroupsResponse,
