@@ -486,6 +486,158 @@ def test_unknown_group_is_exit_3(kafka_bootstrap: str) -> None:
         assert_clean_error(proc, 3, repr(group), "does not exist")
 
 
+def _with_member(
+    bootstrap: str, group: str, topic: str, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """Run the CLI with ``args`` while a ShareConsumer of ``group`` is a member."""
+
+    async def main() -> subprocess.CompletedProcess[str]:
+        async with ShareConsumer(bootstrap, group_id=group, topics=[topic]) as consumer:
+            with anyio.fail_after(30):
+                while not consumer.assignment:
+                    await consumer.poll(0.2)
+            return await anyio.to_thread.run_sync(lambda: cli(*args))
+
+    return anyio.run(main)
+
+
+def test_groups_delete(kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str) -> None:
+    """A group with members, or a name that does not exist, deletes nothing; an empty group
+    goes with its state; --if-exists skips missing names."""
+    topic = topic_factory(1)
+    b = ("-b", kafka_bootstrap)
+    assert cli("produce", topic, *b, input="a\nb\n").returncode == 0
+    assert cli("consume", topic, "-g", share_group, "--max", "1", *b).returncode == 0
+    other, ghost = unique("del"), unique("ghost")
+    assert cli("consume", topic, "-g", other, "--earliest", "--max", "1", *b).returncode == 0
+
+    busy = _with_member(kafka_bootstrap, share_group, topic, "groups", "delete", share_group, *b)
+    assert_clean_error(busy, 1, repr(share_group), "active members", "nothing was deleted")
+    typo = cli("groups", "delete", other, ghost, *b)
+    assert_clean_error(typo, 3, repr(ghost), "does not exist", "nothing was deleted")
+    assert cli("groups", "describe", other, *b).returncode == 0  # still there
+
+    proc = cli("groups", "delete", share_group, other, *b)
+    assert proc.returncode == 0, proc.stderr
+    assert f"share group {share_group!r} deleted" in proc.stderr
+    assert f"share group {other!r} deleted" in proc.stderr
+    for group in (share_group, other):
+        assert_clean_error(cli("groups", "describe", group, *b), 3, repr(group))
+    listed = {g["group"] for g in json_lines(cli("groups", "list", "--json", *b).stdout)}
+    assert not {share_group, other} & listed
+    # Its state went with it: a new group of that name starts over (earliest is kept as
+    # a config) and gets the record the old one had accepted.
+    again = cli("consume", topic, "-g", other, "--max", "2", "--value-only", *b)
+    assert again.stdout.splitlines() == ["a", "b"]
+
+    assert cli("groups", "delete", ghost, "--if-exists", *b).returncode == 0
+
+
+def test_groups_config_read_set_delete(kafka_bootstrap: str) -> None:
+    """Configs are read and changed without a consumer, even before the group exists."""
+    group = unique("cfg")
+    b = ("-b", kafka_bootstrap)
+    shown = cli("groups", "config", group, "--json", *b)
+    assert shown.returncode == 0, shown.stderr
+    conf = json.loads(shown.stdout)
+    assert conf["group"] == group and conf["exists"] is False
+    assert "does not exist yet" in shown.stderr
+    assert conf["configs"]["share.auto.offset.reset"] == {
+        "value": "latest",
+        "source": "default",
+        "default": True,
+    }
+    assert {"share.record.lock.duration.ms", "share.delivery.count.limit"} <= set(conf["configs"])
+    assert not any(name.startswith("consumer.") for name in conf["configs"])  # not a share config
+
+    changed = cli(
+        "groups", "config", group, "--set", "share.record.lock.duration.ms=45000",
+        "--set", "share.delivery.count.limit=3", "--set", "share.isolation.level=read_committed",
+        "--json", *b,
+    )  # fmt: skip
+    assert changed.returncode == 0, changed.stderr
+    after = json.loads(changed.stdout)["configs"]
+    assert after["share.record.lock.duration.ms"] == {
+        "value": "45000",
+        "source": "group",
+        "default": False,
+    }
+    assert after["share.delivery.count.limit"]["value"] == "3"
+
+    async def read() -> dict[str, str | None]:
+        async with Admin(kafka_bootstrap) as admin:
+            entries = await admin.describe_group_config(group)
+        return {k: e.value for k, e in entries.items()}
+
+    assert anyio.run(read)["share.isolation.level"] == "read_committed"  # really set
+
+    removed = cli("groups", "config", group, "--delete", "share.isolation.level", *b)
+    assert removed.returncode == 0, removed.stderr
+    row = next(line for line in removed.stdout.splitlines() if "share.isolation.level" in line)
+    assert row.split() == ["share.isolation.level", "read_uncommitted", "default"]
+    assert "consumer.session.timeout.ms" in cli("groups", "config", group, "--all", *b).stdout
+
+    unknown = cli("groups", "config", group, "--set", "share.no.such=1", *b)
+    assert_clean_error(unknown, 1, repr(group), "share.no.such")
+    bad = cli("groups", "config", group, "--set", "share.delivery.count.limit=many", *b)
+    assert_clean_error(bad, 1, repr(group))
+    both = cli("groups", "config", group, "--set", "a=1", "--delete", "a", *b)
+    assert_clean_error(both, 2, "both set and deleted")
+    assert_clean_error(cli("groups", "config", group, "--set", "novalue", *b), 2, "KEY=VALUE")
+
+
+def test_groups_reset_of_a_group_that_does_not_exist_yet(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    """--to-earliest/--to-latest set share.auto.offset.reset for the group's first consumer;
+    --to-offset creates the group with those start offsets."""
+    topic = topic_factory(1)
+    b = ("-b", kafka_bootstrap)
+    assert cli("produce", topic, *b, input="a\nb\nc\n").returncode == 0
+    early, late, pinned = unique("new-early"), unique("new-late"), unique("new-pinned")
+
+    proc = cli("groups", "reset", early, "--topic", topic, "--to-earliest", *b)
+    assert proc.returncode == 0, proc.stderr
+    assert "does not exist yet" in proc.stderr and "share.auto.offset.reset=earliest" in proc.stderr
+    got = cli("consume", topic, "-g", early, "--max", "3", "--value-only", *b)
+    assert got.stdout.splitlines() == ["a", "b", "c"]
+
+    assert cli("groups", "reset", late, "--topic", topic, "--to-latest", *b).returncode == 0
+    none = cli("consume", topic, "-g", late, "--idle", "1", *b)
+    assert none.returncode == 0 and none.stdout == ""
+
+    proc = cli("groups", "reset", pinned, "--topic", topic, "--to-offset", "1", *b)
+    assert proc.returncode == 0, proc.stderr
+    assert "did not exist" in proc.stderr
+    offsets = json_lines(cli("groups", "offsets", pinned, "--json", *b).stdout)
+    assert [(o["start_offset"], o["lag"]) for o in offsets] == [(1, 2)]
+    got = cli("consume", topic, "-g", pinned, "--max", "2", "--value-only", *b)
+    assert got.stdout.splitlines() == ["b", "c"]
+
+
+def test_groups_reset_to_offset_past_the_end_starts_at_the_end(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    """An offset past a partition's end is moved to the end, saying so; no negative lag."""
+    topic = topic_factory(2)
+    b = ("-b", kafka_bootstrap)
+    assert cli("produce", topic, "-p", "0", *b, input="a\nb\nc\n").returncode == 0
+    assert cli("produce", topic, "-p", "1", *b, input="".join(f"{i}\n" for i in range(20)))
+    proc = cli("groups", "reset", share_group, "--topic", topic, "--to-offset", "10", *b)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{topic}-0: offset 10 is past the end" in proc.stderr
+    assert f"{topic}-1" not in proc.stderr.split("reset to")[0]  # partition 1 has offset 10
+    offsets = {
+        o["partition"]: (o["start_offset"], o["lag"])
+        for o in json_lines(cli("groups", "offsets", share_group, "--json", *b).stdout)
+    }
+    assert offsets == {0: (3, 0), 1: (10, 10)}
+    # The next record written to partition 0 is delivered: nothing is skipped.
+    assert cli("produce", topic, "-p", "0", *b, input="d\n").returncode == 0
+    got = cli("consume", topic, "-g", share_group, "--max", "11", "--json", *b)
+    assert sorted((r["partition"], r["offset"]) for r in json_lines(got.stdout))[0] == (0, 3)
+
+
 # -- dlq -------------------------------------------------------------------------------------
 
 
