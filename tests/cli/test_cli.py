@@ -685,12 +685,19 @@ def test_dlq_inspect_and_replay_end_to_end(
         [_dlq_copy(dlq, source, 10 + i, k, v, h) for i, (k, v, h) in enumerate(originals)],
     )
 
-    # Inspect twice: non-destructive, dlq headers decoded.
+    def inspect_groups() -> set[str]:
+        listed = json_lines(cli("groups", "list", "--json", *b).stdout)
+        return {str(g["group"]) for g in listed if str(g["group"]).startswith("sharecon-dlq-")}
+
+    before = inspect_groups()
+    # Inspect twice: non-destructive, dlq headers decoded, and no group left behind.
     for _ in range(2):
         proc = cli("dlq", "inspect", dlq, "--json", "--max", "5", *b)
         assert proc.returncode == 0, proc.stderr
         rows = json_lines(proc.stdout)
         assert len(rows) == 5
+        assert "warning" not in proc.stderr
+        assert inspect_groups() == before
     info = sorted((r["dlq"] for r in rows), key=lambda d: d["source_offset"])  # type: ignore[index,return-value]
     assert info[0] == {
         "source_topic": source,
@@ -701,12 +708,14 @@ def test_dlq_inspect_and_replay_end_to_end(
         "reason": "bad 10",
         "time": info[0]["time"],
         "time_ms": info[0]["time_ms"],
+        "written_by": "sharecon",
     }
     text = cli("dlq", "inspect", dlq, "--max", "5", *b).stdout
     assert f"from={source}-0@12" in text and "reason=bad 12" in text
 
     dry = cli("dlq", "replay", "--from", dlq, "--to", target, "--dry-run", "--max", "5", *b)
     assert dry.returncode == 0 and dry.stdout.count("would replay") == 5
+    assert inspect_groups() == before  # the dry run's throwaway group is gone too
 
     group = unique("replay")
     proc = cli("dlq", "replay", "--from", dlq, "--to", target, "--group", group, "--idle", "1", *b)
@@ -721,7 +730,8 @@ def test_dlq_inspect_and_replay_end_to_end(
     second = cli(
         "dlq", "replay", "--from", dlq, "--to", target, "--group", group, "--idle", "1", *b
     )
-    assert second.returncode == 0 and "0 record(s) replayed" in second.stderr
+    assert second.returncode == 0
+    assert f"0 record(s) replayed from {dlq} to {target} (nothing left" in second.stderr
     dry = cli(
         "dlq",
         "replay",
@@ -778,6 +788,72 @@ def test_dlq_replay_without_source_header_needs_to(
     assert cli("produce", dlq, *b, input="plain\n").returncode == 0
     proc = cli("dlq", "replay", "--from", dlq, "--idle", "1", *b)
     assert_clean_error(proc, 2, "--to")
+
+
+def test_dlq_inspect_and_replay_of_broker_written_dead_letters(
+    kafka_broker_factory: BrokerFactory,
+) -> None:
+    """Kafka 4.4 writes dead letters itself with __dlq.errors.* headers: inspect decodes
+    them (by=broker), and replay sends each back to its source topic without them."""
+    broker = kafka_broker_factory("4.4")
+    bootstrap = broker.bootstrap
+    b = ("-b", bootstrap)
+    # The broker only writes to topics with its DLQ prefix (errors.deadletterqueue.topic.name.prefix).
+    source, dlq, group = unique("src"), unique("dlq.cli"), unique("g")
+
+    async def reject_one() -> None:
+        async with Admin(bootstrap) as admin:
+            await admin.create_topics([source])
+            await admin.create_topics(
+                [dlq], configs={"errors.deadletterqueue.group.enable": "true"}
+            )
+        configured = cli(
+            "groups", "config", group, "--set", "share.auto.offset.reset=earliest",
+            "--set", f"errors.deadletterqueue.topic.name={dlq}",
+            "--set", "errors.deadletterqueue.copy.record.enable=true", *b,
+        )  # fmt: skip
+        assert configured.returncode == 0, configured.stderr
+        async with Producer(bootstrap) as producer:
+            await producer.send_batch([ProducerRecord(source, b"poison", key=b"k")])
+        async with ShareConsumer(
+            bootstrap, group_id=group, topics=[source], ack_mode="explicit"
+        ) as consumer:
+            with anyio.fail_after(30):
+                (record,) = await consumer.poll(30, max_records=1)
+            record.reject()
+            await consumer.commit()
+
+    anyio.run(reject_one)
+    deadline = time.monotonic() + 30
+    while True:  # the broker writes the copy after the reject, asynchronously
+        proc = cli("dlq", "inspect", dlq, "--json", "--idle", "1", *b)
+        assert proc.returncode == 0, proc.stderr
+        rows = json_lines(proc.stdout)
+        if rows or time.monotonic() > deadline:
+            break
+    [row] = rows
+    assert (row["key"], row["value"]) == ("k", "poison")
+    info = row["dlq"]
+    assert info == {
+        "source_topic": source,
+        "source_partition": 0,
+        "source_offset": 0,
+        "delivery_count": 1,
+        "group": group,
+        "reason": "Offset rejected by client.",
+        "time": info["time"],  # type: ignore[index]
+        "time_ms": row["timestamp"],
+        "written_by": "broker",
+    }
+    text = cli("dlq", "inspect", dlq, "--idle", "1", *b).stdout
+    assert f"from={source}-0@0" in text and "by=broker" in text
+    assert "reason=Offset rejected by client." in text and "__dlq" not in text
+
+    replayed = cli("dlq", "replay", "--from", dlq, "--idle", "1", *b)
+    assert replayed.returncode == 0, replayed.stderr
+    assert f"1 record(s) replayed from {dlq} to {source} (1)" in replayed.stderr
+    records = read_back(bootstrap, source, 2)
+    assert [(r.key, r.value, r.headers) for r in records] == [(b"k", b"poison", ())] * 2
 
 
 # -- bench -----------------------------------------------------------------------------------
