@@ -332,8 +332,7 @@ async def _reset(args: argparse.Namespace, options: ClientOptions) -> int:
                 what = (
                     f"offset {values[0]} on {len(targets)} partition(s)"
                     if len(values) == 1
-                    else "offsets "
-                    + ", ".join(f"{tp.partition}:{o}" for tp, o in targets.items())
+                    else "offsets " + ", ".join(f"{tp.partition}:{o}" for tp, o in targets.items())
                 )
                 if not exists:
                     what += " (the group did not exist: created with these offsets)"

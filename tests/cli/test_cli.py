@@ -7,6 +7,7 @@ input, 5 unreachable, 130 interrupted).
 
 from __future__ import annotations
 
+import argparse
 import base64
 import json
 import os
@@ -22,6 +23,7 @@ import anyio
 import pytest
 
 from sharecon.admin import Admin
+from sharecon.cli import build_parser
 from sharecon.consumer import ShareConsumer
 from sharecon.dlq import DLQ_PREFIX, dead_letter_headers
 from sharecon.producer import Producer, ProducerRecord
@@ -149,6 +151,64 @@ def test_usage_errors_exit_2(args: tuple[str, ...]) -> None:
     proc = cli(*args)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "usage:" in proc.stderr
+
+
+def _all_parsers() -> list[tuple[str, argparse.ArgumentParser]]:
+    found: list[tuple[str, argparse.ArgumentParser]] = []
+
+    def walk(name: str, parser: argparse.ArgumentParser) -> None:
+        found.append((name, parser))
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for child_name, child in action.choices.items():
+                    walk(f"{name} {child_name}", child)
+
+    walk("sharecon", build_parser())
+    return found
+
+
+def test_help_texts_are_plain_text() -> None:
+    """No reST markup (``code``, :class:) in any --help: a terminal shows it as is."""
+    parsers = _all_parsers()
+    assert {"sharecon bench", "sharecon groups config", "sharecon groups delete"} <= {
+        name for name, _ in parsers
+    }
+    for name, parser in parsers:
+        text = parser.format_help()
+        assert "``" not in text and ":class:" not in text and ":func:" not in text, name
+    bench = cli("bench", "--help")
+    assert bench.returncode == 0 and "``" not in bench.stdout and "fresh topic" in bench.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "usage"),
+    [
+        (("consume", "t", "-g", "g", "--bogus"), "usage: sharecon consume "),
+        (
+            ("groups", "reset", "g", "-t", "t", "--to-latest", "--nope"),
+            "usage: sharecon groups reset ",
+        ),
+        (("dlq", "inspect", "d", "--nope"), "usage: sharecon dlq inspect "),
+    ],
+)
+def test_unknown_option_shows_the_subcommands_usage(args: tuple[str, ...], usage: str) -> None:
+    proc = cli(*args)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(usage), proc.stderr
+    prefix = usage.removeprefix("usage: ").strip()
+    assert f"{prefix}: error: unrecognized arguments: {args[-1]}" in proc.stderr
+
+
+def test_bootstrap_with_a_url_scheme_is_a_usage_error() -> None:
+    proc = cli("topics", "list", "-b", "kafka://localhost:9092")
+    assert_clean_error(proc, 2, "'kafka://localhost:9092'", "scheme (kafka://) is not accepted")
+    assert "IPv6" not in proc.stderr
+
+
+def test_value_only_and_json_do_not_go_together() -> None:
+    proc = cli("consume", "t", "-g", "g", "--json", "--value-only")
+    assert proc.returncode == 2
+    assert "--value-only: not allowed with argument --json" in proc.stderr
 
 
 @pytest.mark.parametrize(
@@ -325,6 +385,28 @@ def test_binary_json_round_trip_through_a_pipe(
     assert records[0].headers == (("bin", raw), ("none", None))
 
 
+def test_text_output_tells_a_missing_value_from_the_text_null(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    topic = topic_factory(1)
+    b = ("-b", kafka_bootstrap)
+    lines = [
+        {"key": None, "value": None},
+        {"key": "null", "value": "null"},
+        {"key": "k", "value": "tab\there", "headers": {"h": None, "n": "null"}},
+    ]
+    text = "".join(json.dumps(line) + "\n" for line in lines)
+    assert cli("produce", topic, "--format", "json", *b, input=text).returncode == 0
+    proc = cli("consume", topic, "-g", share_group, "--max", "3", *b)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split("\t")[1:] for line in proc.stdout.splitlines()]
+    assert rows == [
+        ["key=null", "null"],
+        ['key="null"', '"null"'],
+        ["key=k", '"tab\\there"', 'headers=h=null,n="null"'],
+    ]
+
+
 def test_bad_json_line_names_the_line_and_keeps_earlier_records(
     kafka_bootstrap: str, topic_factory: TopicFactory
 ) -> None:
@@ -393,6 +475,69 @@ def test_ack_release_redelivers_and_reject_archives(
     assert all(line.endswith("delivery=2") for line in lines)
     after = cli("consume", topic, "-g", share_group, "--idle", "1", *b)
     assert after.returncode == 0 and after.stdout == ""
+
+
+def test_consume_into_a_closed_pipe_ends_at_once_and_accepts_only_what_was_written(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    """`consume | head -2`: the command ends once its reader is gone, even with nothing left
+    to print; a record it could not write is released, never accepted."""
+    topic = topic_factory(1)
+    b = ("-b", kafka_bootstrap)
+    assert cli("produce", topic, *b, input="".join(f"r{i}\n" for i in range(100))).returncode == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHARECON_")}
+
+    async def all_done() -> None:
+        async with Admin(kafka_bootstrap) as admin:
+            with anyio.fail_after(30):
+                while True:
+                    offsets = await admin.describe_share_group_offsets(share_group, [topic])
+                    # Lag 0: every record delivered and accepted.
+                    if [(o.start_offset >= 0, o.lag) for o in offsets.values()] == [(True, 0)]:
+                        return
+                    await anyio.sleep(0.2)
+
+    # A reader that takes two lines and leaves once the consumer has written (into the
+    # pipe) and accepted all 100, while it waits for more.
+    proc = subprocess.Popen(
+        [*CLI, "consume", topic, "-g", share_group, *b],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(2)]
+        anyio.run(all_done)
+        proc.stdout.close()
+        _out, err = proc.communicate(timeout=30)  # it used to wait for records forever
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert [line.split(b"\t")[0] for line in lines] == [f"{topic}-0@{i}".encode() for i in (0, 1)]
+    assert proc.returncode == 0 and b"Traceback" not in err
+
+    # A reader gone before anything was written: nothing is accepted, so a second group
+    # member gets all 100 records.
+    other = unique("pipe")
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        closed = subprocess.run(
+            [*CLI, "consume", topic, "-g", other, "--earliest", *b],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert closed.returncode == 0 and b"Traceback" not in closed.stderr
+    again = cli("consume", topic, "-g", other, "--max", "100", "--json", *b)
+    assert again.returncode == 0, again.stderr
+    assert sorted(int(str(r["offset"])) for r in json_lines(again.stdout)) == list(range(100))
 
 
 @pytest.mark.parametrize(
