@@ -26,7 +26,7 @@ import contextlib
 import logging
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import anyio
 
@@ -37,12 +37,14 @@ from sharecon._net.connect import ConnectionConfig
 from sharecon.protocol import (
     AlterShareGroupOffsetsRequest,
     CreateTopicsRequest,
+    DeleteGroupsRequest,
     DeleteShareGroupOffsetsRequest,
     DeleteTopicsRequest,
     DescribeConfigsRequest,
     DescribeShareGroupOffsetsRequest,
     IncrementalAlterConfigsRequest,
     ListGroupsRequest,
+    ListOffsetsRequest,
     MetadataRequest,
     ShareGroupDescribeRequest,
 )
@@ -65,6 +67,7 @@ from sharecon.protocol.messages.incremental_alter_configs import (
     AlterableConfig,
     AlterConfigsResource,
 )
+from sharecon.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsTopic
 from sharecon.protocol.messages.metadata import MetadataRequestTopic
 from sharecon.protocol.names import topic_name_may_collide, validate_topic_name
 from sharecon.types import TopicPartition
@@ -80,7 +83,7 @@ if TYPE_CHECKING:
     from sharecon._net.cluster import ClusterMetadata
     from sharecon._net.connection import BrokerAddress
     from sharecon._net.sasl import SaslConfig
-    from sharecon.protocol import Request, Response
+    from sharecon.protocol import DeleteGroupsResponse, Request, Response
 
 R = TypeVar("R", bound="Response")
 
@@ -107,6 +110,19 @@ _COORDINATOR_MOVED = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.N
 # ... plus a coordinator still loading the group: retry the same one after a backoff.
 _COORDINATOR_RETRY = _COORDINATOR_MOVED | {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
 _SET, _DELETE = 0, 1  # IncrementalAlterConfigs operations
+# ListOffsets timestamps that stand for "the first offset" and "the next offset to write".
+_EARLIEST, _LATEST = -2, -1
+# The partition's leader moved or is not known yet: refresh the metadata and ask again.
+_LEADER_MOVED = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.OFFSET_NOT_AVAILABLE,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+    }
+)
 
 
 class ResourceType(IntEnum):
@@ -535,6 +551,99 @@ class Admin:
                 raise err
         self.cluster.forget_topics(names)
 
+    async def list_offsets(
+        self,
+        partitions: Iterable[TopicPartition],
+        which: Literal["earliest", "latest"],
+        *,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, int]:
+        """Each partition's first offset (``"earliest"``, the log start) or the offset the
+        next record will get (``"latest"``, the high watermark), asked of its leader.
+
+        Leader changes are retried (with a metadata refresh) until the call's deadline.
+
+        :raises ConfigError: ``which`` is neither ``"earliest"`` nor ``"latest"``.
+        :raises UnknownTopicOrPartitionError: naming a topic or partition that does not exist.
+        :raises KafkaTimeoutError: a partition still had no usable leader at the deadline.
+        """
+        if which not in ("earliest", "latest"):
+            raise errors.ConfigError(f"which must be 'earliest' or 'latest', not {which!r}")
+        stamp = _EARLIEST if which == "earliest" else _LATEST
+        wanted = list(dict.fromkeys(partitions))
+        limit = self._timeout(timeout)
+        deadline = anyio.current_time() + limit
+        out: dict[TopicPartition, int] = {}
+        attempt = 0
+        while True:
+            pending = [tp for tp in wanted if tp not in out]
+            if not pending:
+                return {tp: out[tp] for tp in wanted}
+            meta = await self.cluster.refresh_metadata(sorted({tp.topic for tp in pending}))
+            by_leader: dict[int, dict[str, list[int]]] = {}
+            for tp in pending:
+                parts = {p.partition: p for p in meta.partitions.get(tp.topic, ())}
+                if tp.topic not in meta.partitions:
+                    code = meta.topic_errors.get(tp.topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    if code in _LEADER_MOVED:
+                        continue
+                    err = errors.error_for_code(code, f"topic {tp.topic!r}")
+                    raise err or errors.UnknownTopicOrPartitionError(f"topic {tp.topic!r}")
+                info = parts.get(tp.partition)
+                if info is None:
+                    raise errors.UnknownTopicOrPartitionError(
+                        f"topic {tp.topic!r} has no partition {tp.partition}"
+                    )
+                if info.leader_id >= 0:
+                    by_leader.setdefault(info.leader_id, {}).setdefault(tp.topic, []).append(
+                        tp.partition
+                    )
+            last: errors.KafkaError | None = None
+            for leader, topics in sorted(by_leader.items()):
+                request = ListOffsetsRequest(
+                    replica_id=-1,  # a client, not a follower
+                    topics=tuple(
+                        ListOffsetsTopic(
+                            name=t,
+                            partitions=tuple(
+                                ListOffsetsPartition(partition_index=p, timestamp=stamp)
+                                for p in sorted(ps)
+                            ),
+                        )
+                        for t, ps in topics.items()
+                    ),
+                    timeout_ms=int(limit * 1000),
+                )
+                remaining = max(deadline - anyio.current_time(), 0.001)
+                try:
+                    response = await self.cluster.request(leader, request, timeout=remaining)
+                except (errors.BrokerDisconnectedError, errors.BrokerConnectError) as exc:
+                    last = exc
+                    continue
+                for t in response.topics:
+                    for p in t.partitions:
+                        where = f"{t.name}-{p.partition_index}"
+                        if p.error_code in _LEADER_MOVED:
+                            last = errors.error_for_code(
+                                p.error_code, f"listing offsets of {where}"
+                            )
+                            continue
+                        err = errors.error_for_code(p.error_code, f"listing offsets of {where}")
+                        if err is not None:
+                            raise err
+                        out[TopicPartition(t.name, p.partition_index)] = p.offset
+            if all(tp in out for tp in wanted):
+                continue
+            delay = RETRY_BACKOFF.delay(attempt)
+            attempt += 1
+            if anyio.current_time() + delay >= deadline:
+                missing = ", ".join(f"{tp.topic}-{tp.partition}" for tp in wanted if tp not in out)
+                raise errors.KafkaTimeoutError(
+                    f"no {which} offset for {missing} within {limit:g} s"
+                    + (f" (last error: {last})" if last is not None else " (no leader)")
+                )
+            await anyio.sleep(delay)
+
     # -- group configs -----------------------------------------------------------------------
 
     async def alter_group_config(
@@ -821,6 +930,92 @@ class Admin:
             )
             if err is not None:
                 raise err
+
+    async def delete_share_groups(
+        self, group_ids: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, errors.BrokerError | None]:
+        """Delete share groups (DeleteGroups, sent to each group's coordinator).
+
+        Deleting a group removes it with its state on every partition (start offsets,
+        delivery counts); its dynamic group configs (``share.auto.offset.reset``, ...)
+        are the broker's to keep or drop. Groups are deleted one request each, all at once.
+
+        Only share groups are deleted: each id is first described with ShareGroupDescribe,
+        so a consumer or classic group of that name is reported as not found and kept.
+
+        :returns: per group id, ``None`` when it was deleted, else the error, naming the
+            group: :class:`~sharecon.errors.NonEmptyGroupError` (it has active members;
+            stop its consumers first), :class:`~sharecon.errors.GroupIdNotFoundError` (no
+            such share group), :class:`~sharecon.errors.GroupAuthorizationFailedError`, ...
+        :raises ConfigError: an empty group id.
+        :raises KafkaError: a failure that is not about one group (the cluster cannot be
+            reached, the deadline passed).
+        """
+        ids = list(dict.fromkeys(group_ids))
+        if any(not g for g in ids):
+            raise errors.ConfigError("delete_share_groups: a group id must not be empty")
+        results: dict[str, errors.BrokerError | None] = {}
+        failures: list[errors.KafkaError] = []
+
+        async def delete_one(group_id: str) -> None:
+            # Caught here and raised after the task group, so the caller gets the error
+            # itself rather than an ExceptionGroup around it.
+            try:
+                results[group_id] = await self._delete_share_group(group_id, timeout)
+            except errors.KafkaError as exc:
+                failures.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            for group_id in ids:
+                tg.start_soon(delete_one, group_id)
+        if failures:
+            raise failures[0]
+        return {g: results[g] for g in ids}
+
+    async def _delete_share_group(
+        self, group_id: str, timeout: float | None
+    ) -> errors.BrokerError | None:
+        limit = self._timeout(timeout)
+        deadline = anyio.current_time() + limit
+        try:
+            state = (await self.describe_share_group(group_id, timeout=limit)).state
+        except errors.GroupIdNotFoundError:
+            state = "Dead"
+        except errors.BrokerError as exc:
+            return exc
+        # Some brokers describe an unknown id as a Dead group rather than an error.
+        if state.lower() == "dead":
+            return errors.GroupIdNotFoundError(f"share group {group_id!r} does not exist")
+
+        def group_error(response: DeleteGroupsResponse) -> tuple[int, str | None]:
+            # Only the coordinator errors go back to _group_call (it retries them); the
+            # group's own verdict is read below.
+            r = next((r for r in response.results if r.group_id == group_id), None)
+            if r is not None and r.error_code in _COORDINATOR_RETRY:
+                return r.error_code, r.error_message
+            return ErrorCode.NONE, None
+
+        remaining = max(deadline - anyio.current_time(), 0.001)
+        try:
+            response = await self._group_call(
+                group_id, DeleteGroupsRequest(groups_names=(group_id,)), group_error, remaining
+            )
+        except errors.BrokerError as exc:
+            return exc
+        r = next((r for r in response.results if r.group_id == group_id), None)
+        if r is None:
+            raise errors.RemoteProtocolError(
+                f"DeleteGroups response does not mention group {group_id!r}"
+            )
+        detail = f": {r.error_message}" if r.error_message else ""
+        if r.error_code == ErrorCode.NON_EMPTY_GROUP:
+            return errors.NonEmptyGroupError(
+                f"cannot delete share group {group_id!r}: it has active members "
+                f"(stop its consumers first){detail}"
+            )
+        if r.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+            return errors.GroupIdNotFoundError(f"share group {group_id!r} does not exist{detail}")
+        return errors.error_for_code(r.error_code, f"deleting share group {group_id!r}{detail}")
 
     # -- coordinator calls -------------------------------------------------------------------
 

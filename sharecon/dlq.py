@@ -10,7 +10,8 @@ Rules of this module:
    replayed (``sharecon dlq replay``).
 3. Where the broker routes rejected records itself (Kafka 4.4, ``share.version`` 2, and
    the group config ``errors.deadletterqueue.topic.name`` naming the same topic), the
-   client does not copy: rejecting is enough, and the broker writes the copy.
+   client does not copy: rejecting is enough, and the broker writes the copy, with its
+   own ``__dlq.errors.*`` headers instead (see :data:`BROKER_DLQ_HEADERS`).
 4. The producer and admin client the router needs run in a task of the consumer's task
    group, started on first use and stopped when the consumer closes.
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 
@@ -38,6 +39,14 @@ if TYPE_CHECKING:
     from sharecon.record import Record
 
 __all__ = [
+    "BROKER_DLQ_DELIVERY_COUNT",
+    "BROKER_DLQ_GROUP",
+    "BROKER_DLQ_HEADERS",
+    "BROKER_DLQ_MESSAGE",
+    "BROKER_DLQ_OFFSET",
+    "BROKER_DLQ_PARTITION",
+    "BROKER_DLQ_PREFIX",
+    "BROKER_DLQ_TOPIC",
     "DLQ_DELIVERY_COUNT",
     "DLQ_GROUP",
     "DLQ_HEADERS",
@@ -48,8 +57,11 @@ __all__ = [
     "DLQ_TOPIC",
     "DeadLetterInfo",
     "DeadLetterPolicy",
+    "any_dead_letter_info",
+    "broker_dead_letter_info",
     "dead_letter_headers",
     "dead_letter_info",
+    "original_headers",
 ]
 
 logger = logging.getLogger("sharecon.dlq")
@@ -77,6 +89,30 @@ DLQ_HEADERS = (
 
 # The group config that makes a Kafka 4.4 broker copy rejected records itself (KIP-1191).
 BROKER_DLQ_CONFIG = "errors.deadletterqueue.topic.name"
+
+#: Header prefix of what a Kafka 4.4 broker adds to the dead letters it writes itself.
+#: Names and formats are those of Kafka 4.4.0's ``ShareGroupDLQStateManager`` (every value
+#: UTF-8 text, numbers in decimal). The broker copies the key and the value (with the
+#: topic config ``errors.deadletterqueue.copy.record.enable``) but not the original
+#: headers, and stamps the copy with the time it wrote it.
+BROKER_DLQ_PREFIX = "__dlq.errors."
+BROKER_DLQ_TOPIC = "__dlq.errors.topic"
+BROKER_DLQ_PARTITION = "__dlq.errors.partition"
+BROKER_DLQ_OFFSET = "__dlq.errors.offset"
+BROKER_DLQ_GROUP = "__dlq.errors.group"
+#: Absent when the broker did not know the count.
+BROKER_DLQ_DELIVERY_COUNT = "__dlq.errors.delivery.count"
+#: Why: "Offset rejected by client." or "Offset delivery count exceeded the threshold.".
+BROKER_DLQ_MESSAGE = "__dlq.errors.message"
+#: Every header a Kafka 4.4 broker adds, in the order it adds them.
+BROKER_DLQ_HEADERS = (
+    BROKER_DLQ_TOPIC,
+    BROKER_DLQ_PARTITION,
+    BROKER_DLQ_OFFSET,
+    BROKER_DLQ_GROUP,
+    BROKER_DLQ_DELIVERY_COUNT,
+    BROKER_DLQ_MESSAGE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +152,13 @@ class DeadLetterPolicy:
 
 @dataclass(frozen=True, slots=True)
 class DeadLetterInfo:
-    """What the ``sharecon.dlq.*`` headers of a dead-lettered copy say."""
+    """What the dead-letter headers of a copy say (``-1`` for a number that is missing).
+
+    ``written_by`` is ``"sharecon"`` for the ``sharecon.dlq.*`` headers of
+    :func:`dead_letter_headers`, ``"broker"`` for the ``__dlq.errors.*`` headers of a
+    Kafka 4.4 broker (then ``reason`` is the broker's message and ``time_ms`` the copy's
+    own timestamp, which the broker sets when it writes it).
+    """
 
     topic: str
     partition: int
@@ -125,6 +167,7 @@ class DeadLetterInfo:
     group: str
     reason: str
     time_ms: int
+    written_by: Literal["sharecon", "broker"] = "sharecon"
 
 
 def dead_letter_headers(
@@ -146,33 +189,67 @@ def dead_letter_headers(
 
 def dead_letter_info(headers: Sequence[tuple[str, bytes | None]]) -> DeadLetterInfo | None:
     """Read the ``sharecon.dlq.*`` headers back (``None`` if the record has none)."""
-    found: dict[str, str] = {}
-    for key, value in headers:
-        if key.startswith(DLQ_PREFIX) and value is not None:
-            found[key] = value.decode("utf-8", "replace")
+    found = _text_headers(headers, DLQ_PREFIX)
     if DLQ_TOPIC not in found:
         return None
-
-    def number(key: str) -> int:
-        try:
-            return int(found.get(key, "-1"))
-        except ValueError:
-            return -1
-
     return DeadLetterInfo(
         topic=found[DLQ_TOPIC],
-        partition=number(DLQ_PARTITION),
-        offset=number(DLQ_OFFSET),
-        delivery_count=number(DLQ_DELIVERY_COUNT),
+        partition=_number(found, DLQ_PARTITION),
+        offset=_number(found, DLQ_OFFSET),
+        delivery_count=_number(found, DLQ_DELIVERY_COUNT),
         group=found.get(DLQ_GROUP, ""),
         reason=found.get(DLQ_REASON, ""),
-        time_ms=number(DLQ_TIME),
+        time_ms=_number(found, DLQ_TIME),
     )
 
 
+def broker_dead_letter_info(
+    headers: Sequence[tuple[str, bytes | None]], timestamp_ms: int = -1
+) -> DeadLetterInfo | None:
+    """Read the ``__dlq.errors.*`` headers of a copy a Kafka 4.4 broker wrote (``None`` if
+    the record has none); ``timestamp_ms`` is the copy's own timestamp, taken as the time
+    it was dead-lettered."""
+    found = _text_headers(headers, BROKER_DLQ_PREFIX)
+    if BROKER_DLQ_TOPIC not in found:
+        return None
+    return DeadLetterInfo(
+        topic=found[BROKER_DLQ_TOPIC],
+        partition=_number(found, BROKER_DLQ_PARTITION),
+        offset=_number(found, BROKER_DLQ_OFFSET),
+        delivery_count=_number(found, BROKER_DLQ_DELIVERY_COUNT),
+        group=found.get(BROKER_DLQ_GROUP, ""),
+        reason=found.get(BROKER_DLQ_MESSAGE, ""),
+        time_ms=timestamp_ms,
+        written_by="broker",
+    )
+
+
+def any_dead_letter_info(
+    headers: Sequence[tuple[str, bytes | None]], timestamp_ms: int = -1
+) -> DeadLetterInfo | None:
+    """:func:`dead_letter_info`, else :func:`broker_dead_letter_info`: whoever wrote the copy."""
+    return dead_letter_info(headers) or broker_dead_letter_info(headers, timestamp_ms)
+
+
+def _text_headers(headers: Sequence[tuple[str, bytes | None]], prefix: str) -> dict[str, str]:
+    return {
+        key: value.decode("utf-8", "replace")
+        for key, value in headers
+        if key.startswith(prefix) and value is not None
+    }
+
+
+def _number(found: dict[str, str], key: str) -> int:
+    try:
+        return int(found.get(key, "-1"))
+    except ValueError:
+        return -1
+
+
 def original_headers(headers: Sequence[tuple[str, bytes | None]]) -> list[tuple[str, bytes | None]]:
-    """The headers without the ``sharecon.dlq.*`` ones (for replaying a copy)."""
-    return [(k, v) for k, v in headers if not k.startswith(DLQ_PREFIX)]
+    """The headers without the dead-letter ones, ``sharecon.dlq.*`` and the broker's
+    ``__dlq.errors.*`` (for replaying a copy)."""
+    return [(k, v) for k, v in headers if not k.startswith((DLQ_PREFIX, BROKER_DLQ_PREFIX))]
 
 
 class DeadLetterRouter:

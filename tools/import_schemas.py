@@ -66,6 +66,8 @@ APIS: dict[str, tuple[str, int, int]] = {
     "DescribeShareGroupOffsets": ("describe_share_group_offsets", 0, 1),
     "AlterShareGroupOffsets": ("alter_share_group_offsets", 0, 0),
     "DeleteShareGroupOffsets": ("delete_share_group_offsets", 0, 0),
+    "DeleteGroups": ("delete_groups", 0, 3),
+    "ListOffsets": ("list_offsets", 6, 10),
     "SaslHandshake": ("sasl_handshake", 1, 1),
     "SaslAuthenticate": ("sasl_authenticate", 2, 2),
     "Fetch": ("fetch", 4, 17),

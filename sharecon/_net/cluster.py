@@ -173,6 +173,14 @@ def parse_bootstrap(bootstrap: str | Sequence[str]) -> tuple[BrokerAddress, ...]
         if not entry:
             continue
         host, port_text = entry, ""
+        scheme, sep, _rest = entry.partition("://")
+        if sep:
+            # Checked first: "kafka://h:9092" has two colons and would otherwise be taken
+            # for an IPv6 address written without brackets.
+            raise errors.ConfigError(
+                f"bootstrap address {entry!r}: a URL scheme ({scheme}://) is not accepted; "
+                "write host:port (TLS and SASL are set with their own options)"
+            )
         if entry.startswith("["):
             end = entry.find("]")
             if end < 0:

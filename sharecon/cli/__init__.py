@@ -99,6 +99,22 @@ def _document_exit_codes(parser: argparse.ArgumentParser) -> None:
                 _document_exit_codes(child)
 
 
+def _command_parser(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``args`` were parsed for, e.g. ``groups reset``."""
+    current = parser
+    for dest in ("command", "action"):
+        name = getattr(args, dest, None)
+        subparsers = next(
+            (a for a in current._actions if isinstance(a, argparse._SubParsersAction)), None
+        )
+        if name is None or subparsers is None or name not in subparsers.choices:
+            break
+        current = subparsers.choices[name]
+    return current
+
+
 def _configure_logging(verbosity: int) -> None:
     level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     handler = logging.StreamHandler(sys.stderr)
@@ -172,7 +188,11 @@ async def _supervise(
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (see ``sharecon --help``)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # parse_args would report these with the top-level usage; the subcommand's usage
+        # (its own options) is the one that helps.
+        _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     _configure_logging(getattr(args, "verbose", 0))
     args.quiet = getattr(args, "quiet", False)
     prefix = " ".join(["sharecon", args.command, *([args.action] if "action" in args else [])])

@@ -136,13 +136,31 @@ def record_to_json(record: Record, **extra: object) -> dict[str, Any]:
 
 
 def text_of(data: bytes | None) -> str:
-    """Bytes for a human: UTF-8 text with control characters escaped, else ``base64:...``."""
+    """Bytes for a human, in one unambiguous token (the text output of ``consume`` and
+    ``dlq``):
+
+    * ``null``: no bytes at all (a missing key or value, a null header value);
+    * the text itself, when it is printable UTF-8 that cannot be mistaken for another form;
+    * a JSON string literal (``"null"``, ``"a\\tb"``) when the text is ``null``, starts with
+      ``"`` or ``base64:``, or holds characters that are not printable (tabs, newlines,
+      control and invisible characters, escaped as ``\\t``, ``\\n``, ``\\uXXXX``);
+    * ``base64:...`` for bytes that are not UTF-8.
+    """
     if data is None:
         return "null"
     text, encoding = encode_field(data)
     assert text is not None
     if encoding is not None:
         return "base64:" + text
-    if text.isprintable():
+    if text.isprintable() and text != "null" and not text.startswith(('"', "base64:")):
         return text
-    return text.encode("unicode_escape").decode("ascii")
+    return _quoted(text)
+
+
+def _quoted(text: str) -> str:
+    """``text`` as a JSON string literal with every non-printable character escaped
+    (json.dumps leaves invisible ones such as U+200B as they are)."""
+    literal = json.dumps(text, ensure_ascii=False)
+    if literal.isprintable():
+        return literal
+    return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in literal)

@@ -7,11 +7,12 @@ same calls do nothing, so pipes and scripts see clean output.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from types import TracebackType
 
+    from rich.console import Console
     from rich.progress import Progress as RichProgress
     from rich.progress import TaskID
 
@@ -19,12 +20,30 @@ __all__ = ["Progress"]
 
 
 class Progress:
-    """``with Progress("producing", total=n, enabled=...) as bar: bar.advance(k)``."""
+    """``with Progress("producing", total=n, unit="records", enabled=...) as bar: bar.advance(k)``.
 
-    def __init__(self, description: str, *, total: float | None, enabled: bool = True) -> None:
+    ``unit`` says what is counted, and the bar shows it: ``"records"`` as ``1,200/5,000
+    records``, ``"bytes"`` as ``1.2/5.0 MB`` with a transfer rate. ``console`` replaces the
+    stderr console (tests); the bar is drawn only when that console is a terminal.
+    """
+
+    def __init__(
+        self,
+        description: str,
+        *,
+        total: float | None,
+        unit: Literal["records", "bytes"] = "records",
+        enabled: bool = True,
+        console: Console | None = None,
+    ) -> None:
+        if unit not in ("records", "bytes"):
+            raise ValueError(f"unit must be 'records' or 'bytes', not {unit!r}")
         self._description = description
         self._total = total
-        self._enabled = enabled and sys.stderr.isatty()
+        self._unit = unit
+        self._console = console
+        terminal = console.is_terminal if console is not None else sys.stderr.isatty()
+        self._enabled = enabled and terminal
         self._progress: RichProgress | None = None
         self._task: TaskID | None = None
 
@@ -34,22 +53,30 @@ class Progress:
             from rich.console import Console
             from rich.progress import (
                 BarColumn,
+                DownloadColumn,
                 MofNCompleteColumn,
+                ProgressColumn,
                 TaskProgressColumn,
                 TextColumn,
                 TimeElapsedColumn,
                 TimeRemainingColumn,
+                TransferSpeedColumn,
             )
             from rich.progress import Progress as RichProgress
 
+            counted: list[ProgressColumn]
+            if self._unit == "bytes":
+                counted = [DownloadColumn(), TransferSpeedColumn()]
+            else:
+                counted = [MofNCompleteColumn(), TextColumn("records")]
             self._progress = RichProgress(
                 TextColumn("{task.description}"),
                 BarColumn(),
-                MofNCompleteColumn(),
+                *counted,
                 TaskProgressColumn(),
                 TimeElapsedColumn(),
                 TimeRemainingColumn(),
-                console=Console(stderr=True),
+                console=self._console or Console(stderr=True),
                 transient=True,
             )
             self._progress.__enter__()

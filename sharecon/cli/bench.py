@@ -30,6 +30,18 @@ if TYPE_CHECKING:
 
 __all__ = ["register"]
 
+# The --help text: the module docstring is reST (``code``), which a terminal shows as is.
+_DESCRIPTION = """\
+A consume-throughput measurement against a given cluster: produce N records of random
+bytes into a fresh topic with sharecon's Producer, then consume them all through a fresh
+share group with ShareConsumer (implicit acks, so every record is accepted), and report
+records/s and MB/s for each step. --compare-confluent also consumes the same records with
+librdkafka's ShareConsumer (confluent-kafka) through another fresh group.
+
+A smaller cousin of benchmarks/consume.py in the source tree, which also runs Kafka's
+Java tool and measures memory.
+"""
+
 _EPILOG = """\
 examples:
   sharecon bench --bootstrap kafka:9092 --records 200000 --size 100
@@ -51,7 +63,7 @@ def register(
         "bench",
         parents=parents,
         help="measure produce and share-consume throughput against a cluster",
-        description=__doc__,
+        description=_DESCRIPTION,
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -16,6 +16,7 @@ from sharecon.cli._clients import (
 )
 from sharecon.cli._common import CliError, ExitCode, non_negative_float, positive_int
 from sharecon.cli._encoding import record_to_json, text_of
+from sharecon.cli._stdout import reader_gone
 from sharecon.types import AckType
 
 if TYPE_CHECKING:
@@ -35,11 +36,15 @@ with --ack (accept by default) after it was written to stdout.
 Records are printed one per line: TOPIC-PARTITION@OFFSET, then key=..., the value, and
 headers (text mode); or as JSON lines with --json:
   {"topic", "partition", "offset", "key", "value", "headers", "timestamp", "delivery_count"}
-Bytes that are valid UTF-8 are printed as text; others as base64, flagged by
+In JSON, bytes that are valid UTF-8 are text; others base64, flagged by
 "key_encoding"/"value_encoding": "base64" (and "encoding" in a header).
+In text mode: null is a missing key or value; UTF-8 text is shown as is, or as a quoted
+JSON string ("null", "a\\tb") when it is null, starts with " or base64:, or holds
+unprintable characters; other bytes as base64:...
 
-Runs until --max records were handled, --idle seconds passed without a record, or Ctrl-C.
-Records delivered but not printed when it stops are released (given back to the group).
+Runs until --max records were handled, --idle seconds passed without a record, Ctrl-C,
+or the reader of stdout went away (e.g. | head). Records delivered but not printed when
+it stops are released (given back to the group).
 """
 
 _EPILOG = """\
@@ -78,8 +83,13 @@ def register(
         metavar="SECONDS",
         help="stop once no record arrived for this long (counted from the assignment)",
     )
-    p.add_argument("--json", action="store_true", help="print JSON lines")
-    p.add_argument("--value-only", action="store_true", help="print only each value (text mode)")
+    # One output format: --value-only is a text form, and JSON lines always carry the
+    # whole record.
+    output = p.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print JSON lines")
+    output.add_argument(
+        "--value-only", action="store_true", help="print only each value (text mode)"
+    )
     p.add_argument(
         "--earliest",
         action="store_true",
@@ -123,10 +133,15 @@ async def run(args: argparse.Namespace, options: ClientOptions) -> int:
         max_records=min(remaining, 500) if remaining else 500,
     )
     results: dict[TopicPartition, errors.KafkaError | None] = {}
+    # Waits are cut short so that a reader gone while nothing arrives (`| head -2` with
+    # every record printed) ends the command at once instead of leaving it waiting.
+    poll_timeout = min(idle.poll_timeout(), 0.2)
     async with consumer:
         while remaining is None or remaining > 0:
-            records = await consumer.poll(idle.poll_timeout(), max_records=remaining)
+            records = await consumer.poll(poll_timeout, max_records=remaining)
             if not records:
+                if reader_gone(out):
+                    raise BrokenPipeError("the reader of stdout went away")
                 if idle.expired(consumer):
                     break
                 continue
@@ -143,14 +158,17 @@ async def run(args: argparse.Namespace, options: ClientOptions) -> int:
                         out.write(json.dumps(record_to_json(record), ensure_ascii=False) + "\n")
                     else:
                         out.write(format_text(record, value_only=args.value_only) + "\n")
+                    # Flushed one by one: a record is answered only once it really left
+                    # (a buffered line is not written yet), and a closed pipe shows up at
+                    # the first record it did not take.
+                    out.flush()
                 except BaseException:
-                    # Not printed: give this record and the rest of the batch back.
+                    # Not written: give this record and the rest of the batch back.
                     for r in records[i:]:
                         r.release()
                     raise
                 if answer:
                     consumer.acknowledge(record, ack)
-            out.flush()
             handled += len(records)
             if remaining is not None:
                 remaining -= len(records)

@@ -2,7 +2,8 @@
 
 Dead-letter copies carry ``sharecon.dlq.*`` headers (written by
 ``ShareConsumer.reject_to_dlq`` and ``DeadLetterPolicy``; see docs/dlq.md) naming the
-source topic, partition, offset, delivery count, group, reason and time.
+source topic, partition, offset, delivery count, group, reason and time. Copies a Kafka
+4.4 broker wrote itself carry its ``__dlq.errors.*`` headers instead; both are decoded.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import json
 import sys
 import uuid
 from typing import TYPE_CHECKING
+
+import anyio
 
 from sharecon import errors
 from sharecon.cli._clients import (
@@ -26,7 +29,7 @@ from sharecon.cli._clients import (
 from sharecon.cli._common import CliError, ExitCode, non_negative_float, positive_int
 from sharecon.cli._encoding import record_to_json, text_of
 from sharecon.cli._progress import Progress
-from sharecon.dlq import DeadLetterInfo, dead_letter_info, original_headers
+from sharecon.dlq import DeadLetterInfo, any_dead_letter_info, original_headers
 from sharecon.producer import ProducerRecord
 
 if TYPE_CHECKING:
@@ -46,24 +49,29 @@ INSPECT_GROUP_PREFIX = "sharecon-dlq-inspect-"
 _EVERYTHING = 2**63 - 1
 
 _INSPECT_DESCRIPTION = """\
-Print the records of a dead-letter topic with their sharecon.dlq.* headers decoded:
-source topic-partition@offset, delivery count, group, time and reason.
+Print the records of a dead-letter topic with their dead-letter headers decoded: source
+topic-partition@offset, delivery count, group, time and reason. Both kinds are read: the
+sharecon.dlq.* headers of copies written by sharecon, and the __dlq.errors.* headers of
+copies a Kafka 4.4 broker wrote itself (shown with by=broker; their reason is the
+broker's message, their time the copy's timestamp).
 
 Non-destructive: each run reads through a new throwaway share group
 (sharecon-dlq-inspect-<random>, starting at the earliest record), so it neither takes
-records away from `dlq replay` nor raises their delivery count. The throwaway group's
-offsets are deleted afterwards; the empty group itself stays listed until the broker
-expires it. It stops after --max records, or once nothing arrived for --idle seconds.
+records away from `dlq replay` nor raises their delivery count. The throwaway group is
+deleted afterwards, with its config: nothing is left behind. It stops after --max
+records, or once nothing arrived for --idle seconds.
 
 Text mode prints one line per record; --json prints the `consume --json` object plus
 "dlq": {"source_topic", "source_partition", "source_offset", "delivery_count", "group",
-"reason", "time", "time_ms"} (null when the record has no sharecon.dlq.* headers).
+"reason", "time", "time_ms", "written_by"} (null when the record has no dead-letter
+headers; written_by is "sharecon" or "broker").
 """
 
 _REPLAY_DESCRIPTION = """\
 Move records from a dead-letter topic back to a topic: each record's key, value and
-original headers (the sharecon.dlq.* ones are dropped) are produced to --to, or to the
-source topic named in its sharecon.dlq.topic header. A dead-letter record is accepted
+original headers (the dead-letter ones, sharecon.dlq.* and __dlq.errors.*, are dropped)
+are produced to --to, or to the source topic named in its sharecon.dlq.topic (or the
+broker's __dlq.errors.topic) header. A dead-letter record is accepted
 (removed from the replay group's view) only after its copy was acknowledged by the
 broker; if producing fails it is released (it stays in the DLQ) and the command stops
 with exit code 1.
@@ -161,6 +169,11 @@ def _iso(ms: int) -> str:
     return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _info(record: Record) -> DeadLetterInfo | None:
+    """The record's dead-letter headers, whoever wrote them (sharecon or the broker)."""
+    return any_dead_letter_info(record.headers, record.timestamp)
+
+
 def _dlq_json(info: DeadLetterInfo | None) -> dict[str, object] | None:
     if info is None:
         return None
@@ -173,13 +186,14 @@ def _dlq_json(info: DeadLetterInfo | None) -> dict[str, object] | None:
         "reason": info.reason,
         "time": _iso(info.time_ms),
         "time_ms": info.time_ms,
+        "written_by": info.written_by,
     }
 
 
 def _dlq_text(record: Record, info: DeadLetterInfo | None) -> str:
     parts = [f"{record.topic}-{record.partition}@{record.offset}"]
     if info is None:
-        parts.append("(no sharecon.dlq headers)")
+        parts.append("(no dead-letter headers)")
     else:
         parts += [
             f"from={info.topic}-{info.partition}@{info.offset}",
@@ -188,6 +202,8 @@ def _dlq_text(record: Record, info: DeadLetterInfo | None) -> str:
             f"at={_iso(info.time_ms)}",
             f"reason={text_of(info.reason.encode())}",
         ]
+        if info.written_by != "sharecon":
+            parts.append(f"by={info.written_by}")
     parts += [f"key={text_of(record.key)}", f"value={text_of(record.value)}"]
     kept = original_headers(record.headers)
     if kept:
@@ -206,13 +222,36 @@ async def _read_throwaway(
     return group, consumer
 
 
-async def _forget_group(admin: Admin, group: str, topic: str) -> None:
-    """Best effort: drop a throwaway group's state so it holds nothing on the broker."""
-    try:
-        await admin.delete_share_group_offsets(group, [topic])
-        await admin.alter_group_config(group, {"share.auto.offset.reset": None})
-    except errors.KafkaError:
-        pass
+async def _forget_group(admin: Admin, group: str, timeout: float) -> None:
+    """Delete a throwaway group and its config, so a read leaves nothing behind.
+
+    Runs after the consumer left (its close is done), shielded so that Ctrl-C during
+    the read still cleans up, and bounded by ``timeout``. A failure is reported on stderr,
+    not raised: what was read was printed already.
+    """
+    problem: str | None = None
+    with anyio.CancelScope(shield=True), anyio.move_on_after(timeout) as scope:
+        try:
+            # The member's leave reaches the coordinator with the consumer's close; a
+            # delete racing it is refused as non-empty, so ask again for a moment.
+            for attempt in range(50):
+                result = (await admin.delete_share_groups([group]))[group]
+                if not isinstance(result, errors.NonEmptyGroupError) or attempt == 49:
+                    break
+                await anyio.sleep(0.1)
+            # Not found: the group was never created (nothing was read); nothing to delete.
+            if result is not None and not isinstance(result, errors.GroupIdNotFoundError):
+                problem = str(result)
+            await admin.alter_group_config(group, {"share.auto.offset.reset": None})
+        except errors.KafkaError as exc:
+            problem = str(exc)
+    if scope.cancelled_caught:
+        problem = f"no answer within {timeout:g} s"
+    if problem is not None:
+        sys.stderr.write(
+            f"warning: the throwaway share group {group!r} could not be deleted ({problem}); "
+            f"`sharecon groups delete {group}` removes it\n"
+        )
 
 
 # -- inspect -------------------------------------------------------------------------------
@@ -229,7 +268,7 @@ async def _inspect(args: argparse.Namespace, options: ClientOptions) -> int:
                 consumer, args.max, args.idle, lambda r: _print_inspect(r, args.json)
             )
         finally:
-            await _forget_group(admin, group, args.topic)
+            await _forget_group(admin, group, options.timeout)
     if not args.quiet:
         sys.stderr.write(f"{count} dead-letter record(s) in {args.topic}\n")
     out.flush()
@@ -237,7 +276,7 @@ async def _inspect(args: argparse.Namespace, options: ClientOptions) -> int:
 
 
 def _print_inspect(record: Record, as_json: bool) -> None:
-    info = dead_letter_info(record.headers)
+    info = _info(record)
     if as_json:
         obj = record_to_json(record, dlq=_dlq_json(info))
         sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
@@ -278,11 +317,11 @@ async def _drain(
 def _target_of(record: Record, target: str | None) -> str:
     if target is not None:
         return target
-    info = dead_letter_info(record.headers)
+    info = _info(record)
     if info is None or not info.topic:
         raise CliError(
             f"{record.topic}-{record.partition}@{record.offset} has no sharecon.dlq.topic "
-            "header, so its source topic is unknown; pass --to TOPIC",
+            "(or __dlq.errors.topic) header, so its source topic is unknown; pass --to TOPIC",
             ExitCode.USAGE,
         )
     return info.topic
@@ -325,9 +364,7 @@ async def _dry_run(args: argparse.Namespace, options: ClientOptions, admin: Admi
         known.add(target)
         shown += 1
         if args.json:
-            obj = record_to_json(
-                record, target=target, dlq=_dlq_json(dead_letter_info(record.headers))
-            )
+            obj = record_to_json(record, target=target, dlq=_dlq_json(_info(record)))
             sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
         else:
             sys.stdout.write(
@@ -339,11 +376,12 @@ async def _dry_run(args: argparse.Namespace, options: ClientOptions, admin: Admi
     try:
         await _drain(consumer, args.max, args.idle, show)
     finally:
-        await _forget_group(admin, group, args.source)
+        await _forget_group(admin, group, options.timeout)
     if not args.quiet:
         sys.stderr.write(
             f"dry run: {shown} record(s) would be replayed from {args.source}"
-            f" to {', '.join(sorted(known)) or '-'}\n"
+            + (f" to {', '.join(sorted(known))}" if known else "")
+            + "\n"
         )
     return ExitCode.OK
 
@@ -415,6 +453,12 @@ async def _replay_for_real(args: argparse.Namespace, options: ClientOptions, adm
                         ExitCode.KAFKA,
                     )
     if not args.quiet:
-        where = ", ".join(f"{t} ({n})" for t, n in sorted(per_target.items())) or "-"
-        sys.stderr.write(f"{replayed} record(s) replayed from {args.source} to {where}\n")
+        if per_target:
+            where = " to " + ", ".join(f"{t} ({n})" for t, n in sorted(per_target.items()))
+        elif args.target:
+            where = f" to {args.target}"
+        else:
+            where = ""
+        nothing = "" if replayed else f" (nothing left to replay for group {args.group!r})"
+        sys.stderr.write(f"{replayed} record(s) replayed from {args.source}{where}{nothing}\n")
     return ExitCode.OK

@@ -224,7 +224,10 @@ async def _produce(
     bad: tuple[int, str] | None = None
     pending = b""
     async with make_producer(options, compression=args.compression, acks=args.acks) as producer:
-        with Progress(f"producing to {args.topic}", total=size, enabled=not args.quiet) as bar:
+        # Counted in bytes read: the number of records in the input is not known ahead.
+        with Progress(
+            f"producing to {args.topic}", total=size, unit="bytes", enabled=not args.quiet
+        ) as bar:
             eof = False
             while not eof and bad is None and failure is None:
                 chunk = await anyio.to_thread.run_sync(_read_chunk, stream, abandon_on_cancel=True)

@@ -18,6 +18,7 @@ from sharecon.protocol.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
     CreateTopicsRequest,
+    DeleteGroupsRequest,
     DeleteShareGroupOffsetsRequest,
     DeleteTopicsRequest,
     DescribeConfigsRequest,
@@ -27,6 +28,7 @@ from sharecon.protocol.messages import (
     IncrementalAlterConfigsRequest,
     InitProducerIdRequest,
     ListGroupsRequest,
+    ListOffsetsRequest,
     MetadataRequest,
     ProduceRequest,
     SaslAuthenticateRequest,
@@ -73,6 +75,12 @@ CLIENT_VERSIONS: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         DescribeShareGroupOffsetsRequest.api_key: (0, 1),
         AlterShareGroupOffsetsRequest.api_key: (0, 0),
         DeleteShareGroupOffsetsRequest.api_key: (0, 0),
+        # v2 is the first flexible version (Kafka 4.1-4.3 stop there); v3 (4.4) adds a
+        # per-group error message. v0-1 are generated and tested but never sent.
+        DeleteGroupsRequest.api_key: (2, 3),
+        # Earliest/latest offsets only; v6 is the first flexible version, v10 the newest
+        # a Kafka 4.1 broker speaks.
+        ListOffsetsRequest.api_key: (6, 10),
         SaslHandshakeRequest.api_key: (1, 1),
         SaslAuthenticateRequest.api_key: (2, 2),
         FetchRequest.api_key: (12, 17),

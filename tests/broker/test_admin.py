@@ -11,6 +11,7 @@ import pytest
 
 from sharecon import errors
 from sharecon.admin import Admin, ConfigSource, NewTopic, ResourceType
+from sharecon.producer import Producer, ProducerRecord
 from sharecon.protocol import ShareGroupHeartbeatRequest
 from sharecon.types import TopicPartition
 
@@ -275,6 +276,70 @@ async def test_share_group_lifecycle(
         TopicPartition(topic, 0): -1,
         TopicPartition(topic, 1): -1,
     }
+
+
+async def test_delete_share_groups(
+    admin: Admin, topic_factory: TopicFactory, produce_records: ProduceRecords
+) -> None:
+    """A group with a member is refused (naming it); an empty one is deleted with its state;
+    an unknown id, or one that only has configs, is reported as not found."""
+    topic = topic_factory(1)
+    produce_records(topic, 5)
+    busy, ghost, configured = fresh("del-busy"), fresh("del-ghost"), fresh("del-cfg")
+    await admin.alter_group_config(busy, {"share.auto.offset.reset": "earliest"})
+    await admin.alter_group_config(configured, {"share.auto.offset.reset": "earliest"})
+    member = BareMember(admin, busy, topic)
+    await member.join_until_assigned(1)
+
+    results = await admin.delete_share_groups([busy, ghost, configured])
+    assert list(results) == [busy, ghost, configured]
+    assert isinstance(results[busy], errors.NonEmptyGroupError)
+    assert busy in str(results[busy]) and "active members" in str(results[busy])
+    assert isinstance(results[ghost], errors.GroupIdNotFoundError)
+    assert ghost in str(results[ghost])
+    assert isinstance(results[configured], errors.GroupIdNotFoundError)
+    assert (await admin.describe_share_group(busy)).members  # still there
+
+    await member.leave()
+
+    async def no_members() -> bool:
+        return not (await admin.describe_share_group(busy)).members
+
+    await eventually(no_members)
+    await admin.alter_share_group_offsets(busy, {TopicPartition(topic, 0): 2})
+    assert await admin.delete_share_groups([busy]) == {busy: None}
+    with pytest.raises(errors.GroupIdNotFoundError, match=busy):
+        await admin.describe_share_group(busy)
+    assert busy not in {g.group_id for g in await admin.list_share_groups()}
+    # The group's state went with it; its dynamic configs are kept by the broker.
+    gone = await admin.describe_share_group_offsets(busy, [topic])
+    assert {tp: o.start_offset for tp, o in gone.items()} == {TopicPartition(topic, 0): -1}
+    kept = await admin.describe_group_config(busy, ["share.auto.offset.reset"])
+    assert kept["share.auto.offset.reset"].value == "earliest"
+
+    with pytest.raises(errors.ConfigError, match="empty"):
+        await admin.delete_share_groups(["ok", ""])
+
+
+async def test_list_offsets(
+    admin: Admin, topic_factory: TopicFactory, kafka_bootstrap: str
+) -> None:
+    topic = topic_factory(2)
+    async with Producer(kafka_bootstrap) as producer:
+        await producer.send_batch(
+            [ProducerRecord(topic, b"x", partition=0) for _ in range(3)]
+            + [ProducerRecord(topic, b"y", partition=1) for _ in range(7)]
+        )
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    assert await admin.list_offsets([tp0, tp1], "latest") == {tp0: 3, tp1: 7}
+    assert await admin.list_offsets([tp1, tp0], "earliest") == {tp1: 0, tp0: 0}
+    with pytest.raises(errors.UnknownTopicOrPartitionError, match=f"{topic}.*no partition 2"):
+        await admin.list_offsets([TopicPartition(topic, 2)], "latest")
+    missing = fresh("no-topic")
+    with pytest.raises(errors.UnknownTopicOrPartitionError, match=missing):
+        await admin.list_offsets([TopicPartition(missing, 0)], "earliest")
+    with pytest.raises(errors.ConfigError, match="earliest"):
+        await admin.list_offsets([tp0], "first")  # type: ignore[arg-type]
 
 
 async def test_describe_missing_share_group_names_it(admin: Admin) -> None:

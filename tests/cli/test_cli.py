@@ -7,6 +7,7 @@ input, 5 unreachable, 130 interrupted).
 
 from __future__ import annotations
 
+import argparse
 import base64
 import json
 import os
@@ -22,6 +23,7 @@ import anyio
 import pytest
 
 from sharecon.admin import Admin
+from sharecon.cli import build_parser
 from sharecon.consumer import ShareConsumer
 from sharecon.dlq import DLQ_PREFIX, dead_letter_headers
 from sharecon.producer import Producer, ProducerRecord
@@ -149,6 +151,64 @@ def test_usage_errors_exit_2(args: tuple[str, ...]) -> None:
     proc = cli(*args)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "usage:" in proc.stderr
+
+
+def _all_parsers() -> list[tuple[str, argparse.ArgumentParser]]:
+    found: list[tuple[str, argparse.ArgumentParser]] = []
+
+    def walk(name: str, parser: argparse.ArgumentParser) -> None:
+        found.append((name, parser))
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for child_name, child in action.choices.items():
+                    walk(f"{name} {child_name}", child)
+
+    walk("sharecon", build_parser())
+    return found
+
+
+def test_help_texts_are_plain_text() -> None:
+    """No reST markup (``code``, :class:) in any --help: a terminal shows it as is."""
+    parsers = _all_parsers()
+    assert {"sharecon bench", "sharecon groups config", "sharecon groups delete"} <= {
+        name for name, _ in parsers
+    }
+    for name, parser in parsers:
+        text = parser.format_help()
+        assert "``" not in text and ":class:" not in text and ":func:" not in text, name
+    bench = cli("bench", "--help")
+    assert bench.returncode == 0 and "``" not in bench.stdout and "fresh topic" in bench.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "usage"),
+    [
+        (("consume", "t", "-g", "g", "--bogus"), "usage: sharecon consume "),
+        (
+            ("groups", "reset", "g", "-t", "t", "--to-latest", "--nope"),
+            "usage: sharecon groups reset ",
+        ),
+        (("dlq", "inspect", "d", "--nope"), "usage: sharecon dlq inspect "),
+    ],
+)
+def test_unknown_option_shows_the_subcommands_usage(args: tuple[str, ...], usage: str) -> None:
+    proc = cli(*args)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(usage), proc.stderr
+    prefix = usage.removeprefix("usage: ").strip()
+    assert f"{prefix}: error: unrecognized arguments: {args[-1]}" in proc.stderr
+
+
+def test_bootstrap_with_a_url_scheme_is_a_usage_error() -> None:
+    proc = cli("topics", "list", "-b", "kafka://localhost:9092")
+    assert_clean_error(proc, 2, "'kafka://localhost:9092'", "scheme (kafka://) is not accepted")
+    assert "IPv6" not in proc.stderr
+
+
+def test_value_only_and_json_do_not_go_together() -> None:
+    proc = cli("consume", "t", "-g", "g", "--json", "--value-only")
+    assert proc.returncode == 2
+    assert "--value-only: not allowed with argument --json" in proc.stderr
 
 
 @pytest.mark.parametrize(
@@ -325,6 +385,28 @@ def test_binary_json_round_trip_through_a_pipe(
     assert records[0].headers == (("bin", raw), ("none", None))
 
 
+def test_text_output_tells_a_missing_value_from_the_text_null(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    topic = topic_factory(1)
+    b = ("-b", kafka_bootstrap)
+    lines = [
+        {"key": None, "value": None},
+        {"key": "null", "value": "null"},
+        {"key": "k", "value": "tab\there", "headers": {"h": None, "n": "null"}},
+    ]
+    text = "".join(json.dumps(line) + "\n" for line in lines)
+    assert cli("produce", topic, "--format", "json", *b, input=text).returncode == 0
+    proc = cli("consume", topic, "-g", share_group, "--max", "3", *b)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split("\t")[1:] for line in proc.stdout.splitlines()]
+    assert rows == [
+        ["key=null", "null"],
+        ['key="null"', '"null"'],
+        ["key=k", '"tab\\there"', 'headers=h=null,n="null"'],
+    ]
+
+
 def test_bad_json_line_names_the_line_and_keeps_earlier_records(
     kafka_bootstrap: str, topic_factory: TopicFactory
 ) -> None:
@@ -393,6 +475,69 @@ def test_ack_release_redelivers_and_reject_archives(
     assert all(line.endswith("delivery=2") for line in lines)
     after = cli("consume", topic, "-g", share_group, "--idle", "1", *b)
     assert after.returncode == 0 and after.stdout == ""
+
+
+def test_consume_into_a_closed_pipe_ends_at_once_and_accepts_only_what_was_written(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    """`consume | head -2`: the command ends once its reader is gone, even with nothing left
+    to print; a record it could not write is released, never accepted."""
+    topic = topic_factory(1)
+    b = ("-b", kafka_bootstrap)
+    assert cli("produce", topic, *b, input="".join(f"r{i}\n" for i in range(100))).returncode == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHARECON_")}
+
+    async def all_done() -> None:
+        async with Admin(kafka_bootstrap) as admin:
+            with anyio.fail_after(30):
+                while True:
+                    offsets = await admin.describe_share_group_offsets(share_group, [topic])
+                    # Lag 0: every record delivered and accepted.
+                    if [(o.start_offset >= 0, o.lag) for o in offsets.values()] == [(True, 0)]:
+                        return
+                    await anyio.sleep(0.2)
+
+    # A reader that takes two lines and leaves once the consumer has written (into the
+    # pipe) and accepted all 100, while it waits for more.
+    proc = subprocess.Popen(
+        [*CLI, "consume", topic, "-g", share_group, *b],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(2)]
+        anyio.run(all_done)
+        proc.stdout.close()
+        _out, err = proc.communicate(timeout=30)  # it used to wait for records forever
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert [line.split(b"\t")[0] for line in lines] == [f"{topic}-0@{i}".encode() for i in (0, 1)]
+    assert proc.returncode == 0 and b"Traceback" not in err
+
+    # A reader gone before anything was written: nothing is accepted, so a second group
+    # member gets all 100 records.
+    other = unique("pipe")
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        closed = subprocess.run(
+            [*CLI, "consume", topic, "-g", other, "--earliest", *b],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert closed.returncode == 0 and b"Traceback" not in closed.stderr
+    again = cli("consume", topic, "-g", other, "--max", "100", "--json", *b)
+    assert again.returncode == 0, again.stderr
+    assert sorted(int(str(r["offset"])) for r in json_lines(again.stdout)) == list(range(100))
 
 
 @pytest.mark.parametrize(
@@ -486,6 +631,158 @@ def test_unknown_group_is_exit_3(kafka_bootstrap: str) -> None:
         assert_clean_error(proc, 3, repr(group), "does not exist")
 
 
+def _with_member(
+    bootstrap: str, group: str, topic: str, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """Run the CLI with ``args`` while a ShareConsumer of ``group`` is a member."""
+
+    async def main() -> subprocess.CompletedProcess[str]:
+        async with ShareConsumer(bootstrap, group_id=group, topics=[topic]) as consumer:
+            with anyio.fail_after(30):
+                while not consumer.assignment:
+                    await consumer.poll(0.2)
+            return await anyio.to_thread.run_sync(lambda: cli(*args))
+
+    return anyio.run(main)
+
+
+def test_groups_delete(kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str) -> None:
+    """A group with members, or a name that does not exist, deletes nothing; an empty group
+    goes with its state; --if-exists skips missing names."""
+    topic = topic_factory(1)
+    b = ("-b", kafka_bootstrap)
+    assert cli("produce", topic, *b, input="a\nb\n").returncode == 0
+    assert cli("consume", topic, "-g", share_group, "--max", "1", *b).returncode == 0
+    other, ghost = unique("del"), unique("ghost")
+    assert cli("consume", topic, "-g", other, "--earliest", "--max", "1", *b).returncode == 0
+
+    busy = _with_member(kafka_bootstrap, share_group, topic, "groups", "delete", share_group, *b)
+    assert_clean_error(busy, 1, repr(share_group), "active members", "nothing was deleted")
+    typo = cli("groups", "delete", other, ghost, *b)
+    assert_clean_error(typo, 3, repr(ghost), "does not exist", "nothing was deleted")
+    assert cli("groups", "describe", other, *b).returncode == 0  # still there
+
+    proc = cli("groups", "delete", share_group, other, *b)
+    assert proc.returncode == 0, proc.stderr
+    assert f"share group {share_group!r} deleted" in proc.stderr
+    assert f"share group {other!r} deleted" in proc.stderr
+    for group in (share_group, other):
+        assert_clean_error(cli("groups", "describe", group, *b), 3, repr(group))
+    listed = {g["group"] for g in json_lines(cli("groups", "list", "--json", *b).stdout)}
+    assert not {share_group, other} & listed
+    # Its state went with it: a new group of that name starts over (earliest is kept as
+    # a config) and gets the record the old one had accepted.
+    again = cli("consume", topic, "-g", other, "--max", "2", "--value-only", *b)
+    assert again.stdout.splitlines() == ["a", "b"]
+
+    assert cli("groups", "delete", ghost, "--if-exists", *b).returncode == 0
+
+
+def test_groups_config_read_set_delete(kafka_bootstrap: str) -> None:
+    """Configs are read and changed without a consumer, even before the group exists."""
+    group = unique("cfg")
+    b = ("-b", kafka_bootstrap)
+    shown = cli("groups", "config", group, "--json", *b)
+    assert shown.returncode == 0, shown.stderr
+    conf = json.loads(shown.stdout)
+    assert conf["group"] == group and conf["exists"] is False
+    assert "does not exist yet" in shown.stderr
+    assert conf["configs"]["share.auto.offset.reset"] == {
+        "value": "latest",
+        "source": "default",
+        "default": True,
+    }
+    assert {"share.record.lock.duration.ms", "share.delivery.count.limit"} <= set(conf["configs"])
+    assert not any(name.startswith("consumer.") for name in conf["configs"])  # not a share config
+
+    changed = cli(
+        "groups", "config", group, "--set", "share.record.lock.duration.ms=45000",
+        "--set", "share.delivery.count.limit=3", "--set", "share.isolation.level=read_committed",
+        "--json", *b,
+    )  # fmt: skip
+    assert changed.returncode == 0, changed.stderr
+    after = json.loads(changed.stdout)["configs"]
+    assert after["share.record.lock.duration.ms"] == {
+        "value": "45000",
+        "source": "group",
+        "default": False,
+    }
+    assert after["share.delivery.count.limit"]["value"] == "3"
+
+    async def read() -> dict[str, str | None]:
+        async with Admin(kafka_bootstrap) as admin:
+            entries = await admin.describe_group_config(group)
+        return {k: e.value for k, e in entries.items()}
+
+    assert anyio.run(read)["share.isolation.level"] == "read_committed"  # really set
+
+    removed = cli("groups", "config", group, "--delete", "share.isolation.level", *b)
+    assert removed.returncode == 0, removed.stderr
+    row = next(line for line in removed.stdout.splitlines() if "share.isolation.level" in line)
+    assert row.split() == ["share.isolation.level", "read_uncommitted", "default"]
+    assert "consumer.session.timeout.ms" in cli("groups", "config", group, "--all", *b).stdout
+
+    unknown = cli("groups", "config", group, "--set", "share.no.such=1", *b)
+    assert_clean_error(unknown, 1, repr(group), "share.no.such")
+    bad = cli("groups", "config", group, "--set", "share.delivery.count.limit=many", *b)
+    assert_clean_error(bad, 1, repr(group))
+    both = cli("groups", "config", group, "--set", "a=1", "--delete", "a", *b)
+    assert_clean_error(both, 2, "both set and deleted")
+    assert_clean_error(cli("groups", "config", group, "--set", "novalue", *b), 2, "KEY=VALUE")
+
+
+def test_groups_reset_of_a_group_that_does_not_exist_yet(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    """--to-earliest/--to-latest set share.auto.offset.reset for the group's first consumer;
+    --to-offset creates the group with those start offsets."""
+    topic = topic_factory(1)
+    b = ("-b", kafka_bootstrap)
+    assert cli("produce", topic, *b, input="a\nb\nc\n").returncode == 0
+    early, late, pinned = unique("new-early"), unique("new-late"), unique("new-pinned")
+
+    proc = cli("groups", "reset", early, "--topic", topic, "--to-earliest", *b)
+    assert proc.returncode == 0, proc.stderr
+    assert "does not exist yet" in proc.stderr and "share.auto.offset.reset=earliest" in proc.stderr
+    got = cli("consume", topic, "-g", early, "--max", "3", "--value-only", *b)
+    assert got.stdout.splitlines() == ["a", "b", "c"]
+
+    assert cli("groups", "reset", late, "--topic", topic, "--to-latest", *b).returncode == 0
+    none = cli("consume", topic, "-g", late, "--idle", "1", *b)
+    assert none.returncode == 0 and none.stdout == ""
+
+    proc = cli("groups", "reset", pinned, "--topic", topic, "--to-offset", "1", *b)
+    assert proc.returncode == 0, proc.stderr
+    assert "did not exist" in proc.stderr
+    offsets = json_lines(cli("groups", "offsets", pinned, "--json", *b).stdout)
+    assert [(o["start_offset"], o["lag"]) for o in offsets] == [(1, 2)]
+    got = cli("consume", topic, "-g", pinned, "--max", "2", "--value-only", *b)
+    assert got.stdout.splitlines() == ["b", "c"]
+
+
+def test_groups_reset_to_offset_past_the_end_starts_at_the_end(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    """An offset past a partition's end is moved to the end, saying so; no negative lag."""
+    topic = topic_factory(2)
+    b = ("-b", kafka_bootstrap)
+    assert cli("produce", topic, "-p", "0", *b, input="a\nb\nc\n").returncode == 0
+    assert cli("produce", topic, "-p", "1", *b, input="".join(f"{i}\n" for i in range(20)))
+    proc = cli("groups", "reset", share_group, "--topic", topic, "--to-offset", "10", *b)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{topic}-0: offset 10 is past the end" in proc.stderr
+    assert f"{topic}-1" not in proc.stderr.split("reset to")[0]  # partition 1 has offset 10
+    offsets = {
+        o["partition"]: (o["start_offset"], o["lag"])
+        for o in json_lines(cli("groups", "offsets", share_group, "--json", *b).stdout)
+    }
+    assert offsets == {0: (3, 0), 1: (10, 10)}
+    # The next record written to partition 0 is delivered: nothing is skipped.
+    assert cli("produce", topic, "-p", "0", *b, input="d\n").returncode == 0
+    got = cli("consume", topic, "-g", share_group, "--max", "11", "--json", *b)
+    assert sorted((r["partition"], r["offset"]) for r in json_lines(got.stdout))[0] == (0, 3)
+
+
 # -- dlq -------------------------------------------------------------------------------------
 
 
@@ -534,12 +831,19 @@ def test_dlq_inspect_and_replay_end_to_end(
         [_dlq_copy(dlq, source, 10 + i, k, v, h) for i, (k, v, h) in enumerate(originals)],
     )
 
-    # Inspect twice: non-destructive, dlq headers decoded.
+    def inspect_groups() -> set[str]:
+        listed = json_lines(cli("groups", "list", "--json", *b).stdout)
+        return {str(g["group"]) for g in listed if str(g["group"]).startswith("sharecon-dlq-")}
+
+    before = inspect_groups()
+    # Inspect twice: non-destructive, dlq headers decoded, and no group left behind.
     for _ in range(2):
         proc = cli("dlq", "inspect", dlq, "--json", "--max", "5", *b)
         assert proc.returncode == 0, proc.stderr
         rows = json_lines(proc.stdout)
         assert len(rows) == 5
+        assert "warning" not in proc.stderr
+        assert inspect_groups() == before
     info = sorted((r["dlq"] for r in rows), key=lambda d: d["source_offset"])  # type: ignore[index,return-value]
     assert info[0] == {
         "source_topic": source,
@@ -550,12 +854,14 @@ def test_dlq_inspect_and_replay_end_to_end(
         "reason": "bad 10",
         "time": info[0]["time"],
         "time_ms": info[0]["time_ms"],
+        "written_by": "sharecon",
     }
     text = cli("dlq", "inspect", dlq, "--max", "5", *b).stdout
     assert f"from={source}-0@12" in text and "reason=bad 12" in text
 
     dry = cli("dlq", "replay", "--from", dlq, "--to", target, "--dry-run", "--max", "5", *b)
     assert dry.returncode == 0 and dry.stdout.count("would replay") == 5
+    assert inspect_groups() == before  # the dry run's throwaway group is gone too
 
     group = unique("replay")
     proc = cli("dlq", "replay", "--from", dlq, "--to", target, "--group", group, "--idle", "1", *b)
@@ -570,7 +876,8 @@ def test_dlq_inspect_and_replay_end_to_end(
     second = cli(
         "dlq", "replay", "--from", dlq, "--to", target, "--group", group, "--idle", "1", *b
     )
-    assert second.returncode == 0 and "0 record(s) replayed" in second.stderr
+    assert second.returncode == 0
+    assert f"0 record(s) replayed from {dlq} to {target} (nothing left" in second.stderr
     dry = cli(
         "dlq",
         "replay",
@@ -627,6 +934,72 @@ def test_dlq_replay_without_source_header_needs_to(
     assert cli("produce", dlq, *b, input="plain\n").returncode == 0
     proc = cli("dlq", "replay", "--from", dlq, "--idle", "1", *b)
     assert_clean_error(proc, 2, "--to")
+
+
+def test_dlq_inspect_and_replay_of_broker_written_dead_letters(
+    kafka_broker_factory: BrokerFactory,
+) -> None:
+    """Kafka 4.4 writes dead letters itself with __dlq.errors.* headers: inspect decodes
+    them (by=broker), and replay sends each back to its source topic without them."""
+    broker = kafka_broker_factory("4.4")
+    bootstrap = broker.bootstrap
+    b = ("-b", bootstrap)
+    # The broker only writes to topics with its DLQ prefix (errors.deadletterqueue.topic.name.prefix).
+    source, dlq, group = unique("src"), unique("dlq.cli"), unique("g")
+
+    async def reject_one() -> None:
+        async with Admin(bootstrap) as admin:
+            await admin.create_topics([source])
+            await admin.create_topics(
+                [dlq], configs={"errors.deadletterqueue.group.enable": "true"}
+            )
+        configured = cli(
+            "groups", "config", group, "--set", "share.auto.offset.reset=earliest",
+            "--set", f"errors.deadletterqueue.topic.name={dlq}",
+            "--set", "errors.deadletterqueue.copy.record.enable=true", *b,
+        )  # fmt: skip
+        assert configured.returncode == 0, configured.stderr
+        async with Producer(bootstrap) as producer:
+            await producer.send_batch([ProducerRecord(source, b"poison", key=b"k")])
+        async with ShareConsumer(
+            bootstrap, group_id=group, topics=[source], ack_mode="explicit"
+        ) as consumer:
+            with anyio.fail_after(30):
+                (record,) = await consumer.poll(30, max_records=1)
+            record.reject()
+            await consumer.commit()
+
+    anyio.run(reject_one)
+    deadline = time.monotonic() + 30
+    while True:  # the broker writes the copy after the reject, asynchronously
+        proc = cli("dlq", "inspect", dlq, "--json", "--idle", "1", *b)
+        assert proc.returncode == 0, proc.stderr
+        rows = json_lines(proc.stdout)
+        if rows or time.monotonic() > deadline:
+            break
+    [row] = rows
+    assert (row["key"], row["value"]) == ("k", "poison")
+    info = row["dlq"]
+    assert info == {
+        "source_topic": source,
+        "source_partition": 0,
+        "source_offset": 0,
+        "delivery_count": 1,
+        "group": group,
+        "reason": "Offset rejected by client.",
+        "time": info["time"],  # type: ignore[index]
+        "time_ms": row["timestamp"],
+        "written_by": "broker",
+    }
+    text = cli("dlq", "inspect", dlq, "--idle", "1", *b).stdout
+    assert f"from={source}-0@0" in text and "by=broker" in text
+    assert "reason=Offset rejected by client." in text and "__dlq" not in text
+
+    replayed = cli("dlq", "replay", "--from", dlq, "--idle", "1", *b)
+    assert replayed.returncode == 0, replayed.stderr
+    assert f"1 record(s) replayed from {dlq} to {source} (1)" in replayed.stderr
+    records = read_back(bootstrap, source, 2)
+    assert [(r.key, r.value, r.headers) for r in records] == [(b"k", b"poison", ())] * 2
 
 
 # -- bench -----------------------------------------------------------------------------------

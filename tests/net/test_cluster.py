@@ -69,6 +69,8 @@ def test_parse_bootstrap(text: str | list[str], expected: list[tuple[str, int]])
         ("::1:9092", "IPv6"),
         ("[::1", "unclosed"),
         ("[::1]9092", "':port'"),
+        ("kafka://broker:9092", r"URL scheme \(kafka://\) is not accepted; write host:port"),
+        ("a:1,SASL_SSL://b:9093", r"'SASL_SSL://b:9093': a URL scheme"),
     ],
 )
 def test_parse_bootstrap_rejects(text: str, message: str) -> None:

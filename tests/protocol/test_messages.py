@@ -316,3 +316,34 @@ def test_message_classes_are_frozen_slotted_keyword_only() -> None:
     assert MetadataRequest().allow_auto_topic_creation is True  # schema default
     assert ShareFetchRequest().max_bytes == 0x7FFFFFFF
     assert isinstance(Request, type) and isinstance(Response, type)
+
+
+def test_delete_groups_bodies_at_classic_and_flexible_versions() -> None:
+    """DeleteGroups, transcribed from DeleteGroups{Request,Response}.json by hand.
+
+    v1 is classic (int32 array length, int16 string length); v2 is flexible (compact
+    lengths, tag sections); v3 adds the nullable per-group ErrorMessage.
+    """
+    from sharecon.protocol.messages.delete_groups import (
+        DeletableGroupResult,
+        DeleteGroupsRequest,
+        DeleteGroupsResponse,
+    )
+
+    request = DeleteGroupsRequest(groups_names=("ab",))
+    assert request.encode(1) == b"\x00\x00\x00\x01" + b"\x00\x02ab"
+    assert request.encode(2) == b"\x02" + b"\x03ab" + b"\x00"
+    assert request.encode(3) == request.encode(2)  # the request did not change in v3
+
+    result = DeletableGroupResult(group_id="g", error_code=ErrorCode.NON_EMPTY_GROUP)
+    v2 = b"\x00\x00\x00\x00" + b"\x02" + b"\x02g" + b"\x00\x44" + b"\x00" + b"\x00"
+    assert DeleteGroupsResponse(results=(result,)).encode(2) == v2
+    explained = DeletableGroupResult(group_id="g", error_code=68, error_message="busy")
+    v3 = b"\x00\x00\x00\x00" + b"\x02" + b"\x02g" + b"\x00\x44" + b"\x05busy" + b"\x00" + b"\x00"
+    assert DeleteGroupsResponse.decode(v3, 3).results == (explained,)
+    # A null message (no error) is the compact-nullable marker 0.
+    ok = DeleteGroupsResponse(results=(DeletableGroupResult(group_id="g"),)).encode(3)
+    no_message, no_tags = b"\x00", b"\x00"
+    assert ok == b"\x00\x00\x00\x00" + b"\x02" + b"\x02g" + b"\x00\x00" + no_message + no_tags * 2
+    # The message does not exist before v3; a v2 answer decodes with it None.
+    assert DeleteGroupsResponse.decode(v2, 2).results[0].error_message is None

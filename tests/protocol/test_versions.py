@@ -78,6 +78,13 @@ def test_negotiate_respects_broker_maximum() -> None:
     assert table.version(79) == 1
 
 
+def test_delete_groups_negotiates_flexible_versions_only() -> None:
+    """DeleteGroups: v2 from a 4.1-4.3 broker (0-2), v3 from 4.4 (0-3); never classic v0/v1."""
+    assert negotiate(_resp({**BROKER_42, 42: (0, 2)})).version(42) == 2
+    assert negotiate(_resp({**BROKER_42, 42: (0, 3)})).version(42) == 3
+    assert not negotiate(_resp({**BROKER_42, 42: (0, 1)})).supports(42)
+
+
 def test_missing_required_api_is_named() -> None:
     """A 4.0 broker (ShareFetch v0 only) cannot serve us: the error names the API and ranges."""
     broker = {**BROKER_42, 78: (0, 0)}

@@ -11,6 +11,7 @@ from sharecon.protocol.messages import (
     alter_share_group_offsets,
     api_versions,
     create_topics,
+    delete_groups,
     delete_share_group_offsets,
     delete_topics,
     describe_configs,
@@ -20,6 +21,7 @@ from sharecon.protocol.messages import (
     incremental_alter_configs,
     init_producer_id,
     list_groups,
+    list_offsets,
     metadata,
     produce,
     sasl_authenticate,
@@ -35,6 +37,7 @@ from sharecon.protocol.messages.alter_share_group_offsets import (
 )
 from sharecon.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from sharecon.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from sharecon.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from sharecon.protocol.messages.delete_share_group_offsets import (
     DeleteShareGroupOffsetsRequest,
     DeleteShareGroupOffsetsResponse,
@@ -62,6 +65,7 @@ from sharecon.protocol.messages.init_producer_id import (
     InitProducerIdResponse,
 )
 from sharecon.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+from sharecon.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from sharecon.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from sharecon.protocol.messages.produce import ProduceRequest, ProduceResponse
 from sharecon.protocol.messages.sasl_authenticate import (
@@ -93,6 +97,8 @@ __all__ = [
     "ApiVersionsResponse",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "DeleteGroupsRequest",
+    "DeleteGroupsResponse",
     "DeleteShareGroupOffsetsRequest",
     "DeleteShareGroupOffsetsResponse",
     "DeleteTopicsRequest",
@@ -111,6 +117,8 @@ __all__ = [
     "InitProducerIdResponse",
     "ListGroupsRequest",
     "ListGroupsResponse",
+    "ListOffsetsRequest",
+    "ListOffsetsResponse",
     "MetadataRequest",
     "MetadataResponse",
     "ProduceRequest",
@@ -132,6 +140,7 @@ __all__ = [
     "alter_share_group_offsets",
     "api_versions",
     "create_topics",
+    "delete_groups",
     "delete_share_group_offsets",
     "delete_topics",
     "describe_configs",
@@ -141,6 +150,7 @@ __all__ = [
     "incremental_alter_configs",
     "init_producer_id",
     "list_groups",
+    "list_offsets",
     "metadata",
     "produce",
     "sasl_authenticate",
@@ -155,6 +165,7 @@ __all__ = [
 REQUESTS: dict[int, type[Request[Response]]] = {
     0: ProduceRequest,
     1: FetchRequest,
+    2: ListOffsetsRequest,
     3: MetadataRequest,
     10: FindCoordinatorRequest,
     16: ListGroupsRequest,
@@ -165,6 +176,7 @@ REQUESTS: dict[int, type[Request[Response]]] = {
     22: InitProducerIdRequest,
     32: DescribeConfigsRequest,
     36: SaslAuthenticateRequest,
+    42: DeleteGroupsRequest,
     44: IncrementalAlterConfigsRequest,
     76: ShareGroupHeartbeatRequest,
     77: ShareGroupDescribeRequest,
@@ -178,6 +190,7 @@ REQUESTS: dict[int, type[Request[Response]]] = {
 RESPONSES: dict[int, type[Response]] = {
     0: ProduceResponse,
     1: FetchResponse,
+    2: ListOffsetsResponse,
     3: MetadataResponse,
     10: FindCoordinatorResponse,
     16: ListGroupsResponse,
@@ -188,6 +201,7 @@ RESPONSES: dict[int, type[Response]] = {
     22: InitProducerIdResponse,
     32: DescribeConfigsResponse,
     36: SaslAuthenticateResponse,
+    42: DeleteGroupsResponse,
     44: IncrementalAlterConfigsResponse,
     76: ShareGroupHeartbeatResponse,
     77: ShareGroupDescribeResponse,
