@@ -46,6 +46,7 @@ def make_consumer(
     topics: Iterable[str],
     max_records: int = 500,
     ack_mode: Literal["implicit", "explicit"] = "explicit",
+    acquire_mode: Literal["batch", "record_limit"] = "batch",
 ) -> ShareConsumer:
     """A ShareConsumer for ``options`` (explicit acknowledgements unless asked otherwise)."""
     return ShareConsumer(
@@ -54,6 +55,7 @@ def make_consumer(
         topics=list(topics),
         ack_mode=ack_mode,
         max_records=max_records,
+        acquire_mode=acquire_mode,
         # Close must not wait the full request timeout when the broker is gone.
         close_timeout=min(options.timeout, 10.0),
         **options.client_kwargs(),

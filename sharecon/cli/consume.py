@@ -17,6 +17,7 @@ from sharecon.cli._clients import (
 from sharecon.cli._common import CliError, ExitCode, non_negative_float, positive_int
 from sharecon.cli._encoding import record_to_json, text_of
 from sharecon.cli._stdout import reader_gone
+from sharecon.protocol import ShareFetchRequest
 from sharecon.types import AckType
 
 if TYPE_CHECKING:
@@ -121,6 +122,15 @@ async def run(args: argparse.Namespace, options: ClientOptions) -> int:
         await require_topics(admin, args.topics)
         if args.earliest:
             await set_earliest(admin, args.group)
+        # --max N takes only N records where the broker can limit acquisition (4.2+).
+        fetch_version = admin.cluster.versions.get(ShareFetchRequest)
+        limited = args.max is not None and fetch_version is not None and fetch_version >= 2
+    if args.max is not None and not limited and not args.quiet:
+        sys.stderr.write(
+            f"note: this broker (before Kafka 4.2) cannot limit what a fetch acquires: "
+            f"it may take whole batches, so records beyond the {args.max} shown are "
+            "acquired and given back, which uses up one of their delivery attempts\n"
+        )
     ack = _ACKS[args.ack]
     remaining: int | None = args.max
     out = sys.stdout
@@ -131,6 +141,7 @@ async def run(args: argparse.Namespace, options: ClientOptions) -> int:
         group=args.group,
         topics=args.topics,
         max_records=min(remaining, 500) if remaining else 500,
+        acquire_mode="record_limit" if limited else "batch",
     )
     results: dict[TopicPartition, errors.KafkaError | None] = {}
     # Waits are cut short so that a reader gone while nothing arrives (`| head -2` with
@@ -147,6 +158,11 @@ async def run(args: argparse.Namespace, options: ClientOptions) -> int:
                 continue
             idle.activity()
             last = remaining is not None and len(records) >= remaining
+            if last:
+                # Fetch nothing more: once these answers are confirmed the member could
+                # acquire again, only for close() to give the records back (a delivery
+                # attempt each, for records never shown).
+                consumer.unsubscribe()
             # The last releases are left to close(): it releases every delivered record
             # with its final acknowledgement, which fetches nothing. Released on a fetch,
             # they could be acquired again at once and released once more (two deliveries

@@ -477,6 +477,45 @@ def test_ack_release_redelivers_and_reject_archives(
     assert after.returncode == 0 and after.stdout == ""
 
 
+def test_a_peek_costs_only_the_records_it_shows(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    """Six ``--max 1`` peeks of a fresh 20-record topic show six records and use up no
+    other record's delivery attempts (Kafka 4.2+ acquires only what is asked)."""
+    topic = topic_factory(1)
+    b = ("-b", kafka_bootstrap)
+    lines = "".join(f"r{i}\n" for i in range(20))
+    assert cli("produce", topic, *b, input=lines).returncode == 0
+    shown = []
+    for _ in range(6):
+        peek = cli("consume", topic, "-g", share_group, "--earliest", "--max", "1", "--json", *b)
+        assert peek.returncode == 0, peek.stderr
+        assert "cannot limit" not in peek.stderr
+        shown += json_lines(peek.stdout)
+    assert [r["value"] for r in shown] == [f"r{i}" for i in range(6)]
+    # Nothing else was acquired and given back: every other record is still on its
+    # first delivery.
+    rest = cli("consume", topic, "-g", share_group, "--max", "14", "--json", *b)
+    assert rest.returncode == 0, rest.stderr
+    assert [(r["value"], r["delivery_count"]) for r in json_lines(rest.stdout)] == [
+        (f"r{i}", 1) for i in range(6, 20)
+    ]
+
+
+def test_a_peek_on_kafka_41_says_it_cannot_limit_before_it_acts(
+    kafka_broker_factory: BrokerFactory,
+) -> None:
+    broker = kafka_broker_factory("4.1")
+    topic = f"peek-{uuid.uuid4().hex[:8]}"
+    broker.tools.create_topic(topic, 1)
+    b = ("-b", broker.bootstrap)
+    assert cli("produce", topic, *b, input="x\ny\n").returncode == 0
+    peek = cli("consume", topic, "-g", f"g-{uuid.uuid4().hex[:8]}", "--earliest", "--max", "1", *b)
+    assert peek.returncode == 0, peek.stderr
+    assert "cannot limit what a fetch acquires" in peek.stderr
+    assert peek.stderr.index("cannot limit") < peek.stderr.index("record(s) consumed")
+
+
 def test_consume_into_a_closed_pipe_ends_at_once_and_accepts_only_what_was_written(
     kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
 ) -> None:
