@@ -589,6 +589,13 @@ class KafkaCluster:
             "num.network.threads": "1",
             "num.io.threads": "2",
             "background.threads": "2",
+            # In KRaft the controller validates group configs (IncrementalAlterConfigs on a
+            # GROUP resource), against its own group.* bounds: give it the brokers' ones.
+            **{
+                k: v
+                for k, v in {**TEST_BROKER_CONFIG, **self._extra}.items()
+                if k.startswith("group.")
+            },
         }
 
     def _broker_config(self, node: ClusterBroker, voters: str) -> dict[str, str]:
