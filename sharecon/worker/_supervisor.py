@@ -76,6 +76,8 @@ class _Slot:
     started: float = 0.0
     last_report: float = 0.0
     reported: bool = False
+    #: Its consumer joined the group (as last reported).
+    ready: bool = False
     oldest: float | None = None
     in_flight: int = 0
     current: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
@@ -224,7 +226,7 @@ class Supervisor:
         )
         slot.proc, slot.pid = proc, proc.pid
         slot.started = slot.last_report = anyio.current_time()
-        slot.reported, slot.oldest, slot.in_flight = False, None, 0
+        slot.reported, slot.ready, slot.oldest, slot.in_flight = False, False, None, 0
         self.say(f"process {slot.index} started (pid {proc.pid})")
         assert proc.stdin is not None and proc.stdout is not None
         hello = {"index": slot.index, "config": self.config.to_dict()}
@@ -252,7 +254,7 @@ class Supervisor:
         for name in COUNTERS:
             slot.base[name] += slot.current[name]
             slot.current[name] = 0
-        slot.in_flight, slot.oldest = 0, None
+        slot.in_flight, slot.oldest, slot.ready = 0, None, False
         code = proc.returncode
         assert code is not None
         return code
@@ -293,6 +295,7 @@ class Supervisor:
                 continue
             slot.last_report = anyio.current_time()
             slot.reported = True
+            slot.ready = report.get("ready") is True
             for name in COUNTERS:
                 value = report.get(name)
                 if isinstance(value, int):
