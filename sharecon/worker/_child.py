@@ -1,4 +1,5 @@
-"""One worker process: ``python -m sharecon.worker._child`` (started by the supervisor).
+"""One worker process: ``python -m sharecon.worker._child --report-fd N`` (started by the
+supervisor).
 
 Protocol with the supervisor (rules of this module):
 
@@ -6,9 +7,10 @@ Protocol with the supervisor (rules of this module):
    lines. A ``drain`` line, end of file (the supervisor is gone), SIGTERM or SIGINT make
    this process drain: take no new record, wait up to ``grace`` seconds for the records
    in flight, release the rest, close the consumer (leaving the group) and exit 0.
-2. stdout is the report channel: one JSON object per line, every ``REPORT_EVERY``
-   seconds, with counters and the age of the oldest record in flight. What the handler
-   prints to stdout goes to stderr instead, so it cannot corrupt the reports.
+2. File descriptor ``N`` (a pipe the supervisor passed down) is the report channel: one
+   JSON object per line, every ``REPORT_EVERY`` seconds, with counters and the age of
+   the oldest record in flight. stdout and stderr are the supervisor's: what the handler
+   prints goes where the worker's own output goes.
 3. The process runs in its own session (the supervisor starts it so): a Ctrl-C at the
    terminal reaches only the supervisor, which decides what each child does.
 4. Exit codes: 0 drained, 1 error (restarted by the supervisor), 2 bad configuration or
@@ -272,11 +274,12 @@ def _leaf(exc: BaseException) -> BaseException:
 def main() -> None:
     """Entry point; never returns (the process ends with :func:`os._exit`, so threads of
     a sync handler abandoned at the end of the grace period cannot keep it alive)."""
-    report_fd = os.dup(1)
-    os.dup2(2, 1)  # the handler's prints go to stderr, not into the reports
     code = EXIT_ERROR
     prefix = f"sharecon worker [pid {os.getpid()}]"
     try:
+        if len(sys.argv) != 3 or sys.argv[1] != "--report-fd":
+            raise ValueError("usage: python -m sharecon.worker._child --report-fd N")
+        report_fd = int(sys.argv[2])
         hello = json.loads(sys.stdin.buffer.readline())
         config = WorkerConfig.from_dict(hello["config"])
         index = int(hello["index"])

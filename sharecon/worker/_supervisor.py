@@ -4,7 +4,8 @@ Rules of this module:
 
 1. Each worker process is ``python -m sharecon.worker._child`` in a session of its own
    (so a Ctrl-C at the terminal reaches only the supervisor), fed its config on stdin and
-   reporting on stdout (see :mod:`sharecon.worker._child`).
+   reporting on a pipe of its own; its stdout and stderr are the supervisor's (see
+   :mod:`sharecon.worker._child`).
 2. A process that exits when not asked to is restarted after an exponential backoff; one
    that exits with 2 (configuration) or 3 (missing topic) stops the whole worker, since
    starting it again cannot help. Its records come back to the group when the broker sees
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -31,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from sharecon._backoff import Backoff
 from sharecon.admin import Admin
@@ -39,7 +40,7 @@ from sharecon.worker._child import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, REPORT_E
 from sharecon.worker._config import load_handler
 
 if TYPE_CHECKING:
-    from anyio.abc import ByteReceiveStream, Process
+    from anyio.abc import Process
 
     from sharecon.worker._config import WorkerConfig
 
@@ -217,18 +218,26 @@ class Supervisor:
 
     async def _run_process(self, slot: _Slot) -> int:
         """Start one process in ``slot``, watch it until it exits; returns its exit code."""
-        proc = await anyio.open_process(
-            [sys.executable, "-m", "sharecon.worker._child"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=None,
-            start_new_session=True,
-        )
+        report_r, report_w = os.pipe()
+        try:
+            proc = await anyio.open_process(
+                [sys.executable, "-m", "sharecon.worker._child", "--report-fd", str(report_w)],
+                stdin=subprocess.PIPE,
+                stdout=None,
+                stderr=None,
+                start_new_session=True,
+                pass_fds=(report_w,),
+            )
+        except BaseException:
+            os.close(report_r)
+            raise
+        finally:
+            os.close(report_w)  # the child's copy is the only writer: its exit ends the pipe
         slot.proc, slot.pid = proc, proc.pid
         slot.started = slot.last_report = anyio.current_time()
         slot.reported, slot.ready, slot.oldest, slot.in_flight = False, False, None, 0
         self.say(f"process {slot.index} started (pid {proc.pid})")
-        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdin is not None
         hello = {"index": slot.index, "config": self.config.to_dict()}
         lines = [json.dumps(hello).encode() + b"\n"]
         if self._stopping.is_set():
@@ -240,13 +249,14 @@ class Supervisor:
             pass  # it died already: wait() below says how
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._read_reports, slot, proc.stdout)
+                tg.start_soon(self._read_reports, slot, report_r)
                 tg.start_soon(self._drain_when_stopping, slot)
                 if self.config.handler_timeout is not None:
                     tg.start_soon(self._watchdog, slot, self.config.handler_timeout)
                 await proc.wait()
                 tg.cancel_scope.cancel()
         finally:
+            os.close(report_r)
             with anyio.CancelScope(shield=True):
                 if proc.returncode is None:
                     proc.kill()
@@ -278,32 +288,42 @@ class Supervisor:
             )
             proc.kill()
 
-    async def _read_reports(self, slot: _Slot, stdout: ByteReceiveStream) -> None:
-        lines = BufferedByteReceiveStream(stdout)
+    async def _read_reports(self, slot: _Slot, fd: int) -> None:
+        os.set_blocking(fd, False)
+        pending = b""
         while True:
+            await anyio.wait_readable(fd)
             try:
-                line = await lines.receive_until(b"\n", _MAX_LINE)
-            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
-                return
-            except anyio.DelimiterNotFound:
-                logger.warning("process %d: report line too long; ignoring it", slot.index)
-                return
-            try:
-                report: dict[str, Any] = json.loads(line)
-            except ValueError:
-                logger.warning("process %d: unreadable report %r", slot.index, line[:200])
+                data = os.read(fd, _MAX_LINE)
+            except BlockingIOError:
                 continue
-            slot.last_report = anyio.current_time()
-            slot.reported = True
-            slot.ready = report.get("ready") is True
-            for name in COUNTERS:
-                value = report.get(name)
-                if isinstance(value, int):
-                    slot.current[name] = value
-            in_flight = report.get("in_flight")
-            slot.in_flight = in_flight if isinstance(in_flight, int) else 0
-            oldest = report.get("oldest")
-            slot.oldest = float(oldest) if isinstance(oldest, int | float) else None
+            if not data:
+                return  # the process closed its end: it is exiting
+            pending += data
+            *lines, pending = pending.split(b"\n")
+            if len(pending) > _MAX_LINE:
+                logger.warning("process %d: report line too long; ignoring it", slot.index)
+                pending = b""
+            for line in lines:
+                self._take_report(slot, line)
+
+    def _take_report(self, slot: _Slot, line: bytes) -> None:
+        try:
+            report: dict[str, Any] = json.loads(line)
+        except ValueError:
+            logger.warning("process %d: unreadable report %r", slot.index, line[:200])
+            return
+        slot.last_report = anyio.current_time()
+        slot.reported = True
+        slot.ready = report.get("ready") is True
+        for name in COUNTERS:
+            value = report.get(name)
+            if isinstance(value, int):
+                slot.current[name] = value
+        in_flight = report.get("in_flight")
+        slot.in_flight = in_flight if isinstance(in_flight, int) else 0
+        oldest = report.get("oldest")
+        slot.oldest = float(oldest) if isinstance(oldest, int | float) else None
 
     async def _watchdog(self, slot: _Slot, limit: float) -> None:
         """Kill the process when a record stays in its handler longer than ``limit``, or when
