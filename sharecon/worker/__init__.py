@@ -50,7 +50,7 @@ def run(
     *,
     group: str,
     topics: Iterable[str],
-    stream: TextIO | None = sys.stderr,
+    quiet: bool = False,
     **settings: Any,
 ) -> int:
     """Run the worker until SIGINT/SIGTERM drains it; returns the exit code (0 drained,
@@ -64,7 +64,7 @@ def run(
         path ``"package.module:function"`` / ``"path/to/file.py:function"``.
     :param group: the share group.
     :param topics: topics to subscribe to.
-    :param stream: where status and progress lines go (``None``: nowhere).
+    :param quiet: no status or progress lines (else they go to stderr).
     :param settings: any other :class:`WorkerConfig` field (``processes``,
         ``concurrency``, ``dlq_after``, ``handler_timeout``, ``grace``, ``interval``,
         ``bootstrap``, TLS and SASL settings, ...).
@@ -74,7 +74,7 @@ def run(
     config = WorkerConfig(
         handler=handler_spec(handler), group=group, topics=tuple(topics), **settings
     )
-    return anyio.run(_serve, config, stream)
+    return anyio.run(_serve, config, None if quiet else sys.stderr)
 
 
 async def _serve(config: WorkerConfig, stream: TextIO | None) -> int:

@@ -321,3 +321,10 @@ def test_cli_help_documents_worker_exit_codes() -> None:
     assert done.returncode == 0
     assert "worker exit codes: 0 drained" in done.stdout
     assert "--handler-timeout" in done.stdout and "--dlq-after" in done.stdout
+
+
+def test_cli_unreachable_cluster_exits_5_before_starting_processes() -> None:
+    done = _cli("tests.worker.handlers:record_id", "-g", "g", "-t", "t", "-b", "127.0.0.1:1")
+    assert done.returncode == 5, done.stderr
+    assert "could not reach any bootstrap broker" in done.stderr
+    assert "process 0 started" not in done.stderr
