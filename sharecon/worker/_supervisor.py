@@ -40,6 +40,8 @@ from sharecon.worker._child import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, REPORT_E
 from sharecon.worker._config import load_handler
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from anyio.abc import Process
 
     from sharecon.worker._config import WorkerConfig
@@ -113,9 +115,18 @@ def format_progress(
 class Supervisor:
     """Runs ``config.processes`` worker processes until drained; see the module rules."""
 
-    def __init__(self, config: WorkerConfig, stream: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        config: WorkerConfig,
+        stream: TextIO | None = None,
+        *,
+        command: Sequence[str] = (),
+    ) -> None:
+        """:param command: the worker process's command line before ``--report-fd N``
+        (default ``python -m sharecon.worker._child``; tests give a stand-in)."""
         self.config = config
         self._stream = stream
+        self._command = list(command) or [sys.executable, "-m", "sharecon.worker._child"]
         self.slots = [_Slot(i) for i in range(config.processes)]
         self._stopping = anyio.Event()
         self._exit_code = EXIT_DRAINED
@@ -221,7 +232,7 @@ class Supervisor:
         report_r, report_w = os.pipe()
         try:
             proc = await anyio.open_process(
-                [sys.executable, "-m", "sharecon.worker._child", "--report-fd", str(report_w)],
+                [*self._command, "--report-fd", str(report_w)],
                 stdin=subprocess.PIPE,
                 stdout=None,
                 stderr=None,
@@ -279,12 +290,13 @@ class Supervisor:
                 await proc.stdin.send(b"drain\n")
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError, TimeoutError):
             return  # it is gone (or stuck: the deadline below kills it)
-        with anyio.move_on_after(self.config.grace + CLOSE_ALLOWANCE):
+        limit = self.config.grace + CLOSE_ALLOWANCE
+        with anyio.move_on_after(limit):
             await proc.wait()
         if proc.returncode is None:
             self.say(
-                f"process {slot.index} (pid {proc.pid}) did not drain within "
-                f"{self.config.grace + CLOSE_ALLOWANCE:g} s: killing it"
+                f"process {slot.index} (pid {proc.pid}) did not drain within {limit:g} s: "
+                "killing it"
             )
             proc.kill()
 
