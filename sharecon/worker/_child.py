@@ -35,6 +35,13 @@ from sharecon import errors
 from sharecon.consumer import ShareConsumer
 from sharecon.dlq import DeadLetterPolicy
 from sharecon.worker._config import WorkerConfig, is_async_handler, load_handler
+from sharecon.worker._protocol import (
+    EXIT_ERROR,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    REPORT_EVERY,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -42,14 +49,6 @@ if TYPE_CHECKING:
     from sharecon.record import Record
 
 logger = logging.getLogger("sharecon.worker")
-
-#: Seconds between reports to the supervisor (also its sign of life).
-REPORT_EVERY = 0.5
-
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_NOT_FOUND = 3
 
 
 class Stats:

@@ -36,8 +36,8 @@ import anyio
 
 from sharecon._backoff import Backoff
 from sharecon.admin import Admin
-from sharecon.worker._child import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, REPORT_EVERY
 from sharecon.worker._config import load_handler
+from sharecon.worker._protocol import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, REPORT_EVERY
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
