@@ -182,7 +182,13 @@ async def test_worker_example_handles_each_record_once_and_dead_letters_failures
     async with Producer(kafka_bootstrap) as producer:
         for v in values:
             await producer.send(topic, v.encode(), key=v.encode())
-    env = {**os.environ, "SHARECON_BOOTSTRAP": kafka_bootstrap, "PYTHONUNBUFFERED": "1"}
+    # PYTHONPATH: this checkout's sharecon, whatever the interpreter has installed.
+    env = {
+        **os.environ,
+        "SHARECON_BOOTSTRAP": kafka_bootstrap,
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": str(ROOT),
+    }
     cmd = [sys.executable, str(ROOT / "examples" / "worker.py"), topic, group]
     printed: list[str] = []
     reader = share_group_factory()

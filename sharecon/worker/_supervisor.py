@@ -238,6 +238,7 @@ class Supervisor:
                 stderr=None,
                 start_new_session=True,
                 pass_fds=(report_w,),
+                env=_child_env(),
             )
         except BaseException:
             os.close(report_r)
@@ -411,3 +412,13 @@ def _how(code: int) -> str:
         except ValueError:
             return f"was killed by signal {-code}"
     return f"exited with code {code}"
+
+
+def _child_env() -> dict[str, str]:
+    """The environment, with this sharecon first on the path: a worker process runs the
+    same sharecon as its supervisor, even one found through the supervisor's own
+    ``sys.path`` (a checkout, a script's folder) rather than the installed one."""
+    # This file is <root>/sharecon/worker/_supervisor.py.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
