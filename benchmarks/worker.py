@@ -17,15 +17,22 @@ run lasts several seconds to keep that rounding small). The baseline is ``proces
 on one ShareConsumer in this process, timed the same way. Prints the scaling curve (rate,
 speed-up over 1 process, ratio to the baseline) and writes ``benchmarks/results/worker.json``.
 
-What to expect: on this project's CI machine (2 cores, shared with the broker, which
-also spends CPU on every fetch and acknowledgement), the ``cpu`` curve flattens at about
-1.3-1.7x from 2 processes on, and 4 processes are no faster than 2 (often slower: more
-group members, more fetch sessions, context switches). The ``io`` handler gains from
-more processes only while one process's loop is not yet saturated. On a machine with 8+
-cores and the broker elsewhere, ``cpu`` would scale nearly linearly up to the number of
-cores (each process is independent apart from the broker's fetch rate, and a share group
-hands records of the same partitions to every member), and ``io`` until the broker or the
-network is the limit.
+Measured on this project's CI machine (2 cores, shared with the broker, which also
+spends CPU on every fetch and acknowledgement; 10,000 records, 4 partitions)::
+
+    cpu  process() 1,138/s   worker 1: 1,108 (0.97x)  2: 1,303 (1.15x)  4: 1,847 (1.62x)
+    io   process()   649/s   worker 1:   687 (1.06x)  2: 1,350 (2.08x)  4: 2,238 (3.45x)
+
+One worker process is as fast as ``process()`` in-process (the supervision costs
+nothing measurable). The ``cpu`` curve is bent by the machine, not by the worker: the
+broker, the supervisor and the worker processes share two cores, and a CPU-bound async
+handler blocks its process's event loop, so fetches and acknowledgements wait between
+records; more processes fill those gaps, which is why 4 beat 2 on 2 cores. On a machine
+with 8+ cores and the broker elsewhere, ``cpu`` would scale close to linearly up to the
+number of cores (the processes share nothing, and a share group hands records of the same
+partitions to every member), and so would ``io`` until the broker or the network is the
+limit. ``io`` scales with processes here because each process is mostly waiting: its
+8 concurrent sleeps cap it at 800 records/s, whatever the cores.
 
 Usage::
 
