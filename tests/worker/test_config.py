@@ -328,3 +328,11 @@ def test_cli_unreachable_cluster_exits_5_before_starting_processes() -> None:
     assert done.returncode == 5, done.stderr
     assert "could not reach any bootstrap broker" in done.stderr
     assert "process 0 started" not in done.stderr
+
+
+def test_cli_config_file_with_an_unknown_key_exits_2(tmp_path: Path) -> None:
+    path = tmp_path / "worker.toml"
+    path.write_text('group = "g"\ncolour = "blue"\n')
+    done = _cli("tests.worker.handlers:record_id", "-t", "t", "--config", str(path))
+    assert done.returncode == 2, done.stderr
+    assert "unknown setting 'colour'" in done.stderr
