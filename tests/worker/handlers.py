@@ -41,6 +41,13 @@ def record_id_sync(record: Record) -> None:
     _note("handled", record)
 
 
+def started_then_sleeps_sync(record: Record) -> None:
+    """Synchronous: noted as started, then sleeps (a handler stuck in a thread)."""
+    _note("started", record)
+    time.sleep(float(os.environ.get(SLEEP_ENV, "0")))
+    _note("handled", record)
+
+
 async def always_fails(record: Record) -> None:
     """Every attempt is noted, then fails."""
     _note("attempt", record)

@@ -187,3 +187,31 @@ async def test_hung_handler_gets_its_process_replaced(
     assert len(worker.pids(0)) >= 2
     # Each record hung on its first delivery and was handled on a later one.
     assert all(dc >= 2 for _, dc in noted(tmp_path)), noted(tmp_path)
+
+
+async def test_sync_handlers_run_and_one_stuck_past_grace_is_released(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group_factory, tmp_path: Path
+) -> None:
+    """A synchronous handler runs (in a thread); one still running when the grace period
+    ends does not stop the drain: exit 0, and its record is released, not left locked."""
+    group = share_group_factory({"share.record.lock.duration.ms": "60000"})
+    topic = topic_factory(1)
+    values = await _produce(kafka_bootstrap, topic, 1)
+    args = ("--group", group, "--topic", topic, "--grace", "1")
+    async with running_worker(
+        kafka_bootstrap,
+        tmp_path,
+        "tests.worker.handlers:started_then_sleeps_sync",
+        *args,
+        sleep=300,
+    ) as worker:
+        await worker.wait_for("the handler started", lambda: noted(tmp_path, "started"), 60)
+        code = await worker.terminate(timeout=30)
+    assert code == 0, worker.stderr
+    assert noted(tmp_path, "started") == [(values[0], 1)]
+    assert noted(tmp_path) == []  # never finished
+    # Released at close (a lock of 60 s would keep it from the fresh member otherwise).
+    async with ShareConsumer(kafka_bootstrap, group_id=group, topics=[topic]) as fresh:
+        with anyio.fail_after(30):
+            record = await fresh.__anext__()
+    assert (record.value, record.delivery_count) == (values[0].encode(), 2)
