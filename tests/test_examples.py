@@ -4,6 +4,9 @@
 record is rejected (archived) rather than redelivered, and Ctrl-C (SIGINT) closes the
 consumer cleanly, so afterwards the group has nothing left to deliver but new records.
 
+``examples/worker.py``: two worker processes print each good record once, a failing one
+is dead-lettered on its third delivery, and Ctrl-C drains (exit 0).
+
 ``docs/consumer.md``: its snippets import only names that exist, and its setup and
 poll/commit programs run as printed.
 """
@@ -28,6 +31,8 @@ from sharecon.consumer import ShareConsumer
 from sharecon.producer import Producer
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sharecon.testing.pytest_plugin import TopicFactory
 
 pytestmark = [pytest.mark.anyio, pytest.mark.broker]
@@ -161,3 +166,57 @@ async def test_consumer_guide_setup_then_poll_and_commit(kafka_bootstrap: str) -
     verdicts = re.findall(rf"^{topic} (\d) (\S+)", out, flags=re.M)
     assert verdicts and all(v == "accepted" for _, v in verdicts), out
     assert "failed" not in out, out
+
+
+# -- examples/worker.py ----------------------------------------------------------------------
+
+
+async def test_worker_example_handles_each_record_once_and_dead_letters_failures(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group_factory: Callable[..., str]
+) -> None:
+    """Two processes print every good record once; the failing one ends in dlq.GROUP after
+    three deliveries; Ctrl-C drains and exits 0."""
+    topic = topic_factory(3)
+    group = share_group_factory()
+    values = [f"order-{i}" for i in range(20)] + ["fail-1"]
+    async with Producer(kafka_bootstrap) as producer:
+        for v in values:
+            await producer.send(topic, v.encode(), key=v.encode())
+    # PYTHONPATH: this checkout's sharecon, whatever the interpreter has installed.
+    env = {
+        **os.environ,
+        "SHARECON_BOOTSTRAP": kafka_bootstrap,
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": str(ROOT),
+    }
+    cmd = [sys.executable, str(ROOT / "examples" / "worker.py"), topic, group]
+    printed: list[str] = []
+    reader = share_group_factory()
+    async with await anyio.open_process(cmd, env=env, cwd=ROOT) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        lines = BufferedByteReceiveStream(proc.stdout)
+        try:
+            with anyio.fail_after(90):
+                while len(printed) < 20:
+                    printed.append((await lines.receive_until(b"\n", 1 << 16)).decode())
+            async with ShareConsumer(
+                kafka_bootstrap, group_id=reader, topics=[f"dlq.{group}"]
+            ) as dlq:
+                with anyio.fail_after(90):
+                    dead = await dlq.__anext__()
+        except (anyio.EndOfStream, anyio.IncompleteRead, TimeoutError):
+            proc.kill()
+            await proc.wait()
+            err = await _drain(proc.stderr)
+            pytest.fail(f"worker.py printed {printed} then: {err.decode(errors='replace')}")
+        proc.send_signal(signal.SIGINT)
+        with anyio.fail_after(60):
+            code = await proc.wait()
+        rest = (await _drain(proc.stderr)).decode(errors="replace")
+    assert code == 0, rest
+    assert "Traceback" not in rest, rest
+    assert "drained" in rest, rest
+    seen = sorted(line.split()[1] for line in printed)
+    assert seen == sorted(values[:-1])
+    assert all("delivery 1)" in line for line in printed), printed
+    assert dead.value == b"fail-1"

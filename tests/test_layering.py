@@ -55,6 +55,20 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon.dlq",
             "sharecon.record",
             "sharecon.partitioner",
+            "sharecon.worker",
+        },
+        set(),
+    ),
+    # The multi-process worker: a client of the public layer-4 API (never the CLI).
+    "worker": (
+        SANS_IO_BASE
+        | {
+            "sharecon._net.sasl",
+            "sharecon.admin",
+            "sharecon.consumer",
+            "sharecon.dlq",
+            "sharecon.record",
+            "sharecon.worker",
         },
         set(),
     ),

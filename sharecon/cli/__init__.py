@@ -1,4 +1,4 @@
-"""The ``sharecon`` command line: consume, produce, groups, topics, dlq, bench.
+"""The ``sharecon`` command line: consume, produce, groups, topics, dlq, bench, worker.
 
 Run ``sharecon --help`` (or ``python -m sharecon.cli --help``); every subcommand has its
 own ``--help``. See docs/cli.md for examples.
@@ -29,7 +29,7 @@ import anyio
 
 from sharecon import errors
 from sharecon._version import __version__
-from sharecon.cli import bench, consume, dlq, groups, produce, topics
+from sharecon.cli import bench, consume, dlq, groups, produce, topics, worker
 from sharecon.cli._common import (
     ENV_HELP,
     EXIT_CODES_HELP,
@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"sharecon {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (consume, produce, groups, topics, dlq, bench):
+    for module in (consume, produce, groups, topics, dlq, bench, worker):
         module.register(sub, [common])
     _document_exit_codes(parser)
     return parser

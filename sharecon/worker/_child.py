@@ -1,0 +1,306 @@
+"""One worker process: ``python -m sharecon.worker._child --report-fd N`` (started by the
+supervisor).
+
+Protocol with the supervisor (rules of this module):
+
+1. stdin: the first line is ``{"index": N, "config": {...}}`` (JSON); then ``drain``
+   lines. A ``drain`` line, end of file (the supervisor is gone), SIGTERM or SIGINT make
+   this process drain: take no new record, wait up to ``grace`` seconds for the records
+   in flight, release the rest, close the consumer (leaving the group) and exit 0.
+2. File descriptor ``N`` (a pipe the supervisor passed down) is the report channel: one
+   JSON object per line, every ``REPORT_EVERY`` seconds, with counters and the age of
+   the oldest record in flight. stdout and stderr are the supervisor's: what the handler
+   prints goes where the worker's own output goes.
+3. The process runs in its own session (the supervisor starts it so): a Ctrl-C at the
+   terminal reaches only the supervisor, which decides what each child does.
+4. Exit codes: 0 drained, 1 error (restarted by the supervisor), 2 bad configuration or
+   handler, 3 a topic does not exist (neither is restarted).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import time
+import traceback
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+
+from sharecon import errors
+from sharecon.consumer import ShareConsumer
+from sharecon.dlq import DeadLetterPolicy
+from sharecon.worker._config import WorkerConfig, is_async_handler, load_handler
+from sharecon.worker._protocol import (
+    EXIT_ERROR,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    REPORT_EVERY,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from sharecon.record import Record
+
+logger = logging.getLogger("sharecon.worker")
+
+
+class Stats:
+    """This process's counters, and the records in its handler right now."""
+
+    def __init__(self) -> None:
+        self.handled = 0
+        self.failed = 0
+        self.dlq = 0
+        self.redelivered = 0
+        self.ready = False
+        self.draining = False
+        #: Set when draining and nothing is in the handler.
+        self.idle = anyio.Event()
+        self._started: dict[int, float] = {}
+        self._next = 0
+
+    def start_draining(self) -> None:
+        """Take no new records from now on."""
+        self.draining = True
+        if not self._started:
+            self.idle.set()
+
+    @property
+    def in_flight(self) -> int:
+        """Records in the handler now."""
+        return len(self._started)
+
+    def start(self) -> int:
+        """A record enters the handler; returns its token for :meth:`finish`."""
+        self._next += 1
+        self._started[self._next] = time.monotonic()
+        return self._next
+
+    def finish(self, token: int) -> None:
+        """The record of ``token`` left the handler."""
+        self._started.pop(token, None)
+        if self.draining and not self._started:
+            self.idle.set()
+
+    def report(self) -> dict[str, Any]:
+        """What the supervisor is told."""
+        oldest = min(self._started.values(), default=None)
+        return {
+            "handled": self.handled,
+            "failed": self.failed,
+            "dlq": self.dlq,
+            "redelivered": self.redelivered,
+            "in_flight": self.in_flight,
+            "oldest": None if oldest is None else time.monotonic() - oldest,
+            "ready": self.ready,
+            "draining": self.draining,
+        }
+
+
+class Reporter:
+    """Writes report lines to the supervisor; a broken pipe means it is gone."""
+
+    def __init__(self, fd: int, on_gone: Callable[[], None]) -> None:
+        self._fd = fd
+        self._on_gone = on_gone
+        self.gone = False
+
+    def send(self, message: dict[str, Any]) -> None:
+        """One line (well under PIPE_BUF, so the write is atomic and does not block long)."""
+        if self.gone:
+            return
+        try:
+            os.write(self._fd, (json.dumps(message) + "\n").encode())
+        except OSError:
+            self.gone = True
+            self._on_gone()
+
+
+def wrap_handler(
+    handler: Callable[..., object], stats: Stats, dlq_after: int | None
+) -> Callable[[Record], Awaitable[None]]:
+    """``handler`` as the async callable ``process()`` runs, counting what happens.
+
+    While draining, a record ``process()`` still hands out is held, not handled: the call
+    waits until the drain cancels it, so ``process()`` takes no more records (and the
+    consumer stops fetching once its buffer is full); close releases it.
+    """
+    call: Callable[[Record], Awaitable[object]]
+    if is_async_handler(handler):
+        call = handler  # type: ignore[assignment]
+    else:
+
+        async def call(record: Record) -> object:
+            # abandon_on_cancel: a sync handler still running when the grace period ends
+            # must not keep the process from closing its consumer; the process exits next.
+            return await anyio.to_thread.run_sync(handler, record, abandon_on_cancel=True)
+
+    async def wrapped(record: Record) -> None:
+        if stats.draining:
+            await anyio.sleep_forever()
+        if record.delivery_count > 1:
+            stats.redelivered += 1
+        token = stats.start()
+        try:
+            await call(record)
+        except Exception as exc:
+            stats.failed += 1
+            if dlq_after is not None and record.delivery_count >= dlq_after:
+                stats.dlq += 1  # process() routes it to the dead-letter topic
+            logger.info(
+                "%s-%d@%d (delivery %d) failed: %s: %s",
+                record.topic,
+                record.partition,
+                record.offset,
+                record.delivery_count,
+                type(exc).__name__,
+                exc,
+            )
+            raise
+        else:
+            stats.handled += 1
+        finally:
+            stats.finish(token)
+
+    return wrapped
+
+
+async def serve_child(config: WorkerConfig, index: int, report_fd: int) -> int:
+    """Run one worker process until drained; returns its exit code."""
+    handler = load_handler(config.handler)
+    stats = Stats()
+    drain = anyio.Event()
+    reporter = Reporter(report_fd, drain.set)
+
+    async def report_loop() -> None:
+        while True:
+            reporter.send(stats.report())
+            await anyio.sleep(REPORT_EVERY)
+
+    async def control_loop() -> None:
+        stdin = sys.stdin.buffer
+        while True:
+            line = await anyio.to_thread.run_sync(stdin.readline, abandon_on_cancel=True)
+            if not line or line.strip() == b"drain":
+                drain.set()
+                return
+
+    async def signal_loop() -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for _ in signals:
+                drain.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(report_loop)
+        tg.start_soon(control_loop)
+        tg.start_soon(signal_loop)
+        try:
+            await _consume(config, handler, stats, drain)
+        finally:
+            tg.cancel_scope.cancel()
+    reporter.send({**stats.report(), "exit": EXIT_OK})
+    return EXIT_OK
+
+
+async def _consume(
+    config: WorkerConfig, handler: Callable[..., object], stats: Stats, drain: anyio.Event
+) -> None:
+    policy = (
+        DeadLetterPolicy(max_deliveries=config.dlq_after, topic=config.dlq_topic)
+        if config.dlq_after is not None
+        else None
+    )
+    consumer = ShareConsumer(
+        config.bootstrap,
+        group_id=config.group,
+        topics=list(config.topics),
+        max_records=config.max_records,
+        dead_letter=policy,
+        # Close must not wait the full request timeout when the broker is gone.
+        close_timeout=min(config.timeout, 10.0),
+        **config.client_kwargs(),
+    )
+    wrapped = wrap_handler(handler, stats, config.dlq_after)
+    async with consumer:
+        stats.ready = True
+        async with anyio.create_task_group() as work:
+
+            async def run_process() -> None:
+                await consumer.process(wrapped, concurrency=config.concurrency)
+                drain.set()  # process() ends only when the consumer closes
+
+            work.start_soon(run_process)
+            await drain.wait()
+            stats.start_draining()
+            with anyio.move_on_after(config.grace):
+                await stats.idle.wait()
+            if stats.in_flight:
+                logger.warning(
+                    "%d records still in the handler after the %g s grace period: releasing them",
+                    stats.in_flight,
+                    config.grace,
+                )
+            # Handlers still running are cancelled: their records are unanswered, and
+            # closing the consumer (leaving this block) releases them.
+            work.cancel_scope.cancel()
+
+
+def _exit_code(exc: BaseException) -> int:
+    if isinstance(exc, errors.ConfigError):
+        return EXIT_USAGE
+    if isinstance(exc, errors.UnknownTopicOrPartitionError | errors.UnknownTopicIdError):
+        return EXIT_NOT_FOUND
+    return EXIT_ERROR
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first exception inside (nested) exception groups (duck-typed: no
+    BaseExceptionGroup builtin before Python 3.11)."""
+    while True:
+        inner = getattr(exc, "exceptions", None)
+        if not isinstance(inner, tuple) or not inner:
+            return exc
+        exc = inner[0]
+
+
+def main() -> None:
+    """Entry point; never returns (the process ends with :func:`os._exit`, so threads of
+    a sync handler abandoned at the end of the grace period cannot keep it alive)."""
+    code = EXIT_ERROR
+    prefix = f"sharecon worker [pid {os.getpid()}]"
+    try:
+        if len(sys.argv) != 3 or sys.argv[1] != "--report-fd":
+            raise ValueError("usage: python -m sharecon.worker._child --report-fd N")
+        report_fd = int(sys.argv[2])
+        hello = json.loads(sys.stdin.buffer.readline())
+        config = WorkerConfig.from_dict(hello["config"])
+        index = int(hello["index"])
+        prefix = f"sharecon worker [process {index}, pid {os.getpid()}]"
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(f"%(asctime)s {prefix} %(levelname)s: %(message)s"))
+        root = logging.getLogger("sharecon")
+        root.addHandler(handler)
+        root.setLevel(config.log_level)
+        code = anyio.run(serve_child, config, index, report_fd)
+    except BaseException as exc:
+        leaf = _leaf(exc)
+        code = _exit_code(leaf)
+        if isinstance(leaf, errors.KafkaError | ValueError | KeyError):
+            sys.stderr.write(f"{prefix}: error: {leaf}\n")
+        elif not isinstance(leaf, KeyboardInterrupt):
+            traceback.print_exception(leaf)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

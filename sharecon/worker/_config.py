@@ -1,0 +1,392 @@
+"""The worker's settings: one frozen :class:`WorkerConfig`, built from keyword arguments,
+or from command-line flags, ``SHARECON_*`` environment variables and a TOML file.
+
+Rules of this module:
+
+1. Every setting is checked once, here, and a wrong one raises
+   :class:`~sharecon.errors.ConfigError` naming the setting and where it came from.
+2. Precedence: command-line flag, then environment variable, then TOML file, then default.
+3. The config travels to each worker process as JSON on its stdin (never on the command
+   line, where other users could read the SASL password).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+import os
+import ssl
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sharecon import errors
+from sharecon._net.sasl import SaslConfig
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+__all__ = [
+    "DEFAULT_BOOTSTRAP",
+    "ENV",
+    "WorkerConfig",
+    "config_from_sources",
+    "handler_spec",
+    "load_handler",
+    "load_toml",
+]
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+#: Environment variables for settings not given as flags (connection ones as the CLI's).
+ENV = {
+    "handler": "SHARECON_HANDLER",
+    "group": "SHARECON_GROUP",
+    "topics": "SHARECON_TOPICS",
+    "processes": "SHARECON_PROCESSES",
+    "concurrency": "SHARECON_CONCURRENCY",
+    "dlq_after": "SHARECON_DLQ_AFTER",
+    "dlq_topic": "SHARECON_DLQ_TOPIC",
+    "handler_timeout": "SHARECON_HANDLER_TIMEOUT",
+    "grace": "SHARECON_GRACE",
+    "interval": "SHARECON_INTERVAL",
+    "max_records": "SHARECON_MAX_RECORDS",
+    "bootstrap": "SHARECON_BOOTSTRAP",
+    "client_id": "SHARECON_CLIENT_ID",
+    "timeout": "SHARECON_TIMEOUT",
+    "tls": "SHARECON_TLS",
+    "tls_ca": "SHARECON_TLS_CA",
+    "sasl_mechanism": "SHARECON_SASL_MECHANISM",
+    "sasl_username": "SHARECON_SASL_USERNAME",
+    "sasl_password": "SHARECON_SASL_PASSWORD",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    """Everything a worker needs; see docs/worker.md for each setting.
+
+    :param handler: ``"package.module:function"`` or ``"path/to/file.py:function"``; the
+        function takes a :class:`~sharecon.record.Record` (async, or sync: run in a thread).
+    :param group: the share group.
+    :param topics: topics to subscribe to.
+    :param processes: worker processes (each one ShareConsumer, one group member).
+    :param concurrency: records handled at once in each process.
+    :param dlq_after: route a record to the dead-letter topic when its handler fails on
+        this delivery (``DeadLetterPolicy(max_deliveries=dlq_after)``); ``None``: never.
+    :param dlq_topic: the dead-letter topic (default ``dlq.<group>``).
+    :param handler_timeout: seconds one record may be in a handler (or a process may stop
+        reporting) before the process is killed and replaced; ``None``: no limit.
+    :param grace: seconds a draining process waits for the records in flight.
+    :param interval: seconds between progress lines; ``None``: no progress lines.
+    :param max_records: records per fetch (``ShareConsumer(max_records=...)``).
+    :param bootstrap: ``host:port[,...]`` of the brokers.
+    :param client_id: sent to the brokers.
+    :param timeout: connect and request timeout.
+    :param tls: use TLS (verified against the system CAs, or ``tls_ca``).
+    :param tls_ca: PEM file of CA certificates (implies ``tls``).
+    :param sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
+    :param sasl_username: the SASL user.
+    :param sasl_password: the SASL password (never shown in ``repr``).
+    :param log_level: logging level of the ``sharecon`` logger in the worker processes.
+    :raises ConfigError: for a wrong setting, naming it.
+    """
+
+    handler: str
+    group: str
+    topics: tuple[str, ...]
+    processes: int = 1
+    concurrency: int = 1
+    dlq_after: int | None = None
+    dlq_topic: str | None = None
+    handler_timeout: float | None = None
+    grace: float = 30.0
+    interval: float | None = 10.0
+    max_records: int = 500
+    bootstrap: str = DEFAULT_BOOTSTRAP
+    client_id: str = "sharecon-worker"
+    timeout: float = 30.0
+    tls: bool = False
+    tls_ca: str | None = None
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+    log_level: int = 40
+
+    def __post_init__(self) -> None:
+        # A list given for topics still makes a hashable, immutable config.
+        object.__setattr__(self, "topics", tuple(self.topics))
+        if not isinstance(self.handler, str) or ":" not in self.handler:
+            raise errors.ConfigError(
+                f"handler must be 'package.module:function' or 'file.py:function', not {self.handler!r}"
+            )
+        if not self.group:
+            raise errors.ConfigError("a group is needed (--group or SHARECON_GROUP)")
+        if not self.topics or not all(self.topics):
+            raise errors.ConfigError("at least one topic is needed (--topic or SHARECON_TOPICS)")
+        for name in ("processes", "concurrency", "max_records"):
+            _at_least(name, getattr(self, name), 1)
+        if self.dlq_after is not None:
+            _at_least("dlq_after", self.dlq_after, 1)
+        for name in ("handler_timeout", "interval", "timeout"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise errors.ConfigError(f"{name} must be positive, not {value!r}")
+        if not self.grace >= 0:
+            raise errors.ConfigError(f"grace must not be negative, not {self.grace!r}")
+        if self.dlq_topic is not None and self.dlq_after is None:
+            raise errors.ConfigError("dlq_topic needs dlq_after (the delivery that routes there)")
+        given = [self.sasl_mechanism, self.sasl_username, self.sasl_password]
+        if any(v is not None for v in given) and not all(v is not None for v in given):
+            raise errors.ConfigError(
+                "SASL needs a mechanism, a user name and a password (sasl_mechanism, "
+                "sasl_username, sasl_password)"
+            )
+        if self.sasl_mechanism is not None:
+            self.sasl()  # checks the mechanism
+
+    def sasl(self) -> SaslConfig | None:
+        """The SASL credentials, if any."""
+        if self.sasl_mechanism is None or self.sasl_username is None:
+            return None
+        return SaslConfig(self.sasl_mechanism.upper(), self.sasl_username, self.sasl_password or "")
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """A verifying TLS context when TLS is on.
+
+        :raises ConfigError: the CA file cannot be loaded (naming the file).
+        """
+        if not (self.tls or self.tls_ca):
+            return None
+        try:
+            return ssl.create_default_context(cafile=self.tls_ca)
+        except (OSError, ssl.SSLError) as exc:
+            raise errors.ConfigError(
+                f"tls_ca {self.tls_ca}: cannot load CA certificates: {exc}"
+            ) from None
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for sharecon's clients (Admin, ShareConsumer)."""
+        return {
+            "client_id": self.client_id,
+            "connect_timeout": self.timeout,
+            "request_timeout": self.timeout,
+            "ssl_context": self.ssl_context(),
+            "sasl": self.sasl(),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (the password included: it goes to the worker processes' stdin)."""
+        out = dataclasses.asdict(self)
+        out["topics"] = list(self.topics)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WorkerConfig:
+        """The inverse of :meth:`to_dict`."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise errors.ConfigError(f"unknown worker settings: {', '.join(unknown)}")
+        values = dict(data)
+        if "topics" in values:
+            values["topics"] = tuple(values["topics"])
+        return cls(**values)
+
+
+def _at_least(name: str, value: object, low: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise errors.ConfigError(f"{name} must be an integer of at least {low}, not {value!r}")
+
+
+# -- sources: flags, environment, TOML ---------------------------------------------------------
+
+_INTS = {"processes", "concurrency", "dlq_after", "max_records"}
+_FLOATS = {"handler_timeout", "grace", "interval", "timeout"}
+_BOOLS = {"tls"}
+
+
+def _convert(name: str, value: object, where: str) -> object:
+    """``value`` (text from the environment, or a TOML value) as the setting's type."""
+    try:
+        if name == "topics":
+            if isinstance(value, str):
+                return tuple(t.strip() for t in value.split(",") if t.strip())
+            if isinstance(value, list | tuple) and all(isinstance(t, str) for t in value):
+                return tuple(value)
+            raise ValueError("expected a list of topic names")
+        if name in _INTS:
+            if isinstance(value, bool):
+                raise ValueError("expected an integer")
+            return int(value) if isinstance(value, int | str) else _fail("an integer")
+        if name in _FLOATS:
+            if isinstance(value, bool):
+                raise ValueError("expected a number")
+            return float(value) if isinstance(value, int | float | str) else _fail("a number")
+        if name in _BOOLS:
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str):
+                return value.strip().lower() in {"1", "true", "yes", "on"}
+            raise ValueError("expected true or false")
+        if not isinstance(value, str):
+            raise ValueError("expected text")
+        return value
+    except ValueError as exc:
+        raise errors.ConfigError(f"{where}: {exc}: {value!r}") from None
+
+
+def _fail(what: str) -> object:
+    raise ValueError(f"expected {what}")
+
+
+def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The settings in a TOML file: top-level keys named like the flags (``dlq-after`` or
+    ``dlq_after``), or the same keys in a ``[worker]`` table.
+
+    :raises ConfigError: Python 3.10 (no :mod:`tomllib`), an unreadable or invalid file,
+        or an unknown key.
+    """
+    try:
+        # Looked up by name: mypy checks this package as Python 3.10, which has no tomllib.
+        tomllib: Any = importlib.import_module("tomllib")
+    except ImportError:
+        raise errors.ConfigError("a TOML config file needs Python 3.11+ (tomllib)") from None
+
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        raise errors.ConfigError(f"config file {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise errors.ConfigError(f"config file {path}: not valid TOML: {exc}") from None
+    table = data.get("worker", data) if isinstance(data.get("worker"), dict) else data
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        name = key.replace("-", "_")
+        if name == "topic":
+            name = "topics"
+            value = [value] if isinstance(value, str) else value
+        if name not in ENV:
+            raise errors.ConfigError(f"config file {path}: unknown setting {key!r}")
+        out[name] = _convert(name, value, f"config file {path}, {key}")
+    return out
+
+
+def config_from_sources(
+    flags: Mapping[str, Any],
+    env: Mapping[str, str] | None = None,
+    toml: Mapping[str, Any] | None = None,
+    *,
+    log_level: int = 40,
+) -> WorkerConfig:
+    """Combine ``flags`` (already typed), environment variables and TOML settings
+    (already typed, from :func:`load_toml`): the first that has a setting wins.
+
+    :raises ConfigError: a wrong value, naming where it came from.
+    """
+    environ = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    for name, variable in ENV.items():
+        if flags.get(name) is not None:
+            values[name] = flags[name]
+        elif environ.get(variable):
+            values[name] = _convert(name, environ[variable], variable)
+        elif toml is not None and toml.get(name) is not None:
+            values[name] = toml[name]
+    for required in ("handler", "group", "topics"):
+        values.setdefault(required, "" if required != "topics" else ())
+    if values.get("handler") == "":
+        raise errors.ConfigError("a handler is needed (HANDLER argument or SHARECON_HANDLER)")
+    return WorkerConfig(**values, log_level=log_level)
+
+
+# -- handlers ------------------------------------------------------------------------------------
+
+#: The module name a handler file is loaded under (not ``__main__``: its
+#: ``if __name__ == "__main__":`` block must not run again in each worker process).
+_FILE_MODULE = "__sharecon_worker_handler__"
+
+
+def handler_spec(handler: Callable[..., object] | str) -> str:
+    """The import path of ``handler``: a string is returned as it is.
+
+    :raises ConfigError: a lambda or a function defined inside another one (the worker
+        processes could not import it).
+    """
+    if isinstance(handler, str):
+        return handler
+    module = getattr(handler, "__module__", None)
+    qualname = getattr(handler, "__qualname__", None)
+    if not module or not qualname or "<" in qualname:
+        raise errors.ConfigError(
+            f"handler {handler!r} cannot be imported by the worker processes: give a "
+            "module-level function, or 'package.module:function'"
+        )
+    if module == "__main__":
+        main_file = getattr(sys.modules["__main__"], "__file__", None)
+        if main_file is None:
+            raise errors.ConfigError(
+                "a handler defined in an interactive session cannot be imported by the "
+                "worker processes: put it in a module"
+            )
+        return f"{os.path.abspath(main_file)}:{qualname}"
+    return f"{module}:{qualname}"
+
+
+def load_handler(spec: str) -> Callable[..., object]:
+    """Import the handler named by ``spec`` (``package.module:function`` or
+    ``path/to/file.py:function``). The current directory is importable, as for
+    ``python -m``.
+
+    :raises ConfigError: it cannot be imported, does not exist or is not callable.
+    """
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise errors.ConfigError(
+            f"handler must be 'package.module:function' or 'file.py:function', not {spec!r}"
+        )
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name)
+            if not path.is_file():
+                raise errors.ConfigError(f"handler {spec!r}: no such file {module_name}")
+            loader_spec = importlib.util.spec_from_file_location(_FILE_MODULE, path)
+            assert loader_spec is not None and loader_spec.loader is not None
+            module = importlib.util.module_from_spec(loader_spec)
+            sys.modules[_FILE_MODULE] = module
+            loader_spec.loader.exec_module(module)
+        else:
+            # Like `python -m`: the working directory is where the handler's package lives
+            # (the `sharecon` console script would otherwise only see site-packages).
+            if "" not in sys.path and os.getcwd() not in sys.path:
+                sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(module_name)
+    except errors.ConfigError:
+        raise
+    except ImportError as exc:
+        raise errors.ConfigError(f"handler {spec!r}: cannot import {module_name}: {exc}") from None
+    except Exception as exc:
+        # The module itself failed while being imported: the user's bug, named.
+        raise errors.ConfigError(
+            f"handler {spec!r}: importing {module_name} raised {type(exc).__name__}: {exc}"
+        ) from None
+    obj: object = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise errors.ConfigError(f"handler {spec!r}: {module_name} has no {attr!r}") from None
+    if not callable(obj):
+        raise errors.ConfigError(f"handler {spec!r} is not callable")
+    return obj
+
+
+def is_async_handler(handler: Callable[..., object]) -> bool:
+    """Whether calling ``handler`` gives an awaitable (async function or async ``__call__``)."""
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+        getattr(handler, "__call__", None)  # noqa: B004 - an object with async __call__
+    )

@@ -1,0 +1,424 @@
+"""The supervisor: starts the worker processes, restarts them, drains them, reports progress.
+
+Rules of this module:
+
+1. Each worker process is ``python -m sharecon.worker._child`` in a session of its own
+   (so a Ctrl-C at the terminal reaches only the supervisor), fed its config on stdin and
+   reporting on a pipe of its own; its stdout and stderr are the supervisor's (see
+   :mod:`sharecon.worker._child`).
+2. A process that exits when not asked to is restarted after an exponential backoff; one
+   that exits with 2 (configuration) or 3 (missing topic) stops the whole worker, since
+   starting it again cannot help. Its records come back to the group when the broker sees
+   its connections close, or when their locks end.
+3. With ``handler_timeout``, a process whose oldest record in flight passed it, or that
+   stopped reporting for as long (a handler blocking its event loop), is killed, and then
+   restarted like any process that died.
+4. The first SIGINT or SIGTERM drains: every process is told to stop taking records,
+   finish or release what it holds within ``grace`` seconds, close its consumer and exit.
+   A second signal kills them all at once. Every wait has a deadline.
+5. Status lines (starts, restarts, progress) go to ``stream`` (stderr), plain text, one
+   line each; diagnostics go to the ``sharecon.worker`` logger.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TextIO
+
+import anyio
+
+from sharecon._backoff import Backoff
+from sharecon.admin import Admin
+from sharecon.worker._config import load_handler
+from sharecon.worker._protocol import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, REPORT_EVERY
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from anyio.abc import Process
+
+    from sharecon.worker._config import WorkerConfig
+
+__all__ = ["COUNTERS", "EXIT_DRAINED", "EXIT_ERROR", "Supervisor", "format_progress", "serve"]
+
+logger = logging.getLogger("sharecon.worker")
+
+EXIT_DRAINED = 0
+EXIT_ERROR = 1
+EXIT_FORCED_SIGINT = 130
+EXIT_FORCED_SIGTERM = 143
+
+#: Counters each process reports, summed over its restarts.
+COUNTERS = ("handled", "failed", "dlq", "redelivered")
+
+#: Restart delays: 0.5 s, 1 s, 2 s ... 30 s; back to 0.5 s after a process ran RESET_AFTER s.
+RESTART_BACKOFF = Backoff(initial=0.5, maximum=30.0, jitter=0.2)
+RESET_AFTER = 60.0
+#: Time a new process has to report for the first time (interpreter start, imports).
+STARTUP_SILENCE = 30.0
+#: Beyond ``grace``: time for a draining process to close its consumer and exit.
+CLOSE_ALLOWANCE = 15.0
+#: Lines of a child's report we accept (far more than a report takes).
+_MAX_LINE = 1 << 16
+
+
+@dataclass
+class _Slot:
+    """One worker process position: its current process and what its processes did."""
+
+    index: int
+    proc: Process | None = None
+    pid: int | None = None
+    started: float = 0.0
+    last_report: float = 0.0
+    reported: bool = False
+    #: Its consumer joined the group (as last reported).
+    ready: bool = False
+    oldest: float | None = None
+    in_flight: int = 0
+    current: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    base: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    restarts: int = 0
+    killed_hung: int = 0
+    done: bool = False
+
+    def total(self, name: str) -> int:
+        return self.base[name] + self.current[name]
+
+
+def format_progress(
+    rates: list[float],
+    *,
+    in_flight: int,
+    handled: int,
+    failed: int,
+    dlq: int,
+    redelivered: int,
+    restarts: int,
+) -> str:
+    """One progress line (plain text, greppable)."""
+    per = " ".join(f"p{i} {r:,.1f}" for i, r in enumerate(rates))
+    return (
+        f"sharecon worker: {sum(rates):,.1f} rec/s ({per}) | handled {handled:,} | "
+        f"in flight {in_flight} | failed {failed:,} | dlq {dlq:,} | "
+        f"redelivered {redelivered:,} | restarts {restarts}"
+    )
+
+
+class Supervisor:
+    """Runs ``config.processes`` worker processes until drained; see the module rules."""
+
+    def __init__(
+        self,
+        config: WorkerConfig,
+        stream: TextIO | None = None,
+        *,
+        command: Sequence[str] = (),
+    ) -> None:
+        """:param command: the worker process's command line before ``--report-fd N``
+        (default ``python -m sharecon.worker._child``; tests give a stand-in)."""
+        self.config = config
+        self._stream = stream
+        self._command = list(command) or [sys.executable, "-m", "sharecon.worker._child"]
+        self.slots = [_Slot(i) for i in range(config.processes)]
+        self._stopping = anyio.Event()
+        self._exit_code = EXIT_DRAINED
+        self._forced = False
+
+    # -- output ------------------------------------------------------------------------------
+
+    def say(self, text: str) -> None:
+        """One status line on the stream (nothing when there is none)."""
+        if self._stream is not None:
+            self._stream.write(f"sharecon worker: {text}\n")
+            self._stream.flush()
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def run(self) -> int:
+        """Start, supervise and drain; returns the exit code."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._watch_signals)
+            if self.config.interval is not None:
+                tg.start_soon(self._progress, self.config.interval)
+            async with anyio.create_task_group() as slots:
+                for slot in self.slots:
+                    slots.start_soon(self._supervise, slot)
+            tg.cancel_scope.cancel()
+        handled = sum(s.total("handled") for s in self.slots)
+        failed = sum(s.total("failed") for s in self.slots)
+        dlq = sum(s.total("dlq") for s in self.slots)
+        how = (
+            "killed"
+            if self._forced
+            else "stopped with errors"
+            if self._exit_code != EXIT_DRAINED
+            else "drained"
+        )
+        self.say(f"{how}: handled {handled:,}, failed {failed:,}, dlq {dlq:,}")
+        return self._exit_code
+
+    def stop(self, code: int = EXIT_DRAINED) -> None:
+        """Start draining (idempotent; the first non-zero code is kept)."""
+        if self._exit_code == EXIT_DRAINED:
+            self._exit_code = code
+        if self._stopping.is_set():
+            return
+        # Each slot's _drain_when_stopping tells its process.
+        self._stopping.set()
+
+    def kill_all(self, code: int) -> None:
+        """Kill every process now (second signal)."""
+        self._forced = True
+        self._exit_code = code
+        self._stopping.set()
+        for slot in self.slots:
+            if slot.proc is not None and slot.proc.returncode is None:
+                slot.proc.kill()
+
+    async def _watch_signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                name = "SIGINT" if signum == signal.SIGINT else "SIGTERM"
+                if self._stopping.is_set():
+                    self.say(f"{name} again: killing the worker processes")
+                    self.kill_all(
+                        EXIT_FORCED_SIGINT if signum == signal.SIGINT else EXIT_FORCED_SIGTERM
+                    )
+                else:
+                    self.say(
+                        f"{name}: draining (up to {self.config.grace:g} s for records in "
+                        "flight; again to kill)"
+                    )
+                    self.stop()
+
+    # -- one slot --------------------------------------------------------------------------
+
+    async def _supervise(self, slot: _Slot) -> None:
+        attempt = 0
+        while not self._stopping.is_set():
+            started = anyio.current_time()
+            code = await self._run_process(slot)
+            if self._stopping.is_set():
+                # A process that did not drain cleanly makes the whole drain an error.
+                if code != EXIT_OK and not self._forced and self._exit_code == EXIT_DRAINED:
+                    self._exit_code = EXIT_ERROR
+                break
+            if code in (EXIT_USAGE, EXIT_NOT_FOUND):
+                self.say(f"process {slot.index} {_how(code)}: stopping")
+                self.stop(code)
+                break
+            if anyio.current_time() - started >= RESET_AFTER:
+                attempt = 0
+            delay = RESTART_BACKOFF.delay(attempt)
+            attempt += 1
+            slot.restarts += 1
+            self.say(
+                f"process {slot.index} (pid {slot.pid}) {_how(code)}; restarting in {delay:.1f} s"
+            )
+            with anyio.move_on_after(delay):
+                await self._stopping.wait()
+        slot.done = True
+
+    async def _run_process(self, slot: _Slot) -> int:
+        """Start one process in ``slot``, watch it until it exits; returns its exit code."""
+        report_r, report_w = os.pipe()
+        try:
+            proc = await anyio.open_process(
+                [*self._command, "--report-fd", str(report_w)],
+                stdin=subprocess.PIPE,
+                stdout=None,
+                stderr=None,
+                start_new_session=True,
+                pass_fds=(report_w,),
+                env=_child_env(),
+            )
+        except BaseException:
+            os.close(report_r)
+            raise
+        finally:
+            os.close(report_w)  # the child's copy is the only writer: its exit ends the pipe
+        slot.proc, slot.pid = proc, proc.pid
+        slot.started = slot.last_report = anyio.current_time()
+        slot.reported, slot.ready, slot.oldest, slot.in_flight = False, False, None, 0
+        self.say(f"process {slot.index} started (pid {proc.pid})")
+        assert proc.stdin is not None
+        hello = {"index": slot.index, "config": self.config.to_dict()}
+        lines = [json.dumps(hello).encode() + b"\n"]
+        if self._stopping.is_set():
+            lines.append(b"drain\n")
+        try:
+            for line in lines:
+                await proc.stdin.send(line)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass  # it died already: wait() below says how
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._read_reports, slot, report_r)
+                tg.start_soon(self._drain_when_stopping, slot)
+                if self.config.handler_timeout is not None:
+                    tg.start_soon(self._watchdog, slot, self.config.handler_timeout)
+                await proc.wait()
+                tg.cancel_scope.cancel()
+        finally:
+            os.close(report_r)
+            with anyio.CancelScope(shield=True):
+                if proc.returncode is None:
+                    proc.kill()
+                await proc.aclose()
+        for name in COUNTERS:
+            slot.base[name] += slot.current[name]
+            slot.current[name] = 0
+        slot.in_flight, slot.oldest, slot.ready = 0, None, False
+        code = proc.returncode
+        assert code is not None
+        return code
+
+    async def _drain_when_stopping(self, slot: _Slot) -> None:
+        await self._stopping.wait()
+        proc = slot.proc
+        if proc is None or proc.stdin is None or self._forced:
+            return
+        try:
+            with anyio.fail_after(5):
+                await proc.stdin.send(b"drain\n")
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError, TimeoutError):
+            return  # it is gone (or stuck: the deadline below kills it)
+        limit = self.config.grace + CLOSE_ALLOWANCE
+        with anyio.move_on_after(limit):
+            await proc.wait()
+        if proc.returncode is None:
+            self.say(
+                f"process {slot.index} (pid {proc.pid}) did not drain within {limit:g} s: "
+                "killing it"
+            )
+            proc.kill()
+
+    async def _read_reports(self, slot: _Slot, fd: int) -> None:
+        os.set_blocking(fd, False)
+        pending = b""
+        while True:
+            await anyio.wait_readable(fd)
+            try:
+                data = os.read(fd, _MAX_LINE)
+            except BlockingIOError:
+                continue
+            if not data:
+                return  # the process closed its end: it is exiting
+            pending += data
+            *lines, pending = pending.split(b"\n")
+            if len(pending) > _MAX_LINE:
+                logger.warning("process %d: report line too long; ignoring it", slot.index)
+                pending = b""
+            for line in lines:
+                self._take_report(slot, line)
+
+    def _take_report(self, slot: _Slot, line: bytes) -> None:
+        try:
+            report: dict[str, Any] = json.loads(line)
+        except ValueError:
+            logger.warning("process %d: unreadable report %r", slot.index, line[:200])
+            return
+        slot.last_report = anyio.current_time()
+        slot.reported = True
+        slot.ready = report.get("ready") is True
+        for name in COUNTERS:
+            value = report.get(name)
+            if isinstance(value, int):
+                slot.current[name] = value
+        in_flight = report.get("in_flight")
+        slot.in_flight = in_flight if isinstance(in_flight, int) else 0
+        oldest = report.get("oldest")
+        slot.oldest = float(oldest) if isinstance(oldest, int | float) else None
+
+    async def _watchdog(self, slot: _Slot, limit: float) -> None:
+        """Kill the process when a record stays in its handler longer than ``limit``, or when
+        it stops reporting for as long (its event loop is blocked)."""
+        while True:
+            await anyio.sleep(min(REPORT_EVERY, limit / 4))
+            now = anyio.current_time()
+            since = now - slot.last_report
+            age = None if slot.oldest is None else slot.oldest + since
+            silent_limit = max(limit, 4 * REPORT_EVERY) if slot.reported else STARTUP_SILENCE
+            if age is not None and age > limit:
+                why = f"a record has been in its handler for {age:.1f} s"
+            elif since > silent_limit:
+                why = f"it has not reported for {since:.1f} s"
+            else:
+                continue
+            slot.killed_hung += 1
+            self.say(
+                f"process {slot.index} (pid {slot.pid}): {why} (handler timeout "
+                f"{limit:g} s): killing it"
+            )
+            if slot.proc is not None:
+                slot.proc.kill()
+            return
+
+    # -- progress --------------------------------------------------------------------------
+
+    async def _progress(self, interval: float) -> None:
+        last = [s.total("handled") + s.total("failed") for s in self.slots]
+        last_time = time.monotonic()
+        while True:
+            await anyio.sleep(interval)
+            now = time.monotonic()
+            elapsed = max(now - last_time, 1e-9)
+            done = [s.total("handled") + s.total("failed") for s in self.slots]
+            rates = [(d - p) / elapsed for d, p in zip(done, last, strict=True)]
+            last, last_time = done, now
+            self.say(
+                format_progress(
+                    rates,
+                    in_flight=sum(s.in_flight for s in self.slots),
+                    handled=sum(s.total("handled") for s in self.slots),
+                    failed=sum(s.total("failed") for s in self.slots),
+                    dlq=sum(s.total("dlq") for s in self.slots),
+                    redelivered=sum(s.total("redelivered") for s in self.slots),
+                    restarts=sum(s.restarts for s in self.slots),
+                )[len("sharecon worker: ") :]
+            )
+
+
+async def check_setup(config: WorkerConfig) -> None:
+    """Fail early and clearly: the handler imports, and the topics exist.
+
+    :raises ConfigError: the handler cannot be loaded.
+    :raises UnknownTopicOrPartitionError: a topic does not exist (naming it).
+    """
+    load_handler(config.handler)
+    async with Admin(config.bootstrap, **config.client_kwargs()) as admin:
+        await admin.describe_topics(list(config.topics))
+
+
+async def serve(config: WorkerConfig, *, stream: TextIO | None = None) -> int:
+    """Check the setup, then supervise the worker processes until drained (async form of
+    :func:`sharecon.worker.run`); returns the exit code."""
+    await check_setup(config)
+    return await Supervisor(config, stream).run()
+
+
+def _how(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def _child_env() -> dict[str, str]:
+    """The environment, with this sharecon first on the path: a worker process runs the
+    same sharecon as its supervisor, even one found through the supervisor's own
+    ``sys.path`` (a checkout, a script's folder) rather than the installed one."""
+    # This file is <root>/sharecon/worker/_supervisor.py.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}

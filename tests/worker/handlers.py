@@ -1,0 +1,62 @@
+"""Handlers the worker tests run in real worker processes (``tests.worker.handlers:NAME``).
+
+Each writes one line per call, ``VALUE DELIVERY_COUNT``, to a file of its own process in
+the folder named by ``SHARECON_TEST_WORKER_OUT``, so the test can count what was handled
+across processes (and across restarts).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+
+if TYPE_CHECKING:
+    from sharecon.record import Record
+
+OUT_ENV = "SHARECON_TEST_WORKER_OUT"
+SLEEP_ENV = "SHARECON_TEST_WORKER_SLEEP"
+
+
+def _note(kind: str, record: Record) -> None:
+    value = (record.value or b"").decode()
+    path = Path(os.environ[OUT_ENV]) / f"{kind}-{os.getpid()}.txt"
+    # One short append per record: whole lines even when the process is killed.
+    with open(path, "a") as f:
+        f.write(f"{value} {record.delivery_count}\n")
+
+
+async def record_id(record: Record) -> None:
+    """Handled: noted, then accepted."""
+    await anyio.sleep(float(os.environ.get(SLEEP_ENV, "0")))
+    _note("handled", record)
+
+
+def record_id_sync(record: Record) -> None:
+    """The same as a synchronous handler (run in a worker thread)."""
+    time.sleep(float(os.environ.get(SLEEP_ENV, "0")))
+    _note("handled", record)
+
+
+def started_then_sleeps_sync(record: Record) -> None:
+    """Synchronous: noted as started, then sleeps (a handler stuck in a thread)."""
+    _note("started", record)
+    time.sleep(float(os.environ.get(SLEEP_ENV, "0")))
+    _note("handled", record)
+
+
+async def always_fails(record: Record) -> None:
+    """Every attempt is noted, then fails."""
+    _note("attempt", record)
+    raise RuntimeError("handler always fails")
+
+
+async def hangs_first_time(record: Record) -> None:
+    """Hangs for good on a record's first delivery; handles it on the next."""
+    if record.delivery_count == 1:
+        _note("hung", record)
+        await anyio.sleep_forever()
+    _note("handled", record)

@@ -1,0 +1,338 @@
+"""The worker's settings, handler loading, per-record bookkeeping and command line, without
+a broker."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import pytest
+
+from sharecon import errors
+from sharecon.worker import WorkerConfig, handler_spec, load_handler, load_toml
+from sharecon.worker._child import Stats, wrap_handler
+from sharecon.worker._config import config_from_sources
+from sharecon.worker._supervisor import format_progress
+from tests.worker import handlers
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+def _config(**kw: Any) -> WorkerConfig:
+    base: dict[str, Any] = {
+        "handler": "tests.worker.handlers:record_id",
+        "group": "g",
+        "topics": ["t"],
+    }
+    return WorkerConfig(**{**base, **kw})
+
+
+# -- WorkerConfig ---------------------------------------------------------------------------
+
+
+def test_config_round_trips_through_json_form() -> None:
+    config = _config(processes=3, sasl_mechanism="PLAIN", sasl_username="u", sasl_password="pw")
+    assert WorkerConfig.from_dict(config.to_dict()) == config
+    assert config.topics == ("t",)
+    assert "pw" not in repr(config)
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"processes": 0}, "processes must be an integer of at least 1"),
+        ({"concurrency": -1}, "concurrency"),
+        ({"dlq_after": 0}, "dlq_after"),
+        ({"handler_timeout": 0.0}, "handler_timeout must be positive"),
+        ({"grace": -1.0}, "grace must not be negative"),
+        ({"group": ""}, "a group is needed"),
+        ({"topics": []}, "at least one topic"),
+        ({"handler": "no_colon"}, "handler must be"),
+        ({"dlq_topic": "dead"}, "dlq_topic needs dlq_after"),
+        ({"sasl_mechanism": "PLAIN"}, "SASL needs"),
+        ({"sasl_mechanism": "MD5", "sasl_username": "u", "sasl_password": "p"}, "MD5"),
+    ],
+)
+def test_config_refuses_bad_settings(kw: dict[str, Any], message: str) -> None:
+    with pytest.raises(errors.ConfigError, match=message):
+        _config(**kw)
+
+
+def test_from_dict_refuses_unknown_settings() -> None:
+    with pytest.raises(errors.ConfigError, match="unknown worker settings: colour"):
+        WorkerConfig.from_dict({**_config().to_dict(), "colour": "blue"})
+
+
+# -- sources ---------------------------------------------------------------------------------
+
+
+def test_flags_win_over_environment_which_wins_over_toml() -> None:
+    env = {"SHARECON_GROUP": "from-env", "SHARECON_PROCESSES": "3", "SHARECON_TOPICS": "a, b"}
+    toml = {"group": "from-toml", "processes": 5, "concurrency": 7, "handler": "m:f"}
+    config = config_from_sources({"group": "from-flag"}, env, toml)
+    assert config.group == "from-flag"
+    assert config.processes == 3
+    assert config.concurrency == 7
+    assert config.topics == ("a", "b")
+    assert config.handler == "m:f"
+
+
+def test_environment_values_are_checked_naming_the_variable() -> None:
+    env = {"SHARECON_PROCESSES": "many"}
+    with pytest.raises(errors.ConfigError, match="SHARECON_PROCESSES"):
+        config_from_sources({"handler": "m:f", "group": "g", "topics": ("t",)}, env)
+
+
+def test_missing_handler_is_named() -> None:
+    with pytest.raises(errors.ConfigError, match="a handler is needed"):
+        config_from_sources({"group": "g", "topics": ("t",)}, {})
+
+
+def test_toml_file_with_flag_names(tmp_path: Path) -> None:
+    path = tmp_path / "worker.toml"
+    path.write_text(
+        textwrap.dedent(
+            """
+            handler = "tests.worker.handlers:record_id"
+            group = "billing"
+            topic = "invoices"
+            processes = 2
+            dlq-after = 3
+            handler-timeout = 1.5
+            tls = true
+            """
+        )
+    )
+    settings = load_toml(path)
+    assert settings == {
+        "handler": "tests.worker.handlers:record_id",
+        "group": "billing",
+        "topics": ("invoices",),
+        "processes": 2,
+        "dlq_after": 3,
+        "handler_timeout": 1.5,
+        "tls": True,
+    }
+
+
+def test_toml_worker_table_and_errors(tmp_path: Path) -> None:
+    good = tmp_path / "a.toml"
+    good.write_text('[worker]\ngroup = "g"\ntopics = ["x", "y"]\n')
+    assert load_toml(good) == {"group": "g", "topics": ("x", "y")}
+    unknown = tmp_path / "b.toml"
+    unknown.write_text('colour = "blue"\n')
+    with pytest.raises(errors.ConfigError, match="unknown setting 'colour'"):
+        load_toml(unknown)
+    wrong = tmp_path / "c.toml"
+    wrong.write_text('processes = "two"\n')
+    with pytest.raises(errors.ConfigError, match="processes"):
+        load_toml(wrong)
+    broken = tmp_path / "d.toml"
+    broken.write_text("processes = \n")
+    with pytest.raises(errors.ConfigError, match="not valid TOML"):
+        load_toml(broken)
+    with pytest.raises(errors.ConfigError, match="no-such.toml"):
+        load_toml(tmp_path / "no-such.toml")
+
+
+# -- handlers --------------------------------------------------------------------------------
+
+
+def test_handler_spec_and_load_round_trip() -> None:
+    spec = handler_spec(handlers.record_id)
+    assert spec == "tests.worker.handlers:record_id"
+    assert load_handler(spec) is handlers.record_id
+    assert handler_spec("a.b:c") == "a.b:c"
+
+
+def test_handlers_that_cannot_be_imported_are_refused() -> None:
+    def nested(record: object) -> None:
+        pass
+
+    with pytest.raises(errors.ConfigError, match="cannot be imported"):
+        handler_spec(nested)
+    with pytest.raises(errors.ConfigError, match="cannot be imported"):
+        handler_spec(lambda r: None)
+    with pytest.raises(errors.ConfigError, match="cannot import no_such_module"):
+        load_handler("no_such_module:f")
+    with pytest.raises(errors.ConfigError, match="has no 'nope'"):
+        load_handler("tests.worker.handlers:nope")
+    with pytest.raises(errors.ConfigError, match="not callable"):
+        load_handler("tests.worker.handlers:OUT_ENV")
+
+
+def test_handler_from_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "my_handlers.py"
+    path.write_text("def handle(record):\n    return record * 2\n")
+    assert load_handler(f"{path}:handle")(21) == 42
+    with pytest.raises(errors.ConfigError, match="no such file"):
+        load_handler(f"{tmp_path / 'missing.py'}:handle")
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise ValueError('bad module')\n")
+    with pytest.raises(errors.ConfigError, match="raised ValueError: bad module"):
+        load_handler(f"{broken}:handle")
+
+
+# -- per-record bookkeeping in a worker process ------------------------------------------------
+
+
+class _FakeRecord(SimpleNamespace):
+    released = False
+
+
+def _record(delivery_count: int = 1) -> Any:
+    return _FakeRecord(topic="t", partition=0, offset=7, delivery_count=delivery_count, value=b"v")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_wrapped_handler_counts_outcomes(anyio_backend: str) -> None:
+    stats = Stats()
+    seen: list[int] = []
+
+    async def ok(record: Any) -> None:
+        seen.append(record.delivery_count)
+
+    async def bad(record: Any) -> None:
+        raise KeyError("x")
+
+    await wrap_handler(ok, stats, dlq_after=2)(_record(1))
+    await wrap_handler(ok, stats, dlq_after=2)(_record(3))
+    with pytest.raises(KeyError):
+        await wrap_handler(bad, stats, dlq_after=2)(_record(1))
+    with pytest.raises(KeyError):
+        await wrap_handler(bad, stats, dlq_after=2)(_record(2))
+    report = stats.report()
+    assert (report["handled"], report["failed"], report["dlq"], report["redelivered"]) == (
+        2,
+        2,
+        1,
+        2,
+    )
+    assert report["in_flight"] == 0 and report["oldest"] is None
+    assert seen == [1, 3]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_sync_handler_runs_in_a_thread(anyio_backend: str) -> None:
+    import threading
+
+    stats = Stats()
+    threads: list[threading.Thread] = []
+
+    def handler(record: Any) -> None:
+        threads.append(threading.current_thread())
+
+    await wrap_handler(handler, stats, None)(_record())
+    assert threads and threads[0] is not threading.main_thread()
+    assert stats.handled == 1
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_draining_takes_no_new_record_and_waits_for_those_in_flight(
+    anyio_backend: str,
+) -> None:
+    stats = Stats()
+    release = anyio.Event()
+    calls: list[int] = []
+
+    async def slow(record: Any) -> None:
+        calls.append(record.offset)
+        await release.wait()
+
+    wrapped = wrap_handler(slow, stats, None)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wrapped, _record())
+        await anyio.wait_all_tasks_blocked()
+        assert stats.in_flight == 1 and stats.report()["oldest"] is not None
+        stats.start_draining()
+        assert not stats.idle.is_set()
+        late = anyio.CancelScope()
+
+        async def late_record() -> None:
+            with late:
+                await wrapped(_record())
+
+        tg.start_soon(late_record)
+        await anyio.wait_all_tasks_blocked()
+        assert calls == [7]  # the late record was not handed to the handler
+        release.set()
+        with anyio.fail_after(5):
+            await stats.idle.wait()
+        late.cancel()
+    assert stats.handled == 1 and stats.in_flight == 0
+
+
+def test_progress_line() -> None:
+    line = format_progress(
+        [10.0, 20.5], in_flight=3, handled=1234, failed=1, dlq=0, redelivered=2, restarts=1
+    )
+    assert line == (
+        "sharecon worker: 30.5 rec/s (p0 10.0 p1 20.5) | handled 1,234 | in flight 3 | "
+        "failed 1 | dlq 0 | redelivered 2 | restarts 1"
+    )
+
+
+# -- command line ----------------------------------------------------------------------------
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sharecon.cli", "worker", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("no_such_module:f", "-g", "g", "-t", "t"), "cannot import no_such_module"),
+        (("-g", "g", "-t", "t"), "a handler is needed"),
+        (("tests.worker.handlers:record_id", "-t", "t"), "a group is needed"),
+        (
+            ("tests.worker.handlers:record_id", "-g", "g", "-t", "t", "-p", "0"),
+            "must be at least 1",
+        ),
+        (("--config", "/no/such/worker.toml"), "/no/such/worker.toml"),
+    ],
+)
+def test_cli_usage_errors_exit_2(args: tuple[str, ...], message: str) -> None:
+    done = _cli(*args)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_cli_help_documents_worker_exit_codes() -> None:
+    done = _cli("--help")
+    assert done.returncode == 0
+    assert "worker exit codes: 0 drained" in done.stdout
+    assert "--handler-timeout" in done.stdout and "--dlq-after" in done.stdout
+
+
+def test_cli_unreachable_cluster_exits_5_before_starting_processes() -> None:
+    done = _cli("tests.worker.handlers:record_id", "-g", "g", "-t", "t", "-b", "127.0.0.1:1")
+    assert done.returncode == 5, done.stderr
+    assert "could not reach any bootstrap broker" in done.stderr
+    assert "process 0 started" not in done.stderr
+
+
+def test_cli_config_file_with_an_unknown_key_exits_2(tmp_path: Path) -> None:
+    path = tmp_path / "worker.toml"
+    path.write_text('group = "g"\ncolour = "blue"\n')
+    done = _cli("tests.worker.handlers:record_id", "-t", "t", "--config", str(path))
+    assert done.returncode == 2, done.stderr
+    assert "unknown setting 'colour'" in done.stderr

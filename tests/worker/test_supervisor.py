@@ -1,0 +1,136 @@
+"""The supervisor's restarts, watchdog, drain and exit codes, with stand-in worker
+processes (``fake_child.py``) instead of Kafka consumers."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import pytest
+
+from sharecon.worker import WorkerConfig
+from sharecon.worker import _supervisor as supervisor_module
+from sharecon.worker._supervisor import Supervisor
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+pytestmark = pytest.mark.anyio
+
+FAKE = str(Path(__file__).with_name("fake_child.py"))
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _make(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, **kw: Any
+) -> tuple[Supervisor, io.StringIO]:
+    monkeypatch.setenv("FAKE_CHILD_MODE", mode)
+    monkeypatch.setenv("FAKE_CHILD_DIR", str(tmp_path))
+    # Fast restarts: the backoff's shape is Backoff's own (tested in tests/net).
+    monkeypatch.setattr(supervisor_module, "RESTART_BACKOFF", supervisor_module.Backoff(0.05, 0.1))
+    settings: dict[str, Any] = {"interval": None, "grace": 5.0, **kw}
+    config = WorkerConfig(handler="m:f", group="g", topics=("t",), **settings)
+    out = io.StringIO()
+    return Supervisor(config, out, command=[sys.executable, FAKE]), out
+
+
+async def _run_until(sup: Supervisor, ready: Callable[[], bool], *, stop: bool = True) -> int:
+    codes: list[int] = []
+
+    async def run() -> None:
+        codes.append(await sup.run())
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await _until(ready)
+            if stop:
+                sup.stop()
+    return codes[0]
+
+
+async def _until(check: Callable[[], bool]) -> None:
+    while True:
+        if check():
+            return
+        await anyio.sleep(0.02)
+
+
+def _handled(sup: Supervisor, index: int) -> int:
+    return sup.slots[index].total("handled")
+
+
+async def test_crashed_processes_are_restarted_then_drained(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sup, out = _make(tmp_path, monkeypatch, "crash_first", processes=2)
+    code = await _run_until(sup, lambda: _handled(sup, 0) > 2 and _handled(sup, 1) > 2)
+    assert code == 0, out.getvalue()
+    assert [s.restarts for s in sup.slots] == [1, 1]
+    assert out.getvalue().count("exited with code 1; restarting in") == 2
+    drained = sorted([p.name.split("-")[1] async for p in anyio.Path(tmp_path).glob("drained-*")])
+    assert drained == ["0", "1"]
+    assert "drained: handled" in out.getvalue()
+
+
+async def test_a_hung_handler_gets_its_process_killed_and_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sup, out = _make(tmp_path, monkeypatch, "hang_first", handler_timeout=0.5)
+    code = await _run_until(sup, lambda: sup.slots[0].restarts == 1 and _handled(sup, 0) > 2)
+    assert code == 0, out.getvalue()
+    text = out.getvalue()
+    assert "a record has been in its handler for" in text
+    assert "(handler timeout 0.5 s): killing it" in text
+    assert "was killed by SIGKILL; restarting" in text
+    assert sup.slots[0].killed_hung == 1
+
+
+async def test_a_process_with_bad_settings_stops_the_worker_with_its_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sup, out = _make(tmp_path, monkeypatch, "usage", processes=2)
+    code = await _run_until(sup, lambda: sup.slots[0].done, stop=False)
+    assert code == 2, out.getvalue()
+    assert "exited with code 2: stopping" in out.getvalue()
+    assert all(s.restarts == 0 for s in sup.slots)
+
+
+async def test_a_process_that_does_not_drain_is_killed_and_the_exit_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(supervisor_module, "CLOSE_ALLOWANCE", 0.2)
+    sup, out = _make(tmp_path, monkeypatch, "stubborn", grace=0.2)
+    code = await _run_until(sup, lambda: _handled(sup, 0) > 0)
+    assert code == 1, out.getvalue()
+    assert "did not drain within 0.4 s: killing it" in out.getvalue()
+
+
+async def test_first_signal_drains_second_kills(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sup, out = _make(tmp_path, monkeypatch, "stubborn", grace=60.0)
+    codes: list[int] = []
+
+    async def run() -> None:
+        codes.append(await sup.run())
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await _until(lambda: _handled(sup, 0) > 0)
+            os.kill(os.getpid(), signal.SIGTERM)
+            await _until(lambda: "SIGTERM: draining" in out.getvalue())
+            os.kill(os.getpid(), signal.SIGINT)
+    assert codes == [130], out.getvalue()
+    assert "SIGINT again: killing the worker processes" in out.getvalue()
+    assert "killed: handled" in out.getvalue()

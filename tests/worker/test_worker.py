@@ -1,0 +1,217 @@
+"""``sharecon worker`` against a real broker: real processes, real group, real signals.
+
+Each test runs the command as a user would (``python -m sharecon.cli worker
+tests.worker.handlers:...``); the handlers note every record they handle in files, one
+per process, so the test counts what was handled across processes and restarts.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+from sharecon.consumer import ShareConsumer
+from sharecon.dlq import dead_letter_info
+from sharecon.producer import Producer, ProducerRecord
+from tests.worker._harness import counts, noted, running_worker
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from sharecon.testing.pytest_plugin import TopicFactory
+
+pytestmark = [pytest.mark.anyio, pytest.mark.broker]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def _produce(bootstrap: str, topic: str, n: int) -> list[str]:
+    """Write ``r0`` .. ``r{n-1}``, keyed by themselves (spread over the partitions)."""
+    values = [f"r{i}" for i in range(n)]
+    async with Producer(bootstrap) as producer:
+        await producer.send_batch(ProducerRecord(topic, v.encode(), key=v.encode()) for v in values)
+    return values
+
+
+async def _nothing_left(bootstrap: str, group: str, topic: str) -> None:
+    """A fresh member of ``group`` gets a record written now as its first: nothing older
+    is left to deliver, and nothing is held by a member that is gone."""
+    async with Producer(bootstrap) as producer:
+        marker = await producer.send(topic, b"marker", partition=0)
+    async with ShareConsumer(bootstrap, group_id=group, topics=[topic]) as fresh:
+        with anyio.fail_after(30):
+            record = await fresh.__anext__()
+    assert (record.partition, record.offset, record.value) == (0, marker.offset, b"marker")
+
+
+async def test_two_processes_handle_every_record_exactly_once(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str, tmp_path: Path
+) -> None:
+    topic = topic_factory(3)
+    values = await _produce(kafka_bootstrap, topic, 300)
+    args = ("--group", share_group, "--topic", topic, "--processes", "2", "--concurrency", "4")
+    async with running_worker(
+        kafka_bootstrap, tmp_path, "tests.worker.handlers:record_id", *args, "--interval", "1"
+    ) as worker:
+        await worker.wait_for("two processes", lambda: worker.pids(1), 60)
+        await worker.wait_for("every record handled", lambda: len(counts(tmp_path)) == 300, 90)
+        await worker.wait_for("a progress line", lambda: "rec/s" in worker.stderr, 30)
+        code = await worker.terminate()
+    assert code == 0, worker.stderr
+    assert "drained: handled 300," in worker.stderr
+    handled = counts(tmp_path)
+    assert set(handled) == set(values)
+    assert max(handled.values()) == 1, [v for v, n in handled.items() if n > 1]
+    await _nothing_left(kafka_bootstrap, share_group, topic)
+
+
+async def test_killed_process_is_restarted_and_its_records_handled(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str, tmp_path: Path
+) -> None:
+    topic = topic_factory(3)
+    values = await _produce(kafka_bootstrap, topic, 400)
+    args = ("--group", share_group, "--topic", topic, "--processes", "2", "--concurrency", "2")
+    async with running_worker(
+        kafka_bootstrap, tmp_path, "tests.worker.handlers:record_id", *args, sleep=0.05
+    ) as worker:
+        await worker.wait_for("two processes", lambda: worker.pids(1), 60)
+        victim = worker.pids(0)[0]
+        # Killed once it is handling records: it holds acquired records not yet handled.
+        victim_file = tmp_path / f"handled-{victim}.txt"
+        await worker.wait_for("process 0 handling", lambda: victim_file.exists(), 60)
+        os.kill(victim, signal.SIGKILL)
+        await worker.wait_for("a restart", lambda: len(worker.pids(0)) == 2, 30)
+        await worker.wait_for(
+            "every record handled", lambda: set(counts(tmp_path)) >= set(values), 120
+        )
+        code = await worker.terminate()
+    assert code == 0, worker.stderr
+    assert f"process 0 (pid {victim}) was killed by SIGKILL; restarting" in worker.stderr
+    assert set(counts(tmp_path)) == set(values)
+    # What the killed process had acquired and not answered came back to the group.
+    assert any(dc >= 2 for _, dc in noted(tmp_path)), noted(tmp_path)
+    await _nothing_left(kafka_bootstrap, share_group, topic)
+
+
+async def test_sigterm_drains_and_leaves_nothing_held(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group_factory, tmp_path: Path
+) -> None:
+    # Locks of 60 s: a record the drain left locked could not reach the fresh member
+    # below before its 30 s deadline, so that deadline tells released from held.
+    group = share_group_factory({"share.record.lock.duration.ms": "60000"})
+    topic = topic_factory(3)
+    values = await _produce(kafka_bootstrap, topic, 300)
+    args = ("--group", group, "--topic", topic, "--processes", "2", "--concurrency", "2")
+    async with running_worker(
+        kafka_bootstrap,
+        tmp_path,
+        "tests.worker.handlers:record_id",
+        *args,
+        "--grace",
+        "20",
+        sleep=0.05,
+    ) as worker:
+        await worker.wait_for("records handled", lambda: len(noted(tmp_path)) >= 30, 60)
+        code = await worker.terminate()
+    assert code == 0, worker.stderr
+    handled = counts(tmp_path)
+    assert max(handled.values()) == 1
+    assert len(handled) < len(values), "the drain came too late to test anything"
+    # The rest is there for a fresh member at once: released, not held, none lost.
+    rest = set(values) - set(handled)
+    got: set[str] = set()
+    async with ShareConsumer(kafka_bootstrap, group_id=group, topics=[topic]) as fresh:
+        with anyio.fail_after(30):
+            async for record in fresh:
+                got.add((record.value or b"").decode())
+                if got >= rest:
+                    break
+    assert got == rest
+
+
+async def test_failing_handler_ends_in_the_dead_letter_topic(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group_factory, tmp_path: Path
+) -> None:
+    group = share_group_factory()
+    topic = topic_factory(1)
+    dlq_topic = f"{topic}-dlq-{uuid.uuid4().hex[:6]}"
+    values = await _produce(kafka_bootstrap, topic, 5)
+    args = ("--group", group, "--topic", topic, "--dlq-after", "2", "--dlq-topic", dlq_topic)
+    reader_group = share_group_factory()
+    dead: dict[str, str] = {}
+    async with running_worker(
+        kafka_bootstrap, tmp_path, "tests.worker.handlers:always_fails", *args
+    ) as worker:
+        async with ShareConsumer(kafka_bootstrap, group_id=reader_group, topics=[dlq_topic]) as dlq:
+            with anyio.fail_after(90):
+                async for record in dlq:
+                    info = dead_letter_info(record.headers)
+                    assert info is not None
+                    dead[(record.value or b"").decode()] = info.reason
+                    if len(dead) == len(values):
+                        break
+        code = await worker.terminate()
+    assert code == 0, worker.stderr
+    assert sorted(dead) == sorted(values)
+    assert set(dead.values()) == {"RuntimeError: handler always fails"}
+    # Tried on the first and the second delivery, then dead-lettered, never tried again.
+    attempts = sorted(noted(tmp_path, "attempt"))
+    assert attempts == sorted((v, dc) for v in values for dc in (1, 2))
+    assert "dlq 5" in worker.stderr
+    await _nothing_left(kafka_bootstrap, group, topic)
+
+
+async def test_hung_handler_gets_its_process_replaced(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str, tmp_path: Path
+) -> None:
+    topic = topic_factory(1)
+    values = await _produce(kafka_bootstrap, topic, 3)
+    args = ("--group", share_group, "--topic", topic, "--handler-timeout", "2")
+    async with running_worker(
+        kafka_bootstrap, tmp_path, "tests.worker.handlers:hangs_first_time", *args
+    ) as worker:
+        await worker.wait_for(
+            "every record handled", lambda: set(counts(tmp_path)) == set(values), 90
+        )
+        code = await worker.terminate()
+    assert code == 0, worker.stderr
+    assert "(handler timeout 2 s): killing it" in worker.stderr
+    assert len(worker.pids(0)) >= 2
+    # Each record hung on its first delivery and was handled on a later one.
+    assert all(dc >= 2 for _, dc in noted(tmp_path)), noted(tmp_path)
+
+
+async def test_sync_handlers_run_and_one_stuck_past_grace_is_released(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group_factory, tmp_path: Path
+) -> None:
+    """A synchronous handler runs (in a thread); one still running when the grace period
+    ends does not stop the drain: exit 0, and its record is released, not left locked."""
+    group = share_group_factory({"share.record.lock.duration.ms": "60000"})
+    topic = topic_factory(1)
+    values = await _produce(kafka_bootstrap, topic, 1)
+    args = ("--group", group, "--topic", topic, "--grace", "1")
+    async with running_worker(
+        kafka_bootstrap,
+        tmp_path,
+        "tests.worker.handlers:started_then_sleeps_sync",
+        *args,
+        sleep=300,
+    ) as worker:
+        await worker.wait_for("the handler started", lambda: noted(tmp_path, "started"), 60)
+        code = await worker.terminate(timeout=30)
+    assert code == 0, worker.stderr
+    assert noted(tmp_path, "started") == [(values[0], 1)]
+    assert noted(tmp_path) == []  # never finished
+    # Released at close (a lock of 60 s would keep it from the fresh member otherwise).
+    async with ShareConsumer(kafka_bootstrap, group_id=group, topics=[topic]) as fresh:
+        with anyio.fail_after(30):
+            record = await fresh.__anext__()
+    assert (record.value, record.delivery_count) == (values[0].encode(), 2)
