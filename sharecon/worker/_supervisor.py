@@ -126,6 +126,7 @@ class Supervisor:
         (default ``python -m sharecon.worker._child``; tests give a stand-in)."""
         self.config = config
         self._stream = stream
+        self._console: Any = None  # a rich Console, made on the first line to a terminal
         self._command = list(command) or [sys.executable, "-m", "sharecon.worker._child"]
         self.slots = [_Slot(i) for i in range(config.processes)]
         self._stopping = anyio.Event()
@@ -135,10 +136,25 @@ class Supervisor:
     # -- output ------------------------------------------------------------------------------
 
     def say(self, text: str) -> None:
-        """One status line on the stream (nothing when there is none)."""
-        if self._stream is not None:
-            self._stream.write(f"sharecon worker: {text}\n")
-            self._stream.flush()
+        """One status line on the stream (nothing when there is none): styled with rich
+        on a terminal, plain text otherwise (logs, pipes, files stay greppable)."""
+        stream = self._stream
+        if stream is None:
+            return
+        isatty = getattr(stream, "isatty", None)
+        if isatty is not None and isatty():
+            if self._console is None:
+                # Imported here: rich costs import time that a worker without a terminal
+                # need not pay.
+                from rich.console import Console
+
+                self._console = Console(file=stream, highlight=True, soft_wrap=True)
+            from rich.text import Text
+
+            self._console.print(Text.assemble(("sharecon worker: ", "bold cyan"), text))
+            return
+        stream.write(f"sharecon worker: {text}\n")
+        stream.flush()
 
     # -- lifecycle -----------------------------------------------------------------------
 

@@ -134,3 +134,18 @@ async def test_first_signal_drains_second_kills(
     assert codes == [130], out.getvalue()
     assert "SIGINT again: killing the worker processes" in out.getvalue()
     assert "killed: handled" in out.getvalue()
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_status_lines_are_styled_on_a_terminal_and_plain_elsewhere() -> None:
+    config = WorkerConfig(handler="m:f", group="g", topics=("t",))
+    tty = _Terminal()
+    Supervisor(config, tty).say("2 processes started")
+    assert "\x1b[" in tty.getvalue() and "2 processes started" in tty.getvalue()
+    plain = io.StringIO()
+    Supervisor(config, plain).say("2 processes started")
+    assert plain.getvalue() == "sharecon worker: 2 processes started\n"
