@@ -338,11 +338,8 @@ class ShareConsumer:
         core.dead_letter_signal.set()
         if self._router is not None:
             await self._router.stop()
-        core.report_lost(core.ledger.settle_dead(ack=AckType.RELEASE))
-        core.ledger.mark_delivered(AckType.RELEASE, include_buffered=True)
-        core.buffer.clear()
+        core.release_held()
         core.buffer.data.set()
-        core.wake_all()
         await core.fetchers.close()
         if not self._heartbeat_done.is_set():
             core.membership.leave()
@@ -744,9 +741,7 @@ class ShareConsumer:
         async def worker() -> None:
             buffer = core.buffer
             while True:
-                self._asks += 1
-                if self._left_idle:
-                    self._rejoin(core)
+                self._asked(core)
                 record = buffer.pop_one(anyio.current_time)
                 if record is None:
                     if core.fatal is not None:
@@ -845,14 +840,11 @@ class ShareConsumer:
     async def _leave_idle(self, core: ConsumerCore) -> None:
         # What close() does to records, without closing: release everything held and
         # buffered, wait (bounded) until the leaders have the releases, then leave.
-        core.report_lost(core.ledger.settle_dead(ack=AckType.RELEASE))
-        core.ledger.mark_delivered(AckType.RELEASE, include_buffered=True)
-        core.buffer.clear()
         if self._current is not None:
             self._current_answered = True
         self._batch_out = False
         core.flush_requested += 1
-        core.wake_all()
+        core.release_held()
         try:
             with anyio.move_on_after(self._config.request_timeout):
                 while core.pending_acks() and core.fatal is None:
@@ -861,6 +853,13 @@ class ShareConsumer:
             core.flush_requested -= 1
         core.membership.leave()
         core.heartbeat_wake.set()
+
+    def _asked(self, core: ConsumerCore) -> None:
+        # The application asks for records: liveness counts it, and after leaving for
+        # idleness the member rejoins now.
+        self._asks += 1
+        if self._left_idle:
+            self._rejoin(core)
 
     def _rejoin(self, core: ConsumerCore) -> None:
         """The application asks again after leaving for liveness: join as the same member."""
@@ -906,9 +905,7 @@ class ShareConsumer:
 
     async def __anext__(self) -> Record:
         core = self._running()
-        self._asks += 1
-        if self._left_idle:
-            self._rejoin(core)
+        self._asked(core)
         cur = self._current
         if cur is not None:
             if not self._current_answered:
@@ -957,9 +954,7 @@ class ShareConsumer:
         ):
             raise errors.ConfigError(f"timeout must be None or >= 0 seconds, not {timeout!r}")
         core = self._running()
-        self._asks += 1
-        if self._left_idle:
-            self._rejoin(core)
+        self._asked(core)
         if self._batch_out:
             if self._explicit:
                 missing = core.ledger.unacknowledged()

@@ -271,7 +271,7 @@ class ConsumerCore:
         takes (rule 4). Returns what the ledger did; raises nothing for a lost lock."""
         tp = record.topic_partition
         if ack is AckType.RENEW:
-            self._check_renew(tp)
+            self.check_renew()
         owner = _owner_of(record)
         delivery = owner.delivery if owner is not None else None
         result = self.ledger.mark(tp, record.offset, ack, delivery)
@@ -297,6 +297,14 @@ class ConsumerCore:
                 )
             ]
         )
+
+    def release_held(self) -> None:
+        """Release every record handed out and unanswered, and every buffered one (the
+        fetchers send the releases), reporting answers to records whose lock was lost."""
+        self.report_lost(self.ledger.settle_dead(ack=AckType.RELEASE))
+        self.ledger.mark_delivered(AckType.RELEASE, include_buffered=True)
+        self.buffer.clear()
+        self.wake_all()
 
     def holds(self, record: Record) -> bool:
         """Whether ``record`` is still this consumer's to answer (its lock not lost)."""
@@ -497,10 +505,7 @@ class ConsumerCore:
 
     def check_renew(self) -> None:
         """:raises UnsupportedVersionError: the brokers cannot renew locks (Kafka 4.1)."""
-        self._check_renew(None)
-
-    def _check_renew(self, tp: TopicIdPartition | None) -> None:
-        del tp  # one version table for the cluster: brokers of a cluster share a release
+        # One version table for the cluster: brokers of a cluster share a release.
         version = self.cluster.versions.get(ShareAcknowledgeRequest)
         if version is None or version < 2:
             offered = "none" if version is None else f"v{version}"

@@ -184,12 +184,13 @@ class NodeFetcher:
         if granted:
             if turn.plan is not None and turn.plan.fetches:
                 return replace(turn, granted=granted)
-            budget.settle(granted)  # type: ignore[union-attr]
+            self._settle(granted)
         return turn
 
-    def _settle(self, f: _InFlight) -> None:
-        if f.granted and self.core.record_budget is not None:
-            self.core.record_budget.settle(f.granted)
+    def _settle(self, granted: int) -> None:
+        """A fetch granted ``granted`` records was answered, failed or never sent."""
+        if granted and self.core.record_budget is not None:
+            self.core.record_budget.settle(granted)
 
     async def _start(self, turn: Turn) -> _InFlight | None:
         """Put ``turn`` on the wire; ``None`` if that failed (already handled)."""
@@ -211,8 +212,7 @@ class NodeFetcher:
         try:
             sent = await core.cluster.send(self.node_id, body)
         except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
-            if turn.granted and core.record_budget is not None:
-                core.record_budget.settle(turn.granted)
+            self._settle(turn.granted)
             await self._transport_failed(plan, exc)
             return None
         conn = sent.connection
@@ -250,7 +250,7 @@ class NodeFetcher:
                 finally:
                     # Answered (its records are in ``acquired`` below, then the ledger) or
                     # failed: either way the reservation ends here.
-                    self._settle(f)
+                    self._settle(f.granted)
                 nxt = await self._on_fetch(f, resp, pipeline=pipeline)
             else:
                 ack_resp = cast(
