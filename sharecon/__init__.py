@@ -22,6 +22,7 @@ from sharecon.admin import Admin
 from sharecon.consumer import ConsumerHealth, ShareConsumer
 from sharecon.dlq import DeadLetterInfo, DeadLetterPolicy
 from sharecon.errors import KafkaError
+from sharecon.metrics import ConsumerMetrics, ProducerMetrics
 from sharecon.producer import Producer, ProducerRecord, RecordMetadata
 from sharecon.record import Record, TimestampType
 from sharecon.types import AckType, Header, TopicIdPartition, TopicPartition
@@ -34,11 +35,13 @@ __all__ = [
     "BrokerHealth",
     "ClusterHealth",
     "ConsumerHealth",
+    "ConsumerMetrics",
     "DeadLetterInfo",
     "DeadLetterPolicy",
     "Header",
     "KafkaError",
     "Producer",
+    "ProducerMetrics",
     "ProducerRecord",
     "Record",
     "RecordMetadata",

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 
     from sharecon._net.sasl import SaslConfig
     from sharecon._share.ledger import AckResult
+    from sharecon.metrics import ConsumerMetrics
     from sharecon.producer import RecordMetadata
     from sharecon.record import Record
 
@@ -261,7 +262,14 @@ class ShareConsumer:
                     self._config.group_id,
                     ", ".join(missing),
                 )
-            core = ConsumerCore(cluster, self._config, tg, on_acknowledged=self._on_acknowledged)
+            core = ConsumerCore(
+                cluster,
+                self._config,
+                tg,
+                on_acknowledged=self._on_acknowledged,
+                client_id=self._connection.client_id,
+                started=anyio.current_time(),
+            )
             core.owner = self
             core.fetchers = FetcherPool(core)
             self._core = core
@@ -435,6 +443,11 @@ class ShareConsumer:
             buffered_records=core.buffer.records,
             cluster=cluster,
         )
+
+    def metrics(self) -> ConsumerMetrics:
+        """A snapshot of this consumer's metrics, named and meant as the Java share
+        consumer's (see :mod:`sharecon.metrics`); readable after :meth:`close` too."""
+        return self._running().metrics(anyio.current_time())
 
     @property
     def on_acknowledged(self) -> Callable[[list[AckResult]], None] | None:
@@ -668,6 +681,7 @@ class ShareConsumer:
                 await core.tg.start(router.host)
             written = await router.write(record, reason, target)
         except errors.KafkaError as exc:
+            core.stats.dlq_errors += 1
             self._release_quietly(record)
             if isinstance(exc, errors.DeadLetterError):
                 raise
@@ -679,6 +693,7 @@ class ShareConsumer:
             self._release_quietly(record)
             raise
         self.acknowledge(record, AckType.REJECT)
+        core.stats.dlq_records += 1
         return written
 
     def _release_quietly(self, record: Record) -> None:
@@ -858,6 +873,7 @@ class ShareConsumer:
         # The application asks for records: liveness counts it, and after leaving for
         # idleness the member rejoins now.
         self._asks += 1
+        core.stats.on_poll(anyio.current_time())
         if self._left_idle:
             self._rejoin(core)
 

@@ -66,6 +66,7 @@ from sharecon._backoff import RETRY_BACKOFF, Backoff
 from sharecon._net.cluster import Cluster, parse_bootstrap
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.connection import BrokerAddress
+from sharecon._stats import ProducerStats
 from sharecon.partitioner import partition_for_key
 from sharecon.protocol import InitProducerIdRequest, ProduceRequest
 from sharecon.protocol.compression import Codec
@@ -84,6 +85,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from sharecon._net.sasl import SaslConfig
+    from sharecon.metrics import ProducerMetrics
     from sharecon.protocol import ProduceResponse
     from sharecon.protocol.messages.produce import PartitionProduceResponse
 
@@ -422,6 +424,8 @@ class Producer:
         self._stack: contextlib.AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
         self._cluster: Cluster | None = None
+        #: The counters behind metrics(); made when the producer opens (it needs the clock).
+        self._stats: ProducerStats | None = None
         self._partitions: dict[tuple[str, int], _Partition] = {}
         self._sticky: dict[str, tuple[int, _Batch]] = {}
         self._topic_locks: dict[str, anyio.Lock] = {}
@@ -450,6 +454,8 @@ class Producer:
         await stack.__aenter__()
         try:
             tg = await stack.enter_async_context(anyio.create_task_group())
+            if self._stats is None:
+                self._stats = ProducerStats(anyio.current_time(), client_id=self._config.client_id)
             required = set(PRODUCER_APIS)
             if self._idempotent:
                 required.add(InitProducerIdRequest.api_key)
@@ -513,6 +519,22 @@ class Producer:
         if self._cluster is None:
             raise errors.ConfigError("Producer is not open; use it as 'async with Producer(...)'")
         return self._cluster
+
+    def metrics(self) -> ProducerMetrics:
+        """A snapshot of this producer's metrics, named and meant as the Java producer's
+        (see :mod:`sharecon.metrics`); readable after the producer closed too.
+
+        :raises ConfigError: the producer was never opened.
+        """
+        stats = self._stats
+        if stats is None:
+            raise errors.ConfigError("Producer is not open; use it as 'async with Producer(...)'")
+        return stats.snapshot(
+            anyio.current_time(),
+            buffer_total_bytes=self._max_buffer,
+            buffer_available_bytes=max(0, self._max_buffer - self._buffered),
+            in_flight=self._in_flight,
+        )
 
     @property
     def producer_id(self) -> int:
@@ -1010,6 +1032,10 @@ class Producer:
                 for topic, group in by_topic.items()
             ),
         )
+        stats = self._stats
+        started = anyio.current_time()
+        if stats is not None:
+            stats.on_request(started, [len(b.encoded or b"") for b in batches])
         try:
             response = await cluster.request(node, request)
         except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
@@ -1024,6 +1050,9 @@ class Producer:
             for batch in batches:
                 self._finish(batch, error=exc)
             return
+        if stats is not None:
+            now = anyio.current_time()
+            stats.on_response(now, now - started, sum(len(b.records) for b in batches))
         self._handle_response(node, batches, response)
 
     def _handle_response(self, node: int, batches: list[_Batch], response: ProduceResponse) -> None:
@@ -1123,6 +1152,8 @@ class Producer:
             self._expire(state, batch)
             return
         logger.debug("retrying %r (attempt %d): %s", batch, batch.attempts, error)
+        if self._stats is not None:
+            self._stats.on_retry(now, len(batch.records))
         state.queue.appendleft(batch)
         state.retry_at = now if immediate else now + self._backoff.delay(batch.attempts - 1)
 
@@ -1182,6 +1213,10 @@ class Producer:
                 self._reset_wanted = True
                 self._wake.set()
         if batch.children is None:
+            if self._stats is not None:
+                self._stats.on_batch_done(
+                    anyio.current_time(), len(batch.records), failed=error is not None
+                )
             self._buffered -= batch.size - _BATCH_OVERHEAD
             if not self._space.is_set():
                 self._space.set()

@@ -35,6 +35,8 @@ IO_MODULES = {
     "subprocess",
 }
 SANS_IO_BASE = {"sharecon.errors", "sharecon.types", "sharecon._version", "sharecon._backoff"}
+# The metric counters (sans-I/O, time passed in) and their public snapshots: clients feed them.
+METRICS = {"sharecon._stats", "sharecon.metrics"}
 
 RULES: dict[str, tuple[set[str], set[str]]] = {
     # layer folder: (sharecon modules it may import, third-party/stdlib modules it must not import)
@@ -81,7 +83,8 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon._net",
             "sharecon._consumer",
             "sharecon.record",
-        },
+        }
+        | METRICS,
         set(),
     ),
 }
@@ -98,12 +101,14 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     "sharecon._version": (set(), IO_MODULES),
     "sharecon._backoff": ({"sharecon.errors", "sharecon.types"}, IO_MODULES),
     "sharecon.partitioner": ({"sharecon.errors", "sharecon.types"}, IO_MODULES),
+    "sharecon.metrics": (set(), IO_MODULES),
+    "sharecon._stats": ({"sharecon.metrics"}, IO_MODULES),
     # The public record: data, typed against the protocol's header tuples.
     "sharecon.record": ({"sharecon.errors", "sharecon.types", "sharecon.protocol"}, IO_MODULES),
     # Layer-4 clients: everything below them, never the CLI or the test helpers.
     "sharecon.admin": (SANS_IO_BASE | {"sharecon.protocol", "sharecon._net"}, set()),
     "sharecon.producer": (
-        SANS_IO_BASE | {"sharecon.protocol", "sharecon._net", "sharecon.partitioner"},
+        SANS_IO_BASE | METRICS | {"sharecon.protocol", "sharecon._net", "sharecon.partitioner"},
         set(),
     ),
     "sharecon.dlq": (
@@ -127,13 +132,15 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon.record",
             "sharecon.dlq",
             "sharecon.producer",
-        },
+        }
+        | METRICS,
         set(),
     ),
     # The package root re-exports the public API.
     ROOT: (
         SANS_IO_BASE
         | CLIENTS
+        | METRICS
         | {"sharecon.protocol", "sharecon._share", "sharecon._net", "sharecon.record"},
         set(),
     ),

@@ -34,6 +34,7 @@ from sharecon._share.acks import batches_from_runs
 from sharecon._share.ledger import AckFailure, AckLedger, AckResult, MarkResult
 from sharecon._share.membership import Membership
 from sharecon._share.record_limit import RecordBudget
+from sharecon._stats import ConsumerStats
 from sharecon.protocol import ShareAcknowledgeRequest
 from sharecon.protocol.error_codes import ErrorCode
 from sharecon.record import BatchInfo
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from sharecon._share.ledger import Delivery
     from sharecon._share.membership import AssignmentChange
     from sharecon._share.session import SessionTag
+    from sharecon.metrics import ConsumerMetrics
     from sharecon.protocol.records import RecordBatch
     from sharecon.record import Record
 
@@ -175,6 +177,9 @@ class ConsumerCore:
         task_group: TaskGroup,
         *,
         on_acknowledged: Callable[[list[AckResult]], None] | None = None,
+        client_id: str = "sharecon",
+        started: float = 0.0,
+        clock: Callable[[], float] = anyio.current_time,
     ) -> None:
         self.cluster = cluster
         self.config = config
@@ -220,6 +225,12 @@ class ConsumerCore:
         self.dlq_limit: int | None = None
         self.dead_letters: list[Record] = []
         self.dead_letter_signal = Signal()
+        #: The counters behind ShareConsumer.metrics(), fed by the loops (``started``: the
+        #: event loop's clock now; rates of the first minute are measured from then).
+        self.stats = ConsumerStats(started, client_id=client_id, group_id=config.group_id)
+        self.clock = clock
+        #: Also told every acknowledgement outcome (instrumentation, e.g. sharecon.otel).
+        self.ack_listeners: list[Callable[[list[AckResult]], None]] = []
 
     def is_closing(self) -> bool:
         """Whether close() has begun (a method, so type checkers re-read it after awaits)."""
@@ -255,9 +266,18 @@ class ConsumerCore:
             return
         for collector in self.collectors:
             collector.extend(results)
+        failed = False
         for r in results:
             if not r.ok:
+                failed = True
                 logger.info("acknowledgements of %s failed: %s", r.partition, r.error())
+        if failed:
+            self.stats.on_ack_results(self.clock(), results)
+        for listener in self.ack_listeners:
+            try:
+                listener(results)
+            except Exception:
+                logger.exception("an acknowledgement listener raised")
         if self.on_acknowledged is not None:
             try:
                 self.on_acknowledged(results)
@@ -277,6 +297,7 @@ class ConsumerCore:
         result = self.ledger.mark(tp, record.offset, ack, delivery)
         if result is MarkResult.OK:
             if ack is AckType.RENEW:
+                self.stats.renewals_sent += 1
                 self.renewing[(tp, record.offset)] = record
                 self.wake_leader(tp)
             else:
@@ -566,3 +587,17 @@ class ConsumerCore:
     def pending_acks(self) -> bool:
         """Whether any live session has acknowledgements marked or in flight."""
         return self.fetchers.pending_acks()
+
+    def metrics(self, now: float) -> ConsumerMetrics:
+        """The counters, and the gauges read from this consumer's state now."""
+        buffered = self.buffer.records
+        return self.stats.snapshot(
+            now,
+            assigned_partitions=len(self.assignment),
+            buffered_records=buffered,
+            buffered_bytes=self.buffer.nbytes,
+            # What the member holds beyond its buffer: handed out, not yet confirmed.
+            held_records=max(0, self.ledger.outstanding_all() - buffered),
+            lock_expired=self.buffer.expired,
+            renewals_failed=self.renewals_failed,
+        )

@@ -219,7 +219,10 @@ class NodeFetcher:
         if conn is not self._conn:
             self._conn = conn
             core.tg.start_soon(self._watch, conn, name=f"sharecon watch node {self.node_id}")
-        return _InFlight(plan, turn.taken, sent, anyio.current_time(), turn.may_wait, turn.granted)
+        now = anyio.current_time()
+        if turn.taken is not None:
+            core.stats.on_acks_sent(now, turn.taken.count)
+        return _InFlight(plan, turn.taken, sent, now, turn.may_wait, turn.granted)
 
     async def _watch(self, conn: BrokerConnection) -> None:
         # Wake the loop the moment the session's connection dies, so records buffered
@@ -282,6 +285,8 @@ class NodeFetcher:
         self.planner.fetched(plan, may_wait=f.may_wait, acquired=acquired)
         if self.planner.dry:
             self.pool.any_dry = True
+        now = anyio.current_time()
+        core.stats.on_fetch(now, now - f.started, acquired, size)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "node %d: ShareFetch epoch %d (+%d -%d, %d acks%s) answered in %.1f ms: %d records",
@@ -291,7 +296,7 @@ class NodeFetcher:
                 len(plan.forgotten),
                 f.taken.count if f.taken else 0,
                 ", renew" if plan.is_renew else "",
-                (anyio.current_time() - f.started) * 1000,
+                (now - f.started) * 1000,
                 acquired,
             )
         if not await self._on_fetch_session(plan, resp):
@@ -580,6 +585,8 @@ class NodeFetcher:
         plan = session.build_close(taken.acks if taken else None)
         if plan is None:
             return
+        if taken is not None:
+            core.stats.on_acks_sent(anyio.current_time(), taken.count)
         try:
             resp = await core.cluster.request(
                 self.node_id,

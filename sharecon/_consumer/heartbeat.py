@@ -62,6 +62,7 @@ async def _send(core: ConsumerCore, plan: HeartbeatPlan) -> HeartbeatOutcome:
     )
     try:
         node = await core.cluster.coordinator(core.config.group_id)
+        sent_at = anyio.current_time()
         resp = await core.cluster.request(node, request, timeout=core.config.request_timeout)
     except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
         logger.info("heartbeat of %s failed: %s", plan.member_id, exc)
@@ -81,11 +82,13 @@ async def _send(core: ConsumerCore, plan: HeartbeatPlan) -> HeartbeatOutcome:
         resp.heartbeat_interval_ms,
         "unchanged" if resp.assignment is None else len(resp.assignment.topic_partitions),
     )
+    now = anyio.current_time()
+    core.stats.on_heartbeat(now, now - sent_at)
     assignment = None
     if resp.assignment is not None:
         assignment = {t.topic_id: t.partitions for t in resp.assignment.topic_partitions}
     return membership.on_response(
-        anyio.current_time(),
+        now,
         error_code=resp.error_code,
         member_epoch=resp.member_epoch,
         heartbeat_interval_ms=resp.heartbeat_interval_ms,
@@ -98,6 +101,7 @@ async def _apply(core: ConsumerCore, outcome: HeartbeatOutcome) -> None:
     if outcome.find_coordinator:
         core.cluster.invalidate_coordinator(core.config.group_id)
     if outcome.change is not None:
+        core.stats.on_rebalance(anyio.current_time())
         await core.apply_assignment(outcome.change)
     if outcome.error is not None:
         if outcome.state is MemberState.FATAL:
