@@ -136,6 +136,13 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
         | METRICS,
         set(),
     ),
+    # The optional integrations (extras): clients of the public API and its metrics, never
+    # imported by the package root (test_extras_stay_optional).
+    "sharecon.otel": (
+        SANS_IO_BASE | METRICS | CLIENTS | {"sharecon.record", "sharecon._share"},
+        set(),
+    ),
+    "sharecon.prometheus": (SANS_IO_BASE | METRICS | CLIENTS, set()),
     # The package root re-exports the public API.
     ROOT: (
         SANS_IO_BASE
@@ -378,3 +385,17 @@ def test_cycle_finder_finds_a_planted_cycle() -> None:
     graph = {"a": {"b": "a.py:1"}, "b": {"c": "b.py:1"}, "c": {"a": "c.py:1"}, "d": {"a": "d:1"}}
     assert strongly_connected(graph) == [{"a", "b", "c"}]
     assert cycle_through(graph, "a", {"a", "b", "c"}) == ["a", "b", "c", "a"]
+
+
+def test_extras_stay_optional() -> None:
+    """``import sharecon`` (and every client) works without the extras installed: it never
+    imports OpenTelemetry or prometheus_client."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, sharecon, sharecon.consumer, sharecon.producer, sharecon.metrics\n"
+        "bad = sorted(m for m in sys.modules if m.startswith(('opentelemetry', 'prometheus_client')))\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=PKG.parent)

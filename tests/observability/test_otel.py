@@ -1,0 +1,212 @@
+"""OpenTelemetry spans and metrics from real traffic: produce with context, consume, accept."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import pytest
+from opentelemetry.trace import SpanKind, StatusCode
+
+from sharecon import Producer, ProducerRecord, ShareConsumer
+from sharecon.otel import ShareconInstrumentor, process_span
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+
+    from sharecon.record import Record
+    from tests.observability.conftest import Otel
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _by_op(spans: tuple[ReadableSpan, ...], op: str) -> list[ReadableSpan]:
+    return [s for s in spans if (s.attributes or {}).get("messaging.operation.type") == op]
+
+
+def _metric_points(otel: Otel) -> dict[str, list[Any]]:
+    data = otel.metrics.get_metrics_data()
+    assert data is not None
+    out: dict[str, list[Any]] = {}
+    for rm in data.resource_metrics:
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                out.setdefault(metric.name, []).extend(metric.data.data_points)
+    return out
+
+
+def test_instrument_patches_and_uninstrument_restores() -> None:
+    before = (ShareConsumer.__anext__, ShareConsumer.poll, Producer.send)
+    first = ShareconInstrumentor()
+    first.instrument()
+    try:
+        assert first.is_instrumented
+        assert ShareConsumer.__anext__ is not before[0] and Producer.send is not before[2]
+        first.instrument()  # again: nothing changes
+        with pytest.raises(RuntimeError, match="already instrumented"):
+            ShareconInstrumentor().instrument()
+    finally:
+        first.uninstrument()
+    assert (ShareConsumer.__anext__, ShareConsumer.poll, Producer.send) == before
+    assert not first.is_instrumented
+
+
+@pytest.mark.broker
+async def test_send_receive_process_settle_spans_share_one_trace(
+    otel: Otel, kafka_bootstrap: str, topic: str, share_group: str
+) -> None:
+    with anyio.fail_after(60):
+        async with Producer(kafka_bootstrap, client_id="otel-p") as producer:
+            for i in range(3):
+                await producer.send(
+                    topic, b"v%d" % i, key=b"key-%d" % i, headers={"app": b"x"}, partition=0
+                )
+            await producer.send_batch(
+                [ProducerRecord(topic, b"b%d" % i, partition=1) for i in range(2)]
+            )
+        got: list[Record] = []
+        async with ShareConsumer(
+            kafka_bootstrap, group_id=share_group, topics=[topic], client_id="otel-c"
+        ) as consumer:
+            async for record in consumer:
+                with process_span(record):
+                    got.append(record)
+                if len(got) == 5:
+                    break
+            results = await consumer.commit()
+            assert all(err is None for err in results.values())
+            points = _metric_points(otel)
+
+    spans = otel.spans.get_finished_spans()
+    sends = _by_op(spans, "send")
+    assert len(sends) == 4
+    single = [s for s in sends if s.attributes and "messaging.kafka.offset" in s.attributes]
+    batch = [s for s in sends if s.attributes and "messaging.batch.message_count" in s.attributes]
+    assert len(single) == 3 and len(batch) == 1
+    for s in sends:
+        assert s.kind is SpanKind.PRODUCER and s.name == f"send {topic}"
+        assert s.attributes is not None
+        assert s.attributes["messaging.system"] == "kafka"
+        assert s.attributes["messaging.destination.name"] == topic
+        assert s.attributes["messaging.client.id"] == "otel-p"
+    assert {s.attributes["messaging.kafka.message.key"] for s in single if s.attributes} == {
+        "key-0",
+        "key-1",
+        "key-2",
+    }
+    assert batch[0].attributes is not None
+    assert batch[0].attributes["messaging.batch.message_count"] == 2
+    by_offset = {
+        (
+            s.attributes["messaging.destination.partition.id"],
+            s.attributes["messaging.kafka.offset"],
+        ): s
+        for s in single
+        if s.attributes
+    }
+
+    # The producer's context travelled in the headers; the application's own header too.
+    for record in got:
+        assert record.header("traceparent") is not None
+    assert all(r.header("app") == b"x" for r in got if r.partition == 0)
+
+    receives = _by_op(spans, "receive")
+    processes = _by_op(spans, "process")
+    assert len(receives) == 5 and len(processes) == 5
+    for record in got:
+        producing = (
+            by_offset[(str(record.partition), record.offset)] if record.partition == 0 else batch[0]
+        )
+        ctx = producing.context
+        assert ctx is not None
+        (recv,) = [
+            s
+            for s in receives
+            if s.attributes
+            and s.attributes["messaging.kafka.offset"] == record.offset
+            and s.attributes["messaging.destination.partition.id"] == str(record.partition)
+        ]
+        assert recv.kind is SpanKind.CONSUMER and recv.name == f"receive {topic}"
+        assert [(link.context.trace_id, link.context.span_id) for link in recv.links] == [
+            (ctx.trace_id, ctx.span_id)
+        ]
+        assert recv.attributes is not None
+        assert recv.attributes["messaging.consumer.group.name"] == share_group
+        assert recv.attributes["sharecon.delivery_count"] == 1
+        (proc,) = [
+            s
+            for s in processes
+            if s.attributes
+            and s.attributes["messaging.kafka.offset"] == record.offset
+            and s.attributes["messaging.destination.partition.id"] == str(record.partition)
+        ]
+        # The process span continues the producer's trace, as its child.
+        assert proc.parent is not None and proc.parent.span_id == ctx.span_id
+        assert proc.context is not None and proc.context.trace_id == ctx.trace_id
+        assert proc.name == f"process {topic}"
+
+    settles = _by_op(spans, "settle")
+    assert settles and all(s.status.status_code is not StatusCode.ERROR for s in settles)
+    assert (
+        sum(int(s.attributes["messaging.batch.message_count"]) for s in settles if s.attributes)
+        >= 5
+    )
+    assert all(s.kind is SpanKind.CLIENT and s.name == f"settle {topic}" for s in settles)
+
+    # Metrics mirror consumer.metrics() and producer.metrics().
+    consumed = points["sharecon.consumer.records_consumed"]
+    assert [p.attributes["messaging.consumer.group.name"] for p in consumed] == [share_group]
+    assert consumed[0].value >= 5
+    assert points["messaging.client.consumed.messages"][0].value >= 5
+    sent = [
+        p
+        for p in points["messaging.client.sent.messages"]
+        if p.attributes["messaging.client.id"] == "otel-p"
+    ]
+    assert [p.value for p in sent] == [5]
+    assert points["sharecon.consumer.assigned_partitions"][0].value == 3
+
+
+@pytest.mark.broker
+async def test_process_makes_a_span_per_handler_call_and_marks_failures(
+    otel: Otel, kafka_bootstrap: str, topic: str, share_group: str
+) -> None:
+    handled: list[int] = []
+    done = anyio.Event()
+
+    async def handler(record: Record) -> None:
+        handled.append(record.offset)
+        if len(handled) == 3:
+            done.set()
+        if record.value == b"bad" and record.delivery_count == 1:
+            raise ValueError("cannot handle this one")
+
+    with anyio.fail_after(60):
+        async with Producer(kafka_bootstrap) as producer:
+            for value in (b"ok", b"bad"):
+                await producer.send(topic, value, partition=0)
+        async with ShareConsumer(kafka_bootstrap, group_id=share_group, topics=[topic]) as consumer:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(consumer.process, handler)
+                await done.wait()  # ok, bad (released), bad again
+                tg.cancel_scope.cancel()
+            await consumer.commit()
+
+    spans = otel.spans.get_finished_spans()
+    processes = _by_op(spans, "process")
+    assert len(processes) >= 3
+    failed = [s for s in processes if s.status.status_code is StatusCode.ERROR]
+    assert len(failed) == 1 and failed[0].attributes is not None
+    assert failed[0].attributes["error.type"] == "ValueError"
+    assert failed[0].attributes["sharecon.delivery_count"] == 1
+    redelivered = [
+        s for s in processes if s.attributes and s.attributes["sharecon.delivery_count"] == 2
+    ]
+    assert len(redelivered) == 1 and redelivered[0].status.status_code is not StatusCode.ERROR
+    sends = {s.context.span_id: s for s in _by_op(spans, "send") if s.context}
+    assert all(p.parent is not None and p.parent.span_id in sends for p in processes)
