@@ -67,3 +67,18 @@ async def test_a_dead_broker_is_reported(
         assert down and down[0].last_error
         await anyio.to_thread.run_sync(broker.restart)
         assert await until(lambda: consumer.health().ok, 60), consumer.health()
+    # One WARNING per unreachable address for the whole outage (the consumer retried many
+    # times meanwhile), naming it; and an INFO once it is back.
+    warned = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and "unreachable for" in r.getMessage()
+    ]
+    host_port = broker.bootstrap
+    assert warned and all(host_port in m for m in warned), warned
+    addresses = [m.split(" unreachable for ")[0] for m in warned]
+    assert len(addresses) == len(set(addresses)), warned
+    assert any(
+        r.levelno == logging.INFO and "reachable again after" in r.getMessage()
+        for r in caplog.records
+    )
