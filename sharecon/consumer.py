@@ -23,6 +23,7 @@ import contextlib
 import logging
 import math
 from dataclasses import dataclass, replace
+from time import monotonic as _monotonic
 from typing import TYPE_CHECKING, Literal
 
 import anyio
@@ -300,6 +301,7 @@ class ShareConsumer:
                 )
             if core.fatal is not None:
                 raise core.fatal
+            core.stats.poll_timer_from(_monotonic())
         except BaseException:
             self._closed = True
             await self._teardown()
@@ -873,7 +875,8 @@ class ShareConsumer:
         # The application asks for records: liveness counts it, and after leaving for
         # idleness the member rejoins now.
         self._asks += 1
-        core.stats.on_poll(anyio.current_time())
+        # time.monotonic, not the loop's clock: this runs per record (see sharecon._stats).
+        core.stats.on_poll(_monotonic())
         if self._left_idle:
             self._rejoin(core)
 

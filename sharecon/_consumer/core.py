@@ -227,7 +227,9 @@ class ConsumerCore:
         self.dead_letter_signal = Signal()
         #: The counters behind ShareConsumer.metrics(), fed by the loops (``started``: the
         #: event loop's clock now; rates of the first minute are measured from then).
-        self.stats = ConsumerStats(started, client_id=client_id, group_id=config.group_id)
+        self.stats = ConsumerStats(
+            started, time.monotonic(), client_id=client_id, group_id=config.group_id
+        )
         self.clock = clock
         #: Also told every acknowledgement outcome (instrumentation, e.g. sharecon.otel).
         self.ack_listeners: list[Callable[[list[AckResult]], None]] = []
@@ -593,6 +595,7 @@ class ConsumerCore:
         buffered = self.buffer.records
         return self.stats.snapshot(
             now,
+            time.monotonic(),
             assigned_partitions=len(self.assignment),
             buffered_records=buffered,
             buffered_bytes=self.buffer.nbytes,

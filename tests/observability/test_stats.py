@@ -67,6 +67,7 @@ def _result(ok: bool, first: int, last: int) -> AckResult:
 def _snapshot(stats: ConsumerStats, now: float) -> ConsumerMetrics:
     return stats.snapshot(
         now,
+        now,
         assigned_partitions=3,
         buffered_records=7,
         buffered_bytes=700,
@@ -77,7 +78,8 @@ def _snapshot(stats: ConsumerStats, now: float) -> ConsumerMetrics:
 
 
 def test_consumer_stats_follow_the_java_names_and_meanings() -> None:
-    stats = ConsumerStats(0.0, client_id="c1", group_id="g1")
+    stats = ConsumerStats(0.0, 0.0, client_id="c1", group_id="g1")
+    stats.poll_timer_from(4.0)  # ready at 4: the first gap (1 s) counts from there
     stats.on_fetch(1.0, 0.020, 10, 1000)
     stats.on_fetch(2.0, 0.040, 30, 3000)
     stats.on_acks_sent(2.5, 40)
@@ -103,7 +105,8 @@ def test_consumer_stats_follow_the_java_names_and_meanings() -> None:
     assert m.last_heartbeat_seconds_ago == pytest.approx(6.0)
     assert m.rebalance_total == 1 and m.rebalance_rate_per_hour == pytest.approx(1.0)
     assert m.last_poll_seconds_ago == pytest.approx(2.5)
-    assert m.time_between_poll_avg == pytest.approx(1250.0)
+    # Gaps of 1, 0.5 and 2 s.
+    assert m.time_between_poll_avg == pytest.approx(3500.0 / 3)
     assert m.time_between_poll_max == pytest.approx(2000.0)
     assert (m.assigned_partitions, m.buffered_records, m.buffered_bytes) == (3, 7, 700)
     assert (m.held_records, m.lock_expired_records_total) == (2, 4)
@@ -117,7 +120,7 @@ def test_consumer_stats_follow_the_java_names_and_meanings() -> None:
 
 
 def test_before_any_event_the_ago_values_are_minus_one() -> None:
-    m = _snapshot(ConsumerStats(0.0, client_id="c", group_id="g"), 1.0)
+    m = _snapshot(ConsumerStats(0.0, 0.0, client_id="c", group_id="g"), 1.0)
     assert m.last_poll_seconds_ago == -1 and m.last_heartbeat_seconds_ago == -1
     assert math.isnan(m.fetch_latency_avg) and m.fetch_total == 0
 
@@ -158,3 +161,27 @@ def test_metrics_before_start_is_an_error() -> None:
         ShareConsumer("localhost:1", group_id="g", topics=["t"]).metrics()
     with pytest.raises(ConfigError, match="not open"):
         Producer("localhost:1").metrics()
+
+
+def test_poll_gaps_are_folded_into_the_window_per_fetch_and_snapshot() -> None:
+    stats = ConsumerStats(0.0, 100.0, client_id="c", group_id="g")
+    for mono in (100.0, 100.1, 103.1):  # gaps 0, 0.1 and 3 s (the timer's own clock)
+        stats.on_poll(mono)
+    stats.on_fetch(10.0, 0.01, 1, 1)  # folds the three asks into the window at t=10
+    stats.on_poll(103.3)
+    gauges = {
+        "assigned_partitions": 0,
+        "buffered_records": 0,
+        "buffered_bytes": 0,
+        "held_records": 0,
+        "lock_expired": 0,
+        "renewals_failed": 0,
+    }
+    m = stats.snapshot(20.0, 105.3, **gauges)  # folds the fourth
+    assert m.time_between_poll_max == pytest.approx(3000.0)
+    assert m.time_between_poll_avg == pytest.approx(3300.0 / 4)
+    assert m.last_poll_seconds_ago == pytest.approx(2.0)  # on the timer's clock
+    # Two sub-windows later the gaps are out of the window.
+    later = stats.snapshot(100.0, 183.3, **gauges)
+    assert math.isnan(later.time_between_poll_max)
+    assert later.last_poll_seconds_ago == pytest.approx(80.0)
