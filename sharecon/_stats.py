@@ -386,7 +386,7 @@ class ProducerStats:
             batch_size_max=self.batch_size.max(now),
             buffer_total_bytes=float(buffer_total_bytes),
             buffer_available_bytes=float(buffer_available_bytes),
-            requests_in_flight=float(in_flight),
+            batches_in_flight=float(in_flight),
         )
 
 

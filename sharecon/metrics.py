@@ -180,7 +180,7 @@ PRODUCER_METRICS: tuple[MetricInfo, ...] = _table(
             "The most bytes of records the producer buffers (max_buffer_bytes).",
         ),
         ("buffer_available_bytes", "By", _PRODUCER, "Buffer bytes not in use."),
-        ("requests_in_flight", "1", _OURS, "Batches sent and not answered yet."),
+        ("batches_in_flight", "1", _OURS, "Batches sent and not answered yet."),
     ],
 )
 
@@ -260,7 +260,7 @@ class ProducerMetrics:
     batch_size_max: float
     buffer_total_bytes: float
     buffer_available_bytes: float
-    requests_in_flight: float
+    batches_in_flight: float
 
     def as_dict(self) -> dict[str, float]:
         """Every metric keyed by its Java-style name (``record-send-rate``)."""

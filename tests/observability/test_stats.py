@@ -138,7 +138,7 @@ def test_producer_stats() -> None:
     assert m.request_total == 1 and m.request_latency_avg == pytest.approx(10.0)
     assert m.records_per_request_avg == 12
     assert m.batch_size_avg == 200 and m.batch_size_max == 300
-    assert (m.buffer_total_bytes, m.buffer_available_bytes, m.requests_in_flight) == (1000, 900, 1)
+    assert (m.buffer_total_bytes, m.buffer_available_bytes, m.batches_in_flight) == (1000, 900, 1)
     d = m.as_dict()
     assert d["record-send-total"] == 12 and d["request-latency-avg"] == pytest.approx(10.0)
     assert len(d) == len(PRODUCER_METRICS)
