@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
 
 from sharecon import Producer, ProducerRecord, ShareConsumer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 pytestmark = [pytest.mark.anyio, pytest.mark.broker]
 
@@ -64,3 +68,48 @@ async def test_metrics_count_what_was_produced_and_consumed(
     assert after.acknowledgements_error_total == 0
     assert after.held_records == 0
     assert after.as_dict()["acknowledgements-send-total"] == after.acknowledgements_send_total
+
+
+async def test_sharecon_counters_for_expiry_renewal_and_dead_letters(
+    kafka_bootstrap: str,
+    topic_factory: Callable[..., str],
+    share_group_factory: Callable[..., str],
+) -> None:
+    """Records left in the buffer past their lock are counted as expired; renew() and
+    reject_to_dlq() are counted; an answer to an expired record is a failed acknowledgement."""
+    topic = topic_factory(1)
+    group = share_group_factory({"share.record.lock.duration.ms": "1000"})
+    async with Producer(kafka_bootstrap) as producer:
+        await producer.send_batch([ProducerRecord(topic, b"r%d" % i) for i in range(10)])
+    with anyio.fail_after(60):
+        async with ShareConsumer(
+            kafka_bootstrap,
+            group_id=group,
+            topics=[topic],
+            ack_mode="explicit",
+            dlq_topic=f"{topic}.dlq",
+        ) as consumer:
+            first = await consumer.__anext__()
+            first.renew()
+            await consumer.commit()
+            assert consumer.metrics().renewals_sent_total == 1
+            await consumer.reject_to_dlq(first, reason="test")
+            # The other nine wait in the buffer (or the next fetch) past their 1 s lock.
+            await anyio.sleep(2.5)
+            second = await consumer.__anext__()
+            second.accept()
+            await consumer.commit()
+            m = consumer.metrics()
+            assert m.acknowledgements_error_total == 0
+            # A record held past its lock: its accept comes back refused.
+            third = await consumer.__anext__()
+            await anyio.sleep(2.5)
+            third.accept()
+            results = await consumer.commit()
+            late = consumer.metrics()
+    assert m.dlq_records_total == 1 and m.dlq_errors_total == 0
+    # Whatever was buffered when the locks ended was dropped, not handed out, and counted.
+    assert m.lock_expired_records_total >= 1, m
+    assert second.delivery_count == 2  # the expired records came back
+    assert any(err is not None for err in results.values()), results
+    assert late.acknowledgements_error_total >= 1
