@@ -3,7 +3,9 @@
 Rules of this module:
 
 1. No clock, no I/O, no logging: every method that needs the time takes ``now`` (monotonic
-   seconds, the event loop's clock in the clients). Unit tests drive it with plain numbers.
+   seconds: the clients pass :func:`time.monotonic`, which any thread can read, and which
+   costs a tenth of the event loop's clock read through anyio). Unit tests pass numbers.
+   Latencies are durations the callers measured on any clock.
 2. Windowed values follow the Java client's sampled statistics: a window of ``samples``
    sub-windows of ``width`` seconds each (Java: 2 x 30 s). A rate is what the live
    sub-windows saw divided by the time they cover, counted as at least ``samples - 1``
@@ -12,9 +14,11 @@ Rules of this module:
 3. Cheap to feed: the clients call these once per request, answer or batch. Only the
    poll timer runs once per record the application takes: it keeps a count, the last time
    and the largest gap (no window work), and is folded into its windowed sensor once per
-   fetch answer and per snapshot. It reads a separate clock (``mono``: any monotonic
-   seconds, e.g. :func:`time.monotonic`, which is ten times cheaper than the event loop's
-   clock through anyio); only durations are taken from it.
+   fetch answer.
+4. Snapshots only read (the asks not folded yet are added to the window's figures on the
+   fly), so a snapshot may be taken from another thread (an exporter's, a scrape's) while
+   the event loop feeds the counters; a value read at that moment may miss that moment's
+   events, nothing worse.
 """
 
 from __future__ import annotations
@@ -130,16 +134,18 @@ class Sensor:
         live = self._live(now)
         return sum(s.count for s in live) / self._elapsed(now, live)
 
-    def avg(self, now: float) -> float:
-        """Average value of the events in the window (NaN if none)."""
+    def avg(self, now: float, extra_count: int = 0, extra_total: float = 0.0) -> float:
+        """Average value of the events in the window, plus ``extra_count`` events summing to
+        ``extra_total`` not recorded yet (NaN if none)."""
         live = self._live(now)
-        n = sum(s.count for s in live)
-        return sum(s.total for s in live) / n if n else math.nan
+        n = sum(s.count for s in live) + extra_count
+        return (sum(s.total for s in live) + extra_total) / n if n else math.nan
 
-    def max(self, now: float) -> float:
-        """Largest value recorded in the window (NaN if none)."""
-        m = max((s.max for s in self._live(now) if s.count), default=math.nan)
-        return float(m)
+    def max(self, now: float, extra: float = -math.inf) -> float:
+        """Largest value recorded in the window, or ``extra`` if larger (NaN if none)."""
+        m = max((s.max for s in self._live(now) if s.count), default=-math.inf)
+        m = max(m, extra)
+        return m if m > -math.inf else math.nan
 
 
 class ConsumerStats:
@@ -173,7 +179,7 @@ class ConsumerStats:
         "renewals_sent",
     )
 
-    def __init__(self, now: float, mono: float, *, client_id: str, group_id: str) -> None:
+    def __init__(self, now: float, *, client_id: str, group_id: str) -> None:
         self.client_id = client_id
         self.group_id = group_id
         #: Per ShareFetch answer: records acquired, record bytes, latency (ms).
@@ -189,11 +195,11 @@ class ConsumerStats:
         self.rebalances = Sensor(now, width=3600.0)
         #: Time between the application's asks for records (ms), folded in from the
         #: poll timer: asks since the last fold, the time of the last one and of the last
-        #: fold, and the largest gap since (all on the ``mono`` clock, rule 3).
+        #: fold, and the largest gap since (rule 3).
         self.poll_gap = Sensor(now)
         self._polls = 0
-        self._last_poll = mono
-        self._poll_mark = mono
+        self._last_poll = now
+        self._poll_mark = now
         self._poll_max = 0.0
         self._polled = False
         self._last_heartbeat: float | None = None
@@ -237,20 +243,20 @@ class ConsumerStats:
         """The coordinator changed this member's assignment."""
         self.rebalances.record(now)
 
-    def on_poll(self, mono: float) -> None:
-        """The application asked for records (once per record iterated, per ``poll()``);
-        ``mono`` is the poll timer's clock (rule 3). The first gap runs from the start."""
-        gap = mono - self._last_poll
-        self._last_poll = mono
+    def on_poll(self, now: float) -> None:
+        """The application asked for records (once per record iterated, per ``poll()``).
+        The first gap runs from :meth:`poll_timer_from` (or the start)."""
+        gap = now - self._last_poll
+        self._last_poll = now
         self._polls += 1
         if gap > self._poll_max:
             self._poll_max = gap
 
-    def poll_timer_from(self, mono: float) -> None:
-        """Count the first gap from ``mono`` (the consumer is ready), not from creation:
+    def poll_timer_from(self, now: float) -> None:
+        """Count the first gap from ``now`` (the consumer is ready), not from creation:
         joining the group is not the application's time between polls."""
         if not self._polls and not self._polled:
-            self._last_poll = self._poll_mark = mono
+            self._last_poll = self._poll_mark = now
 
     def _fold_polls(self, now: float) -> None:
         # The gaps since the last fold sum to the time between its mark and the last ask.
@@ -266,7 +272,6 @@ class ConsumerStats:
     def snapshot(
         self,
         now: float,
-        mono: float,
         *,
         assigned_partitions: int,
         buffered_records: int,
@@ -276,10 +281,11 @@ class ConsumerStats:
         renewals_failed: int,
     ) -> ConsumerMetrics:
         """The counters as :class:`ConsumerMetrics`, with the gauges the caller read now
-        (``mono``: the poll timer's clock now)."""
-        if self._polls:
-            self._fold_polls(now)
+        (read-only: rule 4)."""
         fr, fb, fl = self.fetch_records, self.fetch_bytes, self.fetch_latency
+        # Asks not folded into the window yet count as if they were.
+        polls, last, mark, largest = self._polls, self._last_poll, self._poll_mark, self._poll_max
+        pending = (last - mark) * 1000.0 if polls else 0.0
         hb = self.heartbeat_time
         return ConsumerMetrics(
             client_id=self.client_id,
@@ -300,9 +306,9 @@ class ConsumerStats:
             acknowledgements_send_total=self.acks_sent.total,
             acknowledgements_error_rate=self.acks_failed.rate(now),
             acknowledgements_error_total=self.acks_failed.total,
-            last_poll_seconds_ago=_ago(mono, self._last_poll if self._polled else None),
-            time_between_poll_avg=self.poll_gap.avg(now),
-            time_between_poll_max=self.poll_gap.max(now),
+            last_poll_seconds_ago=_ago(now, last if self._polled or polls else None),
+            time_between_poll_avg=self.poll_gap.avg(now, polls, pending),
+            time_between_poll_max=self.poll_gap.max(now, largest * 1000.0 if polls else -math.inf),
             heartbeat_rate=hb.event_rate(now),
             heartbeat_total=float(hb.events),
             heartbeat_response_time_max=hb.max(now),

@@ -269,7 +269,6 @@ class ShareConsumer:
                 tg,
                 on_acknowledged=self._on_acknowledged,
                 client_id=self._connection.client_id,
-                started=anyio.current_time(),
             )
             core.owner = self
             core.fetchers = FetcherPool(core)
@@ -448,8 +447,9 @@ class ShareConsumer:
 
     def metrics(self) -> ConsumerMetrics:
         """A snapshot of this consumer's metrics, named and meant as the Java share
-        consumer's (see :mod:`sharecon.metrics`); readable after :meth:`close` too."""
-        return self._running().metrics(anyio.current_time())
+        consumer's (see :mod:`sharecon.metrics`); readable after :meth:`close` too, and
+        from any thread (an exporter's)."""
+        return self._running().metrics()
 
     @property
     def on_acknowledged(self) -> Callable[[list[AckResult]], None] | None:
@@ -875,8 +875,7 @@ class ShareConsumer:
         # The application asks for records: liveness counts it, and after leaving for
         # idleness the member rejoins now.
         self._asks += 1
-        # time.monotonic, not the loop's clock: this runs per record (see sharecon._stats).
-        core.stats.on_poll(_monotonic())
+        core.stats.on_poll(_monotonic())  # per record: see sharecon._stats rule 3
         if self._left_idle:
             self._rejoin(core)
 

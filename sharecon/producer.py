@@ -424,8 +424,8 @@ class Producer:
         self._stack: contextlib.AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
         self._cluster: Cluster | None = None
-        #: The counters behind metrics(); made when the producer opens (it needs the clock).
-        self._stats: ProducerStats | None = None
+        #: The counters behind metrics() (on time.monotonic: see sharecon._stats).
+        self._stats = ProducerStats(time.monotonic(), client_id=self._config.client_id)
         self._partitions: dict[tuple[str, int], _Partition] = {}
         self._sticky: dict[str, tuple[int, _Batch]] = {}
         self._topic_locks: dict[str, anyio.Lock] = {}
@@ -454,8 +454,6 @@ class Producer:
         await stack.__aenter__()
         try:
             tg = await stack.enter_async_context(anyio.create_task_group())
-            if self._stats is None:
-                self._stats = ProducerStats(anyio.current_time(), client_id=self._config.client_id)
             required = set(PRODUCER_APIS)
             if self._idempotent:
                 required.add(InitProducerIdRequest.api_key)
@@ -522,15 +520,10 @@ class Producer:
 
     def metrics(self) -> ProducerMetrics:
         """A snapshot of this producer's metrics, named and meant as the Java producer's
-        (see :mod:`sharecon.metrics`); readable after the producer closed too.
-
-        :raises ConfigError: the producer was never opened.
-        """
-        stats = self._stats
-        if stats is None:
-            raise errors.ConfigError("Producer is not open; use it as 'async with Producer(...)'")
-        return stats.snapshot(
-            anyio.current_time(),
+        (see :mod:`sharecon.metrics`); readable at any time (zeros before the first send),
+        from any thread (an exporter's)."""
+        return self._stats.snapshot(
+            time.monotonic(),
             buffer_total_bytes=self._max_buffer,
             buffer_available_bytes=max(0, self._max_buffer - self._buffered),
             in_flight=self._in_flight,
@@ -1033,9 +1026,8 @@ class Producer:
             ),
         )
         stats = self._stats
-        started = anyio.current_time()
-        if stats is not None:
-            stats.on_request(started, [len(b.encoded or b"") for b in batches])
+        started = time.monotonic()
+        stats.on_request(started, [len(b.encoded or b"") for b in batches])
         try:
             response = await cluster.request(node, request)
         except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
@@ -1050,9 +1042,8 @@ class Producer:
             for batch in batches:
                 self._finish(batch, error=exc)
             return
-        if stats is not None:
-            now = anyio.current_time()
-            stats.on_response(now, now - started, sum(len(b.records) for b in batches))
+        now = time.monotonic()
+        stats.on_response(now, now - started, sum(len(b.records) for b in batches))
         self._handle_response(node, batches, response)
 
     def _handle_response(self, node: int, batches: list[_Batch], response: ProduceResponse) -> None:
@@ -1152,8 +1143,7 @@ class Producer:
             self._expire(state, batch)
             return
         logger.debug("retrying %r (attempt %d): %s", batch, batch.attempts, error)
-        if self._stats is not None:
-            self._stats.on_retry(now, len(batch.records))
+        self._stats.on_retry(time.monotonic(), len(batch.records))
         state.queue.appendleft(batch)
         state.retry_at = now if immediate else now + self._backoff.delay(batch.attempts - 1)
 
@@ -1213,10 +1203,9 @@ class Producer:
                 self._reset_wanted = True
                 self._wake.set()
         if batch.children is None:
-            if self._stats is not None:
-                self._stats.on_batch_done(
-                    anyio.current_time(), len(batch.records), failed=error is not None
-                )
+            self._stats.on_batch_done(
+                time.monotonic(), len(batch.records), failed=error is not None
+            )
             self._buffered -= batch.size - _BATCH_OVERHEAD
             if not self._space.is_set():
                 self._space.set()

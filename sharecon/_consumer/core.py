@@ -178,8 +178,6 @@ class ConsumerCore:
         *,
         on_acknowledged: Callable[[list[AckResult]], None] | None = None,
         client_id: str = "sharecon",
-        started: float = 0.0,
-        clock: Callable[[], float] = anyio.current_time,
     ) -> None:
         self.cluster = cluster
         self.config = config
@@ -225,12 +223,9 @@ class ConsumerCore:
         self.dlq_limit: int | None = None
         self.dead_letters: list[Record] = []
         self.dead_letter_signal = Signal()
-        #: The counters behind ShareConsumer.metrics(), fed by the loops (``started``: the
-        #: event loop's clock now; rates of the first minute are measured from then).
-        self.stats = ConsumerStats(
-            started, time.monotonic(), client_id=client_id, group_id=config.group_id
-        )
-        self.clock = clock
+        #: The counters behind ShareConsumer.metrics(), fed by the loops; their clock is
+        #: time.monotonic (cheap, and readable from an exporter's thread).
+        self.stats = ConsumerStats(time.monotonic(), client_id=client_id, group_id=config.group_id)
         #: Also told every acknowledgement outcome (instrumentation, e.g. sharecon.otel).
         self.ack_listeners: list[Callable[[list[AckResult]], None]] = []
 
@@ -274,7 +269,7 @@ class ConsumerCore:
                 failed = True
                 logger.info("acknowledgements of %s failed: %s", r.partition, r.error())
         if failed:
-            self.stats.on_ack_results(self.clock(), results)
+            self.stats.on_ack_results(time.monotonic(), results)
         for listener in self.ack_listeners:
             try:
                 listener(results)
@@ -590,17 +585,24 @@ class ConsumerCore:
         """Whether any live session has acknowledgements marked or in flight."""
         return self.fetchers.pending_acks()
 
-    def metrics(self, now: float) -> ConsumerMetrics:
-        """The counters, and the gauges read from this consumer's state now."""
+    def metrics(self) -> ConsumerMetrics:
+        """The counters, and the gauges read from this consumer's state now. Safe to call
+        from another thread (an exporter's): it only reads."""
         buffered = self.buffer.records
+        outstanding = 0
+        for _ in range(3):
+            try:
+                outstanding = self.ledger.outstanding_all()
+                break
+            except RuntimeError:  # the loop changed the ledger while another thread read it
+                continue
         return self.stats.snapshot(
-            now,
             time.monotonic(),
             assigned_partitions=len(self.assignment),
             buffered_records=buffered,
             buffered_bytes=self.buffer.nbytes,
             # What the member holds beyond its buffer: handed out, not yet confirmed.
-            held_records=max(0, self.ledger.outstanding_all() - buffered),
+            held_records=max(0, outstanding - buffered),
             lock_expired=self.buffer.expired,
             renewals_failed=self.renewals_failed,
         )

@@ -18,6 +18,7 @@ Rules of this module:
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, NamedTuple, Protocol, cast
@@ -219,10 +220,9 @@ class NodeFetcher:
         if conn is not self._conn:
             self._conn = conn
             core.tg.start_soon(self._watch, conn, name=f"sharecon watch node {self.node_id}")
-        now = anyio.current_time()
         if turn.taken is not None:
-            core.stats.on_acks_sent(now, turn.taken.count)
-        return _InFlight(plan, turn.taken, sent, now, turn.may_wait, turn.granted)
+            core.stats.on_acks_sent(time.monotonic(), turn.taken.count)
+        return _InFlight(plan, turn.taken, sent, anyio.current_time(), turn.may_wait, turn.granted)
 
     async def _watch(self, conn: BrokerConnection) -> None:
         # Wake the loop the moment the session's connection dies, so records buffered
@@ -286,7 +286,7 @@ class NodeFetcher:
         if self.planner.dry:
             self.pool.any_dry = True
         now = anyio.current_time()
-        core.stats.on_fetch(now, now - f.started, acquired, size)
+        core.stats.on_fetch(time.monotonic(), now - f.started, acquired, size)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "node %d: ShareFetch epoch %d (+%d -%d, %d acks%s) answered in %.1f ms: %d records",
@@ -586,7 +586,7 @@ class NodeFetcher:
         if plan is None:
             return
         if taken is not None:
-            core.stats.on_acks_sent(anyio.current_time(), taken.count)
+            core.stats.on_acks_sent(time.monotonic(), taken.count)
         try:
             resp = await core.cluster.request(
                 self.node_id,

@@ -12,6 +12,7 @@ Rules of this module:
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING
 
 import anyio
@@ -83,7 +84,7 @@ async def _send(core: ConsumerCore, plan: HeartbeatPlan) -> HeartbeatOutcome:
         "unchanged" if resp.assignment is None else len(resp.assignment.topic_partitions),
     )
     now = anyio.current_time()
-    core.stats.on_heartbeat(now, now - sent_at)
+    core.stats.on_heartbeat(time.monotonic(), now - sent_at)
     assignment = None
     if resp.assignment is not None:
         assignment = {t.topic_id: t.partitions for t in resp.assignment.topic_partitions}
@@ -101,7 +102,7 @@ async def _apply(core: ConsumerCore, outcome: HeartbeatOutcome) -> None:
     if outcome.find_coordinator:
         core.cluster.invalidate_coordinator(core.config.group_id)
     if outcome.change is not None:
-        core.stats.on_rebalance(anyio.current_time())
+        core.stats.on_rebalance(time.monotonic())
         await core.apply_assignment(outcome.change)
     if outcome.error is not None:
         if outcome.state is MemberState.FATAL:

@@ -48,10 +48,7 @@ def lost(offset: int) -> AckResult:
 
 def test_lock_lost_answers_reach_one_commit_only() -> None:
     core = ConsumerCore(
-        cast("Any", None),
-        ConsumerConfig(group_id="g", topics=("t",)),
-        cast("Any", None),
-        clock=lambda: 0.0,
+        cast("Any", None), ConsumerConfig(group_id="g", topics=("t",)), cast("Any", None)
     )
     seen: list[AckResult] = []
     core.on_acknowledged = seen.extend

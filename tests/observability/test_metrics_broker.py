@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING
 
 import anyio
+import anyio.to_thread
 import pytest
 
 from sharecon import Producer, ProducerRecord, ShareConsumer
@@ -49,6 +50,9 @@ async def test_metrics_count_what_was_produced_and_consumed(
                 if seen == N:
                     break
             during = consumer.metrics()
+            # Exporters and scrapes read from their own threads.
+            from_thread = await anyio.to_thread.run_sync(consumer.metrics)
+            assert from_thread.records_consumed_total == during.records_consumed_total
             await consumer.commit()
             after = consumer.metrics()
 

@@ -12,7 +12,6 @@ from sharecon import Producer, ShareConsumer
 from sharecon._share.acks import batches_from_runs
 from sharecon._share.ledger import AckFailure, AckResult
 from sharecon._stats import ConsumerStats, ProducerStats, Sensor
-from sharecon.errors import ConfigError
 from sharecon.metrics import CONSUMER_METRICS, PRODUCER_METRICS, ConsumerMetrics, ProducerMetrics
 from sharecon.protocol.error_codes import ErrorCode
 from sharecon.types import AckType, TopicIdPartition
@@ -67,7 +66,6 @@ def _result(ok: bool, first: int, last: int) -> AckResult:
 def _snapshot(stats: ConsumerStats, now: float) -> ConsumerMetrics:
     return stats.snapshot(
         now,
-        now,
         assigned_partitions=3,
         buffered_records=7,
         buffered_bytes=700,
@@ -78,7 +76,7 @@ def _snapshot(stats: ConsumerStats, now: float) -> ConsumerMetrics:
 
 
 def test_consumer_stats_follow_the_java_names_and_meanings() -> None:
-    stats = ConsumerStats(0.0, 0.0, client_id="c1", group_id="g1")
+    stats = ConsumerStats(0.0, client_id="c1", group_id="g1")
     stats.poll_timer_from(4.0)  # ready at 4: the first gap (1 s) counts from there
     stats.on_fetch(1.0, 0.020, 10, 1000)
     stats.on_fetch(2.0, 0.040, 30, 3000)
@@ -120,7 +118,7 @@ def test_consumer_stats_follow_the_java_names_and_meanings() -> None:
 
 
 def test_before_any_event_the_ago_values_are_minus_one() -> None:
-    m = _snapshot(ConsumerStats(0.0, 0.0, client_id="c", group_id="g"), 1.0)
+    m = _snapshot(ConsumerStats(0.0, client_id="c", group_id="g"), 1.0)
     assert m.last_poll_seconds_ago == -1 and m.last_heartbeat_seconds_ago == -1
     assert math.isnan(m.fetch_latency_avg) and m.fetch_total == 0
 
@@ -159,16 +157,17 @@ def test_the_tables_describe_every_field_in_order(cls: type, table: tuple) -> No
 def test_metrics_before_start_is_an_error() -> None:
     with pytest.raises(RuntimeError, match="not started"):
         ShareConsumer("localhost:1", group_id="g", topics=["t"]).metrics()
-    with pytest.raises(ConfigError, match="not open"):
-        Producer("localhost:1").metrics()
+    # A producer counts from its creation: zeros until it sends.
+    pm = Producer("localhost:1", client_id="p0").metrics()
+    assert pm.client_id == "p0" and pm.record_send_total == 0 and pm.batches_in_flight == 0
 
 
-def test_poll_gaps_are_folded_into_the_window_per_fetch_and_snapshot() -> None:
-    stats = ConsumerStats(0.0, 100.0, client_id="c", group_id="g")
-    for mono in (100.0, 100.1, 103.1):  # gaps 0, 0.1 and 3 s (the timer's own clock)
-        stats.on_poll(mono)
-    stats.on_fetch(10.0, 0.01, 1, 1)  # folds the three asks into the window at t=10
-    stats.on_poll(103.3)
+def test_poll_gaps_are_folded_into_the_window_per_fetch_and_read_before() -> None:
+    stats = ConsumerStats(100.0, client_id="c", group_id="g")
+    for now in (100.0, 100.1, 103.1):  # gaps 0, 0.1 and 3 s
+        stats.on_poll(now)
+    stats.on_fetch(103.2, 0.01, 1, 1)  # folds the three asks into the window
+    stats.on_poll(103.3)  # not folded: a snapshot counts it all the same, and changes nothing
     gauges = {
         "assigned_partitions": 0,
         "buffered_records": 0,
@@ -177,11 +176,14 @@ def test_poll_gaps_are_folded_into_the_window_per_fetch_and_snapshot() -> None:
         "lock_expired": 0,
         "renewals_failed": 0,
     }
-    m = stats.snapshot(20.0, 105.3, **gauges)  # folds the fourth
-    assert m.time_between_poll_max == pytest.approx(3000.0)
-    assert m.time_between_poll_avg == pytest.approx(3300.0 / 4)
-    assert m.last_poll_seconds_ago == pytest.approx(2.0)  # on the timer's clock
+    for _ in range(2):
+        m = stats.snapshot(105.3, **gauges)
+        assert m.time_between_poll_max == pytest.approx(3000.0)
+        assert m.time_between_poll_avg == pytest.approx(3300.0 / 4)
+        assert m.last_poll_seconds_ago == pytest.approx(2.0)
+    stats.on_fetch(106.0, 0.01, 1, 1)
+    assert stats.snapshot(106.0, **gauges).time_between_poll_avg == pytest.approx(3300.0 / 4)
     # Two sub-windows later the gaps are out of the window.
-    later = stats.snapshot(100.0, 183.3, **gauges)
+    later = stats.snapshot(183.3, **gauges)
     assert math.isnan(later.time_between_poll_max)
     assert later.last_poll_seconds_ago == pytest.approx(80.0)
