@@ -24,6 +24,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 async def test_metrics_count_what_was_produced_and_consumed(
     kafka_bootstrap: str, topic: str, share_group: str
 ) -> None:
