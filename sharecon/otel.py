@@ -45,7 +45,7 @@ import contextlib
 import dataclasses
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -62,7 +62,7 @@ from sharecon.producer import Producer, ProducerRecord
 from sharecon.types import Header
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable, Iterator
+    from collections.abc import Awaitable, Callable, Iterator
 
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer, TracerProvider
@@ -121,10 +121,10 @@ def _with_context(headers: object, carrier: Mapping[str, str]) -> object:
         items = []
     elif isinstance(headers, Mapping):
         items = list(headers.items())
-    elif isinstance(headers, (list, tuple)):
-        items = list(headers)
+    elif isinstance(headers, Iterable) and not isinstance(headers, (str, bytes)):
+        items = list(headers)  # pairs or Header objects (an iterator is read once, here)
     else:
-        return headers  # not something we can read without consuming it: leave it alone
+        return headers  # not headers: the producer names the mistake
     kept = [h for h in items if (h.key if isinstance(h, Header) else h[0]) not in carrier]
     kept.extend((k, v.encode("utf-8")) for k, v in carrier.items())
     return kept

@@ -12,6 +12,8 @@ from sharecon import Producer, ProducerRecord, ShareConsumer
 from sharecon.otel import ShareconInstrumentor, process_span
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from opentelemetry.sdk.trace import ReadableSpan
 
     from sharecon.record import Record
@@ -210,3 +212,35 @@ async def test_process_makes_a_span_per_handler_call_and_marks_failures(
     assert len(redelivered) == 1 and redelivered[0].status.status_code is not StatusCode.ERROR
     sends = {s.context.span_id: s for s in _by_op(spans, "send") if s.context}
     assert all(p.parent is not None and p.parent.span_id in sends for p in processes)
+
+
+@pytest.mark.broker
+async def test_poll_makes_one_receive_span_linking_every_record(
+    otel: Otel, kafka_bootstrap: str, topic_factory: Callable[..., str], share_group: str
+) -> None:
+    topic = topic_factory(1)
+    with anyio.fail_after(60):
+        async with Producer(kafka_bootstrap) as producer:
+            # Headers from an iterator: read once, the trace context added.
+            await producer.send_batch(
+                [
+                    ProducerRecord(topic, b"p%d" % i, headers=iter([("n", b"%d" % i)]))
+                    for i in range(3)
+                ]
+            )
+        async with ShareConsumer(kafka_bootstrap, group_id=share_group, topics=[topic]) as c:
+            records: list[Record] = []
+            while len(records) < 3:
+                records += await c.poll(timeout=10)
+            await c.commit()
+    assert [r.header("n") for r in records] == [b"0", b"1", b"2"]
+    spans = otel.spans.get_finished_spans()
+    (send,) = _by_op(spans, "send")
+    assert send.context is not None
+    receives = _by_op(spans, "receive")
+    assert sum(len(s.links) for s in receives) == 3
+    for s in receives:
+        assert s.name == f"receive {topic}" and s.attributes is not None
+        assert all(link.context.span_id == send.context.span_id for link in s.links)
+        if len(s.links) > 1:
+            assert s.attributes["messaging.batch.message_count"] == len(s.links)
