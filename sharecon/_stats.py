@@ -170,6 +170,7 @@ class ConsumerStats:
         "fetch_bytes",
         "fetch_latency",
         "fetch_records",
+        "fetch_throttle",
         "group_id",
         "heartbeat_time",
         "lock_expired",
@@ -186,6 +187,8 @@ class ConsumerStats:
         self.fetch_records = Sensor(now)
         self.fetch_bytes = Sensor(now)
         self.fetch_latency = Sensor(now)
+        #: Per ShareFetch answer: the throttle time the broker reported (ms).
+        self.fetch_throttle = Sensor(now)
         #: Records whose acknowledgements were sent / came back failed.
         self.acks_sent = Sensor(now)
         self.acks_failed = Sensor(now)
@@ -211,10 +214,13 @@ class ConsumerStats:
 
     # -- events ---------------------------------------------------------------------------
 
-    def on_fetch(self, now: float, latency: float, records: int, nbytes: int) -> None:
+    def on_fetch(
+        self, now: float, latency: float, records: int, nbytes: int, throttle_ms: int = 0
+    ) -> None:
         """A ShareFetch answer came back after ``latency`` seconds with ``records``
-        acquired records and ``nbytes`` bytes of record batches."""
+        acquired records, ``nbytes`` bytes of record batches, and ``throttle_ms``."""
         self.fetch_latency.record(now, latency * 1000.0)
+        self.fetch_throttle.record(now, throttle_ms)
         self.fetch_records.record(now, records)
         self.fetch_bytes.record(now, nbytes)
         if self._polls:
@@ -302,6 +308,8 @@ class ConsumerStats:
             fetch_latency_max=fl.max(now),
             fetch_rate=fl.event_rate(now),
             fetch_total=float(fl.events),
+            fetch_throttle_time_avg=self.fetch_throttle.avg(now),
+            fetch_throttle_time_max=self.fetch_throttle.max(now),
             acknowledgements_send_rate=self.acks_sent.rate(now),
             acknowledgements_send_total=self.acks_sent.total,
             acknowledgements_error_rate=self.acks_failed.rate(now),
@@ -336,6 +344,7 @@ class ProducerStats:
         "record_errors",
         "record_retries",
         "records_sent",
+        "throttle",
         "request_latency",
         "request_records",
     )
@@ -345,6 +354,8 @@ class ProducerStats:
         #: Per Produce answer: its latency (ms) and how many records it carried.
         self.request_latency = Sensor(now)
         self.request_records = Sensor(now)
+        #: Per Produce answer: the throttle time the broker reported (ms).
+        self.throttle = Sensor(now)
         #: Per batch sent: its encoded size in bytes.
         self.batch_size = Sensor(now)
         #: Per batch finished: records written, records failed, records retried.
@@ -357,10 +368,12 @@ class ProducerStats:
         for size in batch_sizes:
             self.batch_size.record(now, size)
 
-    def on_response(self, now: float, latency: float, records: int) -> None:
-        """A Produce request of ``records`` records was answered after ``latency`` s."""
+    def on_response(self, now: float, latency: float, records: int, throttle_ms: int = 0) -> None:
+        """A Produce request of ``records`` records was answered after ``latency`` s,
+        throttled ``throttle_ms`` by the broker's quotas."""
         self.request_latency.record(now, latency * 1000.0)
         self.request_records.record(now, records)
+        self.throttle.record(now, throttle_ms)
 
     def on_batch_done(self, now: float, records: int, *, failed: bool) -> None:
         """A batch of ``records`` records was written, or given up on."""
@@ -388,6 +401,8 @@ class ProducerStats:
             request_latency_avg=lat.avg(now),
             request_latency_max=lat.max(now),
             records_per_request_avg=rr.avg(now),
+            produce_throttle_time_avg=self.throttle.avg(now),
+            produce_throttle_time_max=self.throttle.max(now),
             batch_size_avg=self.batch_size.avg(now),
             batch_size_max=self.batch_size.max(now),
             buffer_total_bytes=float(buffer_total_bytes),

@@ -87,6 +87,18 @@ CONSUMER_METRICS: tuple[MetricInfo, ...] = _table(
         ("fetch_latency_max", "ms", _FETCH, "Longest ShareFetch round trip."),
         ("fetch_rate", "1/s", _FETCH, "ShareFetch requests answered per second."),
         ("fetch_total", "1", _FETCH, "ShareFetch requests answered."),
+        (
+            "fetch_throttle_time_avg",
+            "ms",
+            _FETCH,
+            "Average time the broker said it throttled ShareFetch answers (quotas).",
+        ),
+        (
+            "fetch_throttle_time_max",
+            "ms",
+            _FETCH,
+            "Longest ShareFetch throttle time the broker reported.",
+        ),
         ("acknowledgements_send_rate", "1/s", _FETCH, "Record acknowledgements sent per second."),
         ("acknowledgements_send_total", "1", _FETCH, "Record acknowledgements sent."),
         (
@@ -171,6 +183,18 @@ PRODUCER_METRICS: tuple[MetricInfo, ...] = _table(
         ("request_latency_avg", "ms", _PRODUCER, "Average Produce round trip."),
         ("request_latency_max", "ms", _PRODUCER, "Longest Produce round trip."),
         ("records_per_request_avg", "1", _PRODUCER, "Average records per Produce request."),
+        (
+            "produce_throttle_time_avg",
+            "ms",
+            _PRODUCER,
+            "Average time the broker said it throttled Produce answers (quotas).",
+        ),
+        (
+            "produce_throttle_time_max",
+            "ms",
+            _PRODUCER,
+            "Longest Produce throttle time the broker reported.",
+        ),
         ("batch_size_avg", "By", _PRODUCER, "Average encoded record-batch size."),
         ("batch_size_max", "By", _PRODUCER, "Largest encoded record batch."),
         (
@@ -208,6 +232,8 @@ class ConsumerMetrics:
     fetch_latency_max: float
     fetch_rate: float
     fetch_total: float
+    fetch_throttle_time_avg: float
+    fetch_throttle_time_max: float
     acknowledgements_send_rate: float
     acknowledgements_send_total: float
     acknowledgements_error_rate: float
@@ -256,6 +282,8 @@ class ProducerMetrics:
     request_latency_avg: float
     request_latency_max: float
     records_per_request_avg: float
+    produce_throttle_time_avg: float
+    produce_throttle_time_max: float
     batch_size_avg: float
     batch_size_max: float
     buffer_total_bytes: float

@@ -1043,7 +1043,9 @@ class Producer:
                 self._finish(batch, error=exc)
             return
         now = time.monotonic()
-        stats.on_response(now, now - started, sum(len(b.records) for b in batches))
+        stats.on_response(
+            now, now - started, sum(len(b.records) for b in batches), response.throttle_time_ms
+        )
         self._handle_response(node, batches, response)
 
     def _handle_response(self, node: int, batches: list[_Batch], response: ProduceResponse) -> None:

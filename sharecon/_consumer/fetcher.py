@@ -286,7 +286,9 @@ class NodeFetcher:
         if self.planner.dry:
             self.pool.any_dry = True
         now = anyio.current_time()
-        core.stats.on_fetch(time.monotonic(), now - f.started, acquired, size)
+        core.stats.on_fetch(
+            time.monotonic(), now - f.started, acquired, size, resp.throttle_time_ms
+        )
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "node %d: ShareFetch epoch %d (+%d -%d, %d acks%s) answered in %.1f ms: %d records",

@@ -79,7 +79,7 @@ def test_consumer_stats_follow_the_java_names_and_meanings() -> None:
     stats = ConsumerStats(0.0, client_id="c1", group_id="g1")
     stats.poll_timer_from(4.0)  # ready at 4: the first gap (1 s) counts from there
     stats.on_fetch(1.0, 0.020, 10, 1000)
-    stats.on_fetch(2.0, 0.040, 30, 3000)
+    stats.on_fetch(2.0, 0.040, 30, 3000, throttle_ms=8)
     stats.on_acks_sent(2.5, 40)
     stats.on_acks_sent(2.5, 0)
     stats.on_ack_results(3.0, [_result(True, 0, 9), _result(False, 10, 14)])
@@ -97,6 +97,7 @@ def test_consumer_stats_follow_the_java_names_and_meanings() -> None:
     assert m.fetch_size_avg == 2000 and m.fetch_size_max == 3000
     assert m.fetch_latency_avg == pytest.approx(30.0) and m.fetch_latency_max == pytest.approx(40.0)
     assert m.fetch_total == 2 and m.fetch_rate == pytest.approx(2 / 30)
+    assert m.fetch_throttle_time_avg == 4 and m.fetch_throttle_time_max == 8
     assert m.acknowledgements_send_total == 40
     assert m.acknowledgements_error_total == 5
     assert m.heartbeat_total == 2 and m.heartbeat_response_time_max == pytest.approx(15.0)
@@ -126,7 +127,7 @@ def test_before_any_event_the_ago_values_are_minus_one() -> None:
 def test_producer_stats() -> None:
     stats = ProducerStats(0.0, client_id="p")
     stats.on_request(1.0, [100, 300])
-    stats.on_response(1.01, 0.010, 12)
+    stats.on_response(1.01, 0.010, 12, throttle_ms=3)
     stats.on_batch_done(1.01, 5, failed=False)
     stats.on_batch_done(1.01, 7, failed=False)
     stats.on_retry(1.5, 3)
@@ -135,6 +136,7 @@ def test_producer_stats() -> None:
     assert m.record_send_total == 12 and m.record_error_total == 3 and m.record_retry_total == 3
     assert m.request_total == 1 and m.request_latency_avg == pytest.approx(10.0)
     assert m.records_per_request_avg == 12
+    assert m.produce_throttle_time_avg == 3 and m.produce_throttle_time_max == 3
     assert m.batch_size_avg == 200 and m.batch_size_max == 300
     assert (m.buffer_total_bytes, m.buffer_available_bytes, m.batches_in_flight) == (1000, 900, 1)
     d = m.as_dict()
