@@ -8,7 +8,7 @@ import anyio
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
-from sharecon import Producer, ProducerRecord, ShareConsumer
+from sharecon import Producer, ProducerRecord, ShareConsumer, errors
 from sharecon.otel import ShareconInstrumentor, process_span
 
 if TYPE_CHECKING:
@@ -244,3 +244,38 @@ async def test_poll_makes_one_receive_span_linking_every_record(
         assert all(link.context.span_id == send.context.span_id for link in s.links)
         if len(s.links) > 1:
             assert s.attributes["messaging.batch.message_count"] == len(s.links)
+
+
+@pytest.mark.broker
+async def test_failures_set_error_status_on_send_and_settle_spans(
+    otel: Otel,
+    kafka_bootstrap: str,
+    topic_factory: Callable[..., str],
+    share_group_factory: Callable[..., str],
+) -> None:
+    topic = topic_factory(1)
+    group = share_group_factory({"share.record.lock.duration.ms": "1000"})
+    missing = f"missing-{topic}"
+    with anyio.fail_after(60):
+        async with Producer(kafka_bootstrap, metadata_timeout=1.0) as producer:
+            with pytest.raises(errors.UnknownTopicOrPartitionError):
+                await producer.send(missing, b"x")
+            await producer.send(topic, b"late")
+        async with ShareConsumer(
+            kafka_bootstrap, group_id=group, topics=[topic], ack_mode="explicit"
+        ) as consumer:
+            record = await consumer.__anext__()
+            await anyio.sleep(2.5)  # past the 1 s lock: the broker refuses the accept
+            record.accept()
+            results = await consumer.commit()
+            assert any(err is not None for err in results.values())
+    spans = otel.spans.get_finished_spans()
+    (failed_send,) = [s for s in _by_op(spans, "send") if s.name == f"send {missing}"]
+    assert failed_send.status.status_code is StatusCode.ERROR
+    assert failed_send.attributes is not None
+    assert failed_send.attributes["error.type"] == "UnknownTopicOrPartitionError"
+    failed_settles = [
+        s for s in _by_op(spans, "settle") if s.status.status_code is StatusCode.ERROR
+    ]
+    assert failed_settles, [s.attributes for s in _by_op(spans, "settle")]
+    assert all(s.attributes and "error.type" in s.attributes for s in failed_settles)
