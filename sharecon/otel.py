@@ -125,7 +125,10 @@ def _with_context(headers: object, carrier: Mapping[str, str]) -> object:
         items = list(headers)  # pairs or Header objects (an iterator is read once, here)
     else:
         return headers  # not headers: the producer names the mistake
-    kept = [h for h in items if (h.key if isinstance(h, Header) else h[0]) not in carrier]
+    try:
+        kept = [h for h in items if (h.key if isinstance(h, Header) else h[0]) not in carrier]
+    except (TypeError, IndexError, KeyError):
+        return items  # malformed: the producer names the mistake, as without tracing
     kept.extend((k, v.encode("utf-8")) for k, v in carrier.items())
     return kept
 

@@ -279,3 +279,17 @@ async def test_failures_set_error_status_on_send_and_settle_spans(
     ]
     assert failed_settles, [s.attributes for s in _by_op(spans, "settle")]
     assert all(s.attributes and "error.type" in s.attributes for s in failed_settles)
+
+
+def test_context_goes_into_every_kind_of_headers() -> None:
+    from sharecon.otel import _with_context
+    from sharecon.types import Header
+
+    carrier = {"traceparent": "00-abc-def-01"}
+    tp = ("traceparent", b"00-abc-def-01")
+    assert _with_context(None, carrier) == [tp]
+    assert _with_context({"a": b"1", "traceparent": b"old"}, carrier) == [("a", b"1"), tp]
+    assert _with_context([Header("a", b"1")], carrier) == [Header("a", b"1"), tp]
+    assert _with_context(iter([("a", None)]), carrier) == [("a", None), tp]
+    assert _with_context({"a": b"1"}, {}) == {"a": b"1"}
+    assert _with_context([1, 2], carrier) == [1, 2]  # left for the producer to refuse
