@@ -243,6 +243,13 @@ class DockerKafka:
         return self.bootstrap
 
     @property
+    def container_id(self) -> str | None:
+        """The Docker container's id while it runs."""
+        if self._container is None:
+            return None
+        return str(self._container.get_wrapped_container().id)
+
+    @property
     def running(self) -> bool:
         """Whether the container was started and not stopped."""
         return self._container is not None
