@@ -7,11 +7,13 @@ Installing ``sharecon[testing]`` registers this plugin with pytest (entry point
 
 Fixtures (see ``docs/testing.md``):
 
-* ``kafka_broker`` (session): the cluster, started once (or ``SHARECON_BOOTSTRAP``).
+* ``kafka_broker`` (session): the cluster, started once (a local JVM, a container under
+  ``SHARECON_BROKER=docker``, or the existing ``SHARECON_BOOTSTRAP``).
 * ``kafka_bootstrap`` (session): its ``host:port``.
-* ``kafka_tools`` (session): Kafka's Java tools pointed at it (the only fixture that
-  always needs Java; with ``SHARECON_BOOTSTRAP`` or Docker the others need none).
-* ``kafka_broker_factory``: ``factory(version, *, shared=True, **kwargs) -> KafkaBroker``.
+* ``kafka_tools`` (session): Kafka's Java tools pointed at it (with ``SHARECON_BOOTSTRAP``
+  or Docker, this and ``kafka_cluster`` are the only fixtures that need a local Java).
+* ``kafka_broker_factory``: ``factory(version, *, shared=True, **kwargs)``: a
+  ``KafkaBroker``, or a ``DockerKafka`` under ``SHARECON_BROKER=docker``.
 * ``topic`` / ``topic_factory``: a fresh topic per test (3 partitions by default).
 * ``share_group`` / ``share_group_factory``: a fresh group id, ``share.auto.offset.reset=earliest``.
 * ``produce_records``: ``produce_records(topic, n, *, record_size=100) -> ProduceResult``.

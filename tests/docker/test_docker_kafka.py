@@ -4,6 +4,9 @@ fixtures need no local Java, and a container that cannot start is an error."""
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -74,3 +77,35 @@ def test_a_container_that_cannot_start_is_an_error() -> None:
     with pytest.raises(BrokerStartError, match="could not start sharecon-test/no-such-image:0"):
         broker.start()
     assert not broker.running
+
+
+def test_a_killed_session_leaves_no_container() -> None:
+    owner = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; from sharecon.testing.env import DockerKafka; "
+            "print(DockerKafka().start().container_id, flush=True); time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert owner.stdout is not None
+        cid = owner.stdout.readline().strip()
+    finally:
+        owner.kill()  # SIGKILL: no atexit, no stop(); only the watchdog is left
+        owner.wait()
+    assert cid, "the owner did not start a container"
+    client = docker.from_env()
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                client.containers.get(cid)
+            except docker.errors.NotFound:
+                break
+            assert time.monotonic() < deadline, f"container {cid[:12]} outlived its owner by 60 s"
+            time.sleep(0.5)
+    finally:
+        client.close()
