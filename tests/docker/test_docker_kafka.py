@@ -96,6 +96,8 @@ def test_a_killed_session_leaves_no_container() -> None:
     finally:
         owner.kill()  # SIGKILL: no atexit, no stop(); only the watchdog is left
         owner.wait()
+        if owner.stdout is not None:
+            owner.stdout.close()
     assert cid, "the owner did not start a container"
     client = docker.from_env()
     try:
