@@ -113,8 +113,8 @@ TEST_BROKER_CONFIG: dict[str, str] = {
     "group.share.min.record.lock.duration.ms": "1000",
     "group.share.record.lock.duration.ms": "15000",
 }
-# Keys that exist only from 4.3 on (older brokers would log them as unused).
-_CONFIG_4_3: dict[str, str] = {
+#: Keys that exist only from 4.3 on (older brokers would log them as unused).
+CONFIG_4_3: dict[str, str] = {
     "group.share.assignment.interval.ms": "0",
     "group.consumer.assignment.interval.ms": "0",
 }
@@ -388,7 +388,7 @@ class KafkaBroker:
         }
         conf.update(TEST_BROKER_CONFIG)
         if minor(self.version) >= 3:
-            conf.update(_CONFIG_4_3)
+            conf.update(CONFIG_4_3)
         if self.sasl is not None:
             conf["listener.name.client.sasl.enabled.mechanisms"] = ",".join(self.sasl.mechanisms)
             for mech in self.sasl.mechanisms:

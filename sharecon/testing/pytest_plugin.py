@@ -1,15 +1,19 @@
 """pytest fixtures for testing share-group code against a real Kafka broker.
 
-Enable in a ``conftest.py``::
-
-    pytest_plugins = ["sharecon.testing.pytest_plugin"]
+Installing ``sharecon[testing]`` registers this plugin with pytest (entry point
+``pytest11``, name ``sharecon``): the fixtures are there without any ``conftest.py`` line.
+``-p no:sharecon`` turns it off; with ``PYTEST_DISABLE_PLUGIN_AUTOLOAD`` set, load it with
+``-p sharecon.testing.pytest_plugin``.
 
 Fixtures (see ``docs/testing.md``):
 
-* ``kafka_broker`` (session): the cluster, started once (or ``SHARECON_BOOTSTRAP``).
+* ``kafka_broker`` (session): the cluster, started once (a local JVM, a container under
+  ``SHARECON_BROKER=docker``, or the existing ``SHARECON_BOOTSTRAP``).
 * ``kafka_bootstrap`` (session): its ``host:port``.
-* ``kafka_tools`` (session): Kafka's Java tools pointed at it.
-* ``kafka_broker_factory``: ``factory(version, *, shared=True, **kwargs) -> KafkaBroker``.
+* ``kafka_tools`` (session): Kafka's Java tools pointed at it (with ``SHARECON_BOOTSTRAP``
+  or Docker, this and ``kafka_cluster`` are the only fixtures that need a local Java).
+* ``kafka_broker_factory``: ``factory(version, *, shared=True, **kwargs)``: a
+  ``KafkaBroker``, or a ``DockerKafka`` under ``SHARECON_BROKER=docker``.
 * ``topic`` / ``topic_factory``: a fresh topic per test (3 partitions by default).
 * ``share_group`` / ``share_group_factory``: a fresh group id, ``share.auto.offset.reset=earliest``.
 * ``produce_records``: ``produce_records(topic, n, *, record_size=100) -> ProduceResult``.
@@ -19,6 +23,9 @@ Fixtures (see ``docs/testing.md``):
 
 A broker that cannot start is an error in every test that needs it, never a skip.
 Tests using these fixtures get the ``broker`` marker, so ``-m "not broker"`` leaves them out.
+A project can opt into failing skipped ``broker`` tests under ``CI=true`` with the ini
+option ``sharecon_ci_forbid_broker_skips = true`` (sharecon's own suite does); without it a
+``pytest.skip`` stays a skip.
 """
 
 from __future__ import annotations
@@ -30,12 +37,18 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pytest
 
-from sharecon.testing._provision import DEFAULT_KAFKA_VERSION, resolve_version
-from sharecon.testing._sync import with_admin
+from sharecon.testing._provision import (
+    DEFAULT_KAFKA_VERSION,
+    BrokerStartError,
+    find_java,
+    resolve_version,
+)
+from sharecon.testing._sync import produce_random, with_admin
 from sharecon.testing.broker import KafkaBroker
 from sharecon.testing.cluster import KafkaCluster
 from sharecon.testing.env import (
     ClusterHandle,
+    DockerKafka,
     ExternalKafka,
     cluster_from_env,
     env_version,
@@ -79,11 +92,12 @@ DEFAULT_GROUP_CONFIG: dict[str, str] = {"share.auto.offset.reset": "earliest"}
 
 
 class BrokerFactory(Protocol):
-    """``kafka_broker_factory``: a started broker of ``version``."""
+    """``kafka_broker_factory``: a started broker of ``version`` (a container under
+    ``SHARECON_BROKER=docker``)."""
 
     def __call__(
         self, version: str = DEFAULT_KAFKA_VERSION, *, shared: bool = True, **kwargs: Any
-    ) -> KafkaBroker:
+    ) -> KafkaBroker | DockerKafka:
         """``shared=True``: one per (version, kwargs) for the session. ``False``: this test's own."""
 
 
@@ -111,23 +125,32 @@ class ProduceRecords(Protocol):
     """``produce_records``: write ``n`` records of random bytes into ``topic``."""
 
     def __call__(self, topic: str, n: int, *, record_size: int = 100) -> ProduceResult:
-        """Runs ``kafka-producer-perf-test`` (acks=all) and returns its summary."""
+        """``kafka-producer-perf-test`` (acks=all), or sharecon's Producer without Java."""
+
+
+#: A broker ``kafka_broker_factory`` hands out: a local JVM, or a container under
+#: ``SHARECON_BROKER=docker``.
+FactoryBroker = KafkaBroker | DockerKafka
 
 
 class BrokerPool:
-    """The session's local brokers, keyed by version and settings; stopped at session end."""
+    """The session's brokers, keyed by version and settings; stopped at session end.
+
+    Local JVMs, or containers when ``SHARECON_BROKER=docker`` (those take only
+    ``extra_config``: SASL, TLS and feature pins are local-broker settings).
+    """
 
     def __init__(self) -> None:
-        self._brokers: dict[tuple[str, str], KafkaBroker] = {}
+        self._brokers: dict[tuple[str, str], FactoryBroker] = {}
 
-    def get(self, version: str = DEFAULT_KAFKA_VERSION, **kwargs: Any) -> KafkaBroker:
+    def get(self, version: str = DEFAULT_KAFKA_VERSION, **kwargs: Any) -> FactoryBroker:
         """The running broker for (version, kwargs), started on first request."""
         key = (resolve_version(version), repr(sorted(kwargs.items())))
         broker = self._brokers.get(key)
         if broker is None or not broker.running:
             if broker is not None:
                 broker.stop()  # a test killed it: give later tests a fresh one
-            broker = KafkaBroker(key[0], **kwargs)
+            broker = new_broker(key[0], **kwargs)
             self._brokers[key] = broker
             broker.start()
         return broker
@@ -137,6 +160,38 @@ class BrokerPool:
         brokers, self._brokers = list(self._brokers.values()), {}
         for broker in brokers:
             broker.stop()
+
+
+def new_broker(version: str, **kwargs: Any) -> FactoryBroker:
+    """A broker (not started) of the kind the environment asks for: Docker or a local JVM.
+
+    :raises BrokerStartError: a ``KafkaBroker`` setting other than ``extra_config`` or
+        ``start_timeout`` under ``SHARECON_BROKER=docker``.
+    """
+    if requested_kind() != "docker":
+        return KafkaBroker(version, **kwargs)
+    unsupported = sorted(set(kwargs) - {"extra_config", "start_timeout"})
+    if unsupported:
+        raise BrokerStartError(
+            f"kafka_broker_factory: {', '.join(unsupported)} not supported with "
+            "SHARECON_BROKER=docker (only extra_config and start_timeout)"
+        )
+    return DockerKafka(version, **kwargs)
+
+
+#: ini option (bool) that makes skipped ``broker`` tests fail under ``CI=true``.
+FORBID_SKIPS_INI = "sharecon_ci_forbid_broker_skips"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Declare the ini option :data:`FORBID_SKIPS_INI` (off unless a project sets it)."""
+    parser.addini(
+        FORBID_SKIPS_INI,
+        "under CI=true, report a skipped test marked 'broker' as a failure "
+        "(for projects whose CI must prove every broker test ran)",
+        type="bool",
+        default=False,
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -160,18 +215,20 @@ def _ci() -> bool:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """Under ``CI=true`` a skipped broker test is a failure: CI must prove, not assume."""
+    """With the ini option :data:`FORBID_SKIPS_INI` and ``CI=true``, a skipped broker test
+    is a failure: that project's CI must prove, not assume. Otherwise a skip stays a skip."""
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
     if (
-        _ci()
-        and report.skipped
+        report.skipped
         and not hasattr(report, "wasxfail")
         and item.get_closest_marker("broker") is not None
+        and _ci()
+        and item.config.getini(FORBID_SKIPS_INI)
     ):
         report.outcome = "failed"
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
-        report.longrepr = f"broker test skipped under CI=true (not allowed): {reason}"
+        report.longrepr = f"broker test skipped under CI=true ({FORBID_SKIPS_INI} is set): {reason}"
 
 
 @pytest.fixture(scope="session")
@@ -184,8 +241,10 @@ def kafka_broker_pool() -> Iterator[BrokerPool]:
 
 @pytest.fixture(scope="session")
 def kafka_broker(kafka_broker_pool: BrokerPool) -> Iterator[ClusterHandle]:
-    """The session's cluster: ``SHARECON_BOOTSTRAP``, Docker, or a local broker of ``SHARECON_KAFKA_VERSION``."""
-    if requested_kind() == "local":
+    """The session's cluster: ``SHARECON_BOOTSTRAP``, or a broker of ``SHARECON_KAFKA_VERSION``
+    (a container under ``SHARECON_BROKER=docker``, else a local JVM), shared with
+    ``kafka_broker_factory()``."""
+    if requested_kind() != "external":
         yield kafka_broker_pool.get(env_version())
         return
     cluster = cluster_from_env()
@@ -210,15 +269,16 @@ def kafka_tools(kafka_broker: ClusterHandle) -> KafkaTools:
 @pytest.fixture
 def kafka_broker_factory(kafka_broker_pool: BrokerPool) -> Iterator[BrokerFactory]:
     """Start brokers of other versions or settings. ``shared=False`` gives a private one
-    (stopped after the test), for tests that kill or restart it."""
-    owned: list[KafkaBroker] = []
+    (stopped after the test), for tests that kill or restart it. Honours
+    ``SHARECON_BROKER=docker``: the brokers are then containers."""
+    owned: list[FactoryBroker] = []
 
     def factory(
         version: str = DEFAULT_KAFKA_VERSION, *, shared: bool = True, **kwargs: Any
-    ) -> KafkaBroker:
+    ) -> FactoryBroker:
         if shared:
             return kafka_broker_pool.get(version, **kwargs)
-        broker = KafkaBroker(version, **kwargs)
+        broker = new_broker(resolve_version(version), **kwargs)
         owned.append(broker)
         return broker.start()
 
@@ -295,12 +355,30 @@ def share_group(share_group_factory: ShareGroupFactory) -> str:
     return share_group_factory()
 
 
+def java_available() -> bool:
+    """Whether a usable local Java (17+) exists for Kafka's tools."""
+    try:
+        find_java()
+    except BrokerStartError:
+        return False
+    return True
+
+
 @pytest.fixture
 def produce_records(kafka_broker: ClusterHandle) -> ProduceRecords:
-    """Write ``n`` records into a topic of the session cluster with the Java perf producer."""
+    """Write ``n`` keyless records into a topic of the session cluster (acks=all).
+
+    With a local Java this is Kafka's ``kafka-producer-perf-test`` (a second, independent
+    producer implementation); without one (an external cluster or Docker on a machine
+    with no JVM) sharecon's own Producer writes them.
+    """
+    use_java = java_available()
+    bootstrap = _admin_bootstrap(kafka_broker)
 
     def produce(topic: str, n: int, *, record_size: int = 100) -> ProduceResult:
-        return kafka_broker.tools.produce(topic, n, record_size=record_size)
+        if use_java:
+            return kafka_broker.tools.produce(topic, n, record_size=record_size)
+        return produce_random(bootstrap, topic, n, record_size=record_size)
 
     return produce
 

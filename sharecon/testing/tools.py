@@ -67,11 +67,11 @@ class FeatureLevel:
 
 @dataclass(frozen=True, slots=True)
 class ProduceResult:
-    """What ``kafka-producer-perf-test`` reported."""
+    """What a bulk write reported: ``kafka-producer-perf-test``, or sharecon's Producer."""
 
     records: int
     records_per_sec: float
-    elapsed: float  #: seconds, measured around the tool (JVM start included)
+    elapsed: float  #: seconds, measured around the whole write (a JVM start included)
 
 
 class KafkaTools:

@@ -247,14 +247,13 @@ def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The settings in a TOML file: top-level keys named like the flags (``dlq-after`` or
     ``dlq_after``), or the same keys in a ``[worker]`` table.
 
-    :raises ConfigError: Python 3.10 (no :mod:`tomllib`), an unreadable or invalid file,
-        or an unknown key.
+    :raises ConfigError: an unreadable or invalid file, or an unknown key.
     """
     try:
         # Looked up by name: mypy checks this package as Python 3.10, which has no tomllib.
         tomllib: Any = importlib.import_module("tomllib")
-    except ImportError:
-        raise errors.ConfigError("a TOML config file needs Python 3.11+ (tomllib)") from None
+    except ImportError:  # Python 3.10: the backport sharecon depends on there
+        tomllib = importlib.import_module("tomli")
 
     try:
         with open(path, "rb") as f:

@@ -374,6 +374,7 @@ def long_poll(topic_id: uuid.UUID) -> FetchRequest:
     )
 
 
+@pytest.mark.broker  # its own KafkaBroker, not a plugin fixture: mark it by hand
 async def test_broker_restart_under_a_live_connection(running_broker: KafkaBroker) -> None:
     broker = running_broker
     name = f"restart-{uuid.uuid4().hex[:8]}"
