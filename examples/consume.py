@@ -1,8 +1,21 @@
 """Consume a topic through a share group, answering each record.
 
-Run a local broker first (``python -m sharecon.testing.broker --port 9092``), then::
+Start a broker on localhost:9092 in another terminal (``python -m
+sharecon.testing.broker --port 9092``; Ctrl-C stops it). A new share group starts at the
+*end* of each partition, so records written before it first joined are never delivered
+to it; to read from the earliest record, set the group's ``share.auto.offset.reset`` to
+``earliest`` before it first consumes (the CLI below, or
+``Admin.alter_group_config("billing", {"share.auto.offset.reset": "earliest"})``)::
 
-    SHARECON_BOOTSTRAP=127.0.0.1:9092 python examples/consume.py invoices billing
+    sharecon topics create invoices --if-not-exists
+    sharecon groups config billing --set share.auto.offset.reset=earliest
+    for v in order-1 order-2 poison order-3; do echo "$v"; done | sharecon produce invoices
+
+.. doc-test: foreground
+
+Then consume (Ctrl-C stops it; ``SHARECON_BOOTSTRAP`` picks another cluster)::
+
+    python examples/consume.py invoices billing
 
 Records whose value is ``b"poison"`` are rejected (archived); handler errors release the
 record so that it is delivered again (to this or another member), up to the group's

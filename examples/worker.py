@@ -1,9 +1,21 @@
 """A record handler run by ``sharecon.worker`` in two supervised processes of one group.
 
-Run a local broker (``python -m sharecon.testing.broker --port 9092``), create the topic
-and give the group ``share.auto.offset.reset=earliest``, then::
+Start a broker on localhost:9092 in another terminal (``python -m
+sharecon.testing.broker --port 9092``; Ctrl-C stops it), then make a topic with records,
+and let the group read from the earliest record (a new share group otherwise starts at
+the end of each partition)::
 
-    SHARECON_BOOTSTRAP=127.0.0.1:9092 python examples/worker.py invoices billing
+    sharecon topics create invoices --if-not-exists
+    for v in order-1 order-2 fail-1 order-3; do echo "$v"; done | sharecon produce invoices
+    sharecon groups config billing --set share.auto.offset.reset=earliest
+
+.. doc-test: foreground
+
+Run it (``SHARECON_BOOTSTRAP`` picks another cluster)::
+
+    python examples/worker.py invoices billing
+
+.. doc-test: foreground
 
 or, the same from the shell::
 

@@ -345,14 +345,24 @@ async def _reset(args: argparse.Namespace, options: ClientOptions) -> int:
                     )
                 policy = "earliest" if args.to_earliest else "latest"
                 # State first: if the group turns out to have members, nothing was changed.
+                had_state = exists
                 if exists:
                     try:
                         await admin.delete_share_group_offsets(args.group, [args.topic])
                     except errors.GroupIdNotFoundError:
-                        exists = False  # deleted meanwhile: nothing to forget either
+                        exists = had_state = False  # deleted meanwhile: nothing to forget
+                    except errors.UnknownTopicOrPartitionError:
+                        # The topic exists (checked above), so the group has no state on it
+                        # (never read it, or a reset already deleted it): nothing to forget.
+                        had_state = False
                 await admin.alter_group_config(args.group, {"share.auto.offset.reset": policy})
-                if exists:
+                if had_state:
                     what = f"{policy} (state deleted; share.auto.offset.reset={policy})"
+                elif exists:
+                    what = (
+                        f"{policy} (the group had no state on the topic; "
+                        f"share.auto.offset.reset={policy} set)"
+                    )
                 else:
                     what = (
                         f"{policy} (the group does not exist yet: share.auto.offset.reset="

@@ -498,6 +498,10 @@ _STORE_PASSWORD = "sharecon-test"  # throwaway keystores in a temporary folder
 
 def _check_port_free(port: int) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # As the broker's own listener does (the JVM sets SO_REUSEADDR): connections of a
+        # broker just stopped on this port linger in TIME_WAIT for a minute, and must not
+        # make a restart on the same port fail. A live listener still fails the bind.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError as exc:

@@ -275,12 +275,11 @@ class _Bar(Protocol):
 
 
 def _progress(total: int) -> _Bar:
-    """A rich progress bar when rich is installed, else a plain text one."""
-    try:
-        import rich.progress  # noqa: F401  (an optional dependency)
-    except ImportError:
-        return _TextBar(total)
-    return _RichBar(total)
+    """A rich progress bar on a terminal (rich is a dependency of sharecon), else a few
+    plain lines, so a log or a pipe stays readable."""
+    if sys.stdout.isatty():
+        return _RichBar(total)
+    return _TextBar(total)
 
 
 class _RichBar:

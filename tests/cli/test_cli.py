@@ -659,6 +659,10 @@ def test_groups_list_describe_offsets_reset(
 
     # --to-latest: nothing old comes back.
     assert cli("groups", "reset", share_group, "--topic", topic, "--to-latest", *b).returncode == 0
+    # Again: the state is already gone, so only the config is set (not an unknown topic).
+    twice = cli("groups", "reset", share_group, "--topic", topic, "--to-latest", *b)
+    assert twice.returncode == 0, twice.stderr
+    assert "had no state on the topic" in twice.stderr
     later = cli("consume", topic, "-g", share_group, "--idle", "1", *b)
     assert later.returncode == 0 and later.stdout == ""
 
