@@ -23,7 +23,7 @@ from sharecon.consumer import ConsumerHealth, ShareConsumer
 from sharecon.dlq import DeadLetterInfo, DeadLetterPolicy
 from sharecon.errors import KafkaError
 from sharecon.producer import Producer, ProducerRecord, RecordMetadata
-from sharecon.record import Record, TimestampType
+from sharecon.record import Record, RecordedAcks, TimestampType
 from sharecon.types import AckType, Header, TopicIdPartition, TopicPartition
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "ProducerRecord",
     "Record",
     "RecordMetadata",
+    "RecordedAcks",
     "SaslConfig",
     "ShareConsumer",
     "TimestampType",

@@ -57,9 +57,10 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeAlias, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, overload
 
 import anyio
+from typing_extensions import TypeVar
 
 from sharecon import errors
 from sharecon._backoff import RETRY_BACKOFF, Backoff
@@ -78,16 +79,17 @@ from sharecon.types import ZERO_UUID, Header
 
 if TYPE_CHECKING:
     import ssl
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from types import TracebackType
 
     from anyio.abc import TaskGroup
+    from typing_extensions import Self
 
     from sharecon._net.sasl import SaslConfig
     from sharecon.protocol import ProduceResponse
     from sharecon.protocol.messages.produce import PartitionProduceResponse
 
-__all__ = ["HeadersLike", "Producer", "ProducerRecord", "RecordMetadata"]
+__all__ = ["KT", "VT", "HeadersLike", "Producer", "ProducerRecord", "RecordMetadata"]
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +98,16 @@ HeadersLike: TypeAlias = (
     "Mapping[str, bytes | str | None] | Iterable[tuple[str, bytes | str | None] | Header]"
 )
 _Bytes: TypeAlias = "bytes | bytearray | memoryview | str | None"
+
+#: The keys ``send`` takes: what the ``key_serializer`` accepts (default: bytes-like or
+#: ``str``, sent as they are; ``str`` as UTF-8).
+KT = TypeVar("KT", default=bytes | bytearray | memoryview | str)
+#: The values ``send`` takes: what the ``value_serializer`` accepts (default as ``KT``).
+VT = TypeVar("VT", default=bytes | bytearray | memoryview | str)
+# A ProducerRecord is immutable, so a ProducerRecord[str, bytes] is also a
+# ProducerRecord[str, bytes | str]: a list of them goes to send_batch as it is.
+_KT_co = TypeVar("_KT_co", covariant=True, default=bytes | bytearray | memoryview | str)
+_VT_co = TypeVar("_VT_co", covariant=True, default=bytes | bytearray | memoryview | str)
 
 _CODECS: Mapping[str, Codec] = {
     "none": Codec.NONE,
@@ -142,21 +154,22 @@ class RecordMetadata:
 
 
 @dataclass(frozen=True, slots=True)
-class ProducerRecord:
+class ProducerRecord(Generic[_KT_co, _VT_co]):
     """One record for :meth:`Producer.send_batch`.
 
     :ivar topic: the topic to write to.
-    :ivar value: the value (``str`` is encoded as UTF-8; ``None`` is a tombstone).
-    :ivar key: the key; it picks the partition (murmur2, as the Java client) unless
-        ``partition`` is given.
+    :ivar value: the value (``str`` is encoded as UTF-8; ``None`` is a tombstone), or what
+        the producer's ``value_serializer`` takes.
+    :ivar key: the key (or what the ``key_serializer`` takes); it picks the partition
+        (murmur2 of the key bytes, as the Java client) unless ``partition`` is given.
     :ivar headers: a mapping or ``(key, value)`` pairs.
     :ivar partition: an explicit partition.
     :ivar timestamp: create time in milliseconds since the epoch (default: now).
     """
 
     topic: str
-    value: _Bytes
-    key: _Bytes = None
+    value: _VT_co | None
+    key: _KT_co | None = None
     headers: HeadersLike | None = None
     partition: int | None = None
     timestamp: int | None = None
@@ -306,7 +319,7 @@ def _codec(compression: str | Codec | None) -> Codec:
 # -- the producer --------------------------------------------------------------------------
 
 
-class Producer:
+class Producer(Generic[KT, VT]):
     """An async Kafka producer: batching, compression, idempotence, Java-compatible keys.
 
     Use it as ``async with Producer(bootstrap) as producer``. Every option is checked when
@@ -336,6 +349,12 @@ class Producer:
     :param sasl: SASL credentials.
     :param config: a complete connection config instead of the separate options.
     :param close_timeout: bound on closing connections when leaving ``async with``.
+    :param key_serializer: turns each key given to :meth:`send` / :meth:`send_batch` into
+        bytes (see :mod:`sharecon.serde`); never called for ``None`` (no key). Typed
+        sends follow: ``Producer[KT, VT]`` takes ``KT`` keys and ``VT`` values.
+    :param value_serializer: the same for values (never called for ``None``, a
+        tombstone). A serializer that raises, or returns something other than bytes or
+        ``None``, fails that send with :class:`~sharecon.errors.SerializationError`.
     """
 
     def __init__(
@@ -360,7 +379,18 @@ class Producer:
         sasl: SaslConfig | None = None,
         config: ConnectionConfig | None = None,
         close_timeout: float = 5.0,
+        key_serializer: Callable[[KT], bytes | None] | None = None,
+        value_serializer: Callable[[VT], bytes | None] | None = None,
     ) -> None:
+        for name, fn in (
+            ("key_serializer", key_serializer),
+            ("value_serializer", value_serializer),
+        ):
+            if fn is not None and not callable(fn):
+                raise errors.ConfigError(f"{name} must be a callable, not {type(fn).__name__}")
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
+        self._serializing = key_serializer is not None or value_serializer is not None
         if acks in ("all", -1, "-1"):
             self._acks = -1
         elif acks in (1, "1"):
@@ -445,7 +475,7 @@ class Producer:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Producer:
+    async def __aenter__(self) -> Self:
         stack = contextlib.AsyncExitStack()
         await stack.__aenter__()
         try:
@@ -524,9 +554,9 @@ class Producer:
     async def send(
         self,
         topic: str,
-        value: _Bytes,
+        value: VT | None,
         *,
-        key: _Bytes = None,
+        key: KT | None = None,
         headers: HeadersLike | None = None,
         partition: int | None = None,
         timestamp: int | None = None,
@@ -546,6 +576,7 @@ class Producer:
         :raises UnknownTopicOrPartitionError: the topic does not exist.
         :raises KafkaTimeoutError: not delivered within ``delivery_timeout``.
         :raises ConfigError: a wrong argument (type, partition out of range).
+        :raises SerializationError: a serializer failed (nothing was sent).
         """
         batch, index = await self._enqueue(topic, value, key, headers, partition, timestamp)
         await batch.done.wait()
@@ -556,16 +587,19 @@ class Producer:
 
     @overload
     async def send_batch(
-        self, records: Iterable[ProducerRecord], *, return_exceptions: Literal[False] = False
+        self,
+        records: Iterable[ProducerRecord[KT, VT]],
+        *,
+        return_exceptions: Literal[False] = False,
     ) -> list[RecordMetadata]: ...
 
     @overload
     async def send_batch(
-        self, records: Iterable[ProducerRecord], *, return_exceptions: Literal[True]
+        self, records: Iterable[ProducerRecord[KT, VT]], *, return_exceptions: Literal[True]
     ) -> list[RecordMetadata | errors.KafkaError]: ...
 
     async def send_batch(
-        self, records: Iterable[ProducerRecord], *, return_exceptions: bool = False
+        self, records: Iterable[ProducerRecord[KT, VT]], *, return_exceptions: bool = False
     ) -> list[RecordMetadata] | list[RecordMetadata | errors.KafkaError]:
         """Send many records; return their metadata in the same order once all are done.
 
@@ -664,6 +698,8 @@ class Producer:
         cluster = self._check_open()
         if type(topic) is not str or not topic:
             raise errors.ConfigError(f"topic must be a non-empty str, not {topic!r}")
+        if self._serializing:
+            key, value = self._serialize(topic, key, value)
         v = value if value is None or type(value) is bytes else _as_bytes(value, "value")
         k = key if key is None or type(key) is bytes else _as_bytes(key, "key")
         hs = _headers(headers) if headers else ()
@@ -707,6 +743,38 @@ class Producer:
         while self._buffered > 0 and self._buffered + size > self._max_buffer:
             await self._wait_for_space()
         return self._append(topic, partition, k, v, hs, ts, size)
+
+    def _serialize(self, topic: str, key: Any, value: Any) -> tuple[bytes | None, bytes | None]:
+        """The key and value through their serializers (``None`` stays ``None``).
+
+        :raises SerializationError: a serializer raised or returned something else than
+            bytes or ``None``.
+        """
+        out: list[bytes | None] = []
+        fields: tuple[tuple[Literal["key", "value"], Any, Callable[[Any], object] | None], ...]
+        fields = (("key", key, self._key_serializer), ("value", value, self._value_serializer))
+        for field, data, serializer in fields:
+            if data is None or serializer is None:
+                out.append(data)
+                continue
+            try:
+                result = serializer(data)
+            except Exception as exc:
+                raise errors.SerializationError(
+                    f"topic {topic!r}: the {field}_serializer failed on a "
+                    f"{type(data).__name__}: {type(exc).__name__}: {exc}",
+                    topic=topic,
+                    field=field,
+                ) from exc
+            if result is not None and not isinstance(result, bytes | bytearray | memoryview):
+                raise errors.SerializationError(
+                    f"topic {topic!r}: the {field}_serializer returned a "
+                    f"{type(result).__name__}; it must return bytes or None",
+                    topic=topic,
+                    field=field,
+                )
+            out.append(result if result is None or type(result) is bytes else bytes(result))
+        return out[0], out[1]
 
     async def _wait_for_space(self) -> None:
         if self._space.is_set():

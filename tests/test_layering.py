@@ -98,6 +98,10 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     "sharecon._version": (set(), IO_MODULES),
     "sharecon._backoff": ({"sharecon.errors", "sharecon.types"}, IO_MODULES),
     "sharecon.partitioner": ({"sharecon.errors", "sharecon.types"}, IO_MODULES),
+    # Serializer helpers: pure functions over bytes (no I/O, no clock).
+    "sharecon.serde": ({"sharecon.errors"}, IO_MODULES),
+    # ``python -m sharecon``: the command line and nothing else.
+    "sharecon.__main__": ({"sharecon.cli"}, set()),
     # The public record: data, typed against the protocol's header tuples.
     "sharecon.record": ({"sharecon.errors", "sharecon.types", "sharecon.protocol"}, IO_MODULES),
     # Layer-4 clients: everything below them, never the CLI or the test helpers.
