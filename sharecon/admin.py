@@ -32,6 +32,7 @@ import anyio
 
 from sharecon import errors
 from sharecon._backoff import RETRY_BACKOFF
+from sharecon._lifecycle import Lifecycle
 from sharecon._net.cluster import Cluster
 from sharecon._net.connect import ConnectionConfig
 from sharecon.protocol import (
@@ -79,6 +80,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from anyio.abc import TaskGroup
+    from typing_extensions import Self
 
     from sharecon._net.cluster import ClusterMetadata
     from sharecon._net.connection import BrokerAddress
@@ -271,7 +273,10 @@ class SharePartitionOffset:
 
 
 class Admin:
-    """Admin calls against one cluster; use as ``async with Admin(bootstrap) as admin``.
+    """Admin calls against one cluster; use as ``async with Admin(bootstrap) as admin``
+    (or ``await admin.start()`` ... ``await admin.aclose()``). Used before it is started,
+    or after it is closed, it raises :class:`~sharecon.errors.ClientNotStartedError` or
+    :class:`~sharecon.errors.ClientClosedError`.
 
     :param bootstrap: ``"host:port,..."`` or a sequence of ``"host:port"``.
     :param client_id: sent in request headers.
@@ -301,13 +306,27 @@ class Admin:
             ssl_context=ssl_context,
             sasl=sasl,
         )
+        self._life = Lifecycle("Admin")
         self._stack: contextlib.AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
         self._cluster: Cluster | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Admin:
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def start(self) -> None:
+        """Connect to the cluster: what entering ``async with`` does. Pair it with
+        :meth:`aclose`.
+
+        :raises BrokerConnectError: no bootstrap broker could be reached (the client is
+            then closed: make a new one to try again).
+        :raises ClientStateError: it was started already; :class:`ClientClosedError`
+            (a subclass) once it was closed.
+        """
+        self._life.begin_start()
         stack = contextlib.AsyncExitStack()
         await stack.__aenter__()
         try:
@@ -318,10 +337,10 @@ class Admin:
         except BaseException:
             # Close the task group cleanly (it has nothing of ours left running) so the
             # caller gets the error itself, not an ExceptionGroup around it.
+            self._life.begin_close()
             await stack.__aexit__(None, None, None)
             raise
         self._stack, self._tg, self._cluster = stack, tg, cluster
-        return self
 
     @staticmethod
     async def _shutdown(cluster: Cluster, tg: TaskGroup) -> None:
@@ -336,22 +355,25 @@ class Admin:
     ) -> None:
         # The body's exception is not passed into the task group: it would come back wrapped
         # in an ExceptionGroup. The group only runs connection readers, which never raise.
+        self._life.begin_close()
         stack, self._stack, self._cluster, self._tg = self._stack, None, None, None
         if stack is not None:
             await stack.__aexit__(None, None, None)
 
     async def aclose(self) -> None:
-        """Close the client (what leaving ``async with`` does)."""
+        """Close the client (what leaving ``async with`` does). Closing again, or closing a
+        client never started, does nothing."""
         await self.__aexit__(None, None, None)
 
     @property
     def cluster(self) -> Cluster:
         """The underlying cluster view (for metadata and raw requests).
 
-        :raises ConfigError: outside ``async with``.
+        :raises ClientNotStartedError: before :meth:`start`.
+        :raises ClientClosedError: after it was closed.
         """
         if self._cluster is None:
-            raise errors.ConfigError("Admin is not open; use it as 'async with Admin(...)'")
+            raise self._life.error()
         return self._cluster
 
     def _timeout(self, timeout: float | None) -> float:

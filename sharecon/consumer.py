@@ -34,6 +34,7 @@ from sharecon._consumer.core import ConsumerCore
 from sharecon._consumer.fetcher import FetcherPool
 from sharecon._consumer.group_config import lock_duration as group_lock_duration
 from sharecon._consumer.heartbeat import heartbeat_loop
+from sharecon._lifecycle import Lifecycle
 from sharecon._net.cluster import Cluster, require_record_limit, require_share_groups
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.health import ClusterHealth  # noqa: TC001 - resolvable for get_type_hints
@@ -220,6 +221,7 @@ class ShareConsumer(Generic[K, V]):
         policy = dead_letter or DeadLetterPolicy()
         self._dlq_policy = replace(policy, topic=policy.topic or dlq_topic)
         self._router: DeadLetterRouter | None = None
+        self._life = Lifecycle("ShareConsumer")
         self._stack: contextlib.AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
         self._core: ConsumerCore | None = None
@@ -262,13 +264,12 @@ class ShareConsumer(Generic[K, V]):
         :raises BrokerConnectError: no bootstrap broker could be reached.
         :raises IncompatibleBrokerError: the broker is too old, or share groups are off.
         :raises BrokerError: the group cannot be joined (e.g. GROUP_AUTHORIZATION_FAILED).
+        :raises ClientStateError: it was started already; :class:`ClientClosedError` (a
+            subclass) once it was closed, or after a start that failed.
         """
-        if self._closed:
-            # A second life would be a new member nobody closes: it would heartbeat and
-            # hold records until the process exits.
-            raise RuntimeError("this ShareConsumer was closed; make a new one to consume again")
-        if self._stack is not None:
-            raise RuntimeError("ShareConsumer.start() was already called")
+        # A second life would be a new member nobody closes: it would heartbeat and hold
+        # records until the process exits. So a closed consumer never starts again.
+        self._life.begin_start()
         stack = contextlib.AsyncExitStack()
         self._stack = stack
         try:
@@ -323,6 +324,7 @@ class ShareConsumer(Generic[K, V]):
                 raise core.fatal
         except BaseException:
             self._closed = True
+            self._life.begin_close()
             await self._teardown()
             raise
 
@@ -338,11 +340,17 @@ class ShareConsumer(Generic[K, V]):
         Records delivered but not answered, and records still buffered, are released;
         pending answers are sent with the final ShareAcknowledge (epoch -1) to each
         leader, which also ends the share sessions; then the member leaves the group.
-        Shielded from cancellation, and never longer than the timeout.
+        Shielded from cancellation, and never longer than the timeout. Closing again, or
+        closing a consumer never started, does nothing.
+
+        An iteration in progress (``async for``, :meth:`batches`, :meth:`process`, a
+        waiting :meth:`poll`) ends when the consumer closes; a call made after the
+        close raises :class:`~sharecon.errors.ClientClosedError`.
         """
         if self._closed:
             return
         self._closed = True
+        self._life.begin_close()
         core = self._core
         limit = self._config.close_timeout if timeout is None else timeout
         if core is not None:
@@ -361,6 +369,10 @@ class ShareConsumer(Generic[K, V]):
                     "share consumer %s: close timed out after %g s", core.member_id, limit
                 )
         await self._teardown()
+
+    async def aclose(self) -> None:
+        """:meth:`close` with the default timeout (the name every sharecon client has)."""
+        await self.close()
 
     async def _leave(self, core: ConsumerCore) -> None:
         core.closing = True
@@ -414,9 +426,17 @@ class ShareConsumer(Generic[K, V]):
     # -- state --------------------------------------------------------------------------
 
     def _running(self) -> ConsumerCore:
+        """The core, for views that still answer after close (health, member id...)."""
         core = self._core
         if core is None:
-            raise RuntimeError("the ShareConsumer is not started: use `async with` or start()")
+            raise self._life.error()
+        return core
+
+    def _live(self) -> ConsumerCore:
+        """The core, for calls that need the consumer running (not closed)."""
+        core = self._core
+        if core is None or self._closed:
+            raise self._life.error()
         return core
 
     @property
@@ -499,7 +519,7 @@ class ShareConsumer(Generic[K, V]):
             raise errors.ConfigError("subscribe() needs at least one topic name")
         for t in topics:
             validate_topic_name(t, param="topics")
-        core = self._running()
+        core = self._live()
         core.membership.subscribe(topics)
         core.heartbeat_wake.set()
 
@@ -515,7 +535,7 @@ class ShareConsumer(Generic[K, V]):
         :raises ConfigError: ``timeout`` is not a positive number.
         :raises BrokerError: neither config could be read (e.g. an authorization failure).
         """
-        core = self._running()
+        core = self._live()
         limit = self._config.request_timeout if timeout is None else timeout
         return await group_lock_duration(core.cluster, self._config.group_id, timeout=limit)
 
@@ -534,10 +554,11 @@ class ShareConsumer(Generic[K, V]):
         member stays in the group. Records already handed out are still yours to answer
         (in implicit mode the current one is accepted when you move on, as usual).
         Meanwhile ``async for`` and :meth:`poll` wait (``poll`` returns ``[]`` on timeout).
-        Does nothing once the consumer is closing.
+
+        :raises ClientClosedError: the consumer was closed.
         """
-        core = self._running()
-        if self._closed or core.closing:
+        core = self._live()
+        if core.closing:
             return
         released = core.unsubscribe()
         logger.info(
@@ -684,7 +705,12 @@ class ShareConsumer(Generic[K, V]):
         :raises DeadLetterError: the copy could not be written (the record was released).
         :raises InvalidRecordStateError: the record is not held by this consumer.
         """
-        core = self._raise_if_failed()
+        return await self._reject_to_dlq(self._raise_if_failed(), record, reason, topic)
+
+    async def _reject_to_dlq(
+        self, core: ConsumerCore, record: Record[Any, Any], reason: str, topic: str | None
+    ) -> RecordMetadata | None:
+        # Also for the consumer's own routing, which may still run while it closes.
         router = self._router
         assert router is not None
         if not core.holds(record):
@@ -729,9 +755,11 @@ class ShareConsumer(Generic[K, V]):
                     self._release_quietly(record)
                     continue
                 try:
-                    await self.reject_to_dlq(
+                    await self._reject_to_dlq(
+                        core,
                         record,
-                        reason=f"delivered {record.delivery_count} times (max_deliveries={limit})",
+                        f"delivered {record.delivery_count} times (max_deliveries={limit})",
+                        None,
                     )
                 except errors.KafkaError as exc:
                     core.note_error(exc)
@@ -801,7 +829,9 @@ class ShareConsumer(Generic[K, V]):
                 except Exception as exc:
                     if limit is not None and record.delivery_count >= limit:
                         try:
-                            await self.reject_to_dlq(record, reason=f"{type(exc).__name__}: {exc}")
+                            await self._reject_to_dlq(
+                                core, record, f"{type(exc).__name__}: {exc}", None
+                            )
                         except errors.DeadLetterError as dlq_exc:
                             core.note_error(dlq_exc)
                     else:
@@ -873,7 +903,7 @@ class ShareConsumer(Generic[K, V]):
         policy = self._dead_letter
         if policy is not None and record.delivery_count >= policy.max_deliveries:
             try:
-                await self.reject_to_dlq(record, reason=f"DeserializationError: {exc}")
+                await self._reject_to_dlq(core, record, f"DeserializationError: {exc}", None)
             except errors.DeadLetterError as dlq_exc:
                 core.note_error(dlq_exc)  # reject_to_dlq released it instead
             else:
@@ -1022,7 +1052,7 @@ class ShareConsumer(Generic[K, V]):
             self._core.answer(cur, AckType.ACCEPT)
 
     def _raise_if_failed(self) -> ConsumerCore:
-        core = self._running()
+        core = self._live()
         if core.fatal is not None:
             raise core.fatal
         return core
@@ -1030,8 +1060,10 @@ class ShareConsumer(Generic[K, V]):
     # -- delivery -------------------------------------------------------------------------
 
     def __aiter__(self) -> Self:
-        # A new loop over the consumer: the previous loop ended early (break or an
+        # A new loop over the consumer: it must be running (a loop in progress ends when
+        # it closes, a new one is a mistake). The previous loop ended early (break or an
         # exception), so its last record was not handled: give it back.
+        self._live()
         cur = self._current
         if cur is not None and not self._current_answered and self._core is not None:
             self._current_answered = True
@@ -1117,7 +1149,7 @@ class ShareConsumer(Generic[K, V]):
             or not timeout >= 0  # NaN fails this too
         ):
             raise errors.ConfigError(f"timeout must be None or >= 0 seconds, not {timeout!r}")
-        core = self._running()
+        core = self._live()
         self._asked(core)
         if self._batch_out:
             if self._explicit:
@@ -1161,7 +1193,7 @@ class ShareConsumer(Generic[K, V]):
         :raises ConfigError: ``max_records`` is not a positive int.
         """
         limit = check_max_records(max_records, self._config.max_records)
-        self._running()
+        self._live()
         return _BatchIterator(self, limit)
 
 
@@ -1176,6 +1208,8 @@ class _BatchIterator(Generic[K, V]):
         return self
 
     async def __anext__(self) -> list[Record[K, V]]:
+        if self._consumer._closed:
+            raise StopAsyncIteration  # the consumer closed between two batches
         records = await self._consumer.poll(None, max_records=self._max)
         if not records:
             raise StopAsyncIteration

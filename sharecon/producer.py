@@ -64,6 +64,7 @@ from typing_extensions import TypeVar
 
 from sharecon import errors
 from sharecon._backoff import RETRY_BACKOFF, Backoff
+from sharecon._lifecycle import Lifecycle
 from sharecon._net.cluster import Cluster, parse_bootstrap
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.connection import BrokerAddress
@@ -322,8 +323,11 @@ def _codec(compression: str | Codec | None) -> Codec:
 class Producer(Generic[KT, VT]):
     """An async Kafka producer: batching, compression, idempotence, Java-compatible keys.
 
-    Use it as ``async with Producer(bootstrap) as producer``. Every option is checked when
-    the producer is built; a wrong one raises :class:`~sharecon.errors.ConfigError` naming it.
+    Use it as ``async with Producer(bootstrap) as producer`` (or ``await producer.start()``
+    ... ``await producer.aclose()``). Every option is checked when the producer is built; a
+    wrong one raises :class:`~sharecon.errors.ConfigError` naming it. Used before it is
+    started, or after it is closed, it raises :class:`~sharecon.errors.ClientNotStartedError`
+    or :class:`~sharecon.errors.ClientClosedError`.
 
     :param bootstrap: ``"host:port,..."`` or a sequence of ``"host:port"``.
     :param acks: ``"all"`` (or -1; the default) waits for every in-sync replica; ``1``
@@ -449,6 +453,7 @@ class Producer(Generic[KT, VT]):
             sasl=sasl,
         )
 
+        self._life = Lifecycle("Producer")
         self._stack: contextlib.AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
         self._cluster: Cluster | None = None
@@ -470,12 +475,25 @@ class Producer(Generic[KT, VT]):
         self._fatal: BaseException | None = None
 
     def __repr__(self) -> str:
-        state = "open" if self._cluster is not None else "closed"
+        state = self._life.state
         return f"<Producer {state} pid={self._producer_id} buffered={self._buffered}B>"
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def start(self) -> None:
+        """Connect to the cluster (and get a producer id when idempotent): what entering
+        ``async with`` does. Pair it with :meth:`aclose`.
+
+        :raises BrokerConnectError: no bootstrap broker could be reached (the producer is
+            then closed: make a new one to try again).
+        :raises ClientStateError: it was started already; :class:`ClientClosedError`
+            (a subclass) once it was closed.
+        """
+        self._life.begin_start()
         stack = contextlib.AsyncExitStack()
         await stack.__aenter__()
         try:
@@ -495,12 +513,11 @@ class Producer(Generic[KT, VT]):
             # Close the task group cleanly (nothing of ours is left running in it) so the
             # caller gets the error itself, not an ExceptionGroup around it.
             self._closing = True
+            self._life.begin_close()
             await stack.__aexit__(None, None, None)
             self._cluster = None
-            self._closing = False
             raise
         self._stack, self._tg = stack, tg
-        return self
 
     async def _shutdown(self, cluster: Cluster, tg: TaskGroup) -> None:
         self._closing = True
@@ -514,12 +531,13 @@ class Producer(Generic[KT, VT]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self._life.begin_close()
         stack, self._stack = self._stack, None
         if stack is None:
             return
         try:
             if exc_type is None and self._fatal is None:
-                await self.flush()
+                await self._flush(None)
         finally:
             self._closing = True
             try:
@@ -531,17 +549,19 @@ class Producer(Generic[KT, VT]):
                 self._cluster, self._tg = None, None
 
     async def aclose(self) -> None:
-        """Flush, then close (what leaving ``async with`` normally does)."""
+        """Flush, then close (what leaving ``async with`` normally does). Closing again,
+        or closing a producer never started, does nothing."""
         await self.__aexit__(None, None, None)
 
     @property
     def cluster(self) -> Cluster:
         """The underlying cluster view.
 
-        :raises ConfigError: outside ``async with``.
+        :raises ClientNotStartedError: before :meth:`start`.
+        :raises ClientClosedError: after it was closed.
         """
         if self._cluster is None:
-            raise errors.ConfigError("Producer is not open; use it as 'async with Producer(...)'")
+            raise self._life.error()
         return self._cluster
 
     @property
@@ -645,7 +665,13 @@ class Producer(Generic[KT, VT]):
 
         :param timeout: seconds; by default until each batch succeeds or times out.
         :raises KafkaTimeoutError: ``timeout`` passed first.
+        :raises ClientStateError: the producer is not started, or closed.
         """
+        if self._life.state != "running" or self._closing:
+            raise self._life.error()
+        await self._flush(timeout)
+
+    async def _flush(self, timeout: float | None) -> None:
         pending = [b for s in self._partitions.values() for b in s.queue]
         pending += [s.in_flight for s in self._partitions.values() if s.in_flight is not None]
         if not pending:
@@ -675,7 +701,7 @@ class Producer(Generic[KT, VT]):
 
     def _check_open(self) -> Cluster:
         if self._cluster is None or self._closing:
-            raise errors.ConfigError("Producer is not open; use it as 'async with Producer(...)'")
+            raise self._life.error()
         if self._fatal is not None:
             raise errors.KafkaError(f"the producer failed: {self._fatal}") from self._fatal
         return self._cluster
