@@ -15,10 +15,11 @@ import logging
 
 from sharecon import errors
 from sharecon._net.health import BrokerHealth, ClusterHealth
-from sharecon._net.sasl import SaslConfig
+from sharecon._share.acks import AckBatch
 from sharecon._share.ledger import AckFailure, AckResult
 from sharecon._version import __version__
 from sharecon.admin import Admin
+from sharecon.config import Backoff, ConnectionConfig, SaslConfig
 from sharecon.consumer import ConsumerHealth, ShareConsumer
 from sharecon.dlq import DeadLetterInfo, DeadLetterPolicy
 from sharecon.errors import KafkaError
@@ -27,12 +28,15 @@ from sharecon.record import Record, RecordedAcks, TimestampType
 from sharecon.types import AckType, Header, TopicIdPartition, TopicPartition
 
 __all__ = [
+    "AckBatch",
     "AckFailure",
     "AckResult",
     "AckType",
     "Admin",
+    "Backoff",
     "BrokerHealth",
     "ClusterHealth",
+    "ConnectionConfig",
     "ConsumerHealth",
     "DeadLetterInfo",
     "DeadLetterPolicy",

@@ -8,6 +8,9 @@
         print(await admin.describe_share_group("billing"))
 
 It covers what tests, the CLI and the share consumer need, not the whole admin API.
+Besides its own result types it exports the cluster's description types its results
+hold: :class:`BrokerAddress`, :class:`ClusterMetadata` (from :meth:`Admin.metadata`) and
+:class:`PartitionInfo`.
 
 Rules of this module:
 
@@ -33,8 +36,9 @@ import anyio
 from sharecon import errors
 from sharecon._backoff import RETRY_BACKOFF
 from sharecon._lifecycle import Lifecycle
-from sharecon._net.cluster import Cluster
+from sharecon._net.cluster import Cluster, ClusterMetadata, PartitionInfo
 from sharecon._net.connect import ConnectionConfig
+from sharecon._net.connection import BrokerAddress
 from sharecon.protocol import (
     AlterShareGroupOffsetsRequest,
     CreateTopicsRequest,
@@ -82,8 +86,6 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
     from typing_extensions import Self
 
-    from sharecon._net.cluster import ClusterMetadata
-    from sharecon._net.connection import BrokerAddress
     from sharecon._net.sasl import SaslConfig
     from sharecon.protocol import DeleteGroupsResponse, Request, Response
 
@@ -91,12 +93,15 @@ R = TypeVar("R", bound="Response")
 
 __all__ = [
     "Admin",
+    "BrokerAddress",
     "ClusterDescription",
+    "ClusterMetadata",
     "ConfigEntry",
     "ConfigSource",
     "CreatedTopic",
     "NewTopic",
     "PartitionDescription",
+    "PartitionInfo",
     "ResourceType",
     "ShareGroupDescription",
     "ShareGroupListing",
@@ -366,7 +371,7 @@ class Admin:
         await self.__aexit__(None, None, None)
 
     @property
-    def cluster(self) -> Cluster:
+    def _open_cluster(self) -> Cluster:
         """The underlying cluster view (for metadata and raw requests).
 
         :raises ClientNotStartedError: before :meth:`start`.
@@ -383,7 +388,7 @@ class Admin:
 
     async def describe_cluster(self) -> ClusterDescription:
         """Cluster id, controller id and brokers, from a fresh Metadata request."""
-        meta = await self.cluster.refresh_metadata([])
+        meta = await self._open_cluster.refresh_metadata([])
         return ClusterDescription(
             meta.cluster_id,
             meta.controller_id,
@@ -392,7 +397,7 @@ class Admin:
 
     async def metadata(self, topics: Iterable[str]) -> ClusterMetadata:
         """Fresh metadata (topic ids, leaders) for ``topics``."""
-        return await self.cluster.refresh_metadata(list(topics))
+        return await self._open_cluster.refresh_metadata(list(topics))
 
     async def list_topics(self, *, internal: bool = False) -> dict[str, TopicDescription]:
         """Every topic in the cluster by name (internal ones such as ``__consumer_offsets`` on request)."""
@@ -413,7 +418,7 @@ class Admin:
             topics=None if names is None else tuple(MetadataRequestTopic(name=n) for n in names),
             allow_auto_topic_creation=False,
         )
-        response = await self.cluster.request_any(request)
+        response = await self._open_cluster.request_any(request)
         out: dict[str, TopicDescription] = {}
         for t in response.topics:
             if t.error_code:
@@ -489,7 +494,7 @@ class Admin:
             timeout_ms=int(limit * 1000),
             validate_only=validate_only,
         )
-        response = await self.cluster.request_any(request, timeout=limit + 5.0)
+        response = await self._open_cluster.request_any(request, timeout=limit + 5.0)
         results: list[CreatedTopic] = []
         failure: errors.BrokerError | None = None
         existing: list[str] = []
@@ -522,7 +527,7 @@ class Admin:
     async def _wait_for_leaders(self, expected: Mapping[str, int], deadline: float) -> None:
         attempt = 0
         while True:
-            meta = await self.cluster.refresh_metadata(list(expected))
+            meta = await self._open_cluster.refresh_metadata(list(expected))
             pending = [
                 name
                 for name, count in expected.items()
@@ -551,7 +556,7 @@ class Admin:
         if not names:
             return
         limit = self._timeout(timeout)
-        conn = await self.cluster.any_connection()
+        conn = await self._open_cluster.any_connection()
         assert conn.versions is not None
         version = conn.versions.version(DeleteTopicsRequest)
         if version >= 6:
@@ -560,7 +565,7 @@ class Admin:
             )
         else:
             request = DeleteTopicsRequest(topic_names=tuple(names), timeout_ms=int(limit * 1000))
-        response = await self.cluster.request_any(request, timeout=limit + 5.0)
+        response = await self._open_cluster.request_any(request, timeout=limit + 5.0)
         for r in response.responses:
             if r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and missing_ok:
                 continue
@@ -571,7 +576,7 @@ class Admin:
             )
             if err is not None:
                 raise err
-        self.cluster.forget_topics(names)
+        self._open_cluster.forget_topics(names)
 
     async def list_offsets(
         self,
@@ -601,7 +606,7 @@ class Admin:
             pending = [tp for tp in wanted if tp not in out]
             if not pending:
                 return {tp: out[tp] for tp in wanted}
-            meta = await self.cluster.refresh_metadata(sorted({tp.topic for tp in pending}))
+            meta = await self._open_cluster.refresh_metadata(sorted({tp.topic for tp in pending}))
             by_leader: dict[int, dict[str, list[int]]] = {}
             for tp in pending:
                 parts = {p.partition: p for p in meta.partitions.get(tp.topic, ())}
@@ -638,7 +643,7 @@ class Admin:
                 )
                 remaining = max(deadline - anyio.current_time(), 0.001)
                 try:
-                    response = await self.cluster.request(leader, request, timeout=remaining)
+                    response = await self._open_cluster.request(leader, request, timeout=remaining)
                 except (errors.BrokerDisconnectedError, errors.BrokerConnectError) as exc:
                     last = exc
                     continue
@@ -717,7 +722,7 @@ class Admin:
                 ),
             )
         )
-        response = await self.cluster.request_any(request, timeout=self._timeout(timeout))
+        response = await self._open_cluster.request_any(request, timeout=self._timeout(timeout))
         for r in response.responses:
             err = errors.error_for_code(
                 r.error_code,
@@ -745,7 +750,7 @@ class Admin:
                 ),
             )
         )
-        response = await self.cluster.request_any(request, timeout=self._timeout(timeout))
+        response = await self._open_cluster.request_any(request, timeout=self._timeout(timeout))
         out: dict[str, ConfigEntry] = {}
         for result in response.results:
             err = errors.error_for_code(
@@ -771,10 +776,12 @@ class Admin:
         :param states: only groups in these states (``"Empty"``, ``"Stable"``, ...).
         """
         request = ListGroupsRequest(states_filter=tuple(states), types_filter=("share",))
-        meta = await self.cluster.refresh_metadata([])
+        meta = await self._open_cluster.refresh_metadata([])
         found: dict[str, ShareGroupListing] = {}
         for node_id in sorted(meta.brokers):
-            response = await self.cluster.request(node_id, request, timeout=self._timeout(timeout))
+            response = await self._open_cluster.request(
+                node_id, request, timeout=self._timeout(timeout)
+            )
             err = errors.error_for_code(response.error_code, f"listing groups on broker {node_id}")
             if err is not None:
                 raise err
@@ -849,7 +856,7 @@ class Admin:
                 wanted = {t: sorted(ps) for t, ps in topics.items()}
             else:
                 names = list(topics)
-                meta = await self.cluster.refresh_metadata(names)
+                meta = await self._open_cluster.refresh_metadata(names)
                 wanted = {}
                 for name in names:
                     if name not in meta.partitions:
@@ -1048,7 +1055,7 @@ class Admin:
         error_of: Callable[[R], tuple[int, str | None]],
         timeout: float | None,
     ) -> R:
-        cluster = self.cluster
+        cluster = self._open_cluster
         limit = self._timeout(timeout)
         deadline = anyio.current_time() + limit
         attempt = 0

@@ -48,7 +48,7 @@ from sharecon.types import AckType, TopicIdPartition, TopicPartition
 
 if TYPE_CHECKING:
     import ssl
-    from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
     from types import TracebackType
 
     from anyio.abc import TaskGroup
@@ -1184,7 +1184,7 @@ class ShareConsumer(Generic[K, V]):
                 await self._wait_for_records(core)
         return []
 
-    def batches(self, *, max_records: int | None = None) -> _BatchIterator[K, V]:
+    def batches(self, *, max_records: int | None = None) -> AsyncIterator[list[Record[K, V]]]:
         """An async iterator of record lists (one per buffered fetch, up to ``max_records``).
 
         ``async for batch in consumer.batches(): ...`` — in implicit mode each batch is

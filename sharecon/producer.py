@@ -554,7 +554,7 @@ class Producer(Generic[KT, VT]):
         await self.__aexit__(None, None, None)
 
     @property
-    def cluster(self) -> Cluster:
+    def _open_cluster(self) -> Cluster:
         """The underlying cluster view.
 
         :raises ClientNotStartedError: before :meth:`start`.
@@ -860,7 +860,7 @@ class Producer(Generic[KT, VT]):
     # -- topics and metadata -----------------------------------------------------------------
 
     async def _partition_count(self, topic: str, *, refresh: bool = False) -> int:
-        cluster = self.cluster
+        cluster = self._open_cluster
         parts = cluster.metadata.partitions.get(topic)
         if parts and not refresh:
             return len(parts)
@@ -907,7 +907,7 @@ class Producer(Generic[KT, VT]):
             self._metadata_wanted = anyio.Event()
             topics = sorted({t for t, _ in self._partitions})
             try:
-                await self.cluster.refresh_metadata(topics)
+                await self._open_cluster.refresh_metadata(topics)
                 attempt = 0
             except errors.KafkaError as exc:
                 logger.info("metadata refresh failed: %s", exc)
@@ -928,7 +928,7 @@ class Producer(Generic[KT, VT]):
         while True:
             failure: errors.KafkaError
             try:
-                response = await self.cluster.request_any(request)
+                response = await self._open_cluster.request_any(request)
             except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
                 failure = exc
             else:
@@ -1011,7 +1011,7 @@ class Producer(Generic[KT, VT]):
             self._tg.start_soon(self._reset_producer_id)
         if self._resetting:
             return math.inf  # woken when the reset is done
-        meta = self.cluster.metadata
+        meta = self._open_cluster.metadata
         ready: dict[int, list[_Batch]] = {}
         for state in self._partitions.values():
             while state.queue and state.queue[0].deadline <= now:
@@ -1083,7 +1083,7 @@ class Producer(Generic[KT, VT]):
             self._wake.set()
 
     async def _send_request(self, node: int, batches: list[_Batch]) -> None:
-        cluster = self.cluster
+        cluster = self._open_cluster
         meta = cluster.metadata
         by_topic: dict[str, list[_Batch]] = {}
         for batch in batches:
@@ -1121,7 +1121,7 @@ class Producer(Generic[KT, VT]):
         self._handle_response(node, batches, response)
 
     def _handle_response(self, node: int, batches: list[_Batch], response: ProduceResponse) -> None:
-        cluster = self.cluster
+        cluster = self._open_cluster
         names = dict(cluster.metadata.topic_names)
         answers: dict[tuple[str, int], PartitionProduceResponse] = {}
         for topic in response.responses:
@@ -1191,9 +1191,9 @@ class Producer(Generic[KT, VT]):
         if err.retriable:
             hinted = False
             leader = pr.current_leader
-            tid = self.cluster.metadata.topic_ids.get(batch.topic)
+            tid = self._open_cluster.metadata.topic_ids.get(batch.topic)
             if leader.leader_id >= 0 and tid is not None:
-                hinted = self.cluster.apply_leader_hint(
+                hinted = self._open_cluster.apply_leader_hint(
                     tid,
                     batch.partition,
                     leader.leader_id,

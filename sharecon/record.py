@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from sharecon.protocol.records import Headers
 
-__all__ = ["BatchInfo", "K", "Record", "RecordedAcks", "TimestampType", "V"]
+__all__ = ["Acknowledger", "BatchInfo", "K", "Record", "RecordedAcks", "TimestampType", "V"]
 
 #: The type of a record's key after the consumer's ``key_deserializer`` (default ``bytes``).
 K = TypeVar("K", default=bytes)
@@ -64,8 +64,12 @@ class BatchInfo:
         )
 
 
-class _Acknowledger(Protocol):
-    def acknowledge(self, record: Record[Any, Any], ack: AckType) -> None: ...
+class Acknowledger(Protocol):
+    """Where a record's answers go: the consumer that delivered it, or, for a record made
+    with :meth:`Record.build`, a :class:`RecordedAcks` (or any object like it)."""
+
+    def acknowledge(self, record: Record[Any, Any], ack: AckType) -> None:
+        """Take ``ack`` as the answer for ``record``."""
 
 
 class Record(Generic[K, V]):
@@ -123,7 +127,7 @@ class Record(Generic[K, V]):
         topic: str,
         partition: int,
         topic_partition: TopicIdPartition,
-        owner: _Acknowledger | None,
+        owner: Acknowledger | None,
         lock_deadline: float | None,
         batch: BatchInfo | None,
         offset: int,
@@ -262,7 +266,7 @@ class Record(Generic[K, V]):
         delivery_count: int = 1,
         timestamp: int = -1,
         lock_deadline: float | None = None,
-        acks: RecordedAcks | None = None,
+        acks: Acknowledger | None = None,
     ) -> Record[K, V]:
         """A record made by hand, for unit tests of code that handles records.
 

@@ -98,6 +98,8 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     "sharecon._version": (set(), IO_MODULES),
     "sharecon._backoff": ({"sharecon.errors", "sharecon.types"}, IO_MODULES),
     "sharecon.partitioner": ({"sharecon.errors", "sharecon.types"}, IO_MODULES),
+    # The public names of the settings objects (defined in the layers below).
+    "sharecon.config": ({"sharecon._backoff", "sharecon._net"}, set()),
     # The clients' shared lifecycle states and errors: pure.
     "sharecon._lifecycle": ({"sharecon.errors"}, IO_MODULES),
     # Serializer helpers: pure functions over bytes (no I/O, no clock).
@@ -145,7 +147,13 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     ROOT: (
         SANS_IO_BASE
         | CLIENTS
-        | {"sharecon.protocol", "sharecon._share", "sharecon._net", "sharecon.record"},
+        | {
+            "sharecon.protocol",
+            "sharecon._share",
+            "sharecon._net",
+            "sharecon.record",
+            "sharecon.config",
+        },
         set(),
     ),
 }
