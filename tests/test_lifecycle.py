@@ -111,6 +111,11 @@ async def test_start_aclose_and_use_after_close(
     for use in USES[kind]:
         with pytest.raises(errors.ClientClosedError, match=f"{kind.__name__} is closed"):
             await use(client)
+    if isinstance(client, ShareConsumer):
+        # Read-only views still answer after close.
+        health = client.health()
+        assert not health.running and not health.ok
+        assert client.member_id and isinstance(client.recent_errors, list)
     with pytest.raises(errors.ClientClosedError):
         await client.start()
     with pytest.raises(errors.ClientClosedError):
