@@ -15,25 +15,29 @@ import logging
 
 from sharecon import errors
 from sharecon._net.health import BrokerHealth, ClusterHealth
-from sharecon._net.sasl import SaslConfig
+from sharecon._share.acks import AckBatch
 from sharecon._share.ledger import AckFailure, AckResult
 from sharecon._version import __version__
 from sharecon.admin import Admin
+from sharecon.config import Backoff, ConnectionConfig, SaslConfig
 from sharecon.consumer import ConsumerHealth, ShareConsumer
 from sharecon.dlq import DeadLetterInfo, DeadLetterPolicy
 from sharecon.errors import KafkaError
 from sharecon.metrics import ConsumerMetrics, ProducerMetrics
 from sharecon.producer import Producer, ProducerRecord, RecordMetadata
-from sharecon.record import Record, TimestampType
+from sharecon.record import Record, RecordedAcks, TimestampType
 from sharecon.types import AckType, Header, TopicIdPartition, TopicPartition
 
 __all__ = [
+    "AckBatch",
     "AckFailure",
     "AckResult",
     "AckType",
     "Admin",
+    "Backoff",
     "BrokerHealth",
     "ClusterHealth",
+    "ConnectionConfig",
     "ConsumerHealth",
     "ConsumerMetrics",
     "DeadLetterInfo",
@@ -45,6 +49,7 @@ __all__ = [
     "ProducerRecord",
     "Record",
     "RecordMetadata",
+    "RecordedAcks",
     "SaslConfig",
     "ShareConsumer",
     "TimestampType",

@@ -8,6 +8,9 @@
         print(await admin.describe_share_group("billing"))
 
 It covers what tests, the CLI and the share consumer need, not the whole admin API.
+Besides its own result types it exports the cluster's description types its results
+hold: :class:`BrokerAddress`, :class:`ClusterMetadata` (from :meth:`Admin.metadata`) and
+:class:`PartitionInfo`.
 
 Rules of this module:
 
@@ -32,8 +35,10 @@ import anyio
 
 from sharecon import errors
 from sharecon._backoff import RETRY_BACKOFF
-from sharecon._net.cluster import Cluster
+from sharecon._lifecycle import Lifecycle
+from sharecon._net.cluster import Cluster, ClusterMetadata, PartitionInfo
 from sharecon._net.connect import ConnectionConfig
+from sharecon._net.connection import BrokerAddress
 from sharecon.protocol import (
     AlterShareGroupOffsetsRequest,
     CreateTopicsRequest,
@@ -79,9 +84,8 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from anyio.abc import TaskGroup
+    from typing_extensions import Self
 
-    from sharecon._net.cluster import ClusterMetadata
-    from sharecon._net.connection import BrokerAddress
     from sharecon._net.sasl import SaslConfig
     from sharecon.protocol import DeleteGroupsResponse, Request, Response
 
@@ -89,12 +93,15 @@ R = TypeVar("R", bound="Response")
 
 __all__ = [
     "Admin",
+    "BrokerAddress",
     "ClusterDescription",
+    "ClusterMetadata",
     "ConfigEntry",
     "ConfigSource",
     "CreatedTopic",
     "NewTopic",
     "PartitionDescription",
+    "PartitionInfo",
     "ResourceType",
     "ShareGroupDescription",
     "ShareGroupListing",
@@ -271,7 +278,10 @@ class SharePartitionOffset:
 
 
 class Admin:
-    """Admin calls against one cluster; use as ``async with Admin(bootstrap) as admin``.
+    """Admin calls against one cluster; use as ``async with Admin(bootstrap) as admin``
+    (or ``await admin.start()`` ... ``await admin.aclose()``). Used before it is started,
+    or after it is closed, it raises :class:`~sharecon.errors.ClientNotStartedError` or
+    :class:`~sharecon.errors.ClientClosedError`.
 
     :param bootstrap: ``"host:port,..."`` or a sequence of ``"host:port"``.
     :param client_id: sent in request headers.
@@ -301,13 +311,27 @@ class Admin:
             ssl_context=ssl_context,
             sasl=sasl,
         )
+        self._life = Lifecycle("Admin")
         self._stack: contextlib.AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
         self._cluster: Cluster | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Admin:
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def start(self) -> None:
+        """Connect to the cluster: what entering ``async with`` does. Pair it with
+        :meth:`aclose`.
+
+        :raises BrokerConnectError: no bootstrap broker could be reached (the client is
+            then closed: make a new one to try again).
+        :raises ClientStateError: it was started already; :class:`ClientClosedError`
+            (a subclass) once it was closed.
+        """
+        self._life.begin_start()
         stack = contextlib.AsyncExitStack()
         await stack.__aenter__()
         try:
@@ -318,10 +342,10 @@ class Admin:
         except BaseException:
             # Close the task group cleanly (it has nothing of ours left running) so the
             # caller gets the error itself, not an ExceptionGroup around it.
+            self._life.begin_close()
             await stack.__aexit__(None, None, None)
             raise
         self._stack, self._tg, self._cluster = stack, tg, cluster
-        return self
 
     @staticmethod
     async def _shutdown(cluster: Cluster, tg: TaskGroup) -> None:
@@ -336,22 +360,25 @@ class Admin:
     ) -> None:
         # The body's exception is not passed into the task group: it would come back wrapped
         # in an ExceptionGroup. The group only runs connection readers, which never raise.
+        self._life.begin_close()
         stack, self._stack, self._cluster, self._tg = self._stack, None, None, None
         if stack is not None:
             await stack.__aexit__(None, None, None)
 
     async def aclose(self) -> None:
-        """Close the client (what leaving ``async with`` does)."""
+        """Close the client (what leaving ``async with`` does). Closing again, or closing a
+        client never started, does nothing."""
         await self.__aexit__(None, None, None)
 
     @property
-    def cluster(self) -> Cluster:
+    def _open_cluster(self) -> Cluster:
         """The underlying cluster view (for metadata and raw requests).
 
-        :raises ConfigError: outside ``async with``.
+        :raises ClientNotStartedError: before :meth:`start`.
+        :raises ClientClosedError: after it was closed.
         """
         if self._cluster is None:
-            raise errors.ConfigError("Admin is not open; use it as 'async with Admin(...)'")
+            raise self._life.error()
         return self._cluster
 
     def _timeout(self, timeout: float | None) -> float:
@@ -361,7 +388,7 @@ class Admin:
 
     async def describe_cluster(self) -> ClusterDescription:
         """Cluster id, controller id and brokers, from a fresh Metadata request."""
-        meta = await self.cluster.refresh_metadata([])
+        meta = await self._open_cluster.refresh_metadata([])
         return ClusterDescription(
             meta.cluster_id,
             meta.controller_id,
@@ -370,7 +397,7 @@ class Admin:
 
     async def metadata(self, topics: Iterable[str]) -> ClusterMetadata:
         """Fresh metadata (topic ids, leaders) for ``topics``."""
-        return await self.cluster.refresh_metadata(list(topics))
+        return await self._open_cluster.refresh_metadata(list(topics))
 
     async def list_topics(self, *, internal: bool = False) -> dict[str, TopicDescription]:
         """Every topic in the cluster by name (internal ones such as ``__consumer_offsets`` on request)."""
@@ -391,7 +418,7 @@ class Admin:
             topics=None if names is None else tuple(MetadataRequestTopic(name=n) for n in names),
             allow_auto_topic_creation=False,
         )
-        response = await self.cluster.request_any(request)
+        response = await self._open_cluster.request_any(request)
         out: dict[str, TopicDescription] = {}
         for t in response.topics:
             if t.error_code:
@@ -467,7 +494,7 @@ class Admin:
             timeout_ms=int(limit * 1000),
             validate_only=validate_only,
         )
-        response = await self.cluster.request_any(request, timeout=limit + 5.0)
+        response = await self._open_cluster.request_any(request, timeout=limit + 5.0)
         results: list[CreatedTopic] = []
         failure: errors.BrokerError | None = None
         existing: list[str] = []
@@ -500,7 +527,7 @@ class Admin:
     async def _wait_for_leaders(self, expected: Mapping[str, int], deadline: float) -> None:
         attempt = 0
         while True:
-            meta = await self.cluster.refresh_metadata(list(expected))
+            meta = await self._open_cluster.refresh_metadata(list(expected))
             pending = [
                 name
                 for name, count in expected.items()
@@ -529,7 +556,7 @@ class Admin:
         if not names:
             return
         limit = self._timeout(timeout)
-        conn = await self.cluster.any_connection()
+        conn = await self._open_cluster.any_connection()
         assert conn.versions is not None
         version = conn.versions.version(DeleteTopicsRequest)
         if version >= 6:
@@ -538,7 +565,7 @@ class Admin:
             )
         else:
             request = DeleteTopicsRequest(topic_names=tuple(names), timeout_ms=int(limit * 1000))
-        response = await self.cluster.request_any(request, timeout=limit + 5.0)
+        response = await self._open_cluster.request_any(request, timeout=limit + 5.0)
         for r in response.responses:
             if r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and missing_ok:
                 continue
@@ -549,7 +576,7 @@ class Admin:
             )
             if err is not None:
                 raise err
-        self.cluster.forget_topics(names)
+        self._open_cluster.forget_topics(names)
 
     async def list_offsets(
         self,
@@ -579,7 +606,7 @@ class Admin:
             pending = [tp for tp in wanted if tp not in out]
             if not pending:
                 return {tp: out[tp] for tp in wanted}
-            meta = await self.cluster.refresh_metadata(sorted({tp.topic for tp in pending}))
+            meta = await self._open_cluster.refresh_metadata(sorted({tp.topic for tp in pending}))
             by_leader: dict[int, dict[str, list[int]]] = {}
             for tp in pending:
                 parts = {p.partition: p for p in meta.partitions.get(tp.topic, ())}
@@ -616,7 +643,7 @@ class Admin:
                 )
                 remaining = max(deadline - anyio.current_time(), 0.001)
                 try:
-                    response = await self.cluster.request(leader, request, timeout=remaining)
+                    response = await self._open_cluster.request(leader, request, timeout=remaining)
                 except (errors.BrokerDisconnectedError, errors.BrokerConnectError) as exc:
                     last = exc
                     continue
@@ -695,7 +722,7 @@ class Admin:
                 ),
             )
         )
-        response = await self.cluster.request_any(request, timeout=self._timeout(timeout))
+        response = await self._open_cluster.request_any(request, timeout=self._timeout(timeout))
         for r in response.responses:
             err = errors.error_for_code(
                 r.error_code,
@@ -723,7 +750,7 @@ class Admin:
                 ),
             )
         )
-        response = await self.cluster.request_any(request, timeout=self._timeout(timeout))
+        response = await self._open_cluster.request_any(request, timeout=self._timeout(timeout))
         out: dict[str, ConfigEntry] = {}
         for result in response.results:
             err = errors.error_for_code(
@@ -749,10 +776,12 @@ class Admin:
         :param states: only groups in these states (``"Empty"``, ``"Stable"``, ...).
         """
         request = ListGroupsRequest(states_filter=tuple(states), types_filter=("share",))
-        meta = await self.cluster.refresh_metadata([])
+        meta = await self._open_cluster.refresh_metadata([])
         found: dict[str, ShareGroupListing] = {}
         for node_id in sorted(meta.brokers):
-            response = await self.cluster.request(node_id, request, timeout=self._timeout(timeout))
+            response = await self._open_cluster.request(
+                node_id, request, timeout=self._timeout(timeout)
+            )
             err = errors.error_for_code(response.error_code, f"listing groups on broker {node_id}")
             if err is not None:
                 raise err
@@ -827,7 +856,7 @@ class Admin:
                 wanted = {t: sorted(ps) for t, ps in topics.items()}
             else:
                 names = list(topics)
-                meta = await self.cluster.refresh_metadata(names)
+                meta = await self._open_cluster.refresh_metadata(names)
                 wanted = {}
                 for name in names:
                     if name not in meta.partitions:
@@ -1026,7 +1055,7 @@ class Admin:
         error_of: Callable[[R], tuple[int, str | None]],
         timeout: float | None,
     ) -> R:
-        cluster = self.cluster
+        cluster = self._open_cluster
         limit = self._timeout(timeout)
         deadline = anyio.current_time() + limit
         attempt = 0

@@ -24,7 +24,7 @@ import logging
 import math
 from dataclasses import dataclass, replace
 from time import monotonic as _monotonic
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, cast
 
 import anyio
 import anyio.lowlevel
@@ -35,6 +35,7 @@ from sharecon._consumer.core import ConsumerCore
 from sharecon._consumer.fetcher import FetcherPool
 from sharecon._consumer.group_config import lock_duration as group_lock_duration
 from sharecon._consumer.heartbeat import heartbeat_loop
+from sharecon._lifecycle import Lifecycle
 from sharecon._net.cluster import Cluster, require_record_limit, require_share_groups
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.health import ClusterHealth  # noqa: TC001 - resolvable for get_type_hints
@@ -43,11 +44,12 @@ from sharecon._share.membership import MemberState
 from sharecon.dlq import DeadLetterPolicy, DeadLetterRouter
 from sharecon.protocol import ShareGroupHeartbeatRequest
 from sharecon.protocol.names import validate_topic_name
+from sharecon.record import K, V
 from sharecon.types import AckType, TopicIdPartition, TopicPartition
 
 if TYPE_CHECKING:
     import ssl
-    from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
     from types import TracebackType
 
     from anyio.abc import TaskGroup
@@ -71,7 +73,7 @@ _KEEP_TICK = 0.5
 _OFFSET_ACKS = frozenset({AckType.ACCEPT, AckType.RELEASE, AckType.REJECT})
 
 
-class ShareConsumer:
+class ShareConsumer(Generic[K, V]):
     """An asyncio/trio consumer of a Kafka share group (KIP-932).
 
     ::
@@ -121,6 +123,14 @@ class ShareConsumer:
         (iteration, :meth:`poll`, :meth:`batches`, :meth:`process`) before this member
         leaves the group, releasing what it holds; it rejoins when it asks again.
         ``None`` turns this off. Like Java's ``max.poll.interval.ms`` (default 300 s).
+    :param key_deserializer: turns each record's key bytes into ``record.key`` (see
+        :mod:`sharecon.serde`); never called for a null key. Typed records follow:
+        ``ShareConsumer[K, V]`` hands out ``Record[K, V]``.
+    :param value_deserializer: the same for ``record.value`` (never called for a
+        tombstone). A record either one fails for is not handed out: the call that would
+        have handed it out raises :class:`~sharecon.errors.DeserializationError` and the
+        record is released (or, on its last allowed delivery under ``dead_letter``,
+        routed to the dead-letter topic); the next call goes on with the next record.
     :raises ConfigError: for a wrong argument, naming it.
     """
 
@@ -152,6 +162,8 @@ class ShareConsumer:
         keep_locks: bool = False,
         max_hold: float = 300.0,
         max_poll_interval: float | None = 300.0,
+        key_deserializer: Callable[[bytes], K] | None = None,
+        value_deserializer: Callable[[bytes], V] | None = None,
     ) -> None:
         self._config = ConsumerConfig(
             group_id=group_id,
@@ -183,6 +195,23 @@ class ShareConsumer:
             sasl=sasl,
         )
         self._on_acknowledged = on_acknowledged
+        for name, fn in (
+            ("key_deserializer", key_deserializer),
+            ("value_deserializer", value_deserializer),
+        ):
+            if fn is not None and not callable(fn):
+                raise errors.ConfigError(
+                    f"{name} must be a callable taking bytes, not {type(fn).__name__}"
+                )
+        self._key_deserializer = key_deserializer
+        self._value_deserializer = value_deserializer
+        self._deserializing = key_deserializer is not None or value_deserializer is not None
+        #: Per-record work at hand-out beyond popping (deserializers, lock keeping): one
+        #: test per record decides it, so a consumer with neither pays nothing more.
+        self._prepare_each = self._deserializing
+        #: A DeserializationError for a record met while a poll() filled its batch:
+        #: raised by the next call, after the records before it were handed out.
+        self._pending_error: errors.DeserializationError | None = None
         if (
             dead_letter is not None
             and dlq_topic is not None
@@ -194,6 +223,7 @@ class ShareConsumer:
         policy = dead_letter or DeadLetterPolicy()
         self._dlq_policy = replace(policy, topic=policy.topic or dlq_topic)
         self._router: DeadLetterRouter | None = None
+        self._life = Lifecycle("ShareConsumer")
         self._stack: contextlib.AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
         self._core: ConsumerCore | None = None
@@ -201,12 +231,12 @@ class ShareConsumer:
         self._heartbeat_done = anyio.Event()
         self._closed = False
         self._explicit = ack_mode == "explicit"
-        self._current: Record | None = None
+        self._current: Record[Any, Any] | None = None
         self._current_answered = False
         self._batch_out = False
         self._served = 0
         #: Records handed out and not answered, whose locks are renewed (``keep_locks``).
-        self._keeper: LockKeeper[Record] | None = None
+        self._keeper: LockKeeper[Record[Any, Any]] | None = None
         #: Liveness (``max_poll_interval``): how often the application asked for records,
         #: how many of its tasks wait for records now, and whether it was made to leave.
         self._asks = 0
@@ -236,13 +266,12 @@ class ShareConsumer:
         :raises BrokerConnectError: no bootstrap broker could be reached.
         :raises IncompatibleBrokerError: the broker is too old, or share groups are off.
         :raises BrokerError: the group cannot be joined (e.g. GROUP_AUTHORIZATION_FAILED).
+        :raises ClientStateError: it was started already; :class:`ClientClosedError` (a
+            subclass) once it was closed, or after a start that failed.
         """
-        if self._closed:
-            # A second life would be a new member nobody closes: it would heartbeat and
-            # hold records until the process exits.
-            raise RuntimeError("this ShareConsumer was closed; make a new one to consume again")
-        if self._stack is not None:
-            raise RuntimeError("ShareConsumer.start() was already called")
+        # A second life would be a new member nobody closes: it would heartbeat and hold
+        # records until the process exits. So a closed consumer never starts again.
+        self._life.begin_start()
         stack = contextlib.AsyncExitStack()
         self._stack = stack
         try:
@@ -287,6 +316,7 @@ class ShareConsumer:
             if self._config.keep_locks:
                 core.check_renew()
                 self._keeper = LockKeeper(self._config.max_hold)
+                self._prepare_each = True
                 tg.start_soon(self._keep_locks, core, self._keeper, name="sharecon lock keeper")
             if self._config.max_poll_interval is not None:
                 tg.start_soon(self._watch_liveness, core, name="sharecon liveness")
@@ -303,6 +333,7 @@ class ShareConsumer:
             core.stats.poll_timer_from(_monotonic())
         except BaseException:
             self._closed = True
+            self._life.begin_close()
             await self._teardown()
             raise
 
@@ -318,11 +349,17 @@ class ShareConsumer:
         Records delivered but not answered, and records still buffered, are released;
         pending answers are sent with the final ShareAcknowledge (epoch -1) to each
         leader, which also ends the share sessions; then the member leaves the group.
-        Shielded from cancellation, and never longer than the timeout.
+        Shielded from cancellation, and never longer than the timeout. Closing again, or
+        closing a consumer never started, does nothing.
+
+        An iteration in progress (``async for``, :meth:`batches`, :meth:`process`, a
+        waiting :meth:`poll`) ends when the consumer closes; a call made after the
+        close raises :class:`~sharecon.errors.ClientClosedError`.
         """
         if self._closed:
             return
         self._closed = True
+        self._life.begin_close()
         core = self._core
         limit = self._config.close_timeout if timeout is None else timeout
         if core is not None:
@@ -341,6 +378,10 @@ class ShareConsumer:
                     "share consumer %s: close timed out after %g s", core.member_id, limit
                 )
         await self._teardown()
+
+    async def aclose(self) -> None:
+        """:meth:`close` with the default timeout (the name every sharecon client has)."""
+        await self.close()
 
     async def _leave(self, core: ConsumerCore) -> None:
         core.closing = True
@@ -394,9 +435,17 @@ class ShareConsumer:
     # -- state --------------------------------------------------------------------------
 
     def _running(self) -> ConsumerCore:
+        """The core, for views that still answer after close (health, member id...)."""
         core = self._core
         if core is None:
-            raise RuntimeError("the ShareConsumer is not started: use `async with` or start()")
+            raise self._life.error()
+        return core
+
+    def _live(self) -> ConsumerCore:
+        """The core, for calls that need the consumer running (not closed)."""
+        core = self._core
+        if core is None or self._closed:
+            raise self._life.error()
         return core
 
     @property
@@ -485,7 +534,7 @@ class ShareConsumer:
             raise errors.ConfigError("subscribe() needs at least one topic name")
         for t in topics:
             validate_topic_name(t, param="topics")
-        core = self._running()
+        core = self._live()
         core.membership.subscribe(topics)
         core.heartbeat_wake.set()
 
@@ -501,7 +550,7 @@ class ShareConsumer:
         :raises ConfigError: ``timeout`` is not a positive number.
         :raises BrokerError: neither config could be read (e.g. an authorization failure).
         """
-        core = self._running()
+        core = self._live()
         limit = self._config.request_timeout if timeout is None else timeout
         return await group_lock_duration(core.cluster, self._config.group_id, timeout=limit)
 
@@ -520,10 +569,11 @@ class ShareConsumer:
         member stays in the group. Records already handed out are still yours to answer
         (in implicit mode the current one is accepted when you move on, as usual).
         Meanwhile ``async for`` and :meth:`poll` wait (``poll`` returns ``[]`` on timeout).
-        Does nothing once the consumer is closing.
+
+        :raises ClientClosedError: the consumer was closed.
         """
-        core = self._running()
-        if self._closed or core.closing:
+        core = self._live()
+        if core.closing:
             return
         released = core.unsubscribe()
         logger.info(
@@ -534,7 +584,7 @@ class ShareConsumer:
 
     # -- acknowledgements -----------------------------------------------------------------
 
-    def acknowledge(self, record: Record, ack: AckType = AckType.ACCEPT) -> None:
+    def acknowledge(self, record: Record[Any, Any], ack: AckType = AckType.ACCEPT) -> None:
         """Answer one delivered record (the same as ``record.accept()`` and friends).
 
         :raises InvalidRecordStateError: the record was already answered, or is not held
@@ -646,7 +696,7 @@ class ShareConsumer:
     # -- dead letters ----------------------------------------------------------------------
 
     async def reject_to_dlq(
-        self, record: Record, *, reason: str = "", topic: str | None = None
+        self, record: Record[Any, Any], *, reason: str = "", topic: str | None = None
     ) -> RecordMetadata | None:
         """Copy ``record`` to the dead-letter topic, then reject it.
 
@@ -670,7 +720,12 @@ class ShareConsumer:
         :raises DeadLetterError: the copy could not be written (the record was released).
         :raises InvalidRecordStateError: the record is not held by this consumer.
         """
-        core = self._raise_if_failed()
+        return await self._reject_to_dlq(self._raise_if_failed(), record, reason, topic)
+
+    async def _reject_to_dlq(
+        self, core: ConsumerCore, record: Record[Any, Any], reason: str, topic: str | None
+    ) -> RecordMetadata | None:
+        # Also for the consumer's own routing, which may still run while it closes.
         router = self._router
         assert router is not None
         if not core.holds(record):
@@ -698,7 +753,7 @@ class ShareConsumer:
         core.stats.dlq_records += 1
         return written
 
-    def _release_quietly(self, record: Record) -> None:
+    def _release_quietly(self, record: Record[Any, Any]) -> None:
         try:
             self.acknowledge(record, AckType.RELEASE)
         except errors.KafkaError as exc:
@@ -717,16 +772,18 @@ class ShareConsumer:
                     self._release_quietly(record)
                     continue
                 try:
-                    await self.reject_to_dlq(
+                    await self._reject_to_dlq(
+                        core,
                         record,
-                        reason=f"delivered {record.delivery_count} times (max_deliveries={limit})",
+                        f"delivered {record.delivery_count} times (max_deliveries={limit})",
+                        None,
                     )
                 except errors.KafkaError as exc:
                     core.note_error(exc)
 
     async def process(
         self,
-        handler: Callable[[Record], Awaitable[object]],
+        handler: Callable[[Record[K, V]], Awaitable[object]],
         *,
         concurrency: int = 1,
         keep_locks: bool | None = None,
@@ -737,7 +794,10 @@ class ShareConsumer:
         Each record is accepted when ``handler`` returns. When it raises an ``Exception``,
         the record is released, or, on its last allowed delivery under a
         :class:`~sharecon.dlq.DeadLetterPolicy`, routed to the dead-letter topic with the
-        exception as the reason. Answers the handler gives itself are kept.
+        exception as the reason. Answers the handler gives itself are kept. A record the
+        deserializers fail for never reaches ``handler``: it is released (or routed) the
+        same way, and the :class:`~sharecon.errors.DeserializationError` is logged
+        (WARNING) and kept in :attr:`recent_errors` instead of ending ``process()``.
 
         :param keep_locks: renew the lock of each record while its handler runs (up to the
             consumer's ``max_hold``). ``None`` (default): on where the broker can renew
@@ -754,12 +814,15 @@ class ShareConsumer:
                 core.check_renew()
                 keeper = LockKeeper(self._config.max_hold)
         hold = keeper.hold if keeper is not None else None
+        deserializing = self._deserializing
+        # One test per record for both (rule: no extra work without deserializers).
+        prepare = hold is not None or deserializing
 
         async def worker() -> None:
             buffer = core.buffer
             while True:
                 self._asked(core)
-                record = buffer.pop_one(anyio.current_time)
+                record: Record[Any, Any] | None = buffer.pop_one(anyio.current_time)
                 if record is None:
                     if core.fatal is not None:
                         raise core.fatal
@@ -767,14 +830,25 @@ class ShareConsumer:
                         return
                     await self._wait_for_records(core)
                     continue
-                if hold is not None:
-                    hold(record, anyio.current_time(), record.lock_deadline)
+                if prepare:
+                    if deserializing:
+                        try:
+                            self._deserialize(record)
+                        except errors.DeserializationError as exc:
+                            await self._dispose_undeserializable(core, record, exc)
+                            logger.warning("share consumer %s: %s", core.member_id, exc)
+                            core.note_error(exc)
+                            continue
+                    if hold is not None:
+                        hold(record, anyio.current_time(), record.lock_deadline)
                 try:
                     await handler(record)
                 except Exception as exc:
                     if limit is not None and record.delivery_count >= limit:
                         try:
-                            await self.reject_to_dlq(record, reason=f"{type(exc).__name__}: {exc}")
+                            await self._reject_to_dlq(
+                                core, record, f"{type(exc).__name__}: {exc}", None
+                            )
                         except errors.DeadLetterError as dlq_exc:
                             core.note_error(dlq_exc)
                     else:
@@ -790,6 +864,98 @@ class ShareConsumer:
                     workers.start_soon(worker)
             tg.cancel_scope.cancel()  # the workers are done: so is this keeper
 
+    # -- deserializers ---------------------------------------------------------------------
+
+    async def _prepare(self, core: ConsumerCore, record: Record[Any, Any]) -> None:
+        """What hand-out does per record beyond popping it, when there is anything to do:
+        deserialize (raising for a record that fails, once it is disposed of) and keep
+        its lock."""
+        if self._deserializing:
+            try:
+                self._deserialize(record)
+            except errors.DeserializationError as exc:
+                await self._dispose_undeserializable(core, record, exc)
+                raise
+        if self._keeper is not None:
+            self._keeper.hold(record, anyio.current_time(), record.lock_deadline)
+
+    def _deserialize(self, record: Record[Any, Any]) -> None:
+        """Replace the record's key and value by what the deserializers make of them; both
+        or neither (the bytes stay readable as ``serialized_key``/``serialized_value``).
+
+        :raises DeserializationError: a deserializer raised; the record is unchanged.
+        """
+        key = raw_key = record.key
+        value = raw_value = record.value
+        field: Literal["key", "value"] = "key"
+        try:
+            if raw_key is not None and self._key_deserializer is not None:
+                key = self._key_deserializer(raw_key)
+            field = "value"
+            if raw_value is not None and self._value_deserializer is not None:
+                value = self._value_deserializer(raw_value)
+        except Exception as exc:
+            data = raw_key if field == "key" else raw_value
+            assert data is not None
+            raise errors.DeserializationError(
+                f"{record.topic}-{record.partition} offset {record.offset} (delivery "
+                f"{record.delivery_count}): the {field}_deserializer failed on {len(data)} "
+                f"bytes: {type(exc).__name__}: {exc}",
+                topic=record.topic,
+                partition=record.partition,
+                offset=record.offset,
+                field=field,
+                data=data,
+                delivery_count=record.delivery_count,
+            ) from exc
+        record._serialized = (raw_key, raw_value)
+        record.key = key
+        record.value = value
+
+    async def _dispose_undeserializable(
+        self, core: ConsumerCore, record: Record[Any, Any], exc: errors.DeserializationError
+    ) -> None:
+        """Never lose a record the application could not be given: route it to the
+        dead-letter topic on its last allowed delivery under the policy, else release it."""
+        policy = self._dead_letter
+        if policy is not None and record.delivery_count >= policy.max_deliveries:
+            try:
+                await self._reject_to_dlq(core, record, f"DeserializationError: {exc}", None)
+            except errors.DeadLetterError as dlq_exc:
+                core.note_error(dlq_exc)  # reject_to_dlq released it instead
+            else:
+                exc.dead_lettered = True
+            return
+        core.answer(record, AckType.RELEASE)
+        core.wake_leader(record.topic_partition)
+
+    async def _pop_deserialized(self, core: ConsumerCore, limit: int) -> list[Record[Any, Any]]:
+        """poll() with deserializers: up to ``limit`` records, ending before one the
+        deserializers fail for (whose error the next call raises, or this one if it is the
+        first)."""
+        out: list[Record[Any, Any]] = []
+        pop = core.buffer.pop_one
+        clock = anyio.current_time
+        while len(out) < limit:
+            record = pop(clock)
+            if record is None:
+                break
+            try:
+                self._deserialize(record)
+            except errors.DeserializationError as exc:
+                await self._dispose_undeserializable(core, record, exc)
+                if not out:
+                    raise
+                self._pending_error = exc
+                break
+            out.append(record)
+        return out
+
+    def _raise_pending(self) -> None:
+        exc, self._pending_error = self._pending_error, None
+        assert exc is not None
+        raise exc
+
     # -- lock keeping and liveness --------------------------------------------------------
 
     async def _wait_for_records(self, core: ConsumerCore) -> None:
@@ -800,7 +966,7 @@ class ShareConsumer:
         finally:
             self._waiting -= 1
 
-    async def _keep_locks(self, core: ConsumerCore, keeper: LockKeeper[Record]) -> None:
+    async def _keep_locks(self, core: ConsumerCore, keeper: LockKeeper[Record[Any, Any]]) -> None:
         """Renew the locks of held records as they near their end (see ``keep_locks``)."""
         while not core.closing and core.fatal is None:
             await anyio.sleep(_KEEP_TICK)
@@ -891,7 +1057,7 @@ class ShareConsumer:
         core.heartbeat_wake.set()
         logger.info("share consumer %s: rejoining the group", core.member_id)
 
-    def _answer_if_open(self, record: Record, ack: AckType) -> None:
+    def _answer_if_open(self, record: Record[Any, Any], ack: AckType) -> None:
         # process(): the handler may have answered the record itself; that answer stands.
         assert self._core is not None
         self._core.answer(record, ack)
@@ -904,7 +1070,7 @@ class ShareConsumer:
             self._core.answer(cur, AckType.ACCEPT)
 
     def _raise_if_failed(self) -> ConsumerCore:
-        core = self._running()
+        core = self._live()
         if core.fatal is not None:
             raise core.fatal
         return core
@@ -912,8 +1078,10 @@ class ShareConsumer:
     # -- delivery -------------------------------------------------------------------------
 
     def __aiter__(self) -> Self:
-        # A new loop over the consumer: the previous loop ended early (break or an
+        # A new loop over the consumer: it must be running (a loop in progress ends when
+        # it closes, a new one is a mistake). The previous loop ended early (break or an
         # exception), so its last record was not handled: give it back.
+        self._live()
         cur = self._current
         if cur is not None and not self._current_answered and self._core is not None:
             self._current_answered = True
@@ -921,7 +1089,7 @@ class ShareConsumer:
             self._core.wake_leader(cur.topic_partition)
         return self
 
-    async def __anext__(self) -> Record:
+    async def __anext__(self) -> Record[K, V]:
         core = self._running()
         self._asked(core)
         cur = self._current
@@ -934,32 +1102,60 @@ class ShareConsumer:
                     )
                 core.answer(cur, AckType.ACCEPT)
             self._current = None
+        if self._prepare_each:
+            return await self._next_prepared(core)
         buffer = core.buffer
         while True:
-            rec = buffer.pop_one(anyio.current_time)
+            rec: Record[Any, Any] | None = buffer.pop_one(anyio.current_time)
             if rec is not None:
                 self._current = rec
                 self._current_answered = False
                 self._served += 1
-                if self._keeper is not None:
-                    self._keeper.hold(rec, anyio.current_time(), rec.lock_deadline)
                 if self._served % _CHECKPOINT_EVERY == 0:
                     # Let the fetch and heartbeat loops run during long bursts.
                     await anyio.lowlevel.checkpoint()
                 return rec
-            if core.fatal is not None:
-                raise core.fatal
-            if self._closed or core.closing:
-                raise StopAsyncIteration
-            await self._wait_for_records(core)
+            await self._no_record(core)
+
+    async def _next_prepared(self, core: ConsumerCore) -> Record[Any, Any]:
+        """``__anext__`` with per-record work (deserializers, ``keep_locks``): a loop of
+        its own, so the plain loop above does nothing per record it does not need."""
+        if self._pending_error is not None:
+            self._raise_pending()
+        buffer = core.buffer
+        while True:
+            rec = buffer.pop_one(anyio.current_time)
+            if rec is None:
+                await self._no_record(core)
+                continue
+            await self._prepare(core, rec)
+            self._current = rec
+            self._current_answered = False
+            self._served += 1
+            if self._served % _CHECKPOINT_EVERY == 0:
+                await anyio.lowlevel.checkpoint()
+            return rec
+
+    async def _no_record(self, core: ConsumerCore) -> None:
+        """The buffer is empty: raise the consumer's failure, end the iteration when it
+        closes, else wait for records."""
+        if core.fatal is not None:
+            raise core.fatal
+        if self._closed or core.closing:
+            raise StopAsyncIteration
+        await self._wait_for_records(core)
 
     async def poll(
         self, timeout: float | None = None, *, max_records: int | None = None
-    ) -> list[Record]:
+    ) -> list[Record[K, V]]:
         """Wait up to ``timeout`` seconds for records; return up to ``max_records`` of them.
 
         In implicit mode the previously polled batch is accepted first; in explicit mode
         it must be fully answered. Returns an empty list on timeout.
+
+        With deserializers, a record they fail for ends the batch: the records before it
+        are returned, and the next call raises its
+        :class:`~sharecon.errors.DeserializationError` (at once if it is the first).
 
         :raises ConfigError: ``max_records`` is not a positive int, or ``timeout`` is
             negative or not a number.
@@ -971,7 +1167,7 @@ class ShareConsumer:
             or not timeout >= 0  # NaN fails this too
         ):
             raise errors.ConfigError(f"timeout must be None or >= 0 seconds, not {timeout!r}")
-        core = self._running()
+        core = self._live()
         self._asked(core)
         if self._batch_out:
             if self._explicit:
@@ -981,9 +1177,15 @@ class ShareConsumer:
             else:
                 core.answer_all_delivered(AckType.ACCEPT)
             self._batch_out = False
+        if self._pending_error is not None:
+            self._raise_pending()
         with anyio.move_on_after(math.inf if timeout is None else timeout):
             while True:
-                records = core.buffer.pop_many(limit, anyio.current_time)
+                records: list[Record[Any, Any]]
+                if self._deserializing:
+                    records = await self._pop_deserialized(core, limit)
+                else:
+                    records = core.buffer.pop_many(limit, anyio.current_time)
                 if records:
                     _deliver(core, records)
                     self._batch_out = True
@@ -991,7 +1193,8 @@ class ShareConsumer:
                         now = anyio.current_time()
                         for rec in records:
                             self._keeper.hold(rec, now, rec.lock_deadline)
-                    return records
+                    # Once per batch: the records are what the deserializers made them.
+                    return cast("list[Record[K, V]]", records)
                 if core.fatal is not None:
                     raise core.fatal
                 if self._closed or core.closing:
@@ -999,7 +1202,7 @@ class ShareConsumer:
                 await self._wait_for_records(core)
         return []
 
-    def batches(self, *, max_records: int | None = None) -> _BatchIterator:
+    def batches(self, *, max_records: int | None = None) -> AsyncIterator[list[Record[K, V]]]:
         """An async iterator of record lists (one per buffered fetch, up to ``max_records``).
 
         ``async for batch in consumer.batches(): ...`` — in implicit mode each batch is
@@ -1008,21 +1211,23 @@ class ShareConsumer:
         :raises ConfigError: ``max_records`` is not a positive int.
         """
         limit = check_max_records(max_records, self._config.max_records)
-        self._running()
+        self._live()
         return _BatchIterator(self, limit)
 
 
-class _BatchIterator:
+class _BatchIterator(Generic[K, V]):
     """``async for batch in consumer.batches()``: one list of records per turn."""
 
-    def __init__(self, consumer: ShareConsumer, max_records: int | None) -> None:
+    def __init__(self, consumer: ShareConsumer[K, V], max_records: int | None) -> None:
         self._consumer = consumer
         self._max = max_records
 
-    def __aiter__(self) -> _BatchIterator:
+    def __aiter__(self) -> _BatchIterator[K, V]:
         return self
 
-    async def __anext__(self) -> list[Record]:
+    async def __anext__(self) -> list[Record[K, V]]:
+        if self._consumer._closed:
+            raise StopAsyncIteration  # the consumer closed between two batches
         records = await self._consumer.poll(None, max_records=self._max)
         if not records:
             raise StopAsyncIteration
@@ -1063,7 +1268,7 @@ def _by_partition(results: list[AckResult]) -> dict[TopicPartition, errors.Kafka
     return out
 
 
-def _deliver(core: ConsumerCore, records: list[Record]) -> None:
+def _deliver(core: ConsumerCore, records: list[Record[Any, Any]]) -> None:
     """Note records as handed to the application, one range per partition run."""
     ledger = core.ledger
     start = records[0]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -171,7 +171,7 @@ class DeadLetterInfo:
 
 
 def dead_letter_headers(
-    record: Record, group: str, reason: str, now_ms: int | None = None
+    record: Record[Any, Any], group: str, reason: str, now_ms: int | None = None
 ) -> list[tuple[str, bytes | None]]:
     """The copy's headers: the original ones, then the ``sharecon.dlq.*`` ones (rule 2)."""
     stamp = int(time.time() * 1000) if now_ms is None else now_ms
@@ -336,7 +336,9 @@ class DeadLetterRouter:
             ) from exc
         self._known_topics.add(topic)
 
-    async def write(self, record: Record, reason: str, topic: str) -> RecordMetadata | None:
+    async def write(
+        self, record: Record[Any, Any], reason: str, topic: str
+    ) -> RecordMetadata | None:
         """Write the copy of ``record`` to ``topic``; ``None`` when the broker does it (rule 3).
 
         :raises DeadLetterError: the copy could not be written (the caller releases).
@@ -346,10 +348,11 @@ class DeadLetterRouter:
         await self._ensure_topic(topic)
         assert self._producer is not None
         try:
+            # The bytes as fetched: a consumer's deserializers changed key and value.
             return await self._producer.send(
                 topic,
-                record.value,
-                key=record.key,
+                record.serialized_value,
+                key=record.serialized_key,
                 headers=dead_letter_headers(record, self.group_id, reason),
                 timestamp=record.timestamp if record.timestamp >= 0 else None,
             )

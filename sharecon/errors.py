@@ -11,6 +11,11 @@ Layout::
     ├── ConfigError                   a wrong argument or configuration value
     ├── UnacknowledgedRecordsError    explicit mode: delivered records were not answered
     ├── DeadLetterError               a dead-letter copy could not be written (record released)
+    ├── SerializationError            a producer's serializer failed (nothing was sent)
+    ├── DeserializationError          a consumer's deserializer failed (the record was released)
+    ├── ClientStateError              a client used before start() or after close
+    │   ├── ClientNotStartedError     ... before start() (or ``async with``)
+    │   └── ClientClosedError         ... after close (or a second start after close)
     ├── KafkaConnectionError          a connection to a broker failed or broke
     │   ├── BrokerConnectError        could not connect (refused, unreachable, TLS handshake)
     │   └── BrokerDisconnectedError   an open connection broke or was closed
@@ -30,16 +35,20 @@ the number.
 from __future__ import annotations
 
 import builtins
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, Literal, NamedTuple
 
 __all__ = [
     "ERROR_CODES",
     "BrokerConnectError",
     "BrokerDisconnectedError",
     "BrokerError",
+    "ClientClosedError",
+    "ClientNotStartedError",
+    "ClientStateError",
     "ConfigError",
     "DeadLetterError",
     "CorruptRecordError",
+    "DeserializationError",
     "ErrorCode",
     "ErrorSpec",
     "IncompatibleBrokerError",
@@ -50,6 +59,7 @@ __all__ = [
     "ProtocolError",
     "RemoteProtocolError",
     "RequestTimeoutError",
+    "SerializationError",
     "UnacknowledgedRecordsError",
     "error_class_for_code",
     "error_for_code",
@@ -109,6 +119,77 @@ class UnacknowledgedRecordsError(KafkaError):
 
 class ConfigError(KafkaError, ValueError):
     """A configuration value or argument is wrong; the message names which and why."""
+
+
+class SerializationError(KafkaError):
+    """A producer's ``key_serializer`` or ``value_serializer`` raised, or returned something
+    other than bytes or ``None``; the record was not sent.
+
+    The serializer's own exception (if it raised) is the ``__cause__``.
+
+    :ivar topic: the topic the record was for.
+    :ivar field: ``"key"`` or ``"value"``: which serializer failed.
+    """
+
+    def __init__(self, message: str, *, topic: str, field: Literal["key", "value"]) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.field = field
+
+
+class DeserializationError(KafkaError):
+    """A consumer's ``key_deserializer`` or ``value_deserializer`` raised for one record.
+
+    Raised where that record would have been handed out. The record is not lost: the
+    consumer released it (the broker delivers it again, with its delivery count one
+    higher), or, on its last allowed delivery under a
+    :class:`~sharecon.dlq.DeadLetterPolicy`, routed it to the dead-letter topic
+    (``dead_lettered`` is then true). Consuming continues with the next call. The
+    deserializer's exception is the ``__cause__``.
+
+    :ivar topic: the record's topic.
+    :ivar partition: its partition.
+    :ivar offset: its offset.
+    :ivar field: ``"key"`` or ``"value"``: which deserializer failed.
+    :ivar data: the bytes the deserializer was given.
+    :ivar delivery_count: the delivery that failed (1 the first time).
+    :ivar dead_lettered: true when the record was routed to the dead-letter topic instead
+        of being released.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        topic: str,
+        partition: int,
+        offset: int,
+        field: Literal["key", "value"],
+        data: bytes,
+        delivery_count: int,
+    ) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.field = field
+        self.data = data
+        self.delivery_count = delivery_count
+        self.dead_lettered = False
+
+
+class ClientStateError(KafkaError, RuntimeError):
+    """A client (:class:`~sharecon.ShareConsumer`, :class:`~sharecon.Producer`,
+    :class:`~sharecon.Admin`) was used when it is not running: before ``start()`` (or
+    ``async with``), or after it was closed. The message names the client and what to do."""
+
+
+class ClientNotStartedError(ClientStateError):
+    """The client is not started: use ``async with client`` or ``await client.start()``."""
+
+
+class ClientClosedError(ClientStateError):
+    """The client was closed; it cannot be used or started again (make a new one)."""
 
 
 class KafkaConnectionError(KafkaError, builtins.ConnectionError):

@@ -57,12 +57,14 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeAlias, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, overload
 
 import anyio
+from typing_extensions import TypeVar
 
 from sharecon import errors
 from sharecon._backoff import RETRY_BACKOFF, Backoff
+from sharecon._lifecycle import Lifecycle
 from sharecon._net.cluster import Cluster, parse_bootstrap
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.connection import BrokerAddress
@@ -79,17 +81,18 @@ from sharecon.types import ZERO_UUID, Header
 
 if TYPE_CHECKING:
     import ssl
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from types import TracebackType
 
     from anyio.abc import TaskGroup
+    from typing_extensions import Self
 
     from sharecon._net.sasl import SaslConfig
     from sharecon.metrics import ProducerMetrics
     from sharecon.protocol import ProduceResponse
     from sharecon.protocol.messages.produce import PartitionProduceResponse
 
-__all__ = ["HeadersLike", "Producer", "ProducerRecord", "RecordMetadata"]
+__all__ = ["KT", "VT", "HeadersLike", "Producer", "ProducerRecord", "RecordMetadata"]
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +101,16 @@ HeadersLike: TypeAlias = (
     "Mapping[str, bytes | str | None] | Iterable[tuple[str, bytes | str | None] | Header]"
 )
 _Bytes: TypeAlias = "bytes | bytearray | memoryview | str | None"
+
+#: The keys ``send`` takes: what the ``key_serializer`` accepts (default: bytes-like or
+#: ``str``, sent as they are; ``str`` as UTF-8).
+KT = TypeVar("KT", default=bytes | bytearray | memoryview | str)
+#: The values ``send`` takes: what the ``value_serializer`` accepts (default as ``KT``).
+VT = TypeVar("VT", default=bytes | bytearray | memoryview | str)
+# A ProducerRecord is immutable, so a ProducerRecord[str, bytes] is also a
+# ProducerRecord[str, bytes | str]: a list of them goes to send_batch as it is.
+_KT_co = TypeVar("_KT_co", covariant=True, default=bytes | bytearray | memoryview | str)
+_VT_co = TypeVar("_VT_co", covariant=True, default=bytes | bytearray | memoryview | str)
 
 _CODECS: Mapping[str, Codec] = {
     "none": Codec.NONE,
@@ -144,21 +157,22 @@ class RecordMetadata:
 
 
 @dataclass(frozen=True, slots=True)
-class ProducerRecord:
+class ProducerRecord(Generic[_KT_co, _VT_co]):
     """One record for :meth:`Producer.send_batch`.
 
     :ivar topic: the topic to write to.
-    :ivar value: the value (``str`` is encoded as UTF-8; ``None`` is a tombstone).
-    :ivar key: the key; it picks the partition (murmur2, as the Java client) unless
-        ``partition`` is given.
+    :ivar value: the value (``str`` is encoded as UTF-8; ``None`` is a tombstone), or what
+        the producer's ``value_serializer`` takes.
+    :ivar key: the key (or what the ``key_serializer`` takes); it picks the partition
+        (murmur2 of the key bytes, as the Java client) unless ``partition`` is given.
     :ivar headers: a mapping or ``(key, value)`` pairs.
     :ivar partition: an explicit partition.
     :ivar timestamp: create time in milliseconds since the epoch (default: now).
     """
 
     topic: str
-    value: _Bytes
-    key: _Bytes = None
+    value: _VT_co | None
+    key: _KT_co | None = None
     headers: HeadersLike | None = None
     partition: int | None = None
     timestamp: int | None = None
@@ -308,11 +322,14 @@ def _codec(compression: str | Codec | None) -> Codec:
 # -- the producer --------------------------------------------------------------------------
 
 
-class Producer:
+class Producer(Generic[KT, VT]):
     """An async Kafka producer: batching, compression, idempotence, Java-compatible keys.
 
-    Use it as ``async with Producer(bootstrap) as producer``. Every option is checked when
-    the producer is built; a wrong one raises :class:`~sharecon.errors.ConfigError` naming it.
+    Use it as ``async with Producer(bootstrap) as producer`` (or ``await producer.start()``
+    ... ``await producer.aclose()``). Every option is checked when the producer is built; a
+    wrong one raises :class:`~sharecon.errors.ConfigError` naming it. Used before it is
+    started, or after it is closed, it raises :class:`~sharecon.errors.ClientNotStartedError`
+    or :class:`~sharecon.errors.ClientClosedError`.
 
     :param bootstrap: ``"host:port,..."`` or a sequence of ``"host:port"``.
     :param acks: ``"all"`` (or -1; the default) waits for every in-sync replica; ``1``
@@ -338,6 +355,12 @@ class Producer:
     :param sasl: SASL credentials.
     :param config: a complete connection config instead of the separate options.
     :param close_timeout: bound on closing connections when leaving ``async with``.
+    :param key_serializer: turns each key given to :meth:`send` / :meth:`send_batch` into
+        bytes (see :mod:`sharecon.serde`); never called for ``None`` (no key). Typed
+        sends follow: ``Producer[KT, VT]`` takes ``KT`` keys and ``VT`` values.
+    :param value_serializer: the same for values (never called for ``None``, a
+        tombstone). A serializer that raises, or returns something other than bytes or
+        ``None``, fails that send with :class:`~sharecon.errors.SerializationError`.
     """
 
     def __init__(
@@ -362,7 +385,18 @@ class Producer:
         sasl: SaslConfig | None = None,
         config: ConnectionConfig | None = None,
         close_timeout: float = 5.0,
+        key_serializer: Callable[[KT], bytes | None] | None = None,
+        value_serializer: Callable[[VT], bytes | None] | None = None,
     ) -> None:
+        for name, fn in (
+            ("key_serializer", key_serializer),
+            ("value_serializer", value_serializer),
+        ):
+            if fn is not None and not callable(fn):
+                raise errors.ConfigError(f"{name} must be a callable, not {type(fn).__name__}")
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
+        self._serializing = key_serializer is not None or value_serializer is not None
         if acks in ("all", -1, "-1"):
             self._acks = -1
         elif acks in (1, "1"):
@@ -421,6 +455,7 @@ class Producer:
             sasl=sasl,
         )
 
+        self._life = Lifecycle("Producer")
         self._stack: contextlib.AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
         self._cluster: Cluster | None = None
@@ -444,12 +479,25 @@ class Producer:
         self._fatal: BaseException | None = None
 
     def __repr__(self) -> str:
-        state = "open" if self._cluster is not None else "closed"
+        state = self._life.state
         return f"<Producer {state} pid={self._producer_id} buffered={self._buffered}B>"
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Producer:
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def start(self) -> None:
+        """Connect to the cluster (and get a producer id when idempotent): what entering
+        ``async with`` does. Pair it with :meth:`aclose`.
+
+        :raises BrokerConnectError: no bootstrap broker could be reached (the producer is
+            then closed: make a new one to try again).
+        :raises ClientStateError: it was started already; :class:`ClientClosedError`
+            (a subclass) once it was closed.
+        """
+        self._life.begin_start()
         stack = contextlib.AsyncExitStack()
         await stack.__aenter__()
         try:
@@ -469,12 +517,11 @@ class Producer:
             # Close the task group cleanly (nothing of ours is left running in it) so the
             # caller gets the error itself, not an ExceptionGroup around it.
             self._closing = True
+            self._life.begin_close()
             await stack.__aexit__(None, None, None)
             self._cluster = None
-            self._closing = False
             raise
         self._stack, self._tg = stack, tg
-        return self
 
     async def _shutdown(self, cluster: Cluster, tg: TaskGroup) -> None:
         self._closing = True
@@ -488,12 +535,13 @@ class Producer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self._life.begin_close()
         stack, self._stack = self._stack, None
         if stack is None:
             return
         try:
             if exc_type is None and self._fatal is None:
-                await self.flush()
+                await self._flush(None)
         finally:
             self._closing = True
             try:
@@ -505,17 +553,19 @@ class Producer:
                 self._cluster, self._tg = None, None
 
     async def aclose(self) -> None:
-        """Flush, then close (what leaving ``async with`` normally does)."""
+        """Flush, then close (what leaving ``async with`` normally does). Closing again,
+        or closing a producer never started, does nothing."""
         await self.__aexit__(None, None, None)
 
     @property
-    def cluster(self) -> Cluster:
+    def _open_cluster(self) -> Cluster:
         """The underlying cluster view.
 
-        :raises ConfigError: outside ``async with``.
+        :raises ClientNotStartedError: before :meth:`start`.
+        :raises ClientClosedError: after it was closed.
         """
         if self._cluster is None:
-            raise errors.ConfigError("Producer is not open; use it as 'async with Producer(...)'")
+            raise self._life.error()
         return self._cluster
 
     def metrics(self) -> ProducerMetrics:
@@ -539,9 +589,9 @@ class Producer:
     async def send(
         self,
         topic: str,
-        value: _Bytes,
+        value: VT | None,
         *,
-        key: _Bytes = None,
+        key: KT | None = None,
         headers: HeadersLike | None = None,
         partition: int | None = None,
         timestamp: int | None = None,
@@ -561,6 +611,7 @@ class Producer:
         :raises UnknownTopicOrPartitionError: the topic does not exist.
         :raises KafkaTimeoutError: not delivered within ``delivery_timeout``.
         :raises ConfigError: a wrong argument (type, partition out of range).
+        :raises SerializationError: a serializer failed (nothing was sent).
         """
         batch, index = await self._enqueue(topic, value, key, headers, partition, timestamp)
         await batch.done.wait()
@@ -571,16 +622,19 @@ class Producer:
 
     @overload
     async def send_batch(
-        self, records: Iterable[ProducerRecord], *, return_exceptions: Literal[False] = False
+        self,
+        records: Iterable[ProducerRecord[KT, VT]],
+        *,
+        return_exceptions: Literal[False] = False,
     ) -> list[RecordMetadata]: ...
 
     @overload
     async def send_batch(
-        self, records: Iterable[ProducerRecord], *, return_exceptions: Literal[True]
+        self, records: Iterable[ProducerRecord[KT, VT]], *, return_exceptions: Literal[True]
     ) -> list[RecordMetadata | errors.KafkaError]: ...
 
     async def send_batch(
-        self, records: Iterable[ProducerRecord], *, return_exceptions: bool = False
+        self, records: Iterable[ProducerRecord[KT, VT]], *, return_exceptions: bool = False
     ) -> list[RecordMetadata] | list[RecordMetadata | errors.KafkaError]:
         """Send many records; return their metadata in the same order once all are done.
 
@@ -626,7 +680,13 @@ class Producer:
 
         :param timeout: seconds; by default until each batch succeeds or times out.
         :raises KafkaTimeoutError: ``timeout`` passed first.
+        :raises ClientStateError: the producer is not started, or closed.
         """
+        if self._life.state != "running" or self._closing:
+            raise self._life.error()
+        await self._flush(timeout)
+
+    async def _flush(self, timeout: float | None) -> None:
         pending = [b for s in self._partitions.values() for b in s.queue]
         pending += [s.in_flight for s in self._partitions.values() if s.in_flight is not None]
         if not pending:
@@ -656,7 +716,7 @@ class Producer:
 
     def _check_open(self) -> Cluster:
         if self._cluster is None or self._closing:
-            raise errors.ConfigError("Producer is not open; use it as 'async with Producer(...)'")
+            raise self._life.error()
         if self._fatal is not None:
             raise errors.KafkaError(f"the producer failed: {self._fatal}") from self._fatal
         return self._cluster
@@ -679,6 +739,8 @@ class Producer:
         cluster = self._check_open()
         if type(topic) is not str or not topic:
             raise errors.ConfigError(f"topic must be a non-empty str, not {topic!r}")
+        if self._serializing:
+            key, value = self._serialize(topic, key, value)
         v = value if value is None or type(value) is bytes else _as_bytes(value, "value")
         k = key if key is None or type(key) is bytes else _as_bytes(key, "key")
         hs = _headers(headers) if headers else ()
@@ -722,6 +784,38 @@ class Producer:
         while self._buffered > 0 and self._buffered + size > self._max_buffer:
             await self._wait_for_space()
         return self._append(topic, partition, k, v, hs, ts, size)
+
+    def _serialize(self, topic: str, key: Any, value: Any) -> tuple[bytes | None, bytes | None]:
+        """The key and value through their serializers (``None`` stays ``None``).
+
+        :raises SerializationError: a serializer raised or returned something else than
+            bytes or ``None``.
+        """
+        out: list[bytes | None] = []
+        fields: tuple[tuple[Literal["key", "value"], Any, Callable[[Any], object] | None], ...]
+        fields = (("key", key, self._key_serializer), ("value", value, self._value_serializer))
+        for field, data, serializer in fields:
+            if data is None or serializer is None:
+                out.append(data)
+                continue
+            try:
+                result = serializer(data)
+            except Exception as exc:
+                raise errors.SerializationError(
+                    f"topic {topic!r}: the {field}_serializer failed on a "
+                    f"{type(data).__name__}: {type(exc).__name__}: {exc}",
+                    topic=topic,
+                    field=field,
+                ) from exc
+            if result is not None and not isinstance(result, bytes | bytearray | memoryview):
+                raise errors.SerializationError(
+                    f"topic {topic!r}: the {field}_serializer returned a "
+                    f"{type(result).__name__}; it must return bytes or None",
+                    topic=topic,
+                    field=field,
+                )
+            out.append(result if result is None or type(result) is bytes else bytes(result))
+        return out[0], out[1]
 
     async def _wait_for_space(self) -> None:
         if self._space.is_set():
@@ -781,7 +875,7 @@ class Producer:
     # -- topics and metadata -----------------------------------------------------------------
 
     async def _partition_count(self, topic: str, *, refresh: bool = False) -> int:
-        cluster = self.cluster
+        cluster = self._open_cluster
         parts = cluster.metadata.partitions.get(topic)
         if parts and not refresh:
             return len(parts)
@@ -828,7 +922,7 @@ class Producer:
             self._metadata_wanted = anyio.Event()
             topics = sorted({t for t, _ in self._partitions})
             try:
-                await self.cluster.refresh_metadata(topics)
+                await self._open_cluster.refresh_metadata(topics)
                 attempt = 0
             except errors.KafkaError as exc:
                 logger.info("metadata refresh failed: %s", exc)
@@ -849,7 +943,7 @@ class Producer:
         while True:
             failure: errors.KafkaError
             try:
-                response = await self.cluster.request_any(request)
+                response = await self._open_cluster.request_any(request)
             except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
                 failure = exc
             else:
@@ -932,7 +1026,7 @@ class Producer:
             self._tg.start_soon(self._reset_producer_id)
         if self._resetting:
             return math.inf  # woken when the reset is done
-        meta = self.cluster.metadata
+        meta = self._open_cluster.metadata
         ready: dict[int, list[_Batch]] = {}
         for state in self._partitions.values():
             while state.queue and state.queue[0].deadline <= now:
@@ -1004,7 +1098,7 @@ class Producer:
             self._wake.set()
 
     async def _send_request(self, node: int, batches: list[_Batch]) -> None:
-        cluster = self.cluster
+        cluster = self._open_cluster
         meta = cluster.metadata
         by_topic: dict[str, list[_Batch]] = {}
         for batch in batches:
@@ -1049,7 +1143,7 @@ class Producer:
         self._handle_response(node, batches, response)
 
     def _handle_response(self, node: int, batches: list[_Batch], response: ProduceResponse) -> None:
-        cluster = self.cluster
+        cluster = self._open_cluster
         names = dict(cluster.metadata.topic_names)
         answers: dict[tuple[str, int], PartitionProduceResponse] = {}
         for topic in response.responses:
@@ -1119,9 +1213,9 @@ class Producer:
         if err.retriable:
             hinted = False
             leader = pr.current_leader
-            tid = self.cluster.metadata.topic_ids.get(batch.topic)
+            tid = self._open_cluster.metadata.topic_ids.get(batch.topic)
             if leader.leader_id >= 0 and tid is not None:
-                hinted = self.cluster.apply_leader_hint(
+                hinted = self._open_cluster.apply_leader_hint(
                     tid,
                     batch.partition,
                     leader.leader_id,

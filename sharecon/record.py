@@ -5,21 +5,35 @@ One :class:`Record` is allocated per delivered record, straight from the batch d
 What the records of one batch share (leader epoch, timestamp type, the wall clock's
 offset) sits in one :class:`BatchInfo` they all point to, and values derived from a
 record's fields (sizes, the wall-clock lock deadline) are computed when asked for.
+
+``Record[K, V]`` is generic in the key and value types a consumer's deserializers produce
+(``bytes`` when there are none). For tests of code that handles records,
+:meth:`Record.build` makes one without a consumer, and :class:`RecordedAcks` keeps the
+answers it is given.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol
 
+from typing_extensions import TypeVar
+
+from sharecon import errors
 from sharecon.protocol.records import TimestampType
-from sharecon.types import AckType
+from sharecon.types import ZERO_UUID, AckType, TopicIdPartition
 
 if TYPE_CHECKING:
-    from sharecon.protocol.records import Headers
-    from sharecon.types import TopicIdPartition
+    from collections.abc import Iterable, Iterator
 
-__all__ = ["BatchInfo", "Record", "TimestampType"]
+    from sharecon.protocol.records import Headers
+
+__all__ = ["Acknowledger", "BatchInfo", "K", "Record", "RecordedAcks", "TimestampType", "V"]
+
+#: The type of a record's key after the consumer's ``key_deserializer`` (default ``bytes``).
+K = TypeVar("K", default=bytes)
+#: The type of a record's value after the consumer's ``value_deserializer`` (default ``bytes``).
+V = TypeVar("V", default=bytes)
 
 
 class BatchInfo:
@@ -50,23 +64,33 @@ class BatchInfo:
         )
 
 
-class _Acknowledger(Protocol):
-    def acknowledge(self, record: Record, ack: AckType) -> None: ...
+class Acknowledger(Protocol):
+    """Where a record's answers go: the consumer that delivered it, or, for a record made
+    with :meth:`Record.build`, a :class:`RecordedAcks` (or any object like it)."""
+
+    def acknowledge(self, record: Record[Any, Any], ack: AckType) -> None:
+        """Take ``ack`` as the answer for ``record``."""
 
 
-class Record:
+class Record(Generic[K, V]):
     """A record acquired by this consumer from a share group.
 
     The broker holds it locked for this consumer until :attr:`lock_deadline`; answer it
     with :meth:`accept`, :meth:`release`, :meth:`reject` or :meth:`renew` (or let the
     consumer's implicit mode accept it when the iteration moves on).
 
+    ``Record[K, V]``: the key is a ``K`` and the value a ``V`` as the consumer's
+    ``key_deserializer`` / ``value_deserializer`` made them (both ``bytes`` without
+    deserializers; a null key or value is ``None`` either way).
+    :attr:`serialized_key` and :attr:`serialized_value` are the bytes as fetched.
+
     :ivar topic: topic name.
     :ivar partition: partition index.
     :ivar offset: offset in the partition.
     :ivar timestamp: milliseconds since the Unix epoch (create or log-append time).
-    :ivar key: the key bytes, or ``None``.
-    :ivar value: the value bytes, or ``None`` (a tombstone).
+    :ivar key: the key (bytes, or what ``key_deserializer`` made of them), or ``None``.
+    :ivar value: the value (bytes, or what ``value_deserializer`` made of them), or
+        ``None`` (a tombstone).
     :ivar headers: ``(key, value)`` pairs, in the order the producer sent them.
     :ivar delivery_count: how many times this record has been delivered (1 the first time).
     :ivar lock_deadline: when the acquisition lock ends, as :func:`anyio.current_time`
@@ -74,12 +98,16 @@ class Record:
         is the same moment on the wall clock).
 
     Computed when read: :attr:`timestamp_type`, :attr:`leader_epoch`,
-    :attr:`serialized_key_size`, :attr:`serialized_value_size`, :attr:`lock_expires_at`.
+    :attr:`serialized_key`, :attr:`serialized_value`, :attr:`serialized_key_size`,
+    :attr:`serialized_value_size`, :attr:`lock_expires_at`.
     """
 
     __slots__ = (
         "_batch",
         "_owner",
+        # (key bytes, value bytes) as fetched; set only once deserializers replaced
+        # key/value, so a consumer without deserializers never touches it.
+        "_serialized",
         "delivery_count",
         "headers",
         "key",
@@ -92,18 +120,20 @@ class Record:
         "value",
     )
 
+    _serialized: tuple[bytes | None, bytes | None]
+
     def __init__(
         self,
         topic: str,
         partition: int,
         topic_partition: TopicIdPartition,
-        owner: _Acknowledger | None,
+        owner: Acknowledger | None,
         lock_deadline: float | None,
         batch: BatchInfo | None,
         offset: int,
         timestamp: int,
-        key: bytes | None,
-        value: bytes | None,
+        key: K | None,
+        value: V | None,
         headers: Headers,
     ) -> None:
         self.topic = topic
@@ -142,15 +172,32 @@ class Record:
         return None if batch is None else batch.leader_epoch
 
     @property
+    def serialized_key(self) -> bytes | None:
+        """The key's bytes as fetched, before any ``key_deserializer`` (``None`` if null)."""
+        try:
+            return self._serialized[0]
+        except AttributeError:  # not deserialized: the key is the bytes
+            return _as_bytes(self.key)
+
+    @property
+    def serialized_value(self) -> bytes | None:
+        """The value's bytes as fetched, before any ``value_deserializer`` (``None`` for a
+        tombstone). A dead-letter copy carries these bytes."""
+        try:
+            return self._serialized[1]
+        except AttributeError:  # not deserialized: the value is the bytes
+            return _as_bytes(self.value)
+
+    @property
     def serialized_key_size(self) -> int:
         """The key's size in bytes, or -1 for a null key (as Java's ``ConsumerRecord``)."""
-        key = self.key
+        key = self.serialized_key
         return -1 if key is None else len(key)
 
     @property
     def serialized_value_size(self) -> int:
         """The value's size in bytes, or -1 for a null value (a tombstone)."""
-        value = self.value
+        value = self.serialized_value
         return -1 if value is None else len(value)
 
     @property
@@ -178,7 +225,10 @@ class Record:
 
     def _ack(self, ack: AckType) -> None:
         if self._owner is None:
-            raise RuntimeError(f"{self!r} is not owned by a consumer")
+            raise errors.InvalidRecordStateError(
+                f"{self.topic}-{self.partition} offset {self.offset} was built without a "
+                "consumer; pass acks=RecordedAcks() to Record.build() to answer it"
+            )
         self._owner.acknowledge(self, ack)
 
     def accept(self) -> None:
@@ -200,3 +250,117 @@ class Record:
         :meth:`reject` (or, in implicit mode, the accept when the iteration moves on).
         """
         self._ack(AckType.RENEW)
+
+    # -- records for tests ------------------------------------------------------------------
+
+    @classmethod
+    def build(
+        cls,
+        topic: str,
+        value: V | None,
+        *,
+        key: K | None = None,
+        partition: int = 0,
+        offset: int = 0,
+        headers: Iterable[tuple[str, bytes | None]] = (),
+        delivery_count: int = 1,
+        timestamp: int = -1,
+        lock_deadline: float | None = None,
+        acks: Acknowledger | None = None,
+    ) -> Record[K, V]:
+        """A record made by hand, for unit tests of code that handles records.
+
+        ::
+
+            acks = RecordedAcks()
+            record = Record.build("orders", {"id": 7}, key="customer-7", acks=acks)
+            await handle(record)                  # the code under test
+            assert acks.answer(record) is AckType.ACCEPT
+
+        Its answers (:meth:`accept`, :meth:`release`, :meth:`reject`, :meth:`renew`) go
+        to ``acks``, which checks them as a consumer does (a second final answer raises
+        :class:`~sharecon.errors.InvalidRecordStateError`). Without ``acks`` an answer
+        raises that error, saying the record has no consumer.
+
+        :param value: the value, already deserialized if your code expects that.
+        :param timestamp: milliseconds since the Unix epoch (default -1, Kafka's "no
+            timestamp", so a built record is the same on every run).
+        :param lock_deadline: as :attr:`lock_deadline` (``anyio.current_time()`` seconds).
+        :raises ConfigError: a negative partition or offset, or a delivery count below 1.
+        """
+        if not isinstance(topic, str) or not topic:
+            raise errors.ConfigError(f"topic must be a non-empty str, not {topic!r}")
+        for name, number, least in (
+            ("partition", partition, 0),
+            ("offset", offset, 0),
+            ("delivery_count", delivery_count, 1),
+        ):
+            if not isinstance(number, int) or isinstance(number, bool) or number < least:
+                raise errors.ConfigError(f"{name} must be an int >= {least}, not {number!r}")
+        record: Record[K, V] = cls(
+            topic,
+            partition,
+            TopicIdPartition(ZERO_UUID, partition, topic),
+            acks,
+            lock_deadline,
+            None,
+            offset,
+            timestamp,
+            key,
+            value,
+            tuple(headers),
+        )
+        record.delivery_count = delivery_count
+        return record
+
+
+def _as_bytes(data: object) -> bytes | None:
+    # A record built by hand (Record.build) may hold anything: only bytes are "serialized".
+    return data if data is None or isinstance(data, bytes) else None
+
+
+class RecordedAcks:
+    """Keeps the answers given to records made with :meth:`Record.build` (``acks=``).
+
+    It checks them as a consumer does: ACCEPT, RELEASE and REJECT are final, and a second
+    final answer for the same record raises :class:`~sharecon.errors.InvalidRecordStateError`;
+    RENEW may come any number of times before the final answer.
+
+    :ivar answers: every answer in the order given, as ``(record, ack)`` pairs.
+    """
+
+    __slots__ = ("_final", "answers")
+
+    def __init__(self) -> None:
+        self.answers: list[tuple[Record[Any, Any], AckType]] = []
+        self._final: dict[int, AckType] = {}
+
+    def acknowledge(self, record: Record[Any, Any], ack: AckType) -> None:
+        """Take one answer for ``record`` (what its ``accept()``, ``release()``,
+        ``reject()`` and ``renew()`` call).
+
+        :raises InvalidRecordStateError: ``record`` already has a final answer.
+        """
+        done = self._final.get(id(record))
+        if done is not None:
+            raise errors.InvalidRecordStateError(
+                f"{record.topic}-{record.partition} offset {record.offset} was already "
+                f"answered with {done.name}; cannot {ack.name.lower()} it again"
+            )
+        self.answers.append((record, ack))
+        if ack is not AckType.RENEW:
+            self._final[id(record)] = ack
+
+    def answer(self, record: Record[Any, Any]) -> AckType | None:
+        """The final answer given for ``record`` (ACCEPT, RELEASE or REJECT), or ``None``."""
+        return self._final.get(id(record))
+
+    def renewals(self, record: Record[Any, Any]) -> int:
+        """How many times ``record`` was renewed."""
+        return sum(1 for r, ack in self.answers if r is record and ack is AckType.RENEW)
+
+    def __len__(self) -> int:
+        return len(self.answers)
+
+    def __iter__(self) -> Iterator[tuple[Record[Any, Any], AckType]]:
+        return iter(self.answers)

@@ -168,6 +168,27 @@ async def test_consumer_guide_setup_then_poll_and_commit(kafka_bootstrap: str) -
     assert "failed" not in out, out
 
 
+async def test_consumer_guide_serializers_program(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    """The Serializers program runs as printed: JSON in and out, and a record that is not
+    JSON (written first, by a plain producer) is reported while the loop goes on."""
+    topic = topic_factory(1)
+    async with Producer(kafka_bootstrap) as producer:
+        poison = await producer.send(topic, b"not json", key=b"customer-1")
+    block = next(i for i, b in enumerate(_python_blocks(GUIDE)) if "json_serializer()" in b)
+    program = _guide_program(block, kafka_bootstrap, topic, share_group)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with anyio.fail_after(90):
+        done = await anyio.run_process([sys.executable, "-c", program], env=env, check=False)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    lines = done.stdout.decode().splitlines()
+    good = [line for line in lines if not line.startswith("not JSON:")]
+    bad = [line for line in lines if line.startswith("not JSON:")]
+    assert good == ["customer-7 12.5", "customer-9 3.0"], lines
+    assert bad and set(bad) == {f"not JSON: {topic} 0 {poison.offset} value"}, lines
+
+
 # -- examples/worker.py ----------------------------------------------------------------------
 
 

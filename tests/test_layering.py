@@ -103,12 +103,25 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     "sharecon.partitioner": ({"sharecon.errors", "sharecon.types"}, IO_MODULES),
     "sharecon.metrics": (set(), IO_MODULES),
     "sharecon._stats": ({"sharecon.metrics"}, IO_MODULES),
+    # The public names of the settings objects (defined in the layers below).
+    "sharecon.config": ({"sharecon._backoff", "sharecon._net"}, set()),
+    # The clients' shared lifecycle states and errors: pure.
+    "sharecon._lifecycle": ({"sharecon.errors"}, IO_MODULES),
+    # Serializer helpers: pure functions over bytes (no I/O, no clock).
+    "sharecon.serde": ({"sharecon.errors"}, IO_MODULES),
+    # ``python -m sharecon``: the command line and nothing else.
+    "sharecon.__main__": ({"sharecon.cli"}, set()),
     # The public record: data, typed against the protocol's header tuples.
     "sharecon.record": ({"sharecon.errors", "sharecon.types", "sharecon.protocol"}, IO_MODULES),
     # Layer-4 clients: everything below them, never the CLI or the test helpers.
-    "sharecon.admin": (SANS_IO_BASE | {"sharecon.protocol", "sharecon._net"}, set()),
+    "sharecon.admin": (
+        SANS_IO_BASE | {"sharecon.protocol", "sharecon._net", "sharecon._lifecycle"},
+        set(),
+    ),
     "sharecon.producer": (
-        SANS_IO_BASE | METRICS | {"sharecon.protocol", "sharecon._net", "sharecon.partitioner"},
+        SANS_IO_BASE
+        | METRICS
+        | {"sharecon.protocol", "sharecon._net", "sharecon.partitioner", "sharecon._lifecycle"},
         set(),
     ),
     "sharecon.dlq": (
@@ -129,6 +142,7 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon._share",
             "sharecon._net",
             "sharecon._consumer",
+            "sharecon._lifecycle",
             "sharecon.record",
             "sharecon.dlq",
             "sharecon.producer",
@@ -148,7 +162,13 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
         SANS_IO_BASE
         | CLIENTS
         | METRICS
-        | {"sharecon.protocol", "sharecon._share", "sharecon._net", "sharecon.record"},
+        | {
+            "sharecon.protocol",
+            "sharecon._share",
+            "sharecon._net",
+            "sharecon.record",
+            "sharecon.config",
+        },
         set(),
     ),
 }

@@ -267,7 +267,7 @@ async def authenticate(conn: BrokerConnection, sasl: SaslConfig) -> None:
         )
         assert err is not None
         raise err
-    mechanism = sasl.new_mechanism()
+    mechanism = sasl._new_mechanism()
     token: bytes | None = None
     lifetime_ms = 0
     while True:

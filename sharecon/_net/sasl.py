@@ -55,7 +55,7 @@ class SaslConfig:
         if not self.username:
             raise errors.ConfigError("SASL username must not be empty")
 
-    def new_mechanism(self) -> SaslMechanism:
+    def _new_mechanism(self) -> SaslMechanism:
         """A fresh exchange for one (re-)authentication."""
         if self.mechanism == "PLAIN":
             return PlainMechanism(self.username, self.password)

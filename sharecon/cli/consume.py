@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from sharecon.record import Record
     from sharecon.types import TopicPartition
 
-__all__ = ["register", "run"]
+__all__ = ["register"]
 
 _ACKS = {"accept": AckType.ACCEPT, "release": AckType.RELEASE, "reject": AckType.REJECT}
 
@@ -123,7 +123,7 @@ async def run(args: argparse.Namespace, options: ClientOptions) -> int:
         if args.earliest:
             await set_earliest(admin, args.group)
         # --max N takes only N records where the broker can limit acquisition (4.2+).
-        fetch_version = admin.cluster.versions.get(ShareFetchRequest)
+        fetch_version = admin._open_cluster.versions.get(ShareFetchRequest)
         limited = args.max is not None and fetch_version is not None and fetch_version >= 2
     if args.max is not None and not limited and not args.quiet:
         sys.stderr.write(

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from sharecon.cli._common import ClientOptions
     from sharecon.producer import Producer
 
-__all__ = ["parse_json_line", "register", "run"]
+__all__ = ["parse_json_line", "register"]
 
 _DESCRIPTION = """\
 Read records from stdin (or --file), one per line, and write them to TOPIC. Each record

@@ -14,7 +14,7 @@ from sharecon.worker._config import config_from_sources
 if TYPE_CHECKING:
     from sharecon.cli._common import ClientOptions
 
-__all__ = ["register", "run"]
+__all__ = ["register"]
 
 _DESCRIPTION = """\
 Start --processes worker processes, each a member of the share group --group reading

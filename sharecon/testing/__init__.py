@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         DEFAULT_KAFKA_VERSION,
         LATEST_PATCH,
         BrokerStartError,
+        KafkaInstall,
         provision,
     )
     from sharecon.testing.broker import KafkaBroker, SaslSetup, TlsSetup
@@ -34,6 +35,7 @@ _LAZY = {
     "DEFAULT_KAFKA_VERSION": "sharecon.testing._provision",
     "LATEST_PATCH": "sharecon.testing._provision",
     "BrokerStartError": "sharecon.testing._provision",
+    "KafkaInstall": "sharecon.testing._provision",
     "provision": "sharecon.testing._provision",
     "KafkaBroker": "sharecon.testing.broker",
     "SaslSetup": "sharecon.testing.broker",
@@ -70,6 +72,7 @@ __all__ = [
     "FaultProxy",
     "FaultProxyError",
     "KafkaCluster",
+    "KafkaInstall",
     "TallyReport",
     "FeatureLevel",
     "KafkaBroker",

@@ -140,7 +140,9 @@ class DeliveryTally:
     _positions: dict[Position, str] = field(default_factory=dict)
     _produced_at: dict[Position, float] = field(default_factory=dict)
     _deliveries: list[Delivery] = field(default_factory=list)
-    _answers: dict[Position, list[_Answer]] = field(default_factory=lambda: defaultdict(list))
+    _answers: dict[Position, list[_Answer]] = field(
+        default_factory=lambda: defaultdict(list), init=False
+    )
     _faults: list[tuple[str, float]] = field(default_factory=list)
     _leader_changes: dict[tuple[str, int], list[float]] = field(
         default_factory=lambda: defaultdict(list)

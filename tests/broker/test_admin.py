@@ -66,8 +66,8 @@ class BareMember:
         )
         with anyio.fail_after(30):
             while True:
-                node = await self.admin.cluster.coordinator(self.group)
-                response = await self.admin.cluster.request(node, request)
+                node = await self.admin._open_cluster.coordinator(self.group)
+                response = await self.admin._open_cluster.request(node, request)
                 if response.error_code != errors.CoordinatorLoadInProgressError.code:
                     break
                 await anyio.sleep(0.2)  # a fresh broker loads its share-group state first
@@ -104,7 +104,7 @@ async def test_create_describe_list_delete_topics(admin: Admin, kafka_tools: Kaf
     # The Java tools agree, and the topic is usable at once (every partition has a leader).
     assert kafka_tools.topic_partitions(a) == 3
     assert kafka_tools.topic_partitions(b) == 2
-    meta = admin.cluster.metadata
+    meta = admin._open_cluster.metadata
     assert meta.topic_ids[a] == by_name[a].topic_id
     assert all(p.leader_id >= 0 for p in meta.partitions[a])
 
@@ -131,7 +131,7 @@ async def test_create_describe_list_delete_topics(admin: Admin, kafka_tools: Kaf
 
     await eventually(both_gone)
     assert a not in kafka_tools.list_topics()
-    assert a not in admin.cluster.metadata.topic_ids
+    assert a not in admin._open_cluster.metadata.topic_ids
 
 
 async def test_create_existing_topic_names_it(admin: Admin, topic_factory: TopicFactory) -> None:
@@ -238,7 +238,7 @@ async def test_share_group_lifecycle(
     assert m.member_id == member.member_id
     assert m.member_epoch == member.epoch
     assert m.subscribed_topics == (topic,)
-    assert m.client_id == admin.cluster._config.client_id
+    assert m.client_id == admin._open_cluster._config.client_id
     assert set(m.assignment) == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
     assert desc.group_epoch >= 1
 
@@ -357,5 +357,5 @@ async def test_alter_offsets_of_missing_topic(admin: Admin) -> None:
 
 async def test_admin_outside_context_is_a_clear_error() -> None:
     client = Admin("127.0.0.1:1")
-    with pytest.raises(errors.ConfigError, match="async with"):
+    with pytest.raises(errors.ClientNotStartedError, match="async with Admin"):
         await client.list_topics()

@@ -226,7 +226,7 @@ async def test_lock_duration_is_the_groups_and_follows_changes(
         assert await consumer.lock_duration(timeout=10) == 7.0
         # Unset on the group: the broker's default applies.
         await admin.alter_group_config(group, {"share.record.lock.duration.ms": None})
-        coordinator = await admin.cluster.coordinator(group)
+        coordinator = await admin._open_cluster.coordinator(group)
         broker = await admin.describe_configs(
             ResourceType.BROKER, str(coordinator), ["group.share.record.lock.duration.ms"]
         )

@@ -39,6 +39,8 @@ PUBLIC_MODULES = (
     "sharecon.errors",
     "sharecon.worker",
     "sharecon.partitioner",
+    "sharecon.config",
+    "sharecon.serde",
     "sharecon.metrics",
     "sharecon.otel",
     "sharecon.prometheus",

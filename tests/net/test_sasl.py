@@ -60,7 +60,7 @@ def test_scram_escapes_username() -> None:
 
 
 def test_plain_message() -> None:
-    mech = SaslConfig("PLAIN", "alice", "s3cret").new_mechanism()
+    mech = SaslConfig("PLAIN", "alice", "s3cret")._new_mechanism()
     assert mech.step(None) == b"\0alice\0s3cret"
     assert mech.done
 
@@ -68,7 +68,7 @@ def test_plain_message() -> None:
 def test_password_never_in_repr() -> None:
     cfg = SaslConfig("SCRAM-SHA-512", "alice", "s3cret-pw")
     assert "s3cret" not in repr(cfg)
-    assert "s3cret" not in repr(cfg.new_mechanism())
+    assert "s3cret" not in repr(cfg._new_mechanism())
 
 
 def test_bad_mechanism_is_config_error() -> None:

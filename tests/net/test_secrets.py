@@ -126,7 +126,7 @@ async def test_no_secret_along_the_login_path(
     config = ConnectionConfig(sasl=sasl, client_id="secrets-test")
     client, broker = byte_stream_pair()
     conn = BrokerConnection(client, BrokerAddress("127.0.0.1", 9092, node_id=1))
-    seen: list[object] = [sasl, config, sasl.new_mechanism(), conn]
+    seen: list[object] = [sasl, config, sasl._new_mechanism(), conn]
     async with anyio.create_task_group() as tg:
         tg.start_soon(_play_broker, broker, mechanism, seen)
         await tg.start(conn.run)

@@ -100,7 +100,7 @@ async def test_headers_null_keys_and_values(
 
 async def _batch_codecs(producer: Producer, topic: str, partition: int) -> set[int]:
     """Fetch partition ``partition`` from offset 0 with our client and list the batches' codecs."""
-    cluster = producer.cluster
+    cluster = producer._open_cluster
     meta = await cluster.refresh_metadata([topic])
     leader = meta.partitions[topic][partition].leader_id
     response = await cluster.request(
@@ -289,8 +289,8 @@ async def test_every_produce_version(
     topic = topic_factory(2)
     async with Producer(kafka_bootstrap, delivery_timeout=10.0) as producer:
         await producer.partitions_for(topic)
-        for node in producer.cluster.metadata.brokers:
-            conn = await producer.cluster.connection(node)
+        for node in producer._open_cluster.metadata.brokers:
+            conn = await producer._open_cluster.connection(node)
             assert conn.versions is not None
             assert conn.versions.broker_ranges[ProduceRequest.api_key][1] >= 13
             conn.versions = dataclasses.replace(

@@ -147,7 +147,7 @@ async def test_lost_responses_are_retried_without_duplicates_only_when_idempoten
     lost = 0
 
     async with Producer(kafka_bootstrap, idempotent=idempotent, linger=0.01) as producer:
-        real = producer.cluster.request
+        real = producer._open_cluster.request
 
         async def lossy(node: int, body: object, *, timeout: float | None = None) -> object:
             nonlocal lost
@@ -157,7 +157,7 @@ async def test_lost_responses_are_retried_without_duplicates_only_when_idempoten
                 raise errors.BrokerDisconnectedError("injected: the response was lost")
             return response
 
-        producer.cluster.request = lossy  # type: ignore[method-assign]
+        producer._open_cluster.request = lossy  # type: ignore[method-assign]
         values = [f"lost-{i}".encode() for i in range(300)]
         metas = await producer.send_batch(ProducerRecord(topic, v) for v in values)
     assert lost == 3
@@ -200,7 +200,7 @@ async def _with_one_rewritten_answer(
 ) -> list[int]:
     """Make the first Produce request come back rewritten. With ``before_send`` the request is
     not sent at all (a definite rejection); returns the nodes requests went to."""
-    real = producer.cluster.request
+    real = producer._open_cluster.request
     nodes: list[int] = []
 
     async def fake(node: int, body: object, *, timeout: float | None = None) -> object:
@@ -225,7 +225,7 @@ async def _with_one_rewritten_answer(
                     return rewrite(empty)  # type: ignore[operator]
         return await real(node, body, timeout=timeout)  # type: ignore[arg-type]
 
-    producer.cluster.request = fake  # type: ignore[method-assign]
+    producer._open_cluster.request = fake  # type: ignore[method-assign]
     return nodes
 
 
@@ -239,7 +239,7 @@ async def test_not_leader_with_a_hint_is_retried_at_once_and_written_once(
         kafka_bootstrap, retry_backoff=Backoff(initial=5.0, maximum=5.0)
     ) as producer:
         await producer.send(topic, b"first")
-        info = producer.cluster.metadata.partitions[topic][0]
+        info = producer._open_cluster.metadata.partitions[topic][0]
         rewrite = _answer_with(
             errors.NotLeaderOrFollowerError.code, leader=(info.leader_id, info.leader_epoch + 1)
         )
@@ -247,7 +247,10 @@ async def test_not_leader_with_a_hint_is_retried_at_once_and_written_once(
         started = anyio.current_time()
         meta = await producer.send(topic, b"second")
         took = anyio.current_time() - started
-        assert producer.cluster.metadata.partitions[topic][0].leader_epoch == info.leader_epoch + 1
+        assert (
+            producer._open_cluster.metadata.partitions[topic][0].leader_epoch
+            == info.leader_epoch + 1
+        )
     assert len(nodes) == 2 and took < 4.0  # no 5 s backoff: the hint said where to go
     reads = await read_back(kafka_bootstrap, topic, 1, 2)
     assert [(r.offset, r.value) for r in reads][-1] == (meta.offset, b"second")

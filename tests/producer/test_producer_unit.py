@@ -67,9 +67,9 @@ async def test_unreachable_bootstrap_raises_broker_connect_error() -> None:
 
 async def test_send_outside_async_with_is_a_clear_error() -> None:
     producer = Producer("localhost:9092")
-    with pytest.raises(errors.ConfigError, match="not open"):
+    with pytest.raises(errors.ClientNotStartedError, match="not started"):
         await producer.send("t", b"v")
-    with pytest.raises(errors.ConfigError, match="not open"):
+    with pytest.raises(errors.ClientNotStartedError, match="not started"):
         await producer.send_batch([ProducerRecord("t", b"v")])
 
 

@@ -1,0 +1,7 @@
+"""``python -m sharecon``: the same as the ``sharecon`` console script."""
+
+from __future__ import annotations
+
+from sharecon.cli import main
+
+raise SystemExit(main())

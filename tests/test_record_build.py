@@ -1,0 +1,109 @@
+"""Record.build and RecordedAcks: records for users' unit tests, answered like a
+consumer's; and the guide's example of them runs as printed."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sharecon import AckType, Record, RecordedAcks, TimestampType, errors
+from sharecon.serde import json_deserializer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_built_record_has_the_fields_given() -> None:
+    record = Record.build(
+        "orders",
+        b"v",
+        key=b"k",
+        partition=2,
+        offset=41,
+        headers=[("trace", b"abc"), ("empty", None)],
+        delivery_count=3,
+        timestamp=1_700_000_000_000,
+        lock_deadline=12.5,
+    )
+    assert (record.topic, record.partition, record.offset) == ("orders", 2, 41)
+    assert (record.key, record.value, record.delivery_count) == (b"k", b"v", 3)
+    assert record.headers == (("trace", b"abc"), ("empty", None))
+    assert record.header("trace") == b"abc" and record.header("missing") is None
+    assert (record.timestamp, record.timestamp_type) == (
+        1_700_000_000_000,
+        TimestampType.CREATE_TIME,
+    )
+    assert record.lock_deadline == 12.5 and record.lock_expires_at is None
+    assert record.leader_epoch is None
+    assert (record.serialized_key, record.serialized_value) == (b"k", b"v")
+    assert (record.serialized_key_size, record.serialized_value_size) == (1, 1)
+    assert record.topic_partition.topic == "orders" and record.topic_partition.partition == 2
+
+
+def test_defaults_and_deserialized_values() -> None:
+    record = Record.build("orders", {"id": 7})
+    assert (record.key, record.partition, record.offset, record.delivery_count) == (None, 0, 0, 1)
+    assert record.timestamp == -1 and record.headers == ()
+    # Not bytes: there are no serialized bytes to show.
+    assert record.serialized_value is None and record.serialized_value_size == -1
+    assert record.value == json_deserializer()(b'{"id": 7}')
+
+
+def test_answers_are_recorded_and_checked_like_a_consumer_does() -> None:
+    acks = RecordedAcks()
+    first = Record.build("t", b"1", acks=acks)
+    second = Record.build("t", b"2", offset=1, acks=acks)
+    first.renew()
+    first.renew()
+    first.accept()
+    second.release()
+    assert acks.answer(first) is AckType.ACCEPT and acks.answer(second) is AckType.RELEASE
+    assert acks.renewals(first) == 2 and acks.renewals(second) == 0
+    assert [(r.offset, a) for r, a in acks] == [
+        (0, AckType.RENEW),
+        (0, AckType.RENEW),
+        (0, AckType.ACCEPT),
+        (1, AckType.RELEASE),
+    ]
+    assert len(acks) == 4
+    with pytest.raises(errors.InvalidRecordStateError, match="already answered with ACCEPT"):
+        first.reject()
+    with pytest.raises(errors.InvalidRecordStateError, match="already answered"):
+        second.renew()
+    assert len(acks) == 4  # a refused answer is not recorded
+
+
+def test_answering_a_record_built_without_acks_says_so() -> None:
+    record = Record.build("t", b"v", offset=5)
+    with pytest.raises(errors.InvalidRecordStateError, match=r"t-0 offset 5 was built without"):
+        record.accept()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("partition", -1), ("offset", -2), ("delivery_count", 0), ("offset", True)],
+)
+def test_bad_positions_are_refused(field: str, value: object) -> None:
+    with pytest.raises(errors.ConfigError, match=field):
+        Record.build("t", b"v", **{field: value})  # type: ignore[arg-type]
+    with pytest.raises(errors.ConfigError, match="topic"):
+        Record.build("", b"v")
+
+
+def test_the_guide_example_runs_as_printed() -> None:
+    guide = (ROOT / "docs" / "consumer.md").read_text()
+    blocks = re.findall(r"^```python\n(.*?)^```", guide, flags=re.S | re.M)
+    [example] = [b for b in blocks if "Record.build(" in b]
+    proc = subprocess.run(
+        [sys.executable, "-c", example],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "[(0, 'ACCEPT'), (1, 'REJECT')]\n"
