@@ -14,9 +14,8 @@ if TYPE_CHECKING:
     from sharecon.testing.env import ClusterHandle
 
 INNER_TEST = """
+# The plugin comes in through its entry point (installing sharecon registers it).
 from sharecon.testing.env import ExternalKafka
-
-pytest_plugins = ["sharecon.testing.pytest_plugin"]
 
 
 def test_uses_the_given_cluster(kafka_broker, kafka_bootstrap, topic, share_group, kafka_tools):
