@@ -115,5 +115,6 @@ def test_rich_is_a_required_dependency_as_the_docs_say(project: dict[str, Any]) 
 
 def test_docs_extra_builds_the_site_and_dev_installs_it(project: dict[str, Any]) -> None:
     extras = project["project"]["optional-dependencies"]
-    assert _requirement_names(extras["docs"]) == {"mkdocs", "mkdocs-material", "mkdocstrings"}
+    # (plus a pin of pymdown-extensions on Python 3.10, where the newest versions clash)
+    assert {"mkdocs", "mkdocs-material", "mkdocstrings"} <= _requirement_names(extras["docs"])
     assert any(r.startswith("sharecon[") and "docs" in r for r in extras["dev"])
