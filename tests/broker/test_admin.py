@@ -200,7 +200,13 @@ async def test_group_config_round_trip(admin: Admin, kafka_tools: KafkaTools) ->
 
     # None removes the override: the value falls back to the broker default.
     await admin.alter_group_config(group, {"share.record.lock.duration.ms": None})
-    only = await admin.describe_group_config(group, ["share.record.lock.duration.ms"])
+    # The broker applies the controller's config change from its metadata log a moment
+    # after AlterConfigs answers: read again for a bounded time until it has.
+    for _ in range(50):
+        only = await admin.describe_group_config(group, ["share.record.lock.duration.ms"])
+        if only["share.record.lock.duration.ms"].is_default:
+            break
+        await anyio.sleep(0.1)
     assert set(only) == {"share.record.lock.duration.ms"}
     assert only["share.record.lock.duration.ms"].value != "5000"
     assert only["share.record.lock.duration.ms"].is_default
