@@ -46,6 +46,27 @@ class TopicIdPartition:
     partition: int
     # The name is a convenience for messages and logs; identity is (topic_id, partition).
     topic: str | None = field(default=None, compare=False)
+    # Identity as plain ints, and its hash, computed once: the ledger looks a partition up
+    # once per record, with an equal instance from another fetch answer, and the generated
+    # methods (a tuple, then uuid.UUID.__hash__ / __eq__ in Python) cost ~0.6 us a lookup.
+    _key: tuple[int, int] = field(init=False, repr=False, compare=False)
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Frozen: set through object. UUID hashes as its int, so the hash is the one the
+        # generated __hash__ gave.
+        key = (self.topic_id.int, self.partition)
+        object.__setattr__(self, "_key", key)
+        object.__setattr__(self, "_hash", hash(key))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        # As the generated one: equal when the class, topic id and partition are.
+        if isinstance(other, TopicIdPartition) and other.__class__ is self.__class__:
+            return self._key == other._key
+        return NotImplemented
 
 
 @dataclass(frozen=True, slots=True)
