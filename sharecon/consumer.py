@@ -36,6 +36,7 @@ from sharecon._consumer.fetcher import FetcherPool
 from sharecon._consumer.group_config import lock_duration as group_lock_duration
 from sharecon._consumer.heartbeat import heartbeat_loop
 from sharecon._lifecycle import Lifecycle
+from sharecon._net.clock import event_loop_clock
 from sharecon._net.cluster import Cluster, require_record_limit, require_share_groups
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.health import ClusterHealth  # noqa: TC001 - resolvable for get_type_hints
@@ -300,6 +301,7 @@ class ShareConsumer(Generic[K, V]):
                 client_id=self._connection.client_id,
             )
             core.owner = self
+            core.clock = event_loop_clock()  # read per record: looked up once, here
             core.fetchers = FetcherPool(core)
             self._core = core
             self._router = DeadLetterRouter(
@@ -820,9 +822,10 @@ class ShareConsumer(Generic[K, V]):
 
         async def worker() -> None:
             buffer = core.buffer
+            clock = core.clock
             while True:
                 self._asked(core)
-                record: Record[Any, Any] | None = buffer.pop_one(anyio.current_time)
+                record: Record[Any, Any] | None = buffer.pop_one(clock)
                 if record is None:
                     if core.fatal is not None:
                         raise core.fatal
@@ -840,7 +843,7 @@ class ShareConsumer(Generic[K, V]):
                             core.note_error(exc)
                             continue
                     if hold is not None:
-                        hold(record, anyio.current_time(), record.lock_deadline)
+                        hold(record, clock(), record.lock_deadline)
                 try:
                     await handler(record)
                 except Exception as exc:
@@ -877,7 +880,7 @@ class ShareConsumer(Generic[K, V]):
                 await self._dispose_undeserializable(core, record, exc)
                 raise
         if self._keeper is not None:
-            self._keeper.hold(record, anyio.current_time(), record.lock_deadline)
+            self._keeper.hold(record, core.clock(), record.lock_deadline)
 
     def _deserialize(self, record: Record[Any, Any]) -> None:
         """Replace the record's key and value by what the deserializers make of them; both
@@ -935,7 +938,7 @@ class ShareConsumer(Generic[K, V]):
         first)."""
         out: list[Record[Any, Any]] = []
         pop = core.buffer.pop_one
-        clock = anyio.current_time
+        clock = core.clock
         while len(out) < limit:
             record = pop(clock)
             if record is None:
@@ -974,7 +977,7 @@ class ShareConsumer(Generic[K, V]):
                 if (rec.topic_partition, rec.offset) not in core.renewing and not core.holds(rec):
                     keeper.drop(rec)  # answered, or its lock was lost
             held = keeper.keys()
-            renew, given_up = keeper.due(anyio.current_time(), {r: r.lock_deadline for r in held})
+            renew, given_up = keeper.due(core.clock(), {r: r.lock_deadline for r in held})
             for rec in renew:
                 if (rec.topic_partition, rec.offset) in core.renewing:
                     continue  # a renew of it is on its way
@@ -1106,7 +1109,7 @@ class ShareConsumer(Generic[K, V]):
             return await self._next_prepared(core)
         buffer = core.buffer
         while True:
-            rec: Record[Any, Any] | None = buffer.pop_one(anyio.current_time)
+            rec: Record[Any, Any] | None = buffer.pop_one(core.clock)
             if rec is not None:
                 self._current = rec
                 self._current_answered = False
@@ -1124,7 +1127,7 @@ class ShareConsumer(Generic[K, V]):
             self._raise_pending()
         buffer = core.buffer
         while True:
-            rec = buffer.pop_one(anyio.current_time)
+            rec = buffer.pop_one(core.clock)
             if rec is None:
                 await self._no_record(core)
                 continue
@@ -1185,12 +1188,12 @@ class ShareConsumer(Generic[K, V]):
                 if self._deserializing:
                     records = await self._pop_deserialized(core, limit)
                 else:
-                    records = core.buffer.pop_many(limit, anyio.current_time)
+                    records = core.buffer.pop_many(limit, core.clock)
                 if records:
                     _deliver(core, records)
                     self._batch_out = True
                     if self._keeper is not None:
-                        now = anyio.current_time()
+                        now = core.clock()
                         for rec in records:
                             self._keeper.hold(rec, now, rec.lock_deadline)
                     # Once per batch: the records are what the deserializers made them.

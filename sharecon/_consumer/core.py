@@ -226,6 +226,9 @@ class ConsumerCore:
         #: The counters behind ShareConsumer.metrics(), fed by the loops; their clock is
         #: time.monotonic (cheap, and readable from an exporter's thread).
         self.stats = ConsumerStats(time.monotonic(), client_id=client_id, group_id=config.group_id)
+        #: The event loop's clock (lock deadlines are on it), read per record: the consumer
+        #: sets the cheap one of sharecon._net.clock when it starts, inside its loop.
+        self.clock: Callable[[], float] = anyio.current_time
         #: Also told every acknowledgement outcome (instrumentation, e.g. sharecon.otel).
         self.ack_listeners: list[Callable[[list[AckResult]], None]] = []
 
