@@ -242,7 +242,14 @@ class DeliveryTally:
             for prev, nxt in zip(deliveries, deliveries[1:], strict=False):
                 confirmed_before = any(a.ok and prev.at <= a.at <= nxt.at for a in answers)
                 if confirmed_before:
-                    double.append(f"{prev.record_id} at {pos}: accepted, then delivered again")
+                    when = min(a.at for a in answers if a.ok and prev.at <= a.at <= nxt.at)
+                    double.append(
+                        f"{prev.record_id} at {pos}: accepted, then delivered again "
+                        f"(count {prev.delivery_count} to {prev.member} at {prev.at:.2f}, "
+                        f"epoch {prev.leader_epoch}; confirmed at {when:.2f}; "
+                        f"count {nxt.delivery_count} to {nxt.member} at {nxt.at:.2f}, "
+                        f"epoch {nxt.leader_epoch})"
+                    )
                 elif nxt.delivery_count > prev.delivery_count:
                     explained[COUNT_ROSE] += 1
                 elif nxt.delivery_count == prev.delivery_count and (

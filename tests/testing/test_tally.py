@@ -128,3 +128,22 @@ def test_a_reported_leader_change_between_deliveries_explains_the_same_count() -
     report = tally.report()
     assert report.explained == {NEW_LEADER: 1}
     assert len(report.unexplained) == 1 and report.unexplained[0].startswith("r1 ")
+
+
+def test_only_the_accepted_offsets_of_a_mixed_range_count_as_accepted() -> None:
+    from sharecon._share.acks import AckBatch
+    from sharecon._share.ledger import AckResult
+    from sharecon.testing.chaos import tally_acceptances
+    from sharecon.types import ZERO_UUID, AckType, TopicIdPartition
+
+    tally = _tally()
+    for i in range(3):
+        tally.delivered(f"r{i}", "t", 0, i, 1, "m0", 1.0)
+    mixed = AckBatch(0, 2, (AckType.ACCEPT, AckType.RELEASE, AckType.ACCEPT))
+    tally_acceptances(tally, [AckResult(TopicIdPartition(ZERO_UUID, 0, "t"), (mixed,))], 2.0)
+    # r1 was released, so its redelivery with the same count is no double accept.
+    tally.delivered("r1", "t", 0, 1, 2, "m1", 3.0)
+    report = tally.report()
+    assert report.double_accepted == ()
+    assert report.explained == {COUNT_ROSE: 1}
+    assert report.accepted == 2 and report.unconfirmed == 1
