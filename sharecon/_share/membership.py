@@ -13,11 +13,25 @@ Rules of this module:
 4. One heartbeat in flight at a time. The next is due ``HeartbeatIntervalMs`` after the
    response; at once after an assignment change (to acknowledge it), after fencing, or
    after NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE; after a backoff for retriable errors.
+   Sooner while a member that just joined (or changed its subscription) has no
+   partitions yet: see rule 7.
 5. An assignment (topic id -> partitions) replaces the previous one whole; ``None`` means
    unchanged. The diff is returned so the consumer can adjust sessions without losing
    pending acknowledgements.
 6. Errors are data: a fatal one is returned as a typed :class:`sharecon.errors.BrokerError`
    and the state becomes FATAL; nothing is raised here. No I/O, no clock.
+7. Early heartbeats while unassigned. A Kafka 4.x coordinator answers a join with an
+   epoch and an *empty* assignment: it first initialises the share-partition state, and
+   hands the partitions out on a later heartbeat. Waiting the full interval (1-5 s) for
+   that later heartbeat is most of the time to the first record. So while the member is
+   in the group, subscribed, and assigned nothing, the next heartbeat is due after the
+   ``early`` backoff (50, 100, 200 ms..., never later than the interval), for at most
+   ``early_tries`` heartbeats per join or subscription change; then the interval again.
+   The Java client does not do this: its membership manager goes from JOINING to STABLE
+   on an empty assignment and heartbeats again only after the interval (it heartbeats at
+   once only while JOINING, ACKNOWLEDGING or LEAVING). The bound keeps the extra load on
+   the coordinator to a handful of requests per join, also for members that stay
+   unassigned (more members than partitions).
 """
 
 from __future__ import annotations
@@ -64,6 +78,13 @@ _FATAL = frozenset(
     }
 )
 _AT_ONCE = -math.inf
+
+#: Rule 7: the delays between early heartbeats while a new member waits for partitions
+#: (each is also capped by the coordinator's heartbeat interval).
+EARLY_HEARTBEAT = Backoff(initial=0.05, maximum=5.0, multiplier=2.0, jitter=0.2)
+#: Rule 7: at most this many early heartbeats per join or subscription change
+#: (50+100+200+400+800+1600 ms: about 3 s, which covers a freshly started broker).
+EARLY_TRIES = 6
 
 
 def new_member_id(make_uuid: Callable[[], uuid.UUID] = uuid.uuid4) -> str:
@@ -152,6 +173,9 @@ class Membership:
     :param rack_id: the client rack (``client.rack``), if any.
     :param member_id: a fixed member id (tests); made with :func:`new_member_id` otherwise.
     :param backoff: retry policy for retriable errors.
+    :param early: delays between early heartbeats while unassigned (rule 7).
+    :param early_tries: at most this many early heartbeats per join or subscription
+        change (0: none).
     """
 
     def __init__(
@@ -162,6 +186,8 @@ class Membership:
         rack_id: str | None = None,
         member_id: str | None = None,
         backoff: Backoff | None = None,
+        early: Backoff = EARLY_HEARTBEAT,
+        early_tries: int = EARLY_TRIES,
     ) -> None:
         if not group_id:
             raise ValueError("group_id must be a non-empty string")
@@ -175,6 +201,12 @@ class Membership:
         self._topics = self._check_topics(topics)
         self._backoff = backoff or RETRY_BACKOFF
         self._attempts = 0
+        if early_tries < 0:
+            raise ValueError(f"early_tries must be >= 0, got {early_tries}")
+        self._early = early
+        self._early_tries = early_tries
+        # Early heartbeats made since the last join or subscription change (rule 7).
+        self._early_used = 0
         self._state = MemberState.UNJOINED
         self._epoch = JOIN_EPOCH
         self._interval: float | None = None
@@ -251,6 +283,7 @@ class Membership:
         if new != self._topics:
             self._topics = new
             self._due = _AT_ONCE
+            self._early_used = 0  # the coordinator may now assign: ask soon again (rule 7)
 
     def unsubscribe(self) -> None:
         """Subscribe to nothing: the next heartbeat (due at once) sends an empty
@@ -305,6 +338,7 @@ class Membership:
             self._state = MemberState.JOINING
             self._epoch = JOIN_EPOCH
             self._sent = _Sent()
+            self._early_used = 0
         joining = self._state is MemberState.JOINING
         rack = None
         if not self._sent.rack:
@@ -349,18 +383,30 @@ class Membership:
             self._attempts = 0
             self._epoch = member_epoch
             self._state = MemberState.STABLE
-            self._due = now + (self._interval if self._interval is not None else 0.0)
             change = None
             if assignment is not None:
                 new = frozenset(
                     TopicIdPartition(tid, p) for tid, parts in assignment.items() for p in parts
                 )
                 change = self._set_assignment(new)
-                if change is not None:
-                    self._due = _AT_ONCE
+            self._due = _AT_ONCE if change is not None else now + self._next_delay()
             return HeartbeatOutcome(self._state, change)
 
         return self._on_error_code(now, error_code, error_message)
+
+    def _next_delay(self) -> float:
+        """Seconds from a successful answer to the next heartbeat (rules 4 and 7)."""
+        interval = self._interval if self._interval is not None else 0.0
+        if self._assignment:
+            # Assigned: no early heartbeats until the next join or subscription change,
+            # even if a rebalance later takes every partition away (nothing is pending then).
+            self._early_used = self._early_tries
+            return interval
+        if not self._topics or self._early_used >= self._early_tries:
+            return interval  # nothing to wait for, or the early heartbeats are spent
+        delay = self._early.delay(self._early_used)
+        self._early_used += 1
+        return delay if self._interval is None else min(delay, interval)
 
     def _on_error_code(self, now: float, code: int, message: str | None) -> HeartbeatOutcome:
         self._sent = _Sent()  # the coordinator may not have seen what we sent

@@ -9,6 +9,7 @@ import pytest
 
 from sharecon._backoff import Backoff
 from sharecon._share.membership import (
+    EARLY_TRIES,
     AssignmentChange,
     HeartbeatPlan,
     Membership,
@@ -30,6 +31,7 @@ from sharecon.types import TopicIdPartition
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
 MID = "member-1"
 NO_JITTER = Backoff(initial=0.1, maximum=1.0, jitter=0.0)
+EARLY = Backoff(initial=0.05, maximum=5.0, jitter=0.0)
 
 
 def tp(t: uuid.UUID, p: int) -> TopicIdPartition:
@@ -37,6 +39,7 @@ def tp(t: uuid.UUID, p: int) -> TopicIdPartition:
 
 
 def member(**kw: object) -> Membership:
+    kw.setdefault("early", EARLY)
     return Membership("g", ["b", "a"], rack_id="r1", member_id=MID, backoff=NO_JITTER, **kw)  # type: ignore[arg-type]
 
 
@@ -106,8 +109,8 @@ def test_assignment_change_diff() -> None:
 
 def test_subscription_change_is_sent_promptly() -> None:
     m = member()
-    joined(m)
-    assert m.next_deadline() == 5.0
+    joined(m, parts={T1: [0]})
+    assert beat(m, 0.0) == 5.0  # the assignment acknowledged; the interval
     m.subscribe(["c"])
     assert m.next_deadline() == -math.inf
     assert m.build_heartbeat(0.5) == HeartbeatPlan("g", MID, 5, None, ("c",))
@@ -196,6 +199,142 @@ def test_load_in_progress_backs_off_exponentially() -> None:
     assert m.build_heartbeat(2.2) == HeartbeatPlan("g", MID, 0, "r1", ("a", "b"))
     m.on_response(3.0, error_code=0, member_epoch=1, heartbeat_interval_ms=1000)
     assert m.state is MemberState.STABLE
+
+
+# -- rule 7: early heartbeats while a new member has no partitions -------------------------
+
+
+def beat(
+    m: Membership,
+    now: float | None = None,
+    assignment: dict[uuid.UUID, list[int]] | None = None,
+    **kw: int,
+) -> float | None:
+    """Send the heartbeat due at ``now`` (default: when due), answer it at once (epoch 5,
+    interval 5 s unless given) and return when the next one is due, after the answer."""
+    if now is None:
+        now = m.next_deadline()
+        assert now is not None
+    assert m.build_heartbeat(now) is not None
+    kw.setdefault("member_epoch", 5)
+    kw.setdefault("heartbeat_interval_ms", 5000)
+    m.on_response(now, error_code=0, assignment=assignment, **kw)
+    due = m.next_deadline()
+    return None if due is None else round(due - now, 9)
+
+
+def early_steps(m: Membership, n: int, **kw: int) -> list[float | None]:
+    """The delays after ``n`` heartbeats in a row, each sent when due, no partitions."""
+    return [beat(m, **kw) for _ in range(n)]
+
+
+def test_a_new_member_without_partitions_heartbeats_early_and_backs_off() -> None:
+    m = member()
+    # The join's answer: an epoch, an empty assignment. Then "unchanged" answers.
+    assert beat(m, 10.0, assignment={}) == 0.05
+    assert early_steps(m, 6) == [0.1, 0.2, 0.4, 0.8, 1.6, 5.0]
+    # Six early heartbeats spent: the interval from now on, however long it stays empty.
+    assert early_steps(m, 2) == [5.0, 5.0]
+
+
+def test_early_heartbeats_are_capped_by_the_interval() -> None:
+    m = member()
+    assert beat(m, 0.0, assignment={}, heartbeat_interval_ms=300) == 0.05
+    assert early_steps(m, 6, heartbeat_interval_ms=300) == [0.1, 0.2, 0.3, 0.3, 0.3, 0.3]
+
+
+def test_an_interval_not_yet_known_does_not_cap_early_heartbeats() -> None:
+    m = member()
+    assert beat(m, 0.0, assignment={}, heartbeat_interval_ms=0) == 0.05
+    assert m.heartbeat_interval is None
+
+
+def test_the_assignment_ends_early_heartbeats() -> None:
+    m = member()
+    assert beat(m, 0.0, assignment={}) == 0.05
+    assert beat(m) == 0.1
+    # Partitions at last: acknowledge them at once, then the normal interval.
+    assert m.build_heartbeat(0.2) is not None
+    out = m.on_response(0.2, error_code=0, member_epoch=6, assignment={T1: [0, 1]})
+    assert out.change is not None and m.next_deadline() == -math.inf
+    assert beat(m, 0.2) == 5.0
+    # A rebalance that takes every partition away is not a pending assignment: no hurry.
+    assert m.build_heartbeat(5.2) is not None
+    out = m.on_response(5.2, error_code=0, member_epoch=7, assignment={})
+    assert out.change is not None and out.change.removed == {tp(T1, 0), tp(T1, 1)}
+    assert m.build_heartbeat(5.2) is not None  # acknowledging the (empty) assignment
+    m.on_response(5.25, error_code=0, member_epoch=7)
+    assert m.next_deadline() == pytest.approx(10.25)
+
+
+@pytest.mark.parametrize("code", [ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID])
+def test_a_rejoin_after_fencing_heartbeats_early_again(code: int) -> None:
+    m = member()
+    joined(m, parts={T1: [0]})
+    assert m.build_heartbeat(1.0) is not None
+    m.on_response(1.0, error_code=code)
+    assert m.next_deadline() == -math.inf
+    # The rejoin's answer has no partitions yet: the early sequence starts over.
+    assert beat(m, 1.0, assignment={}) == 0.05
+    assert beat(m) == 0.1
+
+
+def test_a_rejoin_after_leaving_heartbeats_early_again() -> None:
+    m = member()
+    assert beat(m, 0.0, assignment={}) == 0.05
+    early_steps(m, 6)  # spent
+    m.leave()
+    assert m.build_heartbeat(20.0) is not None
+    m.on_response(20.0, error_code=0, member_epoch=-1)
+    m.rejoin()
+    assert beat(m, 30.0, assignment={}) == 0.05
+
+
+def test_a_subscription_change_while_unassigned_heartbeats_early_again() -> None:
+    m = member()
+    assert beat(m, 0.0, assignment={}) == 0.05
+    assert early_steps(m, 6)[-1] == 5.0  # spent
+    m.subscribe(["c"])
+    assert m.next_deadline() == -math.inf  # the subscription goes out at once
+    assert beat(m, 10.0) == 0.05
+
+
+def test_errors_between_early_heartbeats_keep_their_own_backoff() -> None:
+    m = member()
+    assert beat(m, 0.0, assignment={}) == 0.05
+    assert m.build_heartbeat(0.05) is not None
+    m.on_error(0.05)  # transport failure: the retry backoff, not the early one
+    assert m.next_deadline() == pytest.approx(0.15)
+    # The next success continues the early sequence where it was.
+    assert beat(m) == 0.1
+
+
+def test_an_unsubscribed_member_has_nothing_to_wait_for() -> None:
+    m = member()
+    joined(m, parts={T1: [0]})
+    m.unsubscribe()
+    assert m.build_heartbeat(0.0) is not None
+    m.on_response(0.0, error_code=0, member_epoch=6, assignment={})
+    assert m.build_heartbeat(0.0) is not None  # acknowledging the (empty) assignment
+    m.on_response(0.0, error_code=0, member_epoch=6)
+    assert m.next_deadline() == 5.0
+
+
+def test_early_heartbeats_can_be_turned_off() -> None:
+    m = member(early_tries=0)
+    assert beat(m, 0.0, assignment={}) == 5.0
+    with pytest.raises(ValueError):
+        member(early_tries=-1)
+
+
+def test_default_early_heartbeats_are_jittered_and_bounded() -> None:
+    m = Membership("g", ["t"], member_id=MID)
+    first = beat(m, 0.0, assignment={}, heartbeat_interval_ms=60_000)
+    assert first is not None and 0.04 <= first <= 0.06
+    delays = early_steps(m, 8, heartbeat_interval_ms=60_000)
+    # At most EARLY_TRIES early heartbeats (the join's answer used the first), then the interval.
+    assert [d for d in delays if d is not None and d < 60.0] == delays[: EARLY_TRIES - 1]
+    assert delays[EARLY_TRIES - 1 :] == [60.0] * (9 - EARLY_TRIES)
 
 
 FATAL = [
