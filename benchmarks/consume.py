@@ -8,8 +8,10 @@ every record is accepted), on the same broker, the same data, one after another:
 * confluent-kafka's ``ShareConsumer`` (librdkafka), ``poll()`` loop, implicit mode;
 * the broker's own ``kafka-share-consumer-perf-test`` (Java reference client).
 
-Each Python client runs in its own process, so its peak RSS is its own. Prints a table
-with records/s, MB/s and ratios, and writes ``benchmarks/results/consume.json``.
+Each Python client runs in its own process, so its peak RSS and CPU time are its own (the
+Java tool's CPU time includes starting its JVM). Prints a table with records/s, MB/s, the
+time from start to the first record, CPU seconds per million records and ratios, and
+writes ``benchmarks/results/consume.json``.
 
 Usage::
 
@@ -64,7 +66,13 @@ def _worker_sharecon(bootstrap: str, topic: str, group: str, n: int) -> dict[str
         return elapsed, last - first, count, nbytes
 
     elapsed, steady, count, nbytes = anyio.run(main)
-    return {"elapsed": elapsed, "steady": steady, "records": count, "bytes": nbytes}
+    return {
+        "elapsed": elapsed,
+        "steady": steady,
+        "first_record": elapsed - steady,
+        "records": count,
+        "bytes": nbytes,
+    }
 
 
 def _worker_confluent(bootstrap: str, topic: str, group: str, n: int) -> dict[str, Any]:
@@ -87,13 +95,27 @@ def _worker_confluent(bootstrap: str, topic: str, group: str, n: int) -> dict[st
     consumer.commit_sync()
     elapsed = time.perf_counter() - start
     consumer.close()
-    return {"elapsed": elapsed, "steady": last - first, "records": count, "bytes": nbytes}
+    return {
+        "elapsed": elapsed,
+        "steady": last - first,
+        "first_record": first - start,
+        "records": count,
+        "bytes": nbytes,
+    }
+
+
+def _cpu_seconds(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
 
 
 def worker_main(argv: list[str]) -> None:
     name, bootstrap, topic, group, n = argv[0], argv[1], argv[2], argv[3], int(argv[4])
     fn = {"sharecon": _worker_sharecon, "confluent-kafka": _worker_confluent}[name]
+    before = _cpu_seconds(resource.RUSAGE_SELF)
     result = fn(bootstrap, topic, group, n)
+    # Every thread of the process (librdkafka's included), from the client's import on.
+    result["cpu_s"] = _cpu_seconds(resource.RUSAGE_SELF) - before
     # ru_maxrss is KiB on Linux.
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print("RESULT " + json.dumps(result), flush=True)
@@ -120,6 +142,7 @@ def run_worker(name: str, bootstrap: str, topic: str, group: str, n: int) -> dic
 def run_java(tools: Any, topic: str, group: str, n: int) -> dict[str, Any]:
     # ShareConsumerPerformance prints: start, end, MB, MB/s, nMsg/s, nMsg, fetch.time.ms.
     start = time.perf_counter()
+    cpu_before = _cpu_seconds(resource.RUSAGE_CHILDREN)
     out = tools.run(
         "org.apache.kafka.tools.ShareConsumerPerformance",
         "--bootstrap-server",
@@ -136,6 +159,8 @@ def run_java(tools: Any, topic: str, group: str, n: int) -> dict[str, Any]:
         perf=True,
     )
     wall = time.perf_counter() - start
+    # The JVM's start and JIT included: the tool cannot report less.
+    cpu_s = _cpu_seconds(resource.RUSAGE_CHILDREN) - cpu_before
     rows = [line.split(",") for line in out.splitlines() if line.count(",") >= 6]
     row = [c.strip() for c in rows[-1]]
     records = int(row[5])
@@ -149,6 +174,7 @@ def run_java(tools: Any, topic: str, group: str, n: int) -> dict[str, Any]:
         "records": records,
         "bytes": float(row[2]) * 1024 * 1024,
         "wall": wall,
+        "cpu_s": cpu_s,
     }
 
 
@@ -230,6 +256,8 @@ def main() -> None:
                         fmt_rate(r["records_per_s"]),
                         fmt_rate(r["steady_records_per_s"]),
                         f"{r['mb_per_s']:.1f}",
+                        f"{r['first_record']:.2f}" if "first_record" in r else "n/a",
+                        f"{r['cpu_s'] / r['records'] * 1e6:.2f}" if r["records"] else "n/a",
                         f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else "n/a",
                         f"{base['records_per_s'] / r['records_per_s']:.2f}x" if base else "n/a",
                         f"{base['steady_records_per_s'] / r['steady_records_per_s']:.2f}x"
@@ -247,6 +275,8 @@ def main() -> None:
                 "records/s",
                 "steady rec/s",
                 "steady MB/s",
+                "first record s",
+                "CPU s/M rec",
                 "peak RSS MB",
                 "sharecon/this",
                 "steady sharecon/this",
