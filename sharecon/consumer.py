@@ -1093,8 +1093,14 @@ class ShareConsumer(Generic[K, V]):
         return self
 
     async def __anext__(self) -> Record[K, V]:
-        core = self._running()
-        self._asked(core)
+        core = self._core
+        if core is None:
+            raise self._life.error()
+        # _asked(), inlined: this runs once per record.
+        self._asks += 1
+        core.stats.on_poll(_monotonic())
+        if self._left_idle:
+            self._rejoin(core)
         cur = self._current
         if cur is not None:
             if not self._current_answered:
@@ -1103,7 +1109,7 @@ class ShareConsumer(Generic[K, V]):
                         "explicit ack mode: answer the previous record before asking for the next: "
                         f"{cur.topic}-{cur.partition} offset {cur.offset}"
                     )
-                core.answer(cur, AckType.ACCEPT)
+                core.accept(cur)
             self._current = None
         if self._prepare_each:
             return await self._next_prepared(core)

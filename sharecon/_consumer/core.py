@@ -306,6 +306,22 @@ class ConsumerCore:
             self._lock_lost(tp, record.offset, ack)
         return result
 
+    def accept(self, record: Record) -> None:
+        """:meth:`answer` with ACCEPT, for implicit mode's once-per-record accept of the
+        record the application moved on from: the same ledger step, without the checks
+        only other answers need."""
+        owner = record._owner
+        result = self.ledger.mark(
+            record.topic_partition,
+            record.offset,
+            AckType.ACCEPT,
+            owner.delivery if type(owner) is SessionOwner else None,
+        )
+        if result is MarkResult.OK:
+            self.fetchers.answered()
+        elif result is MarkResult.DEAD:
+            self._lock_lost(record.topic_partition, record.offset, AckType.ACCEPT)
+
     def _lock_lost(self, tp: TopicIdPartition, offset: int, ack: AckType) -> None:
         # The lock is gone (session reset or leader change): the broker redelivers it.
         self.report_lost(
