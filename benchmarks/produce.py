@@ -6,6 +6,8 @@ settings: ``acks=all``, idempotence on, no compression, a 5 ms linger, 512 KiB b
 (librdkafka's default batch.size is about 1 MB).
 
 * sharecon: ``Producer.send_batch`` in chunks of 10,000 records, 4 chunks in flight;
+* sharecon-send-loop: the naive loop, ``for ...: await producer.send(...)`` (each call
+  returns once the record is queued), then ``await producer.flush()``;
 * confluent-kafka's ``Producer`` (librdkafka): a ``produce()`` loop, then ``flush()``;
 * the broker's own ``kafka-producer-perf-test`` (Java reference client; its own clock,
   which starts after the JVM is up).
@@ -17,6 +19,7 @@ Usage::
 
     python benchmarks/produce.py                 # starts a local broker (sharecon.testing)
     python benchmarks/produce.py --records 200000 --sizes 100
+    python benchmarks/produce.py --records 100000 --sizes 100 --skip sharecon,confluent-kafka,java
     SHARECON_BOOTSTRAP=host:9092 python benchmarks/produce.py
 """
 
@@ -53,7 +56,7 @@ def _worker_sharecon(bootstrap: str, topic: str, n: int, size: int) -> dict[str,
 
     async def main() -> float:
         async with Producer(bootstrap, linger=0.005) as producer:
-            await producer.send(topic, b"warm-up")  # connections and producer id, untimed
+            await producer.send_and_wait(topic, b"warm-up")  # connections, producer id: untimed
             start = time.perf_counter()
             chunks = iter(range(0, n, CHUNK))
 
@@ -67,6 +70,26 @@ def _worker_sharecon(bootstrap: str, topic: str, n: int, size: int) -> dict[str,
             async with anyio.create_task_group() as tg:
                 for _ in range(IN_FLIGHT_CHUNKS):
                     tg.start_soon(worker)
+            return time.perf_counter() - start
+
+    elapsed = anyio.run(main)
+    return {"elapsed": elapsed, "records": n, "bytes": n * size}
+
+
+def _worker_sharecon_send_loop(bootstrap: str, topic: str, n: int, size: int) -> dict[str, Any]:
+    import anyio
+
+    from sharecon.producer import Producer
+
+    payload = os.urandom(size)
+
+    async def main() -> float:
+        async with Producer(bootstrap, linger=0.005) as producer:
+            await producer.send_and_wait(topic, b"warm-up")  # connections, producer id: untimed
+            start = time.perf_counter()
+            for _ in range(n):
+                await producer.send(topic, payload)
+            await producer.flush()
             return time.perf_counter() - start
 
     elapsed = anyio.run(main)
@@ -114,7 +137,11 @@ def _worker_confluent(bootstrap: str, topic: str, n: int, size: int) -> dict[str
 
 def worker_main(argv: list[str]) -> None:
     name, bootstrap, topic, n, size = argv[0], argv[1], argv[2], int(argv[3]), int(argv[4])
-    fn = {"sharecon": _worker_sharecon, "confluent-kafka": _worker_confluent}[name]
+    fn = {
+        "sharecon": _worker_sharecon,
+        "sharecon-send-loop": _worker_sharecon_send_loop,
+        "confluent-kafka": _worker_confluent,
+    }[name]
     result = fn(bootstrap, topic, n, size)
     # ru_maxrss is KiB on Linux.
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -185,7 +212,7 @@ def main() -> None:
         for size in [int(s) for s in args.sizes.split(",")]:
             n = args.records if size <= 100 else max(args.records // 4, 1000)
             per: dict[str, dict[str, Any]] = {}
-            for name in ("sharecon", "confluent-kafka", "java"):
+            for name in ("sharecon", "sharecon-send-loop", "confluent-kafka", "java"):
                 if name in skip:
                     continue
                 topic = f"bench-produce-{name}-{size}-{uuid.uuid4().hex[:6]}"

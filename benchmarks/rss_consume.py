@@ -85,7 +85,7 @@ async def load(bootstrap: str, topic: str, records: int, size: int) -> None:
     ) as producer:
         for _ in range(records):
             # One record per batch: each is sent (and acknowledged) before the next.
-            await producer.send(topic, value)
+            await producer.send_and_wait(topic, value)
 
 
 async def prepare_group(bootstrap: str, group: str) -> None:

@@ -24,7 +24,7 @@ from sharecon.consumer import ConsumerHealth, ShareConsumer
 from sharecon.dlq import DeadLetterInfo, DeadLetterPolicy
 from sharecon.errors import KafkaError
 from sharecon.metrics import ConsumerMetrics, ProducerMetrics
-from sharecon.producer import Producer, ProducerRecord, RecordMetadata
+from sharecon.producer import Producer, ProducerRecord, RecordFuture, RecordMetadata
 from sharecon.record import Record, RecordedAcks, TimestampType
 from sharecon.types import AckType, Header, TopicIdPartition, TopicPartition
 
@@ -48,6 +48,7 @@ __all__ = [
     "ProducerMetrics",
     "ProducerRecord",
     "Record",
+    "RecordFuture",
     "RecordMetadata",
     "RecordedAcks",
     "SaslConfig",

@@ -349,7 +349,8 @@ class DeadLetterRouter:
         assert self._producer is not None
         try:
             # The bytes as fetched: a consumer's deserializers changed key and value.
-            return await self._producer.send(
+            # send_and_wait, not send: rule 1 needs the broker's acknowledgement here.
+            return await self._producer.send_and_wait(
                 topic,
                 record.serialized_value,
                 key=record.serialized_key,

@@ -12,9 +12,11 @@
 
 Spans follow the OpenTelemetry semantic conventions for messaging (Kafka):
 
-* ``send <topic>`` (PRODUCER) around :meth:`Producer.send` and :meth:`Producer.send_batch`;
-  the span's context is injected into the records' headers with the global propagator
-  (W3C ``traceparent`` by default).
+* ``send <topic>`` (PRODUCER) around :meth:`Producer.send_and_wait` and
+  :meth:`Producer.send_batch` (until the broker answered), and around
+  :meth:`Producer.send` (until the record is queued: its span has the partition, not the
+  offset); the span's context is injected into the records' headers with the global
+  propagator (W3C ``traceparent`` by default).
 * ``receive <topic>`` (CONSUMER) for each record ``async for`` hands out and each
   non-empty :meth:`ShareConsumer.poll`, linked to the context the producer injected.
 * ``process <topic>`` (CONSUMER) around each :meth:`ShareConsumer.process` handler call
@@ -204,7 +206,8 @@ class ShareconInstrumentor:
             (ShareConsumer, "__anext__"): self._wrap_anext,
             (ShareConsumer, "poll"): self._wrap_poll,
             (ShareConsumer, "process"): self._wrap_process,
-            (Producer, "send"): self._wrap_send,
+            (Producer, "send"): partial(self._wrap_send, waits=False),
+            (Producer, "send_and_wait"): partial(self._wrap_send, waits=True),
             (Producer, "send_batch"): self._wrap_send_batch,
         }
         for (cls, name), wrap in wrappers.items():
@@ -260,7 +263,9 @@ class ShareconInstrumentor:
 
         return process
 
-    def _wrap_send(self, original: Callable[..., Awaitable[Any]]) -> Any:
+    def _wrap_send(self, original: Callable[..., Awaitable[Any]], *, waits: bool) -> Any:
+        # send() spans the queueing (the future is awaited elsewhere, maybe never);
+        # send_and_wait() spans the delivery and knows the offset.
         async def send(producer: Producer, topic: str, *args: Any, **kwargs: Any) -> Any:
             self._producers.add(producer)
             attrs = self._send_attributes(producer, topic)
@@ -277,13 +282,14 @@ class ShareconInstrumentor:
                 propagate.inject(carrier)
                 kwargs["headers"] = _with_context(kwargs.get("headers"), carrier)
                 try:
-                    meta = await original(producer, topic, *args, **kwargs)
+                    out = await original(producer, topic, *args, **kwargs)
                 except BaseException as exc:
                     span.set_attribute("error.type", type(exc).__qualname__)
                     raise
-                span.set_attribute("messaging.destination.partition.id", str(meta.partition))
-                span.set_attribute("messaging.kafka.offset", meta.offset)
-                return meta
+                span.set_attribute("messaging.destination.partition.id", str(out.partition))
+                if waits:
+                    span.set_attribute("messaging.kafka.offset", out.offset)
+                return out
 
         return send
 

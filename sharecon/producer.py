@@ -3,16 +3,22 @@
 ::
 
     async with Producer("localhost:9092", compression="zstd") as producer:
-        meta = await producer.send("orders", b"...", key=b"customer-7")
+        for value in values:
+            await producer.send("orders", value)  # queued; returns a RecordFuture
+        meta = await producer.send_and_wait("orders", b"...", key=b"customer-7")
         print(meta.partition, meta.offset)
         metas = await producer.send_batch(ProducerRecord("orders", v) for v in values)
 
 Design (rules of this module):
 
 1. **Accumulate, then send.** ``send`` appends the record to its partition's open batch and
-   waits for that batch's outcome (one :class:`anyio.Event` per batch, so it runs under
-   asyncio and trio alike). A batch closes when it reaches ``max_batch_bytes``, when it has
-   waited ``linger`` seconds, or on :meth:`Producer.flush`.
+   returns a :class:`RecordFuture` that waits for that batch's outcome (one
+   :class:`anyio.Event` per batch, so it runs under asyncio and trio alike);
+   ``send_and_wait`` and ``send_batch`` wait for it themselves. What is queued is bounded
+   by ``max_buffer_bytes``: past it, queueing waits for space. A batch closes when it
+   reaches ``max_batch_bytes``, when it has waited ``linger`` seconds, or on
+   :meth:`Producer.flush`. A batch that fails while some of its records' futures are not
+   awaited is logged as a WARNING, once.
 2. **One dispatcher, one request per leader per round.** A single dispatcher task scans the
    partitions, collects every ready batch whose partition has nothing in flight, groups
    them by leader broker and starts one Produce request per broker (split at
@@ -60,6 +66,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, overload
 
 import anyio
+import anyio.lowlevel
 from typing_extensions import TypeVar
 
 from sharecon import errors
@@ -81,7 +88,7 @@ from sharecon.types import ZERO_UUID, Header
 
 if TYPE_CHECKING:
     import ssl
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Generator, Iterable, Sequence
     from types import TracebackType
 
     from anyio.abc import TaskGroup
@@ -92,7 +99,15 @@ if TYPE_CHECKING:
     from sharecon.protocol import ProduceResponse
     from sharecon.protocol.messages.produce import PartitionProduceResponse
 
-__all__ = ["KT", "VT", "HeadersLike", "Producer", "ProducerRecord", "RecordMetadata"]
+__all__ = [
+    "KT",
+    "VT",
+    "HeadersLike",
+    "Producer",
+    "ProducerRecord",
+    "RecordFuture",
+    "RecordMetadata",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -156,6 +171,99 @@ class RecordMetadata:
     timestamp: int
 
 
+class RecordFuture:
+    """The outcome of one record queued by :meth:`Producer.send`: await it for the
+    record's :class:`RecordMetadata`.
+
+    ``await future`` waits until the broker acknowledged the record and returns where it was
+    written, or raises the typed error that made its delivery fail
+    (:class:`~sharecon.errors.MessageTooLargeError`,
+    :class:`~sharecon.errors.KafkaTimeoutError` after ``delivery_timeout``, ...). It can
+    be awaited any number of times, by several tasks, under asyncio and trio alike; each
+    gets the same result. Cancelling a wait does not take the record back.
+
+    A record whose delivery fails while no one has awaited its future yet is not lost
+    silently: the producer logs a WARNING (logger ``sharecon.producer``) once for its
+    batch. Awaiting the future later still raises the error.
+    """
+
+    __slots__ = ("_batch", "_claimed", "_index")
+
+    _batch: _Batch
+    _index: int
+    _claimed: bool
+
+    def __init__(self) -> None:
+        raise TypeError("RecordFuture objects are made by Producer.send()")
+
+    @classmethod
+    def _for(cls, batch: _Batch, index: int) -> RecordFuture:
+        future = object.__new__(cls)
+        future._batch = batch
+        future._index = index
+        future._claimed = False
+        batch.unclaimed += 1
+        return future
+
+    @property
+    def topic(self) -> str:
+        """The record's topic."""
+        return self._batch.topic
+
+    @property
+    def partition(self) -> int:
+        """The partition the record was queued for (known before it is written)."""
+        return self._batch.partition
+
+    def done(self) -> bool:
+        """Whether the record's delivery is over (written, or failed for good)."""
+        return self._batch.done.is_set()
+
+    def result(self) -> RecordMetadata:
+        """Where the record was written, without waiting.
+
+        :raises RuntimeError: the delivery is not done yet (see :meth:`done`).
+        :raises KafkaError: the delivery failed (the same error ``await`` raises).
+        """
+        batch = self._batch
+        if not batch.done.is_set():
+            raise RuntimeError(
+                f"the record for {batch.topic}-{batch.partition} is not delivered yet: "
+                "await the future (or producer.flush()) first"
+            )
+        self._claim()
+        outcome = batch.outcome(self._index)
+        if isinstance(outcome, errors.KafkaError):
+            raise outcome
+        return outcome
+
+    def _claim(self) -> None:
+        if not self._claimed:
+            self._claimed = True
+            self._batch.unclaimed -= 1
+
+    async def _wait(self) -> RecordMetadata:
+        self._claim()
+        await self._batch.done.wait()
+        return self.result()
+
+    def __await__(self) -> Generator[Any, None, RecordMetadata]:
+        return self._wait().__await__()
+
+    def __repr__(self) -> str:
+        batch = self._batch
+        if not batch.done.is_set():
+            state = "pending"
+        else:
+            outcome = batch.outcome(self._index)
+            state = (
+                f"failed: {type(outcome).__name__}"
+                if isinstance(outcome, errors.KafkaError)
+                else f"offset {outcome.offset}"
+            )
+        return f"<RecordFuture {batch.topic}-{batch.partition} {state}>"
+
+
 @dataclass(frozen=True, slots=True)
 class ProducerRecord(Generic[_KT_co, _VT_co]):
     """One record for :meth:`Producer.send_batch`.
@@ -203,6 +311,7 @@ class _Batch:
         "sealed",
         "size",
         "topic",
+        "unclaimed",
     )
 
     def __init__(self, topic: str, partition: int, created: float, deadline: float) -> None:
@@ -227,6 +336,9 @@ class _Batch:
         # After a split, the two halves (the callers still wait on this batch).
         self.children: tuple[_Batch, _Batch] | None = None
         self.parent: _Batch | None = None
+        # Records queued by send() whose RecordFuture nobody has awaited yet: if the batch
+        # fails while this is not 0, no caller is sure to hear of it, so it is logged.
+        self.unclaimed = 0
 
     def __repr__(self) -> str:
         return f"<batch {self.topic}-{self.partition} {len(self.records)} records>"
@@ -471,6 +583,7 @@ class Producer(Generic[KT, VT]):
         self._buffered = 0
         self._in_flight = 0
         self._flushing = 0
+        self._space_wanted = 0  # senders waiting in _wait_for_space
         self._producer_id = -1
         self._producer_epoch = -1
         self._reset_wanted = False
@@ -595,10 +708,23 @@ class Producer(Generic[KT, VT]):
         headers: HeadersLike | None = None,
         partition: int | None = None,
         timestamp: int | None = None,
-    ) -> RecordMetadata:
-        """Send one record and return where it was written once the broker acknowledged it.
+    ) -> RecordFuture:
+        """Queue one record and return at once a :class:`RecordFuture` for its outcome.
 
-        Cancelling the call does not take the record back: it may still be written.
+        ``await producer.send(...)`` returns as soon as the record is in its partition's
+        batch, not when the broker has it: a loop of them fills batches as
+        :meth:`send_batch` does. Await the future (``meta = await future``) for the
+        record's :class:`RecordMetadata`, or use :meth:`send_and_wait`. Leaving ``async
+        with`` (or :meth:`flush`) sends what is queued.
+
+        Bounded: records queued and not yet acknowledged take at most ``max_buffer_bytes``;
+        past that, ``send`` waits (back-pressure) until delivered batches free space.
+
+        A delivery that fails is raised by awaiting the future; if no one has awaited it
+        by then, the failure is also logged as a WARNING (once per batch), so it never
+        vanishes silently. Cancelling ``send`` before it returned leaves the record
+        unqueued; once it returned, the record may be written whatever happens to the
+        future.
 
         :param value: bytes (``str`` is encoded as UTF-8), or ``None`` for a tombstone.
         :param key: picks the partition with Java's murmur2 unless ``partition`` is given;
@@ -606,6 +732,36 @@ class Producer(Generic[KT, VT]):
         :param headers: a mapping or ``(key, value)`` pairs.
         :param partition: write to this partition.
         :param timestamp: create time in milliseconds since the epoch (default: now).
+        :raises MessageTooLargeError: the record is larger than ``max_request_size``
+            (checked before queueing; the broker's own limit fails the future).
+        :raises UnknownTopicOrPartitionError: the topic does not exist.
+        :raises ConfigError: a wrong argument (type, partition out of range).
+        :raises SerializationError: a serializer failed (nothing was queued).
+        """
+        # A checkpoint per call: a tight loop of sends lets the dispatcher (and every
+        # other task) run, and a cancelled send has queued nothing.
+        await anyio.lowlevel.checkpoint()
+        batch, index = await self._enqueue(topic, value, key, headers, partition, timestamp)
+        return RecordFuture._for(batch, index)
+
+    async def send_and_wait(
+        self,
+        topic: str,
+        value: VT | None,
+        *,
+        key: KT | None = None,
+        headers: HeadersLike | None = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+    ) -> RecordMetadata:
+        """Send one record and return where it was written once the broker acknowledged it:
+        :meth:`send` and awaiting its future, in one call. Same parameters as :meth:`send`.
+
+        One record per broker round trip: to write many, use :meth:`send` (and
+        :meth:`flush`) or :meth:`send_batch`. Queueing waits for buffer space as
+        :meth:`send` does. Cancelling the call does not take the record back: it may
+        still be written.
+
         :raises MessageTooLargeError: the record is larger than the broker (or
             ``max_request_size``) accepts; names topic, partition and size.
         :raises UnknownTopicOrPartitionError: the topic does not exist.
@@ -638,8 +794,9 @@ class Producer(Generic[KT, VT]):
     ) -> list[RecordMetadata] | list[RecordMetadata | errors.KafkaError]:
         """Send many records; return their metadata in the same order once all are done.
 
-        Records are queued as fast as buffer space allows, so they share batches and
-        requests. Per partition, the order of ``records`` is the order in the log.
+        Records are queued as fast as buffer space allows (``max_buffer_bytes``; past it,
+        queueing waits), so they share batches and requests. Per partition, the order of
+        ``records`` is the order in the log.
 
         :param return_exceptions: put each failed record's exception in the result list
             instead of raising the first one.
@@ -676,7 +833,10 @@ class Producer(Generic[KT, VT]):
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now (ignoring ``linger``) and wait until it is done.
 
-        Failures are reported to the ``send`` calls, not here.
+        ``flush`` does not raise delivery failures: each record's :class:`RecordFuture`
+        (or the :meth:`send_and_wait` / :meth:`send_batch` call) raises its own, and a
+        failed batch with futures no one had awaited is logged as a WARNING. After
+        ``flush`` returns, every future of a record queued before the call is done.
 
         :param timeout: seconds; by default until each batch succeeds or times out.
         :raises KafkaTimeoutError: ``timeout`` passed first.
@@ -820,8 +980,12 @@ class Producer(Generic[KT, VT]):
     async def _wait_for_space(self) -> None:
         if self._space.is_set():
             self._space = anyio.Event()
+        self._space_wanted += 1
         self._wake.set()
-        await self._space.wait()
+        try:
+            await self._space.wait()
+        finally:
+            self._space_wanted -= 1
         self._check_open()
 
     def _sticky_partition(self, topic: str, count: int, size: int) -> int:
@@ -1039,7 +1203,8 @@ class Producer(Generic[KT, VT]):
             head = state.queue[0]
             if not head.sealed and not self._flushing and not self._closing:
                 due = head.created + self._linger
-                if due > now and self._buffered < self._max_buffer:
+                # A full buffer, or a sender waiting for space, does not wait for linger.
+                if due > now and self._buffered < self._max_buffer and not self._space_wanted:
                     next_due = min(next_due, due)
                     continue
             parts = meta.partitions.get(state.topic, ())
@@ -1293,7 +1458,19 @@ class Producer(Generic[KT, VT]):
             state.in_flight = None
         batch.error = error
         if error is not None:
-            logger.debug("%r failed: %s", batch, error)
+            root = batch
+            while root.parent is not None:
+                root = root.parent
+            if root.unclaimed:
+                # Nobody is waiting for some of these records: say so once, here.
+                logger.warning(
+                    "%r failed (%d records queued with send() whose futures were not awaited): %s",
+                    batch,
+                    root.unclaimed,
+                    error,
+                )
+            else:
+                logger.debug("%r failed: %s", batch, error)
             if batch.ambiguous and self._idempotent:
                 # It may have been written under its sequence number: never reuse that.
                 self._reset_wanted = True

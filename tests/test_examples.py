@@ -53,7 +53,7 @@ async def test_consume_example_answers_every_record_and_rejects_poison(
     values = [b"order-%d" % i for i in range(8)]
     values[3] = b"poison"
     async with Producer(kafka_bootstrap) as producer:
-        metas = [await producer.send(topic, v) for v in values]
+        metas = [await producer.send_and_wait(topic, v) for v in values]
     offsets = [m.offset for m in metas]
     poison_offset = offsets[3]
 
@@ -88,7 +88,7 @@ async def test_consume_example_answers_every_record_and_rejects_poison(
 
     # Nothing comes back: the accepted records are done and the poison one is archived.
     async with Producer(kafka_bootstrap) as producer:
-        marker = await producer.send(topic, b"marker")
+        marker = await producer.send_and_wait(topic, b"marker")
     async with ShareConsumer(kafka_bootstrap, group_id=share_group, topics=[topic]) as again:
         with anyio.fail_after(30):
             record = await again.__anext__()
@@ -175,7 +175,7 @@ async def test_consumer_guide_serializers_program(
     JSON (written first, by a plain producer) is reported while the loop goes on."""
     topic = topic_factory(1)
     async with Producer(kafka_bootstrap) as producer:
-        poison = await producer.send(topic, b"not json", key=b"customer-1")
+        poison = await producer.send_and_wait(topic, b"not json", key=b"customer-1")
     block = next(i for i, b in enumerate(_python_blocks(GUIDE)) if "json_serializer()" in b)
     program = _guide_program(block, kafka_bootstrap, topic, share_group)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -98,7 +98,7 @@ async def test_a_failing_serializer_sends_nothing_and_names_the_field(
             await producer.send(topic, {"not": "bytes"})
         assert raised.value.field == "value"
         # Neither reached the topic: a record that serializes fine is the first one.
-        meta = await producer.send(topic, b"ok")
+        meta = await producer.send_and_wait(topic, b"ok")
     assert meta.offset == 0
 
 

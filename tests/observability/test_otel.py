@@ -65,7 +65,7 @@ async def test_send_receive_process_settle_spans_share_one_trace(
     with anyio.fail_after(60):
         async with Producer(kafka_bootstrap, client_id="otel-p") as producer:
             for i in range(3):
-                await producer.send(
+                await producer.send_and_wait(
                     topic, b"v%d" % i, key=b"key-%d" % i, headers={"app": b"x"}, partition=0
                 )
             await producer.send_batch(

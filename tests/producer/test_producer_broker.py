@@ -42,7 +42,7 @@ async def test_send_returns_the_offset_a_consumer_reads(kafka_bootstrap: str, to
         sent: list[tuple[RecordMetadata, bytes, bytes | None]] = []
         for i in range(20):
             key = f"key-{i % 5}".encode()
-            meta = await producer.send(topic, f"value-{i}".encode(), key=key)
+            meta = await producer.send_and_wait(topic, f"value-{i}".encode(), key=key)
             assert meta.topic == topic
             sent.append((meta, f"value-{i}".encode(), key))
     reads = by_position(await read_back(kafka_bootstrap, topic, 3, len(sent)))
@@ -81,11 +81,13 @@ async def test_headers_null_keys_and_values(
     """Headers keep order and null values; a None key and a None value (tombstone) survive."""
     topic = topic_factory(1)
     async with Producer(kafka_bootstrap) as producer:
-        a = await producer.send(
+        a = await producer.send_and_wait(
             topic, None, key=b"k", headers=[("h1", b"x"), ("h2", None), ("h1", b"y")]
         )
-        b = await producer.send(topic, "text é", headers={"trace": "id-1"})
-        c = await producer.send(topic, b"", key=b"", headers=[Header("z", b"")], timestamp=1234)
+        b = await producer.send_and_wait(topic, "text é", headers={"trace": "id-1"})
+        c = await producer.send_and_wait(
+            topic, b"", key=b"", headers=[Header("z", b"")], timestamp=1234
+        )
     reads = by_position(await read_back(kafka_bootstrap, topic, 1, 3))
     ra, rb, rc = reads[(0, a.offset)], reads[(0, b.offset)], reads[(0, c.offset)]
     assert (ra.key, ra.value, ra.headers) == (
@@ -174,7 +176,7 @@ async def test_keys_land_where_librdkafka_murmur2_puts_them(
 
     theirs = await anyio.to_thread.run_sync(rdkafka_partitions)
     async with Producer(kafka_bootstrap) as producer:
-        ours = {k: (await producer.send(topic, b"ours", key=k)).partition for k in keys}
+        ours = {k: (await producer.send_and_wait(topic, b"ours", key=k)).partition for k in keys}
     assert ours == theirs
     assert len(set(ours.values())) == 7  # the keys really spread over the partitions
 
@@ -198,10 +200,10 @@ async def test_record_too_large_for_topic_is_a_typed_error(
     topic, partition and size; the records around it are written."""
     topic = topic_factory(1, config={"max.message.bytes": "2000"})
     async with Producer(kafka_bootstrap) as producer:
-        before = await producer.send(topic, b"small")
+        before = await producer.send_and_wait(topic, b"small")
         with pytest.raises(errors.MessageTooLargeError) as info:
-            await producer.send(topic, b"x" * 5000)
-        after = await producer.send(topic, b"small again")
+            await producer.send_and_wait(topic, b"x" * 5000)
+        after = await producer.send_and_wait(topic, b"small again")
     text = str(info.value)
     assert topic in text and "partition 0" in text and "5" in text and "bytes" in text
     assert after.offset == before.offset + 1  # nothing else written; the sequence did not skip
@@ -227,14 +229,14 @@ async def test_record_over_max_request_size_fails_before_sending(
 ) -> None:
     async with Producer(kafka_bootstrap, max_request_size=4096, max_batch_bytes=2048) as producer:
         with pytest.raises(errors.MessageTooLargeError, match="max_request_size=4096"):
-            await producer.send(topic, b"x" * 5000, partition=1)
+            await producer.send_and_wait(topic, b"x" * 5000, partition=1)
 
 
 async def test_unknown_topic_is_a_clear_error_after_bounded_retries(kafka_bootstrap: str) -> None:
     async with Producer(kafka_bootstrap, metadata_timeout=1.0) as producer:
         # Bounded: it gives up (a deadline, not a measured timing), after retrying.
         with anyio.fail_after(10), pytest.raises(errors.UnknownTopicOrPartitionError) as info:
-            await producer.send("no-such-topic-anywhere", b"v")
+            await producer.send_and_wait("no-such-topic-anywhere", b"v")
     assert "no-such-topic-anywhere" in str(info.value)
     match = re.search(r"after (\d+) lookups", str(info.value))
     assert match is not None and int(match.group(1)) > 1, str(info.value)
@@ -243,11 +245,11 @@ async def test_unknown_topic_is_a_clear_error_after_bounded_retries(kafka_bootst
 async def test_partition_out_of_range_is_a_config_error(kafka_bootstrap: str, topic: str) -> None:
     async with Producer(kafka_bootstrap) as producer:
         with pytest.raises(errors.ConfigError, match="partition 3 of topic"):
-            await producer.send(topic, b"v", partition=3)
+            await producer.send_and_wait(topic, b"v", partition=3)
         with pytest.raises(errors.ConfigError, match="value must be bytes"):
-            await producer.send(topic, 42)  # type: ignore[arg-type]
+            await producer.send_and_wait(topic, 42)  # type: ignore[arg-type]
         with pytest.raises(errors.ConfigError, match="header key must be str"):
-            await producer.send(topic, b"v", headers=[(b"k", b"v")])  # type: ignore[list-item]
+            await producer.send_and_wait(topic, b"v", headers=[(b"k", b"v")])  # type: ignore[list-item]
 
 
 async def test_share_consumer_reads_what_we_produce(
@@ -272,7 +274,7 @@ async def test_share_consumer_reads_what_we_produce(
 @pytest.mark.parametrize("anyio_backend", ["trio"])
 async def test_send_under_trio(kafka_bootstrap: str, topic: str) -> None:
     async with Producer(kafka_bootstrap) as producer:
-        meta = await producer.send(topic, b"from trio", key=b"t")
+        meta = await producer.send_and_wait(topic, b"from trio", key=b"t")
         metas = await producer.send_batch([ProducerRecord(topic, b"b", partition=0)] * 3)
     assert meta.partition == partition_for_key(b"t", 3)
     assert [m.offset for m in metas] == [metas[0].offset + i for i in range(3)]

@@ -88,16 +88,16 @@ async def test_broker_down_fails_with_delivery_timeout_then_recovers(
     topic = "down"
     broker.tools.create_topic(topic, 1)
     async with Producer(broker.bootstrap, delivery_timeout=3.0, request_timeout=2.0) as producer:
-        first = await producer.send(topic, b"before")
+        first = await producer.send_and_wait(topic, b"before")
         broker.kill()
         started = anyio.current_time()
         with anyio.fail_after(30), pytest.raises(errors.KafkaTimeoutError) as info:
-            await producer.send(topic, b"while down")
+            await producer.send_and_wait(topic, b"while down")
         assert anyio.current_time() - started < 15
         assert f"topic '{topic}' partition 0" in str(info.value)
         await anyio.to_thread.run_sync(broker.start)
         with anyio.fail_after(60):
-            after = await producer.send(topic, b"after")
+            after = await producer.send_and_wait(topic, b"after")
     assert after.partition == first.partition
     reads = await read_back(broker.bootstrap, topic, 1, 2)
     values = [r.value for r in reads]
@@ -114,7 +114,7 @@ async def test_records_sent_while_broker_restarts_are_delivered(
     topic = "queued"
     broker.tools.create_topic(topic, 2)
     async with Producer(broker.bootstrap, request_timeout=5.0) as producer:
-        await producer.send(topic, b"warm", partition=0)
+        await producer.send_and_wait(topic, b"warm", partition=0)
         broker.kill()
         async with anyio.create_task_group() as tg:
             results: list[RecordMetadata] = []
@@ -238,14 +238,14 @@ async def test_not_leader_with_a_hint_is_retried_at_once_and_written_once(
     async with Producer(
         kafka_bootstrap, retry_backoff=Backoff(initial=5.0, maximum=5.0)
     ) as producer:
-        await producer.send(topic, b"first")
+        await producer.send_and_wait(topic, b"first")
         info = producer._open_cluster.metadata.partitions[topic][0]
         rewrite = _answer_with(
             errors.NotLeaderOrFollowerError.code, leader=(info.leader_id, info.leader_epoch + 1)
         )
         nodes = await _with_one_rewritten_answer(producer, rewrite)
         started = anyio.current_time()
-        meta = await producer.send(topic, b"second")
+        meta = await producer.send_and_wait(topic, b"second")
         took = anyio.current_time() - started
         assert (
             producer._open_cluster.metadata.partitions[topic][0].leader_epoch
@@ -268,7 +268,7 @@ async def test_retriable_error_without_hint_backs_off_then_succeeds(
             producer, _answer_with(errors.NotEnoughReplicasError.code)
         )
         started = anyio.current_time()
-        await producer.send(topic, b"once")
+        await producer.send_and_wait(topic, b"once")
         took = anyio.current_time() - started
     assert len(nodes) == 2 and took >= 0.5
     assert [r.value for r in await read_back(kafka_bootstrap, topic, 1, 1)] == [b"once"]
@@ -281,14 +281,14 @@ async def test_out_of_order_sequence_gets_a_new_producer_id(
     the producer gets a new producer id, restarts sequences at 0 and resends; written once."""
     topic = topic_factory(1)
     async with Producer(kafka_bootstrap) as producer:
-        await producer.send(topic, b"a")
+        await producer.send_and_wait(topic, b"a")
         old = producer.producer_id
         await _with_one_rewritten_answer(
             producer, _answer_with(errors.OutOfOrderSequenceNumberError.code)
         )
-        await producer.send(topic, b"b")
+        await producer.send_and_wait(topic, b"b")
         assert producer.producer_id != old
-        await producer.send(topic, b"c")
+        await producer.send_and_wait(topic, b"c")
     assert [r.value for r in await read_back(kafka_bootstrap, topic, 1, 3)] == [b"a", b"b", b"c"]
 
 
@@ -299,7 +299,7 @@ async def test_non_retriable_error_fails_the_batch_and_later_records_still_go(
     async with Producer(kafka_bootstrap) as producer:
         await _with_one_rewritten_answer(producer, _answer_with(errors.InvalidRecordError.code))
         with pytest.raises(errors.InvalidRecordError, match=f"topic '{topic}' partition 0"):
-            await producer.send(topic, b"rejected")
-        ok = await producer.send(topic, b"accepted")
+            await producer.send_and_wait(topic, b"rejected")
+        ok = await producer.send_and_wait(topic, b"accepted")
     reads = await read_back(kafka_bootstrap, topic, 1, 1)
     assert [(r.offset, r.value) for r in reads] == [(ok.offset, b"accepted")]

@@ -45,7 +45,7 @@ async def _nothing_left(bootstrap: str, group: str, topic: str) -> None:
     """A fresh member of ``group`` gets a record written now as its first: nothing older
     is left to deliver, and nothing is held by a member that is gone."""
     async with Producer(bootstrap) as producer:
-        marker = await producer.send(topic, b"marker", partition=0)
+        marker = await producer.send_and_wait(topic, b"marker", partition=0)
     async with ShareConsumer(bootstrap, group_id=group, topics=[topic]) as fresh:
         with anyio.fail_after(30):
             record = await fresh.__anext__()
