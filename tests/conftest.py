@@ -1,7 +1,32 @@
 from __future__ import annotations
 
+import pytest
+
 # Real-broker fixtures (kafka_broker, topic, share_group, ...) come from sharecon's pytest
 # plugin, which installing sharecon registers (entry point pytest11 "sharecon"); listing it
 # in pytest_plugins here as well would register it twice. See docs/testing.md.
 # pytester: tests/testing runs pytest on small test files, as a user's project would.
 pytest_plugins = ["pytester"]
+
+
+# Under pytest-xdist (``scripts/test`` runs two workers), tests that must not share the
+# machine's resources with each other run on one worker, in order: the documentation's
+# commands all need port 9092; the cluster tests share one three-broker session cluster
+# (started once per worker that runs any of them); the version tests start a broker per
+# Kafka version. Without xdist the mark does nothing.
+_XDIST_GROUPS = {
+    "tests/docs/test_doc_commands.py": "port-9092",
+    "tests/cluster/": "cluster",
+    "tests/broker/test_matrix.py": "versions",
+    "tests/consumer/test_versions.py": "versions",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = config.rootpath
+    for item in items:
+        path = item.path.relative_to(root).as_posix()
+        for prefix, group in _XDIST_GROUPS.items():
+            if path.startswith(prefix):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
