@@ -12,10 +12,10 @@
 
 Spans follow the OpenTelemetry semantic conventions for messaging (Kafka):
 
-* ``send <topic>`` (PRODUCER) around :meth:`Producer.send_and_wait` and
-  :meth:`Producer.send_batch` (until the broker answered), and around
-  :meth:`Producer.send` (until the record is queued: its span has the partition, not the
-  offset); the span's context is injected into the records' headers with the global
+* ``send <topic>`` (PRODUCER) for :meth:`Producer.send_and_wait`,
+  :meth:`Producer.send_batch` and :meth:`Producer.send`, from the call until the broker
+  answered (for ``send()``, until its :class:`~sharecon.producer.RecordFuture` is done,
+  whether awaited or not), with the offset, or an error status; the span's context is injected into the records' headers with the global
   propagator (W3C ``traceparent`` by default).
 * ``receive <topic>`` (CONSUMER) for each record ``async for`` hands out and each
   non-empty :meth:`ShareConsumer.poll`, linked to the context the producer injected.
@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from opentelemetry.util.types import AttributeValue
 
     from sharecon._share.ledger import AckResult
+    from sharecon.producer import RecordFuture
     from sharecon.record import Record
 
 __all__ = ["ShareconInstrumentor", "process_span"]
@@ -264,8 +265,9 @@ class ShareconInstrumentor:
         return process
 
     def _wrap_send(self, original: Callable[..., Awaitable[Any]], *, waits: bool) -> Any:
-        # send() spans the queueing (the future is awaited elsewhere, maybe never);
-        # send_and_wait() spans the delivery and knows the offset.
+        # send_and_wait() spans the delivery within the call; send() returns once the
+        # record is queued, so its span ends when the future is done (a done callback),
+        # awaited or not.
         async def send(producer: Producer, topic: str, *args: Any, **kwargs: Any) -> Any:
             self._producers.add(producer)
             attrs = self._send_attributes(producer, topic)
@@ -275,21 +277,24 @@ class ShareconInstrumentor:
             value = args[0] if args else kwargs.get("value")
             if value is None:
                 attrs["messaging.kafka.message.tombstone"] = True
-            with self._t.start_as_current_span(
-                f"send {topic}", kind=SpanKind.PRODUCER, attributes=attrs
-            ) as span:
+            span = self._t.start_span(f"send {topic}", kind=SpanKind.PRODUCER, attributes=attrs)
+            with trace.use_span(span, end_on_exit=False):
                 carrier: dict[str, str] = {}
                 propagate.inject(carrier)
                 kwargs["headers"] = _with_context(kwargs.get("headers"), carrier)
                 try:
                     out = await original(producer, topic, *args, **kwargs)
                 except BaseException as exc:
-                    span.set_attribute("error.type", type(exc).__qualname__)
+                    _fail_span(span, exc)
+                    span.end()
                     raise
-                span.set_attribute("messaging.destination.partition.id", str(out.partition))
-                if waits:
-                    span.set_attribute("messaging.kafka.offset", out.offset)
-                return out
+            span.set_attribute("messaging.destination.partition.id", str(out.partition))
+            if waits:
+                span.set_attribute("messaging.kafka.offset", out.offset)
+                span.end()
+            else:
+                out.add_done_callback(partial(_end_send_span, span))
+            return out
 
         return send
 
@@ -524,3 +529,19 @@ def process_span(record: Record) -> Iterator[Span]:
         instrumentor._tracer = trace.get_tracer(_SCOPE, __version__)
     with instrumentor._process_span(record, _owner_consumer(record)) as span:
         yield span
+
+
+def _fail_span(span: Span, exc: BaseException) -> None:
+    span.set_attribute("error.type", type(exc).__qualname__)
+    span.set_status(Status(StatusCode.ERROR, str(exc)))
+
+
+def _end_send_span(span: Span, future: RecordFuture) -> None:
+    """End a ``send()`` span when its record's delivery is over."""
+    try:
+        metadata = future.result()
+    except errors.KafkaError as exc:
+        _fail_span(span, exc)
+    else:
+        span.set_attribute("messaging.kafka.offset", metadata.offset)
+    span.end()

@@ -242,6 +242,23 @@ class RecordFuture:
             self._claimed = True
             self._batch.unclaimed -= 1
 
+    def add_done_callback(self, callback: Callable[[RecordFuture], object]) -> None:
+        """Call ``callback(future)`` once the delivery is over (at once if it already is).
+
+        The callback runs in the producer's own task, so it must be quick and must not
+        block; read the outcome with :meth:`result`. An exception it raises is logged
+        (logger ``sharecon.producer``) and otherwise ignored. A future with a callback
+        counts as awaited: its failure is the callback's to report.
+        """
+        self._claim()
+        batch = self._batch
+        if batch.done.is_set():
+            _run_callback(callback, self)
+        elif batch.callbacks is None:
+            batch.callbacks = [(self, callback)]
+        else:
+            batch.callbacks.append((self, callback))
+
     async def _wait(self) -> RecordMetadata:
         self._claim()
         await self._batch.done.wait()
@@ -262,6 +279,14 @@ class RecordFuture:
                 else f"offset {outcome.offset}"
             )
         return f"<RecordFuture {batch.topic}-{batch.partition} {state}>"
+
+
+def _run_callback(callback: Callable[[RecordFuture], object], future: RecordFuture) -> None:
+    try:
+        callback(future)
+    except Exception:
+        # A user's callback must not take the producer's dispatch loop down with it.
+        logger.exception("a RecordFuture done callback raised (%r)", future)
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,6 +324,7 @@ class _Batch:
         "children",
         "parent",
         "base_seq",
+        "callbacks",
         "created",
         "deadline",
         "done",
@@ -339,6 +365,8 @@ class _Batch:
         # Records queued by send() whose RecordFuture nobody has awaited yet: if the batch
         # fails while this is not 0, no caller is sure to hear of it, so it is logged.
         self.unclaimed = 0
+        # RecordFuture.add_done_callback(): run once, when this batch is done.
+        self.callbacks: list[tuple[RecordFuture, Callable[[RecordFuture], object]]] | None = None
 
     def __repr__(self) -> str:
         return f"<batch {self.topic}-{self.partition} {len(self.records)} records>"
@@ -1484,6 +1512,11 @@ class Producer(Generic[KT, VT]):
                 self._space.set()
         batch.encoded = None
         batch.done.set()
+        callbacks = batch.callbacks
+        if callbacks is not None:
+            batch.callbacks = None
+            for future, callback in callbacks:
+                _run_callback(callback, future)
         parent = batch.parent
         if parent is not None and parent.children is not None:
             if all(c.done.is_set() for c in parent.children):

@@ -293,3 +293,28 @@ def test_context_goes_into_every_kind_of_headers() -> None:
     assert _with_context(iter([("a", None)]), carrier) == [("a", None), tp]
     assert _with_context({"a": b"1"}, {}) == {"a": b"1"}
     assert _with_context([1, 2], carrier) == [1, 2]  # left for the producer to refuse
+
+
+@pytest.mark.broker
+async def test_a_send_span_lasts_until_its_record_is_delivered(
+    otel: Otel, kafka_bootstrap: str, topic_factory: Callable[..., str]
+) -> None:
+    """send() returns once the record is queued; its span ends when the delivery is over,
+    with the offset, or with an error status, whether or not the future is awaited."""
+    topic = topic_factory(1, config={"max.message.bytes": "2000"})
+    with anyio.fail_after(60):
+        async with Producer(kafka_bootstrap, linger=600) as producer:
+            ok = await producer.send(topic, b"fits")
+            await producer.send(topic, b"x" * 5000)  # never awaited
+            assert _by_op(otel.spans.get_finished_spans(), "send") == []
+            await producer.flush()
+            offset = ok.result().offset
+    sends = _by_op(otel.spans.get_finished_spans(), "send")
+    assert len(sends) == 2
+    delivered = [s for s in sends if s.status.status_code is not StatusCode.ERROR]
+    failed = [s for s in sends if s.status.status_code is StatusCode.ERROR]
+    assert len(delivered) == 1 and len(failed) == 1
+    assert delivered[0].attributes is not None and failed[0].attributes is not None
+    assert delivered[0].attributes["messaging.kafka.offset"] == offset
+    assert failed[0].attributes["error.type"] == "MessageTooLargeError"
+    assert "messaging.kafka.offset" not in failed[0].attributes

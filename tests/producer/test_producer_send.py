@@ -20,6 +20,8 @@ from sharecon.producer import Producer, RecordMetadata
 from tests.producer.conftest import read_back
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sharecon.testing.pytest_plugin import TopicFactory
 
 pytestmark = [pytest.mark.anyio]
@@ -139,3 +141,48 @@ async def test_send_suspends_while_the_buffer_is_full(
             last = await returned[0]
     assert [m.offset for m in metas] == list(range(metas[0].offset, metas[0].offset + 4))
     assert last.offset == metas[-1].offset + 1
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_done_callbacks_run_once_when_the_delivery_is_over(
+    kafka_bootstrap: str, topic_factory: TopicFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A callback added before delivery runs once it is over, one added after runs at once;
+    a callback that raises is logged and harms neither the others nor the producer; a
+    failure observed through a callback is not also reported as unawaited."""
+    topic = topic_factory(1, config={"max.message.bytes": "2000"})
+    caplog.set_level(logging.WARNING, logger="sharecon.producer")
+    seen: list[tuple[str, object]] = []
+
+    def note(name: str) -> Callable[[RecordFuture], None]:
+        def callback(future: RecordFuture) -> None:
+            try:
+                seen.append((name, future.result().offset))
+            except errors.KafkaError as exc:
+                seen.append((name, type(exc).__name__))
+
+        return callback
+
+    def broken(future: RecordFuture) -> None:
+        raise RuntimeError("a user's callback failed")
+
+    with anyio.fail_after(60):
+        async with Producer(kafka_bootstrap, linger=600) as producer:
+            ok = await producer.send(topic, b"fits")
+            big = await producer.send(topic, b"x" * 5000)
+            ok.add_done_callback(broken)
+            ok.add_done_callback(note("ok"))
+            big.add_done_callback(note("big"))
+            assert seen == []  # nothing is sent before flush (the long linger)
+            await producer.flush()
+            assert sorted(seen, key=str) == [("big", "MessageTooLargeError"), ("ok", 0)]
+            ok.add_done_callback(note("late"))
+            assert seen[-1] == ("late", 0)
+            after = await producer.send(topic, b"after")
+            await producer.flush()  # the producer goes on after the raising callback
+            assert after.result().offset == 1
+    assert len(seen) == 3
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("callback raised" in m for m in messages), messages
+    assert not any("futures were not awaited" in m for m in messages), messages
