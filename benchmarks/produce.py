@@ -12,6 +12,10 @@ settings: ``acks=all``, idempotence on, no compression, a 5 ms linger, 512 KiB b
 * the broker's own ``kafka-producer-perf-test`` (Java reference client; its own clock,
   which starts after the JVM is up).
 
+For the Python clients the table also gives the client's CPU time per record over the
+timed part (user + system, all threads), which the 2-core machines we measure on make
+the steadier figure: the wall clock also depends on what else runs there.
+
 Each Python client runs in its own process, so its peak RSS is its own. Prints a table
 with records/s, MB/s and ratios, and writes ``benchmarks/results/produce.json``.
 
@@ -47,6 +51,12 @@ IN_FLIGHT_CHUNKS = 4
 # -- workers (run in child processes) -------------------------------------------------------
 
 
+def _cpu() -> float:
+    """CPU seconds of this process so far, every thread (librdkafka's too), user + system."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _worker_sharecon(bootstrap: str, topic: str, n: int, size: int) -> dict[str, Any]:
     import anyio
 
@@ -54,10 +64,10 @@ def _worker_sharecon(bootstrap: str, topic: str, n: int, size: int) -> dict[str,
 
     payload = os.urandom(size)
 
-    async def main() -> float:
+    async def main() -> tuple[float, float]:
         async with Producer(bootstrap, linger=0.005) as producer:
             await producer.send_and_wait(topic, b"warm-up")  # connections, producer id: untimed
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), _cpu()
             chunks = iter(range(0, n, CHUNK))
 
             async def worker() -> None:
@@ -70,10 +80,10 @@ def _worker_sharecon(bootstrap: str, topic: str, n: int, size: int) -> dict[str,
             async with anyio.create_task_group() as tg:
                 for _ in range(IN_FLIGHT_CHUNKS):
                     tg.start_soon(worker)
-            return time.perf_counter() - start
+            return time.perf_counter() - start, _cpu() - cpu
 
-    elapsed = anyio.run(main)
-    return {"elapsed": elapsed, "records": n, "bytes": n * size}
+    elapsed, cpu = anyio.run(main)
+    return {"elapsed": elapsed, "records": n, "bytes": n * size, "cpu": cpu}
 
 
 def _worker_sharecon_send_loop(bootstrap: str, topic: str, n: int, size: int) -> dict[str, Any]:
@@ -83,17 +93,17 @@ def _worker_sharecon_send_loop(bootstrap: str, topic: str, n: int, size: int) ->
 
     payload = os.urandom(size)
 
-    async def main() -> float:
+    async def main() -> tuple[float, float]:
         async with Producer(bootstrap, linger=0.005) as producer:
             await producer.send_and_wait(topic, b"warm-up")  # connections, producer id: untimed
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), _cpu()
             for _ in range(n):
                 await producer.send(topic, payload)
             await producer.flush()
-            return time.perf_counter() - start
+            return time.perf_counter() - start, _cpu() - cpu
 
-    elapsed = anyio.run(main)
-    return {"elapsed": elapsed, "records": n, "bytes": n * size}
+    elapsed, cpu = anyio.run(main)
+    return {"elapsed": elapsed, "records": n, "bytes": n * size, "cpu": cpu}
 
 
 def _worker_confluent(bootstrap: str, topic: str, n: int, size: int) -> dict[str, Any]:
@@ -119,7 +129,7 @@ def _worker_confluent(bootstrap: str, topic: str, n: int, size: int) -> dict[str
         if err is not None:
             failures += 1
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu()
     for _ in range(n):
         while True:
             try:
@@ -129,10 +139,10 @@ def _worker_confluent(bootstrap: str, topic: str, n: int, size: int) -> dict[str
                 producer.poll(0.01)
         producer.poll(0)
     producer.flush(600)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, _cpu() - cpu
     if failures:
         raise RuntimeError(f"confluent-kafka: {failures} records failed")
-    return {"elapsed": elapsed, "records": n, "bytes": n * size}
+    return {"elapsed": elapsed, "records": n, "bytes": n * size, "cpu": cpu}
 
 
 def worker_main(argv: list[str]) -> None:
@@ -239,6 +249,7 @@ def main() -> None:
                         f"{r['elapsed']:.2f}",
                         fmt_rate(r["records_per_s"]),
                         f"{r['mb_per_s']:.1f}",
+                        f"{r['cpu'] * 1e6 / r['records']:.2f}" if "cpu" in r else "n/a",
                         f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else "n/a",
                         f"{base['records_per_s'] / r['records_per_s']:.2f}x" if base else "n/a",
                     ]
@@ -252,6 +263,7 @@ def main() -> None:
                 "seconds",
                 "records/s",
                 "MB/s",
+                "client CPU us/record",
                 "peak RSS MB",
                 "sharecon/this",
             ],

@@ -56,6 +56,7 @@ The Java client has the same window.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import math
 import random
@@ -82,13 +83,13 @@ from sharecon.protocol.compression import Codec
 from sharecon.protocol.error_codes import ErrorCode
 from sharecon.protocol.messages.produce import PartitionProduceData, TopicProduceData
 from sharecon.protocol.names import validate_topic_name
-from sharecon.protocol.records import Record, encode_batch
+from sharecon.protocol.records import BatchBuilder
 from sharecon.protocol.versions import PRODUCER_APIS
 from sharecon.types import ZERO_UUID, Header
 
 if TYPE_CHECKING:
     import ssl
-    from collections.abc import Callable, Generator, Iterable, Sequence
+    from collections.abc import Callable, Coroutine, Generator, Iterable, Sequence
     from types import TracebackType
 
     from anyio.abc import TaskGroup
@@ -148,6 +149,9 @@ _TOPIC_NOT_READY = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LE
 _RECORD_OVERHEAD = 21
 _BATCH_OVERHEAD = 61
 _TRANSACTION_TIMEOUT_MS = 60_000  # sent with InitProducerId; ignored without a transactional id
+_MAX_TIMESTAMP = 2**63 - 1  # the record format's int64
+# send() passes through the event loop at least once per this many calls (see send).
+_YIELD_EVERY = 64
 
 
 # -- public value types --------------------------------------------------------------------
@@ -169,6 +173,25 @@ class RecordMetadata:
     partition: int
     offset: int
     timestamp: int
+
+
+_new = object.__new__
+_set_topic = RecordMetadata.__dict__["topic"].__set__
+_set_partition = RecordMetadata.__dict__["partition"].__set__
+_set_offset = RecordMetadata.__dict__["offset"].__set__
+_set_timestamp = RecordMetadata.__dict__["timestamp"].__set__
+
+
+def _new_metadata(topic: str, partition: int, offset: int, timestamp: int) -> RecordMetadata:
+    """``RecordMetadata(topic, partition, offset, timestamp)`` made through its slots: a
+    frozen dataclass's ``__init__`` goes through ``object.__setattr__`` per field, which
+    costs about twice as much, once per record of every ``send_batch``."""
+    meta: RecordMetadata = _new(RecordMetadata)
+    _set_topic(meta, topic)
+    _set_partition(meta, partition)
+    _set_offset(meta, offset)
+    _set_timestamp(meta, timestamp)
+    return meta
 
 
 class RecordFuture:
@@ -324,6 +347,7 @@ class _Batch:
         "children",
         "parent",
         "base_seq",
+        "builder",
         "callbacks",
         "created",
         "deadline",
@@ -333,9 +357,9 @@ class _Batch:
         "last_error",
         "log_append_time",
         "partition",
-        "records",
         "sealed",
         "size",
+        "timestamps",
         "topic",
         "unclaimed",
     )
@@ -345,7 +369,10 @@ class _Batch:
         self.partition = partition
         self.created = created
         self.deadline = deadline
-        self.records: list[Record] = []
+        # The records, encoded as they are appended (None once the batch is done); and
+        # each record's timestamp, for its RecordMetadata (its count is the record count).
+        self.builder: BatchBuilder | None = BatchBuilder()
+        self.timestamps: list[int] = []
         self.size = _BATCH_OVERHEAD
         self.sealed = False
         self.encoded: bytes | None = None
@@ -369,21 +396,44 @@ class _Batch:
         self.callbacks: list[tuple[RecordFuture, Callable[[RecordFuture], object]]] | None = None
 
     def __repr__(self) -> str:
-        return f"<batch {self.topic}-{self.partition} {len(self.records)} records>"
+        return f"<batch {self.topic}-{self.partition} {len(self.timestamps)} records>"
 
     def outcome(self, index: int) -> RecordMetadata | errors.KafkaError:
         """The result for the record at ``index`` (call after :attr:`done` is set)."""
         if self.children is not None:
             first, second = self.children
-            if index < len(first.records):
+            if index < len(first.timestamps):
                 return first.outcome(index)
-            return second.outcome(index - len(first.records))
+            return second.outcome(index - len(first.timestamps))
         if self.error is not None:
             return self.error
-        record = self.records[index]
-        ts = self.log_append_time if self.log_append_time >= 0 else record.timestamp
+        ts = self.log_append_time if self.log_append_time >= 0 else self.timestamps[index]
         offset = self.base_offset + index if self.base_offset >= 0 else -1
         return RecordMetadata(self.topic, self.partition, offset, ts)
+
+    def outcomes(self, start: int, stop: int) -> list[RecordMetadata | errors.KafkaError]:
+        """:meth:`outcome` of the records ``start`` to ``stop - 1``, in one pass (for
+        ``send_batch``, which asks for every record of a batch)."""
+        if self.children is not None:
+            first, second = self.children
+            cut = len(first.timestamps)
+            out = first.outcomes(start, min(stop, cut)) if start < cut else []
+            if stop > cut:
+                out += second.outcomes(max(start, cut) - cut, stop - cut)
+            return out
+        if self.error is not None:
+            return [self.error] * (stop - start)
+        make, topic, partition = _new_metadata, self.topic, self.partition
+        base = self.base_offset
+        if base < 0:
+            offsets: Iterable[int] = itertools.repeat(-1, stop - start)
+        else:
+            offsets = range(base + start, base + stop)
+        if self.log_append_time >= 0:
+            stamps: Iterable[int] = itertools.repeat(self.log_append_time, stop - start)
+        else:
+            stamps = self.timestamps[start:stop]
+        return [make(topic, partition, o, t) for o, t in zip(offsets, stamps, strict=True)]
 
 
 class _Partition:
@@ -612,6 +662,7 @@ class Producer(Generic[KT, VT]):
         self._in_flight = 0
         self._flushing = 0
         self._space_wanted = 0  # senders waiting in _wait_for_space
+        self._unyielded = 0  # send() calls since the last one that checkpointed
         self._producer_id = -1
         self._producer_epoch = -1
         self._reset_wanted = False
@@ -766,10 +817,16 @@ class Producer(Generic[KT, VT]):
         :raises ConfigError: a wrong argument (type, partition out of range).
         :raises SerializationError: a serializer failed (nothing was queued).
         """
-        # A checkpoint per call: a tight loop of sends lets the dispatcher (and every
-        # other task) run, and a cancelled send has queued nothing.
-        await anyio.lowlevel.checkpoint()
-        batch, index = await self._enqueue(topic, value, key, headers, partition, timestamp)
+        # A checkpoint (a pass through the event loop, several us) when the dispatcher has
+        # work (a batch was started or filled) and at least every _YIELD_EVERY sends: a
+        # tight loop of sends still lets the dispatcher and every other task run, without
+        # paying for a checkpoint per record. A send cancelled there has queued nothing.
+        self._unyielded += 1
+        if self._unyielded >= _YIELD_EVERY or self._wake.is_set():
+            self._unyielded = 0
+            await anyio.lowlevel.checkpoint()
+        placed = self._place(topic, value, key, headers, partition, timestamp, None)
+        batch, index = placed if isinstance(placed, tuple) else await placed
         return RecordFuture._for(batch, index)
 
     async def send_and_wait(
@@ -831,27 +888,40 @@ class Producer(Generic[KT, VT]):
         :raises KafkaError: (without ``return_exceptions``) the first failure, after every
             record has been either written or given up on.
         """
-        placed: list[tuple[_Batch, int]] = []
-        enqueue = self._enqueue
-        append = placed.append
+        # Where the records went, as runs of consecutive records in one batch:
+        # (batch, first index, index after the last).
+        runs: list[tuple[_Batch, int, int]] = []
+        place = self._place
         # Records of one call are created together: they share the default timestamp.
         now_ms = time.time_ns() // 1_000_000
+        run_batch: _Batch | None = None
+        run_start = run_stop = 0
         for rec in records:
             if type(rec) is not ProducerRecord:
                 raise errors.ConfigError(
                     f"send_batch takes ProducerRecord items, not {type(rec).__name__}"
                 )
-            append(
-                await enqueue(
-                    rec.topic, rec.value, rec.key, rec.headers, rec.partition, rec.timestamp, now_ms
-                )
+            placed = place(
+                rec.topic, rec.value, rec.key, rec.headers, rec.partition, rec.timestamp, now_ms
             )
-        seen: set[int] = set()
-        for batch, _ in placed:
-            if id(batch) not in seen:
-                seen.add(id(batch))
+            batch, index = placed if isinstance(placed, tuple) else await placed
+            if batch is not run_batch or index != run_stop:
+                if run_batch is not None:
+                    runs.append((run_batch, run_start, run_stop))
+                run_batch, run_start = batch, index
+            run_stop = index + 1
+        if run_batch is not None:
+            runs.append((run_batch, run_start, run_stop))
+        waited = False
+        for batch, _, _ in runs:
+            if not batch.done.is_set():
                 await batch.done.wait()
-        out = [batch.outcome(index) for batch, index in placed]
+                waited = True
+        if not waited:
+            await anyio.lowlevel.checkpoint()  # a send_batch call always is a checkpoint
+        out: list[RecordMetadata | errors.KafkaError] = []
+        for batch, first, stop in runs:
+            out += batch.outcomes(first, stop)
         if not return_exceptions:
             for result in out:
                 if isinstance(result, errors.KafkaError):
@@ -919,10 +989,27 @@ class Producer(Generic[KT, VT]):
         timestamp: object,
         now_ms: int | None = None,
     ) -> tuple[_Batch, int]:
-        """Validate one record and append it to its partition's open batch.
+        """Validate one record and append it to its partition's open batch (waiting for
+        metadata or buffer space when needed)."""
+        placed = self._place(topic, value, key, headers, partition, timestamp, now_ms)
+        return placed if isinstance(placed, tuple) else await placed
 
-        The common case (known topic, buffer space left) never suspends, which keeps
-        ``send_batch`` cheap per record.
+    def _place(
+        self,
+        topic: object,
+        value: object,
+        key: object,
+        headers: object,
+        partition: object,
+        timestamp: object,
+        now_ms: int | None,
+    ) -> tuple[_Batch, int] | Coroutine[Any, Any, tuple[_Batch, int]]:
+        """Validate one record and append it to its partition's open batch, without
+        suspending: the per-record path of ``send`` and ``send_batch``.
+
+        Returns ``(batch, index)``; or, when the record must wait (a topic or partition
+        the metadata does not know yet, a full buffer), a coroutine that finishes the
+        job, for the caller to await. Every argument error is raised here, at once.
         """
         cluster = self._check_open()
         if type(topic) is not str or not topic:
@@ -934,7 +1021,7 @@ class Producer(Generic[KT, VT]):
         hs = _headers(headers) if headers else ()
         if timestamp is None:
             ts = time.time_ns() // 1_000_000 if now_ms is None else now_ms
-        elif type(timestamp) is int and timestamp >= 0:
+        elif type(timestamp) is int and 0 <= timestamp <= _MAX_TIMESTAMP:
             ts = timestamp
         else:
             raise errors.ConfigError(
@@ -945,6 +1032,36 @@ class Producer(Generic[KT, VT]):
             size = _record_size(k, v, hs)
 
         parts = cluster.metadata.partitions.get(topic)
+        if not parts:
+            return self._place_later(topic, k, v, hs, partition, ts, size)
+        count = len(parts)
+        if partition is None:
+            if k is not None:
+                partition = partition_for_key(k, count)
+            else:
+                partition = self._sticky_partition(topic, count, size)
+        elif type(partition) is not int or partition < 0:
+            raise errors.ConfigError(f"partition must be an int >= 0, not {partition!r}")
+        elif partition >= count:
+            return self._place_later(topic, k, v, hs, partition, ts, size)
+        if size + _BATCH_OVERHEAD > self._max_request:
+            raise self._too_large(topic, partition, size)
+        if self._buffered > 0 and self._buffered + size > self._max_buffer:
+            return self._append_when_space(topic, partition, k, v, hs, ts, size)
+        return self._append(topic, partition, k, v, hs, ts, size)
+
+    async def _place_later(
+        self,
+        topic: str,
+        k: bytes | None,
+        v: bytes | None,
+        hs: tuple[tuple[str, bytes | None], ...],
+        partition: object,
+        ts: int,
+        size: int,
+    ) -> tuple[_Batch, int]:
+        """:meth:`_place` for a topic, or a partition, the metadata does not know yet."""
+        parts = self._open_cluster.metadata.partitions.get(topic)
         if not parts:
             # Only names the cluster does not know yet are checked, keeping the per-record
             # path cheap; an illegal name would otherwise wait out metadata_timeout.
@@ -965,10 +1082,25 @@ class Producer(Generic[KT, VT]):
                     f"(the topic has partitions 0..{count - 1})"
                 )
         if size + _BATCH_OVERHEAD > self._max_request:
-            raise errors.MessageTooLargeError(
-                f"topic {topic!r} partition {partition}: the record is about {size} bytes, "
-                f"more than max_request_size={self._max_request} (checked before sending)"
-            )
+            raise self._too_large(topic, partition, size)
+        return await self._append_when_space(topic, partition, k, v, hs, ts, size)
+
+    def _too_large(self, topic: str, partition: int, size: int) -> errors.MessageTooLargeError:
+        return errors.MessageTooLargeError(
+            f"topic {topic!r} partition {partition}: the record is about {size} bytes, "
+            f"more than max_request_size={self._max_request} (checked before sending)"
+        )
+
+    async def _append_when_space(
+        self,
+        topic: str,
+        partition: int,
+        k: bytes | None,
+        v: bytes | None,
+        hs: tuple[tuple[str, bytes | None], ...],
+        ts: int,
+        size: int,
+    ) -> tuple[_Batch, int]:
         while self._buffered > 0 and self._buffered + size > self._max_buffer:
             await self._wait_for_space()
         return self._append(topic, partition, k, v, hs, ts, size)
@@ -1047,14 +1179,24 @@ class Producer(Generic[KT, VT]):
             state = self._partitions[(topic, partition)] = _Partition(topic, partition)
         batch = state.queue[-1] if state.queue else None
         if batch is None or batch.sealed or batch.size + size > self._max_batch:
+            now = anyio.current_time()
+            fresh = _Batch(topic, partition, now, now + self._delivery_timeout)
+            builder = fresh.builder
+            assert builder is not None
+            # Encoded first: a record the format cannot hold leaves no empty batch behind.
+            builder.append(timestamp, key, value, headers)
             if batch is not None and not batch.sealed:
                 batch.sealed = True
-            now = anyio.current_time()
-            batch = _Batch(topic, partition, now, now + self._delivery_timeout)
+            batch = fresh
             state.queue.append(batch)
             self._wake.set()
-        index = len(batch.records)
-        batch.records.append(Record(index, timestamp, key, value, headers))
+        else:
+            builder = batch.builder
+            assert builder is not None  # an open batch is not done
+            builder.append(timestamp, key, value, headers)
+        stamps = batch.timestamps
+        index = len(stamps)
+        stamps.append(timestamp)
         batch.size += size
         self._buffered += size
         if batch.size >= self._max_batch:
@@ -1272,8 +1414,8 @@ class Producer(Generic[KT, VT]):
         state = self._partitions[(batch.topic, batch.partition)]
         if self._idempotent:
             batch.base_seq = state.next_seq
-        batch.encoded = encode_batch(
-            batch.records,
+        assert batch.builder is not None  # dropped only once the batch is done
+        batch.encoded = batch.builder.build(
             codec=self._codec,
             producer_id=self._producer_id,
             producer_epoch=self._producer_epoch,
@@ -1331,7 +1473,7 @@ class Producer(Generic[KT, VT]):
             return
         now = time.monotonic()
         stats.on_response(
-            now, now - started, sum(len(b.records) for b in batches), response.throttle_time_ms
+            now, now - started, sum(len(b.timestamps) for b in batches), response.throttle_time_ms
         )
         self._handle_response(node, batches, response)
 
@@ -1372,7 +1514,7 @@ class Producer(Generic[KT, VT]):
         if code in _WRITTEN:
             batch.ambiguous = False
             if self._idempotent:
-                state.next_seq = (batch.base_seq + len(batch.records)) & 0x7FFFFFFF
+                state.next_seq = (batch.base_seq + len(batch.timestamps)) & 0x7FFFFFFF
             batch.base_offset = pr.base_offset
             batch.log_append_time = pr.log_append_time_ms
             self._finish(batch)
@@ -1384,7 +1526,7 @@ class Producer(Generic[KT, VT]):
         assert err is not None
         if code in _TOO_LARGE:
             batch.ambiguous = False
-            if len(batch.records) > 1:
+            if len(batch.timestamps) > 1:
                 self._split(state, batch)
                 return
             encoded = len(batch.encoded or b"")
@@ -1432,23 +1574,27 @@ class Producer(Generic[KT, VT]):
             self._expire(state, batch)
             return
         logger.debug("retrying %r (attempt %d): %s", batch, batch.attempts, error)
-        self._stats.on_retry(time.monotonic(), len(batch.records))
+        self._stats.on_retry(time.monotonic(), len(batch.timestamps))
         state.queue.appendleft(batch)
         state.retry_at = now if immediate else now + self._backoff.delay(batch.attempts - 1)
 
     def _split(self, state: _Partition, batch: _Batch) -> None:
         if state.in_flight is batch:
             state.in_flight = None
-        half = len(batch.records) // 2
+        assert batch.builder is not None  # dropped only once the batch is done
+        records = batch.builder.records()  # decoded back: splitting is rare
+        half = len(records) // 2
         pieces = []
-        for part in (batch.records[:half], batch.records[half:]):
+        for part in (records[:half], records[half:]):
             piece = _Batch(batch.topic, batch.partition, batch.created, batch.deadline)
             piece.sealed = True
             piece.parent = batch
             piece.attempts = batch.attempts
-            piece.records = [
-                Record(i, r.timestamp, r.key, r.value, r.headers) for i, r in enumerate(part)
-            ]
+            builder = piece.builder
+            assert builder is not None
+            for r in part:
+                builder.append(r.timestamp, r.key, r.value, r.headers)
+            piece.timestamps = [r.timestamp for r in part]
             piece.size = _BATCH_OVERHEAD + sum(
                 _record_size(r.key, r.value, r.headers) for r in part
             )
@@ -1457,11 +1603,12 @@ class Producer(Generic[KT, VT]):
             "%r was too large for the broker; splitting it into %d + %d records",
             batch,
             half,
-            len(batch.records) - half,
+            len(records) - half,
         )
         # The halves go first, in order; the buffer space moves to them.
         batch.children = (pieces[0], pieces[1])
         batch.encoded = None
+        batch.builder = None  # the records live on in the halves
         state.queue.appendleft(pieces[1])
         state.queue.appendleft(pieces[0])
 
@@ -1472,7 +1619,7 @@ class Producer(Generic[KT, VT]):
         self._finish(
             batch,
             error=errors.KafkaTimeoutError(
-                f"topic {batch.topic!r} partition {batch.partition}: {len(batch.records)} "
+                f"topic {batch.topic!r} partition {batch.partition}: {len(batch.timestamps)} "
                 f"records not delivered within delivery_timeout="
                 f"{self._delivery_timeout:g} s after {batch.attempts} attempts{last}"
             ),
@@ -1505,12 +1652,13 @@ class Producer(Generic[KT, VT]):
                 self._wake.set()
         if batch.children is None:
             self._stats.on_batch_done(
-                time.monotonic(), len(batch.records), failed=error is not None
+                time.monotonic(), len(batch.timestamps), failed=error is not None
             )
             self._buffered -= batch.size - _BATCH_OVERHEAD
             if not self._space.is_set():
                 self._space.set()
         batch.encoded = None
+        batch.builder = None  # its records are written or failed: free their bytes
         batch.done.set()
         callbacks = batch.callbacks
         if callbacks is not None:

@@ -12,6 +12,7 @@ import re
 from typing import TYPE_CHECKING
 
 import anyio
+import anyio.lowlevel
 import pytest
 from confluent_kafka import Producer as RdProducer
 
@@ -305,3 +306,69 @@ async def test_every_produce_version(
     reads = by_position(await read_back(kafka_bootstrap, topic, 2, 10))
     for i, meta in enumerate(metas):
         assert reads[(meta.partition, meta.offset)].value == f"v{version}-{i}".encode()  # type: ignore[attr-defined]
+
+
+async def test_mixed_records_share_batches_and_round_trip(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    """Records encoded as they are queued (fast path and general path mixed in the same
+    batches: headers, null and empty keys and values, explicit timestamps before and far
+    after the first, values past 8 KiB) come back exactly, at the reported offsets."""
+    topic = topic_factory(1)
+    t0 = 1_700_000_000_000
+    shapes: list[tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int]] = [
+        (None, b"plain", (), t0),
+        (b"", b"", (), t0 + 1),
+        (b"k", None, (), t0 + 63),
+        (None, None, (("h", None),), t0 + 64),
+        (b"key" * 30, b"v" * 9000, (), t0 + 10_000),
+        (None, b"x" * 100, (("a", b"1"), ("b", b"")), t0 - 5),
+        (b"k2", b"y" * 70, (), t0 + 10**9),
+    ]
+    records = [
+        ProducerRecord(topic, v, key=k, headers=h or None, timestamp=ts, partition=0)
+        for i in range(300)
+        for k, v, h, ts in [shapes[i % len(shapes)]]
+    ]
+    async with Producer(kafka_bootstrap, linger=0.05) as producer:
+        metas = await producer.send_batch(records)
+        futures = [
+            await producer.send(topic, r.value, key=r.key, headers=r.headers, timestamp=r.timestamp)
+            for r in records[:50]
+        ]
+        await producer.flush()
+        metas += [f.result() for f in futures]
+    sent = records + records[:50]
+    reads = by_position(await read_back(kafka_bootstrap, topic, 1, len(sent)))
+    assert len(reads) == len(sent)
+    for rec, meta in zip(sent, metas, strict=True):
+        got = reads[(meta.partition, meta.offset)]
+        assert (got.key, got.value, got.headers, got.timestamp) == (  # type: ignore[attr-defined]
+            rec.key,
+            rec.value,
+            tuple(rec.headers or ()),
+            rec.timestamp,
+        )
+        assert meta.timestamp == rec.timestamp
+
+
+async def test_a_tight_send_loop_lets_other_tasks_run(kafka_bootstrap: str, topic: str) -> None:
+    """send() does not pass through the event loop on every call, but often enough that a
+    loop of sends (which never waits for the broker) does not starve other tasks."""
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await anyio.lowlevel.checkpoint()
+
+    async with Producer(kafka_bootstrap) as producer, anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        await anyio.lowlevel.checkpoint()
+        before = ticks
+        for _ in range(2000):
+            await producer.send(topic, b"x")
+        assert ticks - before >= 2000 // 64
+        await producer.flush()
+        tg.cancel_scope.cancel()
