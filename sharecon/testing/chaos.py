@@ -152,7 +152,7 @@ class Members:
         tally = self.tally
 
         def answered(results: list[AckResult]) -> None:
-            tally_acceptances(tally, results, time.monotonic())
+            tally_acceptances(tally, results, time.monotonic(), member=name)
 
         consumer = ShareConsumer(
             self.bootstrap,
@@ -190,7 +190,9 @@ class Members:
                 await consumer.commit()
 
 
-def tally_acceptances(tally: DeliveryTally, results: list[AckResult], now: float) -> None:
+def tally_acceptances(
+    tally: DeliveryTally, results: list[AckResult], now: float, *, member: str = ""
+) -> None:
     """Feed the acceptances among acknowledgement ``results`` into ``tally``, offset by offset
     where a range mixes types (accepts around a release must not make the release look
     accepted)."""
@@ -201,12 +203,15 @@ def tally_acceptances(tally: DeliveryTally, results: list[AckResult], now: float
                 if b.types[0] is AckType.ACCEPT:
                     tally.answered(
                         topic, r.partition.partition, b.first_offset, b.last_offset,
-                        ok=r.ok, at=now,
+                        ok=r.ok, at=now, member=member,
                     )  # fmt: skip
                 continue
             for offset, kind in enumerate(b.types, b.first_offset):
                 if kind is AckType.ACCEPT:
-                    tally.answered(topic, r.partition.partition, offset, offset, ok=r.ok, at=now)
+                    tally.answered(
+                        topic, r.partition.partition, offset, offset, ok=r.ok, at=now,
+                        member=member,
+                    )  # fmt: skip
 
 
 def _leader_epoch(consumer: ShareConsumer, topic: str, partition: int) -> int:

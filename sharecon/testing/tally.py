@@ -123,6 +123,7 @@ class TallyReport:
 class _Answer:
     ok: bool
     at: float
+    member: str = ""
 
 
 @dataclass(slots=True)
@@ -181,11 +182,21 @@ class DeliveryTally:
         )
 
     def answered(
-        self, topic: str, partition: int, first: int, last: int, *, ok: bool, at: float
+        self,
+        topic: str,
+        partition: int,
+        first: int,
+        last: int,
+        *,
+        ok: bool,
+        at: float,
+        member: str = "",
     ) -> None:
-        """An acceptance of offsets ``first..last`` was confirmed (``ok``) or failed."""
+        """An acceptance of offsets ``first..last`` was confirmed (``ok``) or failed
+        (``member``: who answered, for the report)."""
+        answer = _Answer(ok, at, member)
         for offset in range(first, last + 1):
-            self._answers[(topic, partition, offset)].append(_Answer(ok, at))
+            self._answers[(topic, partition, offset)].append(answer)
 
     def leader_changed(self, topic: str, partition: int, at: float) -> None:
         """The partition's leader epoch changed at ``at`` (for clients that cannot say which
@@ -242,11 +253,15 @@ class DeliveryTally:
             for prev, nxt in zip(deliveries, deliveries[1:], strict=False):
                 confirmed_before = any(a.ok and prev.at <= a.at <= nxt.at for a in answers)
                 if confirmed_before:
-                    when = min(a.at for a in answers if a.ok and prev.at <= a.at <= nxt.at)
+                    first_ok = min(
+                        (a for a in answers if a.ok and prev.at <= a.at <= nxt.at),
+                        key=lambda a: a.at,
+                    )
+                    when = f"{first_ok.at:.2f} by {first_ok.member or '?'}"
                     double.append(
                         f"{prev.record_id} at {pos}: accepted, then delivered again "
                         f"(count {prev.delivery_count} to {prev.member} at {prev.at:.2f}, "
-                        f"epoch {prev.leader_epoch}; confirmed at {when:.2f}; "
+                        f"epoch {prev.leader_epoch}; confirmed at {when}; "
                         f"count {nxt.delivery_count} to {nxt.member} at {nxt.at:.2f}, "
                         f"epoch {nxt.leader_epoch})"
                     )
@@ -269,7 +284,12 @@ class DeliveryTally:
             if len(oks) == 1:
                 accepted += 1
             elif len(oks) > 1:
-                double.append(f"{last.record_id} at {pos}: confirmed {len(oks)} times")
+                double.append(
+                    f"{last.record_id} at {pos}: confirmed {len(oks)} times (delivered with "
+                    f"count {last.delivery_count} to {last.member} at {last.at:.2f}; confirmed "
+                    + ", ".join(f"by {a.member or '?'} at {a.at:.2f}" for a in oks)
+                    + ")"
+                )
             else:
                 unconfirmed += 1
         gaps = self._gaps()
