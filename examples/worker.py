@@ -44,11 +44,13 @@ async def handle(record: Record) -> None:
     await anyio.sleep(0.01)  # the work: a call to another service, say
     if value.startswith(b"fail"):
         raise RuntimeError(f"cannot handle {value!r}")
-    print(
+    # One write per line: print() writes the text and the newline separately when
+    # stdout is unbuffered, and the processes share stdout.
+    sys.stdout.write(
         f"{record.topic}-{record.partition}@{record.offset} {value.decode(errors='replace')} "
-        f"(pid {os.getpid()}, delivery {record.delivery_count})",
-        flush=True,
+        f"(pid {os.getpid()}, delivery {record.delivery_count})\n"
     )
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":
