@@ -7,12 +7,15 @@ Every decision lives in the sans-I/O layer: what to send next and what each erro
 Rules of this module:
 
 1. One request in flight per session. When a ShareFetch answer arrives, its session part
-   is applied, the next request is sent, and only then are its records taken in, so the
-   broker prepares the next answer while we work (pipelining).
-2. Anything that goes wrong while taking an answer in, whatever the exception, becomes a
+   is applied, the offsets it acquired end what we still held of them from earlier
+   deliveries (so the next request carries no answer to those), the next request is
+   sent, and only then are its records taken in, so the broker prepares the next answer
+   while we work (pipelining).
+2. Lock deadlines count from when the request was sent, never later than the broker's.
+3. Anything that goes wrong while taking an answer in, whatever the exception, becomes a
    typed :class:`~sharecon.errors.KafkaError` kept in ``recent_errors`` plus a session
    reset: the consumer's task group never sees it.
-3. The loop never raises: fatal errors go to :meth:`ConsumerCore.fail`.
+4. The loop never raises: fatal errors go to :meth:`ConsumerCore.fail`.
 """
 
 from __future__ import annotations
@@ -106,7 +109,7 @@ class _InFlight(NamedTuple):
 
 
 class NodeFetcher:
-    """The fetch loop and share session for one leader broker (rules 1-3)."""
+    """The fetch loop and share session for one leader broker (rules 1-4)."""
 
     def __init__(self, core: ConsumerCore, node_id: int, pool: FetcherPool) -> None:
         self.core = core
@@ -134,7 +137,7 @@ class NodeFetcher:
     # -- the loop -------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Fetch and acknowledge until the consumer closes (never raises: rule 3)."""
+        """Fetch and acknowledge until the consumer closes (never raises: rule 4)."""
         core = self.core
         inflight: _InFlight | None = None
         try:
@@ -263,7 +266,7 @@ class NodeFetcher:
             self._failures = 0
         except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
             await self._transport_failed(plan, exc)
-        except Exception as exc:  # rule 2: an answer we could not take in
+        except Exception as exc:  # rule 3: an answer we could not take in
             self._answer_failed(exc)
             await self._back_off(refresh=True)
         finally:
@@ -305,6 +308,10 @@ class NodeFetcher:
             return None
         nxt: _InFlight | None = None
         if pipeline and acquired and not core.closing and core.fatal is None:
+            # The records come in after the next request is sent; what they re-acquire
+            # must end our earlier hold first, or that request could carry answers to the
+            # earlier deliveries, which the broker would apply to these acquisitions.
+            self._supersede(resp)
             turn = self._turn(acquired, size)
             if turn.plan is not None:
                 nxt = await self._start(turn)
@@ -312,8 +319,22 @@ class NodeFetcher:
                     # Sending the next request failed and the session is gone: this answer's
                     # records were acquired under it and can no longer be acknowledged.
                     return None
-        await self._on_fetch_data(plan, resp)
+        await self._on_fetch_data(plan, resp, f.started)
         return nxt
+
+    def _supersede(self, resp: ShareFetchResponse) -> None:
+        core = self.core
+        ledger = core.ledger
+        names = core.cluster.metadata.topic_names
+        for t in resp.responses:
+            for p in t.partitions:
+                if p.acquired_records:
+                    tp = TopicIdPartition(t.topic_id, p.partition_index, names.get(t.topic_id))
+                    core.report(
+                        ledger.supersede(
+                            tp, [(a.first_offset, a.last_offset) for a in p.acquired_records]
+                        )
+                    )
 
     # -- failures -------------------------------------------------------------------------
 
@@ -329,7 +350,7 @@ class NodeFetcher:
         await self._back_off(refresh=True)
 
     def _answer_failed(self, exc: Exception) -> None:
-        """Rule 2: a typed error, and a session reset. The records of the old session stay
+        """Rule 3: a typed error, and a session reset. The records of the old session stay
         locked at the broker until their locks end (a new session does not release them),
         then are delivered again."""
         core = self.core
@@ -429,11 +450,14 @@ class NodeFetcher:
         self._renewed(plan, ok=True, lock_ms=resp.acquisition_lock_timeout_ms)
         return True
 
-    async def _on_fetch_data(self, plan: SharePlan, resp: ShareFetchResponse) -> None:
-        """The records part of a ShareFetch answer."""
+    async def _on_fetch_data(self, plan: SharePlan, resp: ShareFetchResponse, sent: float) -> None:
+        """The records part of a ShareFetch answer to a request sent at ``sent``."""
         core = self.core
         names = core.cluster.metadata.topic_names
-        deadline = lock_deadline(anyio.current_time(), resp.acquisition_lock_timeout_ms)
+        # The broker's locks start when it acquires the records, after it read the request:
+        # counted from the send, ours end no later than its own, however long the answer
+        # then took to reach us and be read (a busy machine, a stalled event loop).
+        deadline = lock_deadline(sent, resp.acquisition_lock_timeout_ms)
         for t in resp.responses:
             name = names.get(t.topic_id) or str(t.topic_id)
             for p in t.partitions:

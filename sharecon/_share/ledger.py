@@ -279,6 +279,33 @@ class _Partition:
             )
 
 
+def _supersede(part: _Partition, first: int, last: int, failed: list[Run]) -> None:
+    """End our hold on ``first..last`` in every earlier segment of ``part``: unsent answers
+    go to ``failed``, held records become dead, answered ones done."""
+    for old in part.overlapping(first, last):
+        lo, hi = max(first, old.first) - old.first, min(last, old.last) - old.first
+        view = old.states[lo : hi + 1]
+        for m in _MARKED_RUN.finditer(view):
+            start = old.first + lo + m.start()
+            failed.append((start, start + m.end() - m.start() - 1, view[m.start()]))
+        old.states[lo : hi + 1] = view.translate(_SUPERSEDE)
+
+
+def _superseded(tp: TopicIdPartition, failed: list[Run]) -> list[AckResult]:
+    if not failed:
+        return []
+    failed.sort()
+    # The lock is gone: the broker itself would answer INVALID_RECORD_STATE.
+    return [
+        AckResult(
+            tp,
+            tuple(batches_from_runs(failed)),
+            ErrorCode.INVALID_RECORD_STATE,
+            AckFailure.SUPERSEDED,
+        )
+    ]
+
+
 class AckLedger:
     """Acknowledgement state for every partition this consumer holds records of.
 
@@ -322,13 +349,7 @@ class AckLedger:
         for first, last in ranges:
             if last < first:
                 raise ValueError(f"{tp}: acquired range {first}..{last} is inverted")
-            for old in part.overlapping(first, last):
-                lo, hi = max(first, old.first) - old.first, min(last, old.last) - old.first
-                view = old.states[lo : hi + 1]
-                for m in _MARKED_RUN.finditer(view):
-                    start = old.first + lo + m.start()
-                    failed.append((start, start + m.end() - m.start() - 1, view[m.start()]))
-                old.states[lo : hi + 1] = view.translate(_SUPERSEDE)
+            _supersede(part, first, last, failed)
             self._seq += 1
             seg = _Segment(first, last, tag, self._seq)
             part.insert(seg)
@@ -339,18 +360,28 @@ class AckLedger:
                 if lo <= hi:
                     seg.states[lo - seg.first : hi - seg.first + 1] = bytes(hi - lo + 1)
         part.prune()
-        if not failed:
+        return _superseded(tp, failed)
+
+    def supersede(self, tp: TopicIdPartition, ranges: Iterable[tuple[int, int]]) -> list[AckResult]:
+        """The broker acquired ``ranges`` of ``tp`` for us again: the part of :meth:`add`
+        that ends what we held of them from earlier deliveries, done on its own.
+
+        For an answer whose records are taken in after the next request was sent
+        (pipelining): that request must not carry answers to the earlier deliveries,
+        which the broker would apply to the new acquisition (same member) and so accept
+        records the application is yet to be handed again.
+
+        :returns: failures for superseded acknowledgements that had not been sent.
+        """
+        part = self._parts.get(tp)
+        if part is None:
             return []
-        failed.sort()
-        # The lock is gone: the broker itself would answer INVALID_RECORD_STATE.
-        return [
-            AckResult(
-                tp,
-                tuple(batches_from_runs(failed)),
-                ErrorCode.INVALID_RECORD_STATE,
-                AckFailure.SUPERSEDED,
-            )
-        ]
+        failed: list[Run] = []
+        for first, last in ranges:
+            if last >= first:
+                _supersede(part, first, last, failed)
+        part.prune()
+        return _superseded(tp, failed)
 
     def deliver(self, tp: TopicIdPartition, first: int, last: int) -> None:
         """Note that offsets ``first..last`` of ``tp`` were handed to the application."""

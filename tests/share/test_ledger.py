@@ -280,6 +280,33 @@ def test_redelivery_supersedes_unanswered_acks() -> None:
     assert taken is not None and taken.acks == {TP0: [b(0, 4, A), b(7, 7, R)]}
 
 
+def test_supersede_before_the_next_request_keeps_old_answers_out_of_it() -> None:
+    """Pipelining: the next request is sent before an answer's records are added. An
+    answer that re-acquires offsets we still hold (our lock ended at the broker) must end
+    that hold first: an accept of the old delivery, taken into the next request, would be
+    applied by the broker to the new acquisition."""
+    ledger = AckLedger()
+    delivered(ledger, TP0, 0, 9)
+    ledger.mark_range(TP0, 0, 9, A)  # answered, not sent yet
+    assert ledger.mark(TP0, 10, A) is MarkResult.UNKNOWN
+    results = ledger.supersede(TP0, [(5, 12)])
+    assert results == [
+        AckResult(TP0, (b(5, 9, A),), ErrorCode.INVALID_RECORD_STATE, AckFailure.SUPERSEDED)
+    ]
+    taken = ledger.take(TAG)
+    assert taken is not None and taken.acks == {TP0: [b(0, 4, A)]}  # 5..9 stay out
+    ledger.complete(TAG, {TP0: 0})
+    # Then the records come in: nothing more fails, and the new delivery is answerable.
+    assert ledger.add(TP0, TAG, [(5, 12)]) == []
+    assert ledger.mark(TP0, 7, A) is MarkResult.OK
+    # A delivered record of the old hold that the application answers late is dead.
+    ledger2 = AckLedger()
+    delivered(ledger2, TP0, 0, 3)
+    assert ledger2.supersede(TP0, [(0, 3)]) == []
+    assert ledger2.mark(TP0, 1, A, (1, 1)) is MarkResult.DEAD
+    assert ledger2.supersede(TP1, [(0, 3)]) == []  # a partition we hold nothing of
+
+
 def test_outstanding_counts() -> None:
     ledger = AckLedger()
     ledger.add(TP0, TAG, [(0, 9)], gaps=[(9, 9)])
