@@ -117,12 +117,38 @@ def _port_busy(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+def _listeners(port: int) -> list[str]:
+    """The command lines of the processes listening on ``port`` (Linux /proc; best effort)."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(fields[9])
+    found: list[str] = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        links: set[str] = set()
+        with contextlib.suppress(OSError):
+            for fd in list((proc / "fd").iterdir()):
+                with contextlib.suppress(OSError):  # closed meanwhile
+                    links.add(os.readlink(fd))
+        with contextlib.suppress(OSError):
+            if any(f"socket:[{inode}]" in links for inode in inodes):
+                cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                found.append(f"pid {proc.name}: {cmd[:300]}")
+    return found
+
+
 @contextlib.contextmanager
 def _broker_on_9092(wanted: bool) -> Iterator[None]:
     if _port_busy(9092):
         pytest.fail(
             "something already listens on 127.0.0.1:9092: the doc tests run the docs' "
-            "commands literally against localhost:9092 and need the port; stop it first"
+            "commands literally against localhost:9092 and need the port; stop it first "
+            f"({'; '.join(_listeners(9092)) or 'no process found'})"
         )
     if not wanted:
         yield
