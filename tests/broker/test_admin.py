@@ -48,6 +48,15 @@ async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 30.0
             await anyio.sleep(0.2)
 
 
+_COORDINATOR_MOVING = frozenset(
+    {
+        errors.CoordinatorLoadInProgressError.code,
+        errors.CoordinatorNotAvailableError.code,
+        errors.NotCoordinatorError.code,
+    }
+)
+
+
 class BareMember:
     """A share-group member driven by hand with ShareGroupHeartbeat (no fetching)."""
 
@@ -68,9 +77,12 @@ class BareMember:
             while True:
                 node = await self.admin._open_cluster.coordinator(self.group)
                 response = await self.admin._open_cluster.request(node, request)
-                if response.error_code != errors.CoordinatorLoadInProgressError.code:
+                if response.error_code not in _COORDINATOR_MOVING:
                     break
-                await anyio.sleep(0.2)  # a fresh broker loads its share-group state first
+                # A fresh broker loads its group state first (and on a busy machine the
+                # coordinator may not be settled yet): ask where it is again.
+                self.admin._open_cluster.invalidate_coordinator(self.group)
+                await anyio.sleep(0.2)
         assert response.error_code == 0, response
         self.epoch = response.member_epoch
         if response.assignment is not None:
