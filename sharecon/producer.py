@@ -801,9 +801,11 @@ class Producer(Generic[KT, VT]):
 
         A delivery that fails is raised by awaiting the future; if no one has awaited it
         by then, the failure is also logged as a WARNING (once per batch), so it never
-        vanishes silently. Cancelling ``send`` before it returned leaves the record
-        unqueued; once it returned, the record may be written whatever happens to the
-        future.
+        vanishes silently. A ``send`` cancelled while it waits (for space, for metadata, or
+        at the pass through the event loop it makes every few dozen calls) has queued
+        nothing; as most calls do not suspend, one inside an already cancelled scope may
+        still queue its record and return, the cancellation arriving at the next wait.
+        Once it returned, the record may be written whatever happens to the future.
 
         :param value: bytes (``str`` is encoded as UTF-8), or ``None`` for a tombstone.
         :param key: picks the partition with Java's murmur2 unless ``partition`` is given;
