@@ -23,6 +23,8 @@ _XDIST_GROUPS = {
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.has_plugin("xdist"):
+        return  # ``-p no:xdist``: the mark would not even be known
     root = config.rootpath
     for item in items:
         path = item.path.relative_to(root).as_posix()
