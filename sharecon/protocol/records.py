@@ -956,6 +956,12 @@ def _encode_records(
     return b"".join(out), previous
 
 
+def _check_codec(codec: Codec | int) -> None:
+    """Refuse a compression codec RecordBatch v2 does not have."""
+    if type(codec) is not int and not isinstance(codec, Codec) or not 0 <= codec <= Codec.ZSTD:
+        raise LocalProtocolError(f"unknown compression codec {codec!r}")
+
+
 def encode_batch(
     records: Sequence[EncodableRecord],
     *,
@@ -988,8 +994,7 @@ def encode_batch(
     :raises LocalProtocolError: a value the format cannot hold (offsets out of order,
         ints out of range, keys that are not bytes, an unknown codec).
     """
-    if type(codec) is not int and not isinstance(codec, Codec) or not 0 <= codec <= Codec.ZSTD:
-        raise LocalProtocolError(f"unknown compression codec {codec!r}")
+    _check_codec(codec)
     count = len(records)
     try:
         if count:
@@ -1214,8 +1219,7 @@ class BatchBuilder:
 
         :raises LocalProtocolError: an unknown codec or a header field out of range.
         """
-        if type(codec) is not int and not isinstance(codec, Codec) or not 0 <= codec <= Codec.ZSTD:
-            raise LocalProtocolError(f"unknown compression codec {codec!r}")
+        _check_codec(codec)
         count = self._count
         base_ts, max_ts = (self._base_ts, self._max_ts) if count else (-1, -1)
         out = self._buf
