@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 
 from sharecon import errors
+from sharecon._build import compiled_modules as _compiled_modules
 from sharecon._net.health import BrokerHealth, ClusterHealth
 from sharecon._share.acks import AckBatch
 from sharecon._share.ledger import AckFailure, AckResult
@@ -57,8 +58,16 @@ __all__ = [
     "TopicIdPartition",
     "TopicPartition",
     "__version__",
+    "COMPILED",
     "errors",
 ]
+
+COMPILED: bool = bool(_compiled_modules())
+"""True when the per-record modules are the compiled (mypyc) build, False in pure Python.
+
+Install the compiled build with ``SHARECON_COMPILE=1 pip install .`` (a C compiler is
+needed); both builds behave the same and pass the same tests. See the performance guide.
+"""
 
 # Library etiquette: we never configure logging; applications do.
 logging.getLogger(__name__).addHandler(logging.NullHandler())

@@ -37,10 +37,12 @@ from sharecon.types import AckType, TopicIdPartition
 
 from .acks import AckBatch, Run, batches_from_runs
 
+# A real import, not under TYPE_CHECKING: the compiled build (mypyc) looks up the
+# dataclass fields' annotations when the module is imported.
+from .session import SessionTag  # noqa: TC001
+
 if TYPE_CHECKING:
     from collections.abc import Container, Iterable, Mapping
-
-    from .session import SessionTag
 
 __all__ = [
     "AckFailure",

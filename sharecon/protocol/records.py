@@ -38,7 +38,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import TYPE_CHECKING, Final, NamedTuple, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Final, Generic, NamedTuple, Protocol, TypeVar, overload
 
 import crc32c as _crc32c_mod
 
@@ -499,13 +499,7 @@ class RecordBatch:
         if self.attributes & _TIMESTAMP_TYPE_BIT:
             # LogAppendTime: every record takes the broker's append time. Rare enough
             # that a wrapper beats a per-record branch in the loop.
-            append_time = self.max_timestamp
-            inner = factory
-
-            def factory(
-                offset: int, _ts: int, key: bytes | None, value: bytes | None, headers: Headers
-            ) -> T:
-                return inner(offset, append_time, key, value, headers)
+            factory = _AppendTime(factory, self.max_timestamp)
 
         try:
             return _decode_records(
@@ -524,6 +518,23 @@ class RecordBatch:
             base_offset=self.base_offset,
             last_offset=self.base_offset + self.last_offset_delta,
         )
+
+
+class _AppendTime(Generic[T]):
+    """Wraps a record factory so every record takes the batch's LogAppendTime."""
+
+    __slots__ = ("_inner", "_time")
+
+    def __init__(
+        self, inner: Callable[[int, int, bytes | None, bytes | None, Headers], T], time: int
+    ) -> None:
+        self._inner = inner
+        self._time = time
+
+    def __call__(
+        self, offset: int, _ts: int, key: bytes | None, value: bytes | None, headers: Headers
+    ) -> T:
+        return self._inner(offset, self._time, key, value, headers)
 
 
 def _raw_record(
@@ -1083,6 +1094,8 @@ class BatchBuilder:
 
         :raises LocalProtocolError: a key, value or header the format cannot hold, or a
             timestamp that does not fit an int64 (nothing is added then).
+        :raises TypeError: in the compiled build, an argument of another type than its
+            annotation (pure Python raises :class:`LocalProtocolError` for those).
         """
         count = self._count
         if count:

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sharecon import COMPILED
 from sharecon.errors import LocalProtocolError
 from sharecon.protocol.records import (
     BATCH_HEADER_SIZE,
@@ -85,6 +86,11 @@ def test_null_and_empty_keys_values_and_headers() -> None:
 
 def test_bytearray_and_memoryview_take_the_general_path() -> None:
     builder = BatchBuilder()
+    if COMPILED:  # the compiled build holds append() to its annotations (bytes | None)
+        with pytest.raises(TypeError, match="bytes or None object expected; got bytearray"):
+            builder.append(T0, bytearray(b"key"), memoryview(b"value"))
+        assert len(builder) == 0
+        return
     builder.append(T0, bytearray(b"key"), memoryview(b"value"))
     assert builder.build() == encode_batch([Record(0, T0, b"key", b"value")])
 
@@ -117,27 +123,34 @@ def test_records_decodes_what_was_appended() -> None:
     assert builder.records() == [Record(i, *f) for i, f in enumerate(fields)]
 
 
+# What each bad field raises: a value the format cannot hold is a LocalProtocolError in
+# both builds. A value of the wrong Python type is one in pure Python; the compiled build
+# checks append()'s annotations first and raises TypeError. (The producer converts and
+# checks what users pass before it reaches append(), so users see the same errors.)
+WRONG_TYPE = TypeError if COMPILED else LocalProtocolError
+
+
 @pytest.mark.parametrize(
-    ("key", "value", "headers", "timestamp"),
+    ("key", "value", "headers", "timestamp", "error"),
     [
-        ("text", b"v", (), T0),
-        (None, 5, (), T0),
-        (None, b"v", ((1, b"x"),), T0),
-        (None, b"v", (("h", "not bytes"),), T0),
-        (None, b"v", (("\ud800", b"x"),), T0),
-        (None, b"v", (), 2**63),
-        (None, b"v", (), 1.5),
+        ("text", b"v", (), T0, WRONG_TYPE),
+        (None, 5, (), T0, WRONG_TYPE),
+        (None, b"v", ((1, b"x"),), T0, WRONG_TYPE),
+        (None, b"v", (("h", "not bytes"),), T0, WRONG_TYPE),
+        (None, b"v", (("\ud800", b"x"),), T0, LocalProtocolError),
+        (None, b"v", (), 2**63, LocalProtocolError),
+        (None, b"v", (), 1.5, WRONG_TYPE),
     ],
 )
-def test_bad_fields_raise_local_protocol_error_and_add_nothing(
-    key: object, value: object, headers: object, timestamp: object
+def test_bad_fields_raise_typed_errors_and_add_nothing(
+    key: object, value: object, headers: object, timestamp: object, error: type[Exception]
 ) -> None:
     for first in (True, False):
         builder = BatchBuilder()
         if not first:
             builder.append(T0, None, b"ok")
         before = builder.build()
-        with pytest.raises(LocalProtocolError):
+        with pytest.raises(error):
             builder.append(timestamp, key, value, headers)  # type: ignore[arg-type]
         assert builder.build() == before
         builder.append(T0 + 1, None, b"after")

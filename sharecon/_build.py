@@ -1,0 +1,37 @@
+"""Which build of sharecon is running: pure Python, or with its per-record modules
+compiled by mypyc (``SHARECON_COMPILE=1 pip install .``; see docs/performance.md).
+
+``hatch_build.py`` reads :data:`MODULES` from this file without importing sharecon, so
+this module imports nothing of sharecon at its top.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.machinery import EXTENSION_SUFFIXES
+
+__all__ = ["MODULES", "compiled_modules"]
+
+#: The modules the compiled build compiles: those a record passes through. Decoding and
+#: the producer's batch encoder (records), the buffer between fetch loops and the
+#: iterator, the acknowledgement ranges and ledger, the consumer's per-record answers
+#: (core) and the counters behind ``metrics()``.
+MODULES = (
+    "sharecon.protocol.records",
+    "sharecon._consumer.buffer",
+    "sharecon._consumer.core",
+    "sharecon._share.acks",
+    "sharecon._share.ledger",
+    "sharecon._stats",
+)
+
+
+def compiled_modules() -> list[str]:
+    """The names in :data:`MODULES` that were imported from an extension module."""
+    suffixes = tuple(EXTENSION_SUFFIXES)
+    out = []
+    for name in MODULES:
+        path = getattr(importlib.import_module(name), "__file__", None) or ""
+        if path.endswith(suffixes):
+            out.append(name)
+    return out
