@@ -9,9 +9,14 @@ only through cache and frequency effects, not through time spent descheduled.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import platform
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
@@ -21,6 +26,63 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parents[1]
+
+#: sharecon's two builds, each measured in its own child process: "pure" is the checkout
+#: as installed (pip install -e .), "compiled" the wheel SHARECON_COMPILE=1 builds.
+BUILDS = ("pure", "compiled")
+
+
+def compiled_tree() -> Path:
+    """A folder holding the compiled build, to put first on a child's PYTHONPATH.
+
+    Built once per state of the sources (``build/compiled-<hash>/``, about a minute with
+    mypyc): ``SHARECON_COMPILE=1 pip wheel .``, installed there with ``--target``.
+    """
+    digest = hashlib.sha256(sys.version.encode())
+    for path in sorted([*ROOT.glob("sharecon/**/*.py"), ROOT / "hatch_build.py"]):
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    tree = ROOT / "build" / f"compiled-{digest.hexdigest()[:12]}"
+    if (tree / ".complete").exists():
+        return tree
+    print("building the compiled build (SHARECON_COMPILE=1 pip wheel .) ...", flush=True)
+    shutil.rmtree(tree, ignore_errors=True)
+    with tempfile.TemporaryDirectory() as wheels:
+        pip = [sys.executable, "-m", "pip"]
+        env = {**os.environ, "SHARECON_COMPILE": "1"}
+        subprocess.run(
+            [*pip, "wheel", "--no-deps", "-q", "-w", wheels, str(ROOT)], check=True, env=env
+        )
+        (wheel,) = Path(wheels).glob("sharecon-*.whl")
+        subprocess.run(
+            [*pip, "install", "--no-deps", "-q", "--target", str(tree), str(wheel)], check=True
+        )
+    (tree / ".complete").touch()
+    return tree
+
+
+def build_env(build: str) -> dict[str, str]:
+    """The environment for a child process that runs sharecon's ``build``."""
+    env = {**os.environ, "SHARECON_BENCH_BUILD": build}
+    if build == "compiled":
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(compiled_tree()), env.get("PYTHONPATH")])
+        )
+    return env
+
+
+def check_build() -> str:
+    """In a child process: the build it runs, checked against the one it was asked for."""
+    import sharecon
+
+    wanted = os.environ.get("SHARECON_BENCH_BUILD", "pure")
+    got = "compiled" if sharecon.COMPILED else "pure"
+    if got != wanted:
+        sys.exit(
+            f"asked for sharecon's {wanted} build, but {sharecon.__file__} is the {got} one"
+            " (extension modules left in the checkout? python hatch_build.py --clean)"
+        )
+    return got
 
 
 def best_time(fn: Callable[[], object], *, repeats: int = 7, min_time: float = 0.2) -> float:

@@ -4,14 +4,16 @@ One run loads N records (100 B, and a 1 KiB run) into one topic with 3 partition
 each client consumes all of them through its own fresh share group (implicit acks, so
 every record is accepted), on the same broker, the same data, one after another:
 
-* sharecon: one ShareConsumer, ``batches()``, implicit mode;
+* sharecon: one ShareConsumer, ``batches()``, implicit mode, in each of its two builds:
+  pure Python ("sharecon") and the per-record modules compiled with mypyc
+  ("sharecon-compiled", built on first use; see ``_common.compiled_tree``);
 * confluent-kafka's ``ShareConsumer`` (librdkafka), ``poll()`` loop, implicit mode;
 * the broker's own ``kafka-share-consumer-perf-test`` (Java reference client).
 
 Each Python client runs in its own process, so its peak RSS and CPU time are its own (the
 Java tool's CPU time includes starting its JVM). Prints a table with records/s, MB/s, the
-time from start to the first record, CPU seconds per million records and ratios, and
-writes ``benchmarks/results/consume.json``.
+time from start to the first record, CPU seconds per million records and each sharecon
+build's ratio to every client, and writes ``benchmarks/results/consume.json``.
 
 Usage::
 
@@ -34,7 +36,15 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import environment, fmt_rate, print_table, write_json
+from _common import (
+    build_env,
+    check_build,
+    compiled_tree,
+    environment,
+    fmt_rate,
+    print_table,
+    write_json,
+)
 
 PARTITIONS = 3
 
@@ -111,8 +121,14 @@ def _cpu_seconds(who: int) -> float:
 
 def worker_main(argv: list[str]) -> None:
     name, bootstrap, topic, group, n = argv[0], argv[1], argv[2], argv[3], int(argv[4])
-    fn = {"sharecon": _worker_sharecon, "confluent-kafka": _worker_confluent}[name]
+    fn = {
+        "sharecon": _worker_sharecon,
+        "sharecon-compiled": _worker_sharecon,
+        "confluent-kafka": _worker_confluent,
+    }[name]
     before = _cpu_seconds(resource.RUSAGE_SELF)
+    if name.startswith("sharecon"):
+        check_build()
     result = fn(bootstrap, topic, group, n)
     # Every thread of the process (librdkafka's included), from the client's import on.
     result["cpu_s"] = _cpu_seconds(resource.RUSAGE_SELF) - before
@@ -127,6 +143,7 @@ def worker_main(argv: list[str]) -> None:
 def run_worker(name: str, bootstrap: str, topic: str, group: str, n: int) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, __file__, "--worker", name, bootstrap, topic, group, str(n)],
+        env=build_env("compiled" if name == "sharecon-compiled" else "pure"),
         capture_output=True,
         text=True,
         timeout=900,
@@ -188,6 +205,9 @@ def main() -> None:
 
     from sharecon.testing import KafkaBroker
 
+    if "sharecon-compiled" not in args.skip.split(","):
+        compiled_tree()  # built before any broker starts (about a minute once)
+
     external = os.environ.get("SHARECON_BOOTSTRAP")
     broker = (
         None if external else KafkaBroker(**({"version": args.version} if args.version else {}))
@@ -227,7 +247,7 @@ def main() -> None:
                 f"loaded {n:,} records of {size} B in {time.perf_counter() - t0:.1f} s", flush=True
             )
             per: dict[str, dict[str, Any]] = {}
-            for name in ("sharecon", "confluent-kafka", "java"):
+            for name in ("sharecon", "sharecon-compiled", "confluent-kafka", "java"):
                 if name in skip:
                     continue
                 group = f"bench-{name}-{uuid.uuid4().hex[:6]}"
@@ -245,7 +265,11 @@ def main() -> None:
                     f"{fmt_rate(r['steady_records_per_s'])} from the first record",
                     flush=True,
                 )
-            base = per.get("sharecon")
+            pure, compiled = per.get("sharecon"), per.get("sharecon-compiled")
+
+            def ratio(base: dict[str, Any] | None, r: dict[str, Any], key: str) -> str:
+                return f"{base[key] / r[key]:.2f}x" if base and r[key] else "n/a"
+
             for name, r in per.items():
                 rows.append(
                     [
@@ -259,10 +283,10 @@ def main() -> None:
                         f"{r['first_record']:.2f}" if "first_record" in r else "n/a",
                         f"{r['cpu_s'] / r['records'] * 1e6:.2f}" if r["records"] else "n/a",
                         f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else "n/a",
-                        f"{base['records_per_s'] / r['records_per_s']:.2f}x" if base else "n/a",
-                        f"{base['steady_records_per_s'] / r['steady_records_per_s']:.2f}x"
-                        if base and r["steady_records_per_s"]
-                        else "n/a",
+                        ratio(pure, r, "records_per_s"),
+                        ratio(pure, r, "steady_records_per_s"),
+                        ratio(compiled, r, "records_per_s"),
+                        ratio(compiled, r, "steady_records_per_s"),
                     ]
                 )
             results[f"{size}B"] = per
@@ -278,8 +302,10 @@ def main() -> None:
                 "first record s",
                 "CPU s/M rec",
                 "peak RSS MB",
-                "sharecon/this",
-                "steady sharecon/this",
+                "pure/this",
+                "steady pure/this",
+                "compiled/this",
+                "steady compiled/this",
             ],
             rows,
             title=f"Share-group consume + accept, {PARTITIONS} partitions, one consumer each",

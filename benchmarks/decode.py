@@ -7,7 +7,9 @@ decompress, build every record and touch its key and value.
 
 aiokafka is measured as it ships: its default decoder is a C (Cython) extension
 (``aiokafka.record._crecords``); its pure-Python fallback is measured too, for reference.
-kafka-python's decoder is pure Python.
+kafka-python's decoder is pure Python. sharecon is measured in both its builds: pure
+Python, and "sharecon-compiled" (its per-record modules compiled with mypyc, built on first
+use; see ``_common.compiled_tree``), which runs in a child process of its own.
 
 Run: ``.venv/bin/python benchmarks/decode.py`` (needs the ``bench`` extra:
 ``pip install -e '.[dev,bench]'``). Results go to ``benchmarks/results/decode.json``.
@@ -17,17 +19,28 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import random
 import struct
+import subprocess
 import sys
 from collections.abc import Callable
 from typing import Any
 
-from _common import best_time, environment, fmt_rate, print_table, write_json
+from _common import (
+    best_time,
+    build_env,
+    check_build,
+    environment,
+    fmt_rate,
+    print_table,
+    write_json,
+)
 
 from sharecon.protocol.records import Codec, Record, encode_batch, read_batches
 
 Decoder = Callable[[bytes], int]
+OTHERS = ("kafka-python", "aiokafka", "aiokafka-py")
 
 TOTAL_BYTES = 1 << 20
 BATCH_BYTES = 16 * 1024
@@ -141,18 +154,70 @@ def decoders() -> tuple[dict[str, Decoder], dict[str, str]]:
     return found, notes
 
 
+def _cases() -> list[tuple[str, int, Codec]]:
+    return [(name, size, codec) for name, size in VALUE_SIZES.items() for codec in Codec]
+
+
+def sharecon_only(repeats: int, min_time: float) -> None:
+    """Child process: time sharecon's decoder (the build it was started with) on every case."""
+    check_build()
+    seconds = {}
+    for size_name, value_size, codec in _cases():
+        data, count, _raw = make_record_set(value_size, codec)
+        if decode_sharecon(data) != count:
+            raise RuntimeError(f"decoded the wrong number of records ({size_name} {codec.name})")
+        seconds[f"{size_name}/{codec.name}"] = best_time(
+            functools.partial(decode_sharecon, data), repeats=repeats, min_time=min_time
+        )
+    print("RESULT " + json.dumps(seconds), flush=True)
+
+
+def compiled_seconds(repeats: int, min_time: float) -> dict[str, float]:
+    """Run :func:`sharecon_only` under the compiled build; its seconds per case."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--sharecon-only",
+            f"--repeats={repeats}",
+            f"--min-time={min_time}",
+        ],
+        env=build_env("compiled"),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            result: dict[str, float] = json.loads(line[7:])
+            return result
+    raise RuntimeError(
+        f"the compiled build's run failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5, help="runs per case (best is kept)")
     parser.add_argument("--min-time", type=float, default=0.2, help="CPU seconds per run")
+    parser.add_argument("--sharecon-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.sharecon_only:
+        sharecon_only(args.repeats, args.min_time)
+        return
 
+    check_build()
+    print("  timing the compiled build (child process)", file=sys.stderr)
+    compiled = compiled_seconds(args.repeats, args.min_time)
     found, notes = decoders()
+    notes["sharecon-compiled"] = "per-record modules compiled with mypyc"
     results: list[dict[str, Any]] = []
     rows: list[list[object]] = []
     for size_name, value_size in VALUE_SIZES.items():
         for codec in Codec:
             data, count, raw = make_record_set(value_size, codec)
+            compiled_s = compiled[f"{size_name}/{codec.name}"]
             case: dict[str, Any] = {
                 "value_size": size_name,
                 "codec": codec.name.lower(),
@@ -173,23 +238,30 @@ def main() -> None:
                     "records_per_s": count / seconds,
                     "mb_per_s": raw / seconds / 1e6,
                 }
+                if name == "sharecon":
+                    case["decoders"]["sharecon-compiled"] = {
+                        "seconds": compiled_s,
+                        "records_per_s": count / compiled_s,
+                        "mb_per_s": raw / compiled_s / 1e6,
+                    }
             results.append(case)
             rates = {n: d["records_per_s"] for n, d in case["decoders"].items()}
             row: list[object] = [size_name, codec.name.lower()]
-            for name in found:
+            for name in case["decoders"]:
                 row += [fmt_rate(rates[name]), f"{case['decoders'][name]['mb_per_s']:.1f}"]
-            for other in ("kafka-python", "aiokafka", "aiokafka-py"):
+            for other in OTHERS:
                 if other in rates:
                     row.append(f"{rates['sharecon'] / rates[other]:.2f}x")
+                    row.append(f"{rates['sharecon-compiled'] / rates[other]:.2f}x")
             rows.append(row)
             print(f"  done: {size_name} {codec.name.lower()}", file=sys.stderr)
 
     headers: list[str] = ["value", "codec"]
-    for name in found:
+    for name in results[0]["decoders"]:
         headers += [f"{name} rec/s", "MB/s"]
-    for other in ("kafka-python", "aiokafka", "aiokafka-py"):
+    for other in OTHERS:
         if other in found:
-            headers.append(f"sc/{other}")
+            headers += [f"pure/{other}", f"compiled/{other}"]
     print()
     print_table(
         headers,

@@ -8,6 +8,8 @@ settings: ``acks=all``, idempotence on, no compression, a 5 ms linger, 512 KiB b
 * sharecon: ``Producer.send_batch`` in chunks of 10,000 records, 4 chunks in flight;
 * sharecon-send-loop: the naive loop, ``for ...: await producer.send(...)`` (each call
   returns once the record is queued), then ``await producer.flush()``;
+* each of those again with "-compiled": sharecon's compiled build (the per-record
+  modules compiled with mypyc; built on first use, see ``_common.compiled_tree``);
 * confluent-kafka's ``Producer`` (librdkafka): a ``produce()`` loop, then ``flush()``;
 * the broker's own ``kafka-producer-perf-test`` (Java reference client; its own clock,
   which starts after the JVM is up).
@@ -17,7 +19,7 @@ timed part (user + system, all threads), which the 2-core machines we measure on
 the steadier figure: the wall clock also depends on what else runs there.
 
 Each Python client runs in its own process, so its peak RSS is its own. Prints a table
-with records/s, MB/s and ratios, and writes ``benchmarks/results/produce.json``.
+with records/s, MB/s and each sharecon build's ratio to every client, and writes ``benchmarks/results/produce.json``.
 
 Usage::
 
@@ -41,9 +43,25 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import environment, fmt_rate, print_table, write_json
+from _common import (
+    build_env,
+    check_build,
+    compiled_tree,
+    environment,
+    fmt_rate,
+    print_table,
+    write_json,
+)
 
 PARTITIONS = 3
+CLIENTS = (
+    "sharecon",
+    "sharecon-compiled",
+    "sharecon-send-loop",
+    "sharecon-send-loop-compiled",
+    "confluent-kafka",
+    "java",
+)
 CHUNK = 10_000
 IN_FLIGHT_CHUNKS = 4
 
@@ -151,7 +169,9 @@ def worker_main(argv: list[str]) -> None:
         "sharecon": _worker_sharecon,
         "sharecon-send-loop": _worker_sharecon_send_loop,
         "confluent-kafka": _worker_confluent,
-    }[name]
+    }[name.removesuffix("-compiled")]
+    if name.startswith("sharecon"):
+        check_build()
     result = fn(bootstrap, topic, n, size)
     # ru_maxrss is KiB on Linux.
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -164,6 +184,7 @@ def worker_main(argv: list[str]) -> None:
 def run_worker(name: str, bootstrap: str, topic: str, n: int, size: int) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, __file__, "--worker", name, bootstrap, topic, str(n), str(size)],
+        env=build_env("compiled" if name.endswith("-compiled") else "pure"),
         capture_output=True,
         text=True,
         timeout=1800,
@@ -205,6 +226,9 @@ def main() -> None:
 
     from sharecon.testing import KafkaBroker
 
+    if any(c.endswith("-compiled") and c not in args.skip.split(",") for c in CLIENTS):
+        compiled_tree()  # built before any broker starts (about a minute once)
+
     external = os.environ.get("SHARECON_BOOTSTRAP")
     broker = (
         None if external else KafkaBroker(**({"version": args.version} if args.version else {}))
@@ -222,7 +246,7 @@ def main() -> None:
         for size in [int(s) for s in args.sizes.split(",")]:
             n = args.records if size <= 100 else max(args.records // 4, 1000)
             per: dict[str, dict[str, Any]] = {}
-            for name in ("sharecon", "sharecon-send-loop", "confluent-kafka", "java"):
+            for name in CLIENTS:
                 if name in skip:
                     continue
                 topic = f"bench-produce-{name}-{size}-{uuid.uuid4().hex[:6]}"
@@ -239,7 +263,11 @@ def main() -> None:
                     f"{r['mb_per_s']:.1f} MB/s",
                     flush=True,
                 )
-            base = per.get("sharecon")
+            pure, compiled = per.get("sharecon"), per.get("sharecon-compiled")
+
+            def ratio(base: dict[str, Any] | None, r: dict[str, Any]) -> str:
+                return f"{base['records_per_s'] / r['records_per_s']:.2f}x" if base else "n/a"
+
             for name, r in per.items():
                 rows.append(
                     [
@@ -251,7 +279,8 @@ def main() -> None:
                         f"{r['mb_per_s']:.1f}",
                         f"{r['cpu'] * 1e6 / r['records']:.2f}" if "cpu" in r else "n/a",
                         f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else "n/a",
-                        f"{base['records_per_s'] / r['records_per_s']:.2f}x" if base else "n/a",
+                        ratio(pure, r),
+                        ratio(compiled, r),
                     ]
                 )
             results[f"{size}B"] = per
@@ -265,7 +294,8 @@ def main() -> None:
                 "MB/s",
                 "client CPU us/record",
                 "peak RSS MB",
-                "sharecon/this",
+                "pure/this",
+                "compiled/this",
             ],
             rows,
             title=f"Produce, acks=all, idempotent, no compression, linger 5 ms, {PARTITIONS} partitions",

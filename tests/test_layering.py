@@ -99,6 +99,9 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     "sharecon.errors": ({"sharecon.protocol.error_codes"}, IO_MODULES),
     "sharecon.types": ({"sharecon.errors"}, IO_MODULES),
     "sharecon._version": (set(), IO_MODULES),
+    # Which build is running: names the compiled modules, imports none of sharecon itself
+    # (hatch_build.py reads it without importing sharecon).
+    "sharecon._build": (set(), IO_MODULES),
     "sharecon._backoff": ({"sharecon.errors", "sharecon.types"}, IO_MODULES),
     "sharecon.partitioner": ({"sharecon.errors", "sharecon.types"}, IO_MODULES),
     "sharecon.metrics": (set(), IO_MODULES),
@@ -168,6 +171,7 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon._net",
             "sharecon.record",
             "sharecon.config",
+            "sharecon._build",
         },
         set(),
     ),
