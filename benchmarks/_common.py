@@ -71,6 +71,23 @@ def build_env(build: str) -> dict[str, str]:
     return env
 
 
+def run_child(argv: Sequence[str], build: str, what: str, *, timeout: float = 1800) -> Any:
+    """Run ``python argv...`` under sharecon's ``build``; return what it printed after
+    ``RESULT `` (JSON), or raise naming ``what`` with the end of its output."""
+    proc = subprocess.run(
+        [sys.executable, *argv],
+        env=build_env(build),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise RuntimeError(f"{what} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+
+
 def check_build() -> str:
     """In a child process: the build it runs, checked against the one it was asked for."""
     import sharecon

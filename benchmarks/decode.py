@@ -22,18 +22,17 @@ import functools
 import json
 import random
 import struct
-import subprocess
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from _common import (
     best_time,
-    build_env,
     check_build,
     environment,
     fmt_rate,
     print_table,
+    run_child,
     write_json,
 )
 
@@ -174,27 +173,12 @@ def sharecon_only(repeats: int, min_time: float) -> None:
 
 def compiled_seconds(repeats: int, min_time: float) -> dict[str, float]:
     """Run :func:`sharecon_only` under the compiled build; its seconds per case."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            __file__,
-            "--sharecon-only",
-            f"--repeats={repeats}",
-            f"--min-time={min_time}",
-        ],
-        env=build_env("compiled"),
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
+    result: dict[str, float] = run_child(
+        [__file__, "--sharecon-only", f"--repeats={repeats}", f"--min-time={min_time}"],
+        "compiled",
+        "the compiled build's run",
     )
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            result: dict[str, float] = json.loads(line[7:])
-            return result
-    raise RuntimeError(
-        f"the compiled build's run failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
-    )
+    return result
 
 
 def main() -> None:

@@ -35,7 +35,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 import uuid
@@ -44,12 +43,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
-    build_env,
     check_build,
     compiled_tree,
     environment,
     fmt_rate,
     print_table,
+    run_child,
     write_json,
 )
 
@@ -182,19 +181,13 @@ def worker_main(argv: list[str]) -> None:
 
 
 def run_worker(name: str, bootstrap: str, topic: str, n: int, size: int) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, __file__, "--worker", name, bootstrap, topic, str(n), str(size)],
-        env=build_env("compiled" if name.endswith("-compiled") else "pure"),
-        capture_output=True,
-        text=True,
+    result: dict[str, Any] = run_child(
+        [__file__, "--worker", name, bootstrap, topic, str(n), str(size)],
+        "compiled" if name.endswith("-compiled") else "pure",
+        f"{name} worker",
         timeout=1800,
-        check=False,
     )
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            result: dict[str, Any] = json.loads(line[7:])
-            return result
-    raise RuntimeError(f"{name} worker failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    return result
 
 
 def run_java(tools: Any, topic: str, n: int, size: int) -> dict[str, Any]:
