@@ -1028,25 +1028,59 @@ def encode_batch(
         | (_TRANSACTIONAL_BIT if transactional else 0)
         | (_CONTROL_BIT if control else 0)
     )
+    out = bytearray(BATCH_HEADER_SIZE)
+    out += payload
+    return _finish_batch(
+        out,
+        base_offset,
+        partition_leader_epoch,
+        attributes,
+        lod,
+        base_ts,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    )
+
+
+def _finish_batch(
+    out: bytearray,
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_ts: int,
+    max_ts: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    count: int,
+) -> bytes:
+    """Fill in the header reserved at the start of ``out`` (records section after it),
+    then its CRC-32C; the whole batch."""
     try:
-        after_crc = (
-            _AFTER_CRC.pack(
-                attributes,
-                lod,
-                base_ts,
-                max_ts,
-                producer_id,
-                producer_epoch,
-                base_sequence,
-                count,
-            )
-            + payload
+        _AFTER_CRC.pack_into(
+            out,
+            _CRC_START,
+            attributes,
+            last_offset_delta,
+            base_ts,
+            max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            count,
         )
-        batch_length = BATCH_HEADER_SIZE - _LOG_OVERHEAD + len(payload)
-        head = _BEFORE_CRC.pack(base_offset, batch_length, partition_leader_epoch, _MAGIC)
+        _BEFORE_CRC.pack_into(
+            out, 0, base_offset, len(out) - _LOG_OVERHEAD, partition_leader_epoch, _MAGIC
+        )
     except struct.error as exc:
         raise LocalProtocolError(f"record batch header field out of range: {exc}") from None
-    return head + _CRC.pack(_crc32c(after_crc)) + after_crc
+    with memoryview(out) as view:
+        _CRC.pack_into(out, _CRC_START - 4, _crc32c(view[_CRC_START:]))
+    return bytes(out)
 
 
 class BatchBuilder:
@@ -1242,25 +1276,19 @@ class BatchBuilder:
             out = bytearray(BATCH_HEADER_SIZE)
             out += payload
         attributes = int(codec) | (_TRANSACTIONAL_BIT if transactional else 0)
-        try:
-            _AFTER_CRC.pack_into(
-                out,
-                _CRC_START,
-                attributes,
-                count - 1,
-                base_ts,
-                max_ts,
-                producer_id,
-                producer_epoch,
-                base_sequence,
-                count,
-            )
-            _BEFORE_CRC.pack_into(out, 0, 0, len(out) - _LOG_OVERHEAD, -1, _MAGIC)
-        except struct.error as exc:
-            raise LocalProtocolError(f"record batch header field out of range: {exc}") from None
-        with memoryview(out) as view:
-            _CRC.pack_into(out, _CRC_START - 4, _crc32c(view[_CRC_START:]))
-        return bytes(out)
+        return _finish_batch(
+            out,
+            0,
+            -1,
+            attributes,
+            count - 1,
+            base_ts,
+            max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            count,
+        )
 
 
 def encode_control_batch(
