@@ -6,14 +6,19 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sharecon
 from sharecon._build import MODULES, compiled_modules
+
+if TYPE_CHECKING:
+    import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,3 +58,15 @@ def test_the_default_wheel_is_pure_python(tmp_path: Path) -> None:
     assert not [n for n in names if n.endswith((".so", ".pyd"))]
     for name in MODULES:
         assert name.replace(".", "/") + ".py" in names
+
+
+def test_only_a_compiled_build_asks_for_mypy(monkeypatch: pytest.MonkeyPatch) -> None:
+    # docs/performance.md: without SHARECON_COMPILE, building needs no mypy at all.
+    spec = importlib.util.spec_from_file_location("hatch_build", ROOT / "hatch_build.py")
+    assert spec is not None and spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    monkeypatch.delenv("SHARECON_COMPILE", raising=False)
+    assert hook.CompiledBuildHook.dependencies(object()) == []
+    monkeypatch.setenv("SHARECON_COMPILE", "1")
+    assert any(d.startswith("mypy") for d in hook.CompiledBuildHook.dependencies(object()))
