@@ -16,6 +16,8 @@
   timeouts, TLS, SASL, largest frame); ``Producer(config=...)`` and ``Admin(config=...)``
   take one instead of their separate connection options.
 * :class:`SaslConfig`: SASL PLAIN / SCRAM credentials (``sasl=`` on every client).
+* :class:`GssapiConfig`: a Kerberos (SASL GSSAPI) login from a keytab or a ticket cache
+  (``sasl=`` on every client; needs the ``sharecon[kerberos]`` extra).
 * :class:`Backoff`: jittered exponential delays between retries
   (``Producer(retry_backoff=...)``); :data:`DEFAULT_RETRY_BACKOFF` is the default.
 
@@ -28,8 +30,9 @@ from __future__ import annotations
 from sharecon._backoff import RETRY_BACKOFF, Backoff
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.sasl import SaslConfig
+from sharecon._net.sasl_gssapi import GssapiConfig
 
-__all__ = ["DEFAULT_RETRY_BACKOFF", "Backoff", "ConnectionConfig", "SaslConfig"]
+__all__ = ["DEFAULT_RETRY_BACKOFF", "Backoff", "ConnectionConfig", "GssapiConfig", "SaslConfig"]
 
 #: The producer's default ``retry_backoff``: 0.1 s, doubling, at most 1 s, ±20 % jitter
 #: (the Java client's ``retry.backoff.ms`` and ``retry.backoff.max.ms``).
