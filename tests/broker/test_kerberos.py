@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from sharecon.testing.kdc import KerberosKdc
+    from sharecon.testing import KerberosKdc
 
 pytestmark = [pytest.mark.anyio, pytest.mark.broker]
 
