@@ -19,8 +19,6 @@ _XDIST_GROUPS = {
     "tests/cluster/": "cluster",
     "tests/broker/test_matrix.py": "versions",
     "tests/consumer/test_versions.py": "versions",
-    # One KDC and one GSSAPI broker for the module, not one per worker.
-    "tests/broker/test_kerberos.py": "kerberos",
 }
 
 

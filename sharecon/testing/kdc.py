@@ -159,6 +159,11 @@ class KerberosKdc:
         return {"KRB5_CONFIG": str(self.krb5_conf)}
 
     @property
+    def pid(self) -> int | None:
+        """The ``krb5kdc`` process id while it runs."""
+        return self._proc.pid if self._proc is not None and self.running else None
+
+    @property
     def running(self) -> bool:
         """Whether the ``krb5kdc`` process is alive."""
         return self._proc is not None and self._proc.poll() is None
@@ -187,10 +192,16 @@ class KerberosKdc:
         self._run([*args, self.client_principal], "kinit", stdin=self.client_password + "\n")
         return name
 
-    def add_principal(self, name: str, keytab: Path | None = None) -> str:
-        """Add a principal with a random key (to ``keytab`` when given); returns its full name."""
+    def add_principal(
+        self, name: str, keytab: Path | None = None, *, max_life: int | None = None
+    ) -> str:
+        """Add a principal with a random key (to ``keytab`` when given); returns its full name.
+
+        :param max_life: the longest ticket lifetime the principal gets, in seconds.
+        """
         full = name if "@" in name else f"{name}@{self.realm}"
-        self._kadmin(f"addprinc -randkey {full}")
+        life = f'-maxlife "{max_life} seconds" ' if max_life is not None else ""
+        self._kadmin(f"addprinc -randkey {life}{full}")
         if keytab is not None:
             self._kadmin(f"ktadd -k {keytab} {full}")
         return full

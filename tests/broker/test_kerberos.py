@@ -10,6 +10,8 @@ installs both); without them it is skipped locally and fails under CI=true.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import time
 import uuid
 from typing import TYPE_CHECKING
@@ -31,12 +33,20 @@ if TYPE_CHECKING:
 
     from sharecon.testing import KerberosKdc
 
-pytestmark = [pytest.mark.anyio, pytest.mark.broker]
+# One KDC and one GSSAPI broker for the module, not one per xdist worker.
+pytestmark = [pytest.mark.anyio, pytest.mark.broker, pytest.mark.xdist_group("kerberos")]
 
 REAUTH_MS = 3000
 RECORDS = 200
 # A login that cannot work must say so at once (no retries against the KDC or the broker).
 PROMPT = 5.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    # The login path is the same under both backends (the worker thread is anyio's); the
+    # produce-and-consume test runs under trio as well.
+    return "asyncio"
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +106,7 @@ async def produce_and_consume(broker: KafkaBroker, sasl: GssapiConfig) -> int:
     return len(seen)
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 async def test_keytab_login_produces_and_consumes(
     kdc: KerberosKdc, gssapi_broker: KafkaBroker
 ) -> None:
@@ -141,6 +152,66 @@ async def test_reauthentication_keeps_the_connection(
         assert await cluster.connection(node) is conn and not conn.closed
     reauths = [r for r in caplog.records if "re-authenticating" in r.getMessage()]
     assert len(reauths) >= 2
+
+
+async def test_keytab_login_outlives_its_tickets(
+    kdc: KerberosKdc, gssapi_broker: KafkaBroker, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Tickets of 4 s: each re-authentication finds them expired and logs in from the keytab
+    again, and the connection carries on."""
+    caplog.set_level(logging.DEBUG, logger="sharecon._net.connection")
+    keytab = tmp_path / "short.keytab"
+    name = kdc.add_principal(f"short-{uuid.uuid4().hex[:6]}", keytab=keytab, max_life=4)
+    config = ConnectionConfig(sasl=GssapiConfig(principal=name, keytab=keytab))
+    async with open_cluster(gssapi_broker.bootstrap, config, metadata_max_age=0) as cluster:
+        node = next(iter(cluster.metadata.brokers))
+        conn = await cluster.connection(node)
+        with anyio.fail_after(30):
+            for _ in range(2):
+                await anyio.sleep(4.5)  # past the ticket's end
+                await conn.request(MetadataRequest(topics=()))
+        assert await cluster.connection(node) is conn and not conn.closed
+    reauths = [r for r in caplog.records if "re-authenticating" in r.getMessage()]
+    assert len(reauths) >= 2
+    # Each came from a new AS exchange: the KDC logged one per login for this principal.
+    logins = [ln for ln in kdc.log_path.read_text().splitlines() if "AS_REQ" in ln and name in ln]
+    assert len(logins) >= 3
+
+
+async def test_stalled_kdc_ends_at_the_connect_deadline(
+    kdc: KerberosKdc, gssapi_broker: KafkaBroker
+) -> None:
+    """The KDC is frozen (SIGSTOP): the login waits in a worker thread, and connect_timeout
+    still ends it; the event loop stays free meanwhile."""
+    config = ConnectionConfig(sasl=keytab_login(kdc), connect_timeout=2.0)  # a fresh cache
+    assert kdc.pid is not None
+    os.kill(kdc.pid, signal.SIGSTOP)
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.sleep(0.1)
+            ticks += 1
+
+    failure: errors.BrokerConnectError | None = None
+    try:
+        started = time.monotonic()
+        with anyio.fail_after(15):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(tick)
+                try:
+                    async with open_cluster(gssapi_broker.bootstrap, config, bootstrap_timeout=3):
+                        pass
+                except errors.BrokerConnectError as exc:
+                    failure = exc
+                tg.cancel_scope.cancel()
+        elapsed = time.monotonic() - started
+    finally:
+        os.kill(kdc.pid, signal.SIGCONT)
+    assert failure is not None and "timed out" in str(failure)
+    assert elapsed < 6.0
+    assert ticks >= elapsed / 0.1 * 0.5  # the loop kept running while the KDC did not answer
 
 
 async def expect_login_failure(broker: KafkaBroker, sasl: GssapiConfig, match: str) -> None:
