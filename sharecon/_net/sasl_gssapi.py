@@ -161,19 +161,29 @@ class GssapiMechanism(SaslMechanism):
             return self._step(gssapi, server_token)
         except gssapi.exceptions.GSSError as exc:
             raise errors.SaslAuthenticationFailedError(
-                f"GSSAPI: {self._phase} failed: {_describe(exc)}{self._hint()}"
+                f"GSSAPI: {self._phase} failed: {_describe(exc)}{self._hint(_describe(exc))}"
             ) from None
 
-    def _hint(self) -> str:
-        # MIT's words for a login failure ("No credentials cache found") do not say where
-        # it looked: name the keytab or the cache.
+    def _hint(self, reason: str) -> str:
+        # MIT's words ("No credentials cache found", "Server not found in Kerberos
+        # database") do not say where it looked or what to change: say so.
         if self._state != "start":
             return ""
         config = self._config
-        if config.keytab is not None:
-            return f" (does the keytab {os.fspath(config.keytab)} hold {config.principal}'s current key?)"
-        cache = config.ticket_cache or os.environ.get("KRB5CCNAME") or "the default ticket cache"
-        return f" (no usable ticket in {cache}: run kinit?)"
+        if self._phase.startswith("getting a ticket") and "not found" in reason:
+            return (
+                f" (the KDC does not know {self.service_principal}: check service_name, and "
+                "service_host or the address the broker advertises)"
+            )
+        if config.keytab is not None and self._phase.startswith("logging in"):
+            keytab = os.fspath(config.keytab)
+            return f" (does the keytab {keytab} hold {config.principal}'s current key?)"
+        if config.keytab is None and (self._phase.startswith("logging in") or "xpired" in reason):
+            cache = (
+                config.ticket_cache or os.environ.get("KRB5CCNAME") or "the default ticket cache"
+            )
+            return f" (no usable ticket in {cache}: run kinit?)"
+        return ""
 
     @property
     def service_principal(self) -> str:
@@ -190,8 +200,8 @@ class GssapiMechanism(SaslMechanism):
             creds = self._credentials(gssapi)
             self._phase = f"getting a ticket for {self.service_principal}"
             self._context = self._new_context(gssapi, creds)
-            self._state = "context"
             token = bytes(self._context.step() or b"")
+            self._state = "context"
             self._phase = f"authenticating to {self.service_principal}"
             return token
         if server_token is None:

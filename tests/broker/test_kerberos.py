@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 
     from sharecon.testing import KerberosKdc
 
-# One KDC and one GSSAPI broker for the module, not one per xdist worker.
-pytestmark = [pytest.mark.anyio, pytest.mark.broker, pytest.mark.xdist_group("kerberos")]
+# tests/conftest.py puts the module in one xdist group: one KDC and one GSSAPI broker.
+pytestmark = [pytest.mark.anyio, pytest.mark.broker]
 
 REAUTH_MS = 3000
 RECORDS = 200
@@ -222,6 +222,18 @@ async def expect_login_failure(broker: KafkaBroker, sasl: GssapiConfig, match: s
     assert time.monotonic() - started < PROMPT
 
 
+async def test_unknown_service_principal_fails_promptly(
+    kdc: KerberosKdc, gssapi_broker: KafkaBroker
+) -> None:
+    """A wrong service_name: the KDC knows no such principal, and the error says what to check."""
+    sasl = GssapiConfig(
+        principal=kdc.client_principal, keytab=kdc.client_keytab, service_name="kafka-typo"
+    )
+    await expect_login_failure(
+        gssapi_broker, sasl, "getting a ticket for kafka-typo/localhost failed.*check service_name"
+    )
+
+
 async def test_keytab_without_the_principal_fails_promptly(
     kdc: KerberosKdc, gssapi_broker: KafkaBroker, tmp_path: Path
 ) -> None:
@@ -258,4 +270,6 @@ async def test_expired_ticket_fails_promptly(
     cache = kdc.kinit(tmp_path / "ccache", lifetime="1s")
     await anyio.sleep(2.0)
     sasl = GssapiConfig(ticket_cache=cache)
-    await expect_login_failure(gssapi_broker, sasl, "GSSAPI: .*(expired|Ticket expired)")
+    await expect_login_failure(
+        gssapi_broker, sasl, f"GSSAPI: .*Ticket expired .*no usable ticket in {cache}: run kinit"
+    )
