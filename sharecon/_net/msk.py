@@ -24,7 +24,7 @@ from sharecon._net.sasl import OAuthBearerToken
 
 __all__ = ["MskIamTokenProvider", "msk_iam_token_provider"]
 
-_SIGNER = "aws_msk_iam_sasl_signer"
+_SIGNER = "aws_msk_iam_sasl_signer.MSKAuthTokenProvider"
 
 
 def _signer() -> Any:
@@ -34,7 +34,7 @@ def _signer() -> Any:
         raise errors.ConfigError(
             "AWS MSK IAM needs AWS's signer library: pip install 'sharecon[aws]'"
         ) from None
-    return module.MSKAuthTokenProvider
+    return module
 
 
 class MskIamTokenProvider(RefreshingTokenProvider):
