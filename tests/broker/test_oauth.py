@@ -21,6 +21,7 @@ from sharecon.consumer import ShareConsumer
 from sharecon.producer import Producer
 from sharecon.testing import KafkaBroker, SaslSetup
 from sharecon.testing.oidc import OidcIssuer
+from tests.cli.test_cli import assert_clean_error, cli
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -162,3 +163,22 @@ async def test_broker_rejects_bad_tokens_promptly(
     message = str(info.value)
     assert "status 'invalid_token'" in message and oauth_broker.bootstrap in message
     assert value not in message
+
+
+def test_cli_over_oauthbearer_from_the_environment(
+    oauth_broker: KafkaBroker, issuer: OidcIssuer
+) -> None:
+    """``sharecon`` with --sasl-mechanism OAUTHBEARER: the secret only in the environment."""
+    env = {
+        "SHARECON_BOOTSTRAP": oauth_broker.bootstrap,
+        "SHARECON_OAUTH_CLIENT_SECRET": SECRET,
+    }
+    flags = ["--sasl-mechanism", "OAUTHBEARER", "--oauth-token-url", issuer.token_url]
+    flags += ["--oauth-client-id", "app", "--oauth-scope", "kafka"]
+    created = cli("topics", "create", "oauth-cli-topic", "-p", "1", *flags, env=env)
+    assert created.returncode == 0, created.stderr
+    wrong = cli(
+        "topics", "list", *flags, env={**env, "SHARECON_OAUTH_CLIENT_SECRET": "not-it-4711"}
+    )
+    assert_clean_error(wrong, 5, "HTTP 401", "invalid_client")
+    assert "not-it-4711" not in wrong.stdout + wrong.stderr
