@@ -88,10 +88,11 @@ class OAuthBearerToken:
         object.__setattr__(self, "extensions", MappingProxyType(dict(self.extensions)))
 
 
-#: A token provider: a plain or async callable returning an :class:`OAuthBearerToken`.
-#: Called for every (re-)authentication; it should cache and refresh its token itself
-#: (:class:`~sharecon.config.OidcTokenProvider` does).
 TokenProvider = Callable[[], OAuthBearerToken | Awaitable[OAuthBearerToken]]
+"""A token provider: a plain or async callable returning an :class:`OAuthBearerToken`.
+
+Called at every login and re-authentication; it should cache and refresh its token
+itself (:class:`~sharecon.config.OidcTokenProvider` does)."""
 
 
 @dataclass(frozen=True, slots=True)
