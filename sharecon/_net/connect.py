@@ -118,11 +118,24 @@ async def open_connection(
     """
     where = str(address)
     limit = config.connect_timeout if timeout is None else min(timeout, config.connect_timeout)
-    # One deadline for both phases: connect_timeout covers connect, TLS, ApiVersions and SASL.
+    # One deadline for every phase: connect_timeout covers an OAUTHBEARER token, connect,
+    # TLS, ApiVersions and SASL.
     deadline = anyio.current_time() + limit
+    token: OAuthBearerToken | None = None
+    if config.sasl is not None and config.sasl.token_provider is not None:
+        # Before connecting: a slow token endpoint is then named as such, not as a broker
+        # that did not answer, and the broker is not kept waiting for it.
+        try:
+            with anyio.fail_after(limit):
+                token = await fetch_token(config.sasl.token_provider)
+        except TimeoutError:
+            raise errors.OAuthTokenError(
+                f"{where}: the OAUTHBEARER token provider gave no token within {limit:g} s "
+                "(connect_timeout)"
+            ) from None
     stream: ByteStream
     try:
-        with anyio.fail_after(limit):
+        with anyio.fail_after(max(deadline - anyio.current_time(), 0.0)):
             if config.ssl_context is not None:
                 stream = await anyio.connect_tcp(
                     address.host,
@@ -159,7 +172,7 @@ async def open_connection(
     await task_group.start(conn.run)
     try:
         with anyio.fail_after(max(deadline - anyio.current_time(), 0.0)):
-            await handshake(conn, config, required_apis=required_apis)
+            await handshake(conn, config, required_apis=required_apis, token=token)
     except TimeoutError:
         await conn.aclose()
         not_kafka = _not_kafka(where, conn, config)
@@ -241,8 +254,12 @@ async def handshake(
     config: ConnectionConfig,
     *,
     required_apis: Iterable[int] = (),
+    token: OAuthBearerToken | None = None,
 ) -> None:
-    """ApiVersions (with the UNSUPPORTED_VERSION fallback), then SASL when configured."""
+    """ApiVersions (with the UNSUPPORTED_VERSION fallback), then SASL when configured.
+
+    :param token: OAUTHBEARER: a token already fetched from the provider for this login.
+    """
     version = CLIENT_VERSIONS[_API_VERSIONS_KEY][1]
     request = ApiVersionsRequest(
         client_software_name="sharecon",
@@ -259,16 +276,21 @@ async def handshake(
         response = await conn.request(request, api_version=retry)
     conn.versions = negotiate(response, required_apis)
     if config.sasl is not None:
-        await authenticate(conn, config.sasl)
+        await authenticate(conn, config.sasl, token=token)
 
 
-async def authenticate(conn: BrokerConnection, sasl: SaslConfig) -> None:
+async def authenticate(
+    conn: BrokerConnection, sasl: SaslConfig, *, token: OAuthBearerToken | None = None
+) -> None:
     """SaslHandshake v1 then SaslAuthenticate rounds; sets the re-authentication time.
 
-    OAUTHBEARER asks the token provider first, at every login and re-authentication, so a
-    re-authentication carries the provider's current token.
+    OAUTHBEARER asks the token provider first (unless ``token`` was fetched already), at
+    every login and re-authentication, so a re-authentication carries the provider's
+    current token.
     """
-    token_obj = None if sasl.token_provider is None else await fetch_token(sasl.token_provider)
+    token_obj = token
+    if token_obj is None and sasl.token_provider is not None:
+        token_obj = await fetch_token(sasl.token_provider)
     hs = await conn.request(SaslHandshakeRequest(mechanism=sasl.mechanism))
     if hs.error_code:
         offered = ", ".join(hs.mechanisms) or "none"
@@ -278,10 +300,10 @@ async def authenticate(conn: BrokerConnection, sasl: SaslConfig) -> None:
         assert err is not None
         raise err
     mechanism = sasl._new_mechanism(token_obj)
-    token: bytes | None = None
+    server_token: bytes | None = None
     lifetime_ms = 0
     while True:
-        out = mechanism.step(token)
+        out = mechanism.step(server_token)
         if mechanism.done and not out:
             break
         resp = await conn.request(SaslAuthenticateRequest(auth_bytes=out))
@@ -294,7 +316,7 @@ async def authenticate(conn: BrokerConnection, sasl: SaslConfig) -> None:
             assert err is not None
             raise err
         lifetime_ms = resp.session_lifetime_ms
-        token = bytes(resp.auth_bytes)
+        server_token = bytes(resp.auth_bytes)
         if mechanism.done:
             break
     if lifetime_ms > 0:

@@ -17,7 +17,8 @@ import anyio
 import pytest
 
 from sharecon import errors
-from sharecon._net.connect import fetch_token
+from sharecon._net.connect import ConnectionConfig, fetch_token, open_connection
+from sharecon._net.connection import BrokerAddress
 from sharecon._net.oauth import parse_jaas_options
 from sharecon._net.sasl import OAuthBearerMechanism
 from sharecon.config import (
@@ -318,3 +319,21 @@ def test_confluent_cloud_properties() -> None:
     )
     assert isinstance(alt.token_provider, OidcTokenProvider)
     assert alt.token_provider.client_id == "id2" and alt.token_provider.scope == "s"
+
+
+async def test_a_slow_provider_is_named_not_the_broker() -> None:
+    """The token comes first, within connect_timeout: a provider that hangs is reported as
+    such, before any connection to the broker is opened."""
+
+    async def hangs() -> OAuthBearerToken:
+        await anyio.sleep(30)
+        raise AssertionError("unreachable")
+
+    config = ConnectionConfig(
+        connect_timeout=0.5, sasl=SaslConfig("OAUTHBEARER", token_provider=hangs)
+    )
+    start = time.monotonic()
+    async with anyio.create_task_group() as tg:
+        with pytest.raises(errors.OAuthTokenError, match=r"no token within 0\.5 s"):
+            await open_connection(BrokerAddress("127.0.0.1", 9), config, tg)
+    assert time.monotonic() - start < 2.0
