@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
+import tempfile
 import threading
 import time
 import urllib.parse
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -48,6 +51,8 @@ class OidcIssuer:
         ``expires_in`` still says ``lifetime``: an issuer whose clock is wrong, giving
         tokens that are already expired.
     :param port: 0 picks a free port.
+    :param tls: serve HTTPS with a throwaway self-signed certificate for 127.0.0.1, whose
+        PEM is at :attr:`ca_file` (for the client's ``ssl_context``).
     """
 
     def __init__(
@@ -58,6 +63,7 @@ class OidcIssuer:
         lifetime: float = 300.0,
         backdate: float = 0.0,
         port: int = 0,
+        tls: bool = False,
     ) -> None:
         import jwt  # the test extra; imported here so sharecon.testing works without it
         from cryptography.hazmat.primitives.asymmetric import rsa
@@ -79,16 +85,35 @@ class OidcIssuer:
         self.refused = 0
         #: The next this many token requests answer 503 (an endpoint having a bad moment).
         self.fail_next = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
+        self._server = _Server(("127.0.0.1", port), _handler(self))
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
+        self._scheme = "http"
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        #: PEM of the certificate the HTTPS endpoints present (None without ``tls``).
+        self.ca_file: Path | None = None
+        if tls:
+            self._serve_tls()
+
+    def _serve_tls(self) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="sharecon-oidc-")
+        folder = Path(self._tmp.name)
+        cert, key = _self_signed(self._key)
+        self.ca_file = folder / "issuer.pem"
+        self.ca_file.write_bytes(cert)
+        key_file = folder / "issuer-key.pem"
+        key_file.write_bytes(key)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(str(self.ca_file), str(key_file))
+        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+        self._scheme = "https"
 
     # -- addresses ----------------------------------------------------------------------------
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:PORT``, the issuer's base URL (its ``iss`` claim)."""
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        """``http://127.0.0.1:PORT`` (``https`` with ``tls``), the base URL and ``iss`` claim."""
+        return f"{self._scheme}://127.0.0.1:{self._server.server_address[1]}"
 
     @property
     def token_url(self) -> str:
@@ -187,6 +212,9 @@ class OidcIssuer:
             self._thread.join(5)
             self._thread = None
         self._server.server_close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
 
     def __enter__(self) -> Self:
         return self.start()
@@ -201,6 +229,45 @@ class OidcIssuer:
 
     def __repr__(self) -> str:
         return f"<OidcIssuer {self.url} clients={sorted(self.clients)}>"
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client refusing our certificate is what some tests want: no traceback
+
+
+def _self_signed(key: Any) -> tuple[bytes, bytes]:
+    """A certificate for 127.0.0.1 signed by ``key`` itself (PEM), and the key (PEM)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.x509.oid import NameOID
+
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sharecon test OIDC issuer")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
 def _handler(issuer: OidcIssuer) -> type[BaseHTTPRequestHandler]:

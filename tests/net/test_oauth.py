@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -337,3 +338,22 @@ async def test_a_slow_provider_is_named_not_the_broker() -> None:
         with pytest.raises(errors.OAuthTokenError, match=r"no token within 0\.5 s"):
             await open_connection(BrokerAddress("127.0.0.1", 9), config, tg)
     assert time.monotonic() - start < 2.0
+
+
+async def test_https_endpoint_is_verified_by_default() -> None:
+    with OidcIssuer({"app": SECRET}, tls=True) as tls_issuer:
+        assert tls_issuer.token_url.startswith("https://127.0.0.1:")
+        assert tls_issuer.ca_file is not None
+        # The system's CAs do not know the issuer's self-signed certificate: refused.
+        untrusting = OidcTokenProvider(tls_issuer.token_url, "app", SECRET, attempts=1)
+        with pytest.raises(errors.OAuthTokenError, match="CERTIFICATE_VERIFY_FAILED"):
+            await untrusting()
+        assert tls_issuer.issued == {}
+        trusting = OidcTokenProvider(
+            tls_issuer.token_url,
+            "app",
+            SECRET,
+            ssl_context=ssl.create_default_context(cafile=str(tls_issuer.ca_file)),
+        )
+        assert (await trusting()).principal == "app"
+        assert tls_issuer.issued == {"app": 1}
