@@ -192,7 +192,7 @@ class OidcTokenProvider(RefreshingTokenProvider):
         if self.audience:
             form["audience"] = self.audience
         # RFC 6749 section 2.3.1: the id and secret form-encoded, then HTTP Basic.
-        basic = ":".join(urllib.parse.quote(v, safe="") for v in (self.client_id, self._secret))
+        basic = ":".join(urllib.parse.quote_plus(v) for v in (self.client_id, self._secret))
         headers = {"Authorization": "Basic " + base64.b64encode(basic.encode()).decode()}
         try:
             response = await post_form(

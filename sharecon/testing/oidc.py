@@ -169,7 +169,7 @@ class OidcIssuer:
             except ValueError:
                 decoded = ""
             user, _, password = decoded.partition(":")
-            client_id, secret = urllib.parse.unquote(user), urllib.parse.unquote(password)
+            client_id, secret = urllib.parse.unquote_plus(user), urllib.parse.unquote_plus(password)
         with self._lock:
             if self.fail_next > 0:
                 self.fail_next -= 1

@@ -18,6 +18,7 @@ import anyio
 import pytest
 
 from sharecon import errors
+from sharecon._net import http
 from sharecon._net.connect import ConnectionConfig, fetch_token, open_connection
 from sharecon._net.connection import BrokerAddress
 from sharecon._net.oauth import parse_jaas_options
@@ -357,3 +358,28 @@ async def test_https_endpoint_is_verified_by_default() -> None:
         )
         assert (await trusting()).principal == "app"
         assert tls_issuer.issued == {"app": 1}
+
+
+def test_http_answers_with_length_chunks_or_neither() -> None:
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+    sized = http._parse("u", head + b"Content-Length: 4\r\n\r\nbody-and-more")
+    assert (sized.status, sized.body) == (200, b"body")
+    chunked = http._parse(
+        "u", head + b"Transfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n3;x=y\r\n-ok\r\n0\r\n\r\n"
+    )
+    assert chunked.body == b"body-ok" and http._complete(
+        head + b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+    )
+    assert http._parse("u", head + b"\r\nto-the-end").body == b"to-the-end"
+    with pytest.raises(http.HttpError, match="not HTTP"):
+        http._parse("u", b"SSH-2.0-OpenSSH\r\n\r\n")
+
+
+async def test_a_secret_with_reserved_characters(issuer: OidcIssuer) -> None:
+    odd = "p+a ss:w/o%rd&="
+    issuer.clients["odd:id"] = odd
+    try:
+        token = await OidcTokenProvider(issuer.token_url, "odd:id", odd)()
+        assert token.principal == "odd:id"
+    finally:
+        del issuer.clients["odd:id"]
