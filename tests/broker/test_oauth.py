@@ -64,7 +64,7 @@ async def test_consume_while_tokens_expire_loses_nothing(
 ) -> None:
     """Tokens live 6 s, sessions 3 s: a 13 s produce-and-consume run re-authenticates many
     times with fresh tokens, and every record arrives exactly once."""
-    caplog.set_level(logging.DEBUG, logger="sharecon._net.connection")
+    caplog.set_level(logging.DEBUG, logger="sharecon")  # every line, to search for secrets
     topic, group = "oauth-rolling", "oauth-rolling-group"
     oauth_broker.tools.create_topic(topic, partitions=2)
     oauth_broker.tools.alter_group_config(group, {"share.auto.offset.reset": "earliest"})
