@@ -36,6 +36,8 @@ from sharecon._net.sasl import SaslMechanism
 if TYPE_CHECKING:
     from types import ModuleType
 
+    from sharecon._net.sasl import OAuthBearerToken
+
 __all__ = ["DEFAULT_SERVICE_NAME", "GSSAPI", "GssapiConfig", "GssapiMechanism"]
 
 #: The SASL name of the mechanism.
@@ -90,6 +92,8 @@ class GssapiConfig:
     """
 
     mechanism: ClassVar[str] = GSSAPI
+    #: OAUTHBEARER's token provider, which a Kerberos login never has (the connection asks).
+    token_provider: ClassVar[None] = None
 
     principal: str | None = None
     keytab: str | os.PathLike[str] | None = None
@@ -128,8 +132,8 @@ class GssapiConfig:
             object.__setattr__(self, "_memory_cache", f"MEMORY:sharecon-{secrets.token_hex(8)}")
         _gssapi()
 
-    def _new_mechanism(self) -> GssapiMechanism:
-        """A fresh exchange for one (re-)authentication."""
+    def _new_mechanism(self, token: OAuthBearerToken | None = None) -> GssapiMechanism:
+        """A fresh exchange for one (re-)authentication (``token`` is OAUTHBEARER's)."""
         return GssapiMechanism(self)
 
 
