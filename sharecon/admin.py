@@ -87,6 +87,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from sharecon._net.sasl import SaslConfig
+    from sharecon._net.sasl_gssapi import GssapiConfig
     from sharecon.protocol import DeleteGroupsResponse, Request, Response
 
 R = TypeVar("R", bound="Response")
@@ -288,7 +289,8 @@ class Admin:
     :param connect_timeout: seconds to open and set up one connection.
     :param request_timeout: default seconds for each call (retries included).
     :param ssl_context: enables TLS (see :class:`~sharecon._net.connect.ConnectionConfig`).
-    :param sasl: SASL credentials.
+    :param sasl: SASL credentials (:class:`~sharecon.config.SaslConfig`), or a Kerberos
+        login (:class:`~sharecon.config.GssapiConfig`).
     :param config: a complete connection config instead of the separate options.
     """
 
@@ -300,7 +302,7 @@ class Admin:
         connect_timeout: float = 10.0,
         request_timeout: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
-        sasl: SaslConfig | None = None,
+        sasl: SaslConfig | GssapiConfig | None = None,
         config: ConnectionConfig | None = None,
     ) -> None:
         self._bootstrap = bootstrap

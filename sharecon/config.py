@@ -22,6 +22,8 @@
   (Confluent Cloud, Keycloak, Okta, Entra ID, ...), refreshed at about 80 % of their life;
   :func:`oauthbearer_from_properties` builds one from Kafka client properties.
 * :func:`msk_iam_token_provider`: AWS MSK IAM tokens (``pip install 'sharecon[aws]'``).
+* :class:`GssapiConfig`: a Kerberos (SASL GSSAPI) login from a keytab or a ticket cache
+  (``sasl=`` on every client; needs the ``sharecon[kerberos]`` extra).
 * :class:`Backoff`: jittered exponential delays between retries
   (``Producer(retry_backoff=...)``); :data:`DEFAULT_RETRY_BACKOFF` is the default.
 
@@ -36,11 +38,13 @@ from sharecon._net.connect import ConnectionConfig
 from sharecon._net.msk import MskIamTokenProvider, msk_iam_token_provider
 from sharecon._net.oauth import OidcTokenProvider, oauthbearer_from_properties
 from sharecon._net.sasl import OAuthBearerToken, SaslConfig, TokenProvider
+from sharecon._net.sasl_gssapi import GssapiConfig
 
 __all__ = [
     "DEFAULT_RETRY_BACKOFF",
     "Backoff",
     "ConnectionConfig",
+    "GssapiConfig",
     "MskIamTokenProvider",
     "OAuthBearerToken",
     "OidcTokenProvider",

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from sharecon._net.sasl import SaslConfig
+    from sharecon._net.sasl_gssapi import GssapiConfig
     from sharecon._share.ledger import AckResult
     from sharecon.metrics import ConsumerMetrics
     from sharecon.producer import RecordMetadata
@@ -102,7 +103,8 @@ class ShareConsumer(Generic[K, V]):
     :param close_timeout: seconds :meth:`close` may take.
     :param client_id: sent to the brokers (logs, quotas).
     :param ssl_context: enables TLS (verification on with :func:`ssl.create_default_context`).
-    :param sasl: SASL credentials (:class:`sharecon.SaslConfig`).
+    :param sasl: SASL credentials (:class:`sharecon.SaslConfig`), or a Kerberos login
+        (:class:`sharecon.config.GssapiConfig`).
     :param connect_timeout: seconds to connect, negotiate and authenticate.
     :param rack_id: the client's rack, sent when joining.
     :param dlq_topic: the dead-letter topic for :meth:`reject_to_dlq` (default
@@ -154,7 +156,7 @@ class ShareConsumer(Generic[K, V]):
         close_timeout: float = 30.0,
         client_id: str = "sharecon",
         ssl_context: ssl.SSLContext | None = None,
-        sasl: SaslConfig | None = None,
+        sasl: SaslConfig | GssapiConfig | None = None,
         connect_timeout: float = 10.0,
         rack_id: str | None = None,
         dlq_topic: str | None = None,

@@ -96,6 +96,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from sharecon._net.sasl import SaslConfig
+    from sharecon._net.sasl_gssapi import GssapiConfig
     from sharecon.metrics import ProducerMetrics
     from sharecon.protocol import ProduceResponse
     from sharecon.protocol.messages.produce import PartitionProduceResponse
@@ -542,7 +543,8 @@ class Producer(Generic[KT, VT]):
     :param client_id: sent in request headers.
     :param connect_timeout: seconds to open and set up one connection.
     :param ssl_context: enables TLS.
-    :param sasl: SASL credentials.
+    :param sasl: SASL credentials (:class:`~sharecon.config.SaslConfig`), or a Kerberos
+        login (:class:`~sharecon.config.GssapiConfig`).
     :param config: a complete connection config instead of the separate options.
     :param close_timeout: bound on closing connections when leaving ``async with``.
     :param key_serializer: turns each key given to :meth:`send` / :meth:`send_batch` into
@@ -572,7 +574,7 @@ class Producer(Generic[KT, VT]):
         client_id: str = "sharecon-producer",
         connect_timeout: float = 10.0,
         ssl_context: ssl.SSLContext | None = None,
-        sasl: SaslConfig | None = None,
+        sasl: SaslConfig | GssapiConfig | None = None,
         config: ConnectionConfig | None = None,
         close_timeout: float = 5.0,
         key_serializer: Callable[[KT], bytes | None] | None = None,

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import anyio
+import anyio.to_thread
 
 from sharecon import errors
 from sharecon._net.connection import DEFAULT_MAX_FRAME_SIZE, BrokerAddress, BrokerConnection
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from anyio.abc import ByteStream, TaskGroup
 
     from sharecon._net.sasl import SaslConfig, TokenProvider
+    from sharecon._net.sasl_gssapi import GssapiConfig
 
 __all__ = ["ConnectionConfig", "handshake", "open_connection"]
 
@@ -68,7 +70,8 @@ class ConnectionConfig:
     :param request_timeout: default seconds a request may wait for its response.
     :param ssl_context: enables TLS; build it with :func:`ssl.create_default_context`
         (verification on) and load your CA with ``cafile=``.
-    :param sasl: SASL credentials (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER), or None.
+    :param sasl: SASL credentials (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER), a
+        Kerberos login (:class:`~sharecon.config.GssapiConfig`), or None.
     :param max_frame_size: largest response frame accepted (bytes).
     """
 
@@ -76,7 +79,7 @@ class ConnectionConfig:
     connect_timeout: float = 10.0
     request_timeout: float = 30.0
     ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
-    sasl: SaslConfig | None = None
+    sasl: SaslConfig | GssapiConfig | None = None
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
 
     def __post_init__(self) -> None:
@@ -280,7 +283,10 @@ async def handshake(
 
 
 async def authenticate(
-    conn: BrokerConnection, sasl: SaslConfig, *, token: OAuthBearerToken | None = None
+    conn: BrokerConnection,
+    sasl: SaslConfig | GssapiConfig,
+    *,
+    token: OAuthBearerToken | None = None,
 ) -> None:
     """SaslHandshake v1 then SaslAuthenticate rounds; sets the re-authentication time.
 
@@ -300,10 +306,18 @@ async def authenticate(
         assert err is not None
         raise err
     mechanism = sasl._new_mechanism(token_obj)
+    mechanism.server_host = conn.address.host
     server_token: bytes | None = None
     lifetime_ms = 0
     while True:
-        out = mechanism.step(server_token)
+        if mechanism.blocking:
+            # GSSAPI may wait on the KDC: keep the event loop free; the connect deadline
+            # still applies (the thread is left to finish on its own if it passes).
+            out = await anyio.to_thread.run_sync(
+                mechanism.step, server_token, abandon_on_cancel=True
+            )
+        else:
+            out = mechanism.step(server_token)
         if mechanism.done and not out:
             break
         resp = await conn.request(SaslAuthenticateRequest(auth_bytes=out))

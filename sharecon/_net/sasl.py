@@ -118,6 +118,10 @@ class SaslConfig:
     token_provider: TokenProvider | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.mechanism == "GSSAPI":
+            raise errors.ConfigError(
+                "for SASL GSSAPI (Kerberos) pass sasl=GssapiConfig(...) from sharecon.config"
+            )
         if self.mechanism not in MECHANISMS:
             raise errors.ConfigError(
                 f"unsupported SASL mechanism {self.mechanism!r}; choose one of {', '.join(MECHANISMS)}"
@@ -160,6 +164,12 @@ class SaslMechanism:
     #: Why the server refused, as far as the mechanism learnt it (added to the broker's
     #: error message); None when it said nothing the mechanism understands.
     failure: str | None = None
+    #: True when :meth:`step` may block (GSSAPI asks the KDC for tickets): the connection
+    #: then runs each step in a worker thread instead of on the event loop.
+    blocking: bool = False
+    #: The host of the broker address being authenticated to, set by the connection before
+    #: the first step (GSSAPI names the broker's service principal after it).
+    server_host: str = ""
 
     def step(self, server_token: bytes | None) -> bytes:
         """Return the next client token; ``server_token`` is None for the first step."""

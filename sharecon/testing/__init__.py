@@ -5,6 +5,8 @@
 * :class:`KafkaCluster`: a controller quorum and several brokers, each killable.
 * :class:`OidcIssuer`: a loopback OIDC issuer (token endpoint, JWKS) for OAUTHBEARER tests.
 * :class:`DeliveryTally`: count every record of a fault run and explain each duplicate.
+* :class:`KerberosKdc`: a real MIT Kerberos KDC with a throwaway realm, for SASL GSSAPI
+  (``KafkaBroker(gssapi=kdc.broker_setup())``).
 * :class:`FaultProxy`: a loopback TCP proxy (Toxiproxy) that cuts, stalls, delays or
   throttles the connections of a client under test.
 * ``sharecon.testing.pytest_plugin``: pytest fixtures built on the broker and the tools.
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from sharecon.testing.broker import KafkaBroker, OAuthSetup, SaslSetup, TlsSetup
     from sharecon.testing.cluster import ClusterBroker, KafkaCluster
     from sharecon.testing.fault_proxy import FaultProxy, FaultProxyError, ToxiproxyServer
+    from sharecon.testing.kdc import KdcStartError, KerberosKdc, KerberosSetup
     from sharecon.testing.oidc import OidcIssuer
     from sharecon.testing.tally import DeliveryTally, TallyReport
     from sharecon.testing.tools import FeatureLevel, KafkaToolError, KafkaTools, ProduceResult
@@ -51,6 +54,9 @@ _LAZY = {
     "FaultProxy": "sharecon.testing.fault_proxy",
     "FaultProxyError": "sharecon.testing.fault_proxy",
     "ToxiproxyServer": "sharecon.testing.fault_proxy",
+    "KdcStartError": "sharecon.testing.kdc",
+    "KerberosKdc": "sharecon.testing.kdc",
+    "KerberosSetup": "sharecon.testing.kdc",
     "FeatureLevel": "sharecon.testing.tools",
     "KafkaToolError": "sharecon.testing.tools",
     "KafkaTools": "sharecon.testing.tools",
@@ -81,6 +87,9 @@ __all__ = [
     "FeatureLevel",
     "KafkaBroker",
     "KafkaToolError",
+    "KdcStartError",
+    "KerberosKdc",
+    "KerberosSetup",
     "KafkaTools",
     "OAuthSetup",
     "OidcIssuer",

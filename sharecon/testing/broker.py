@@ -62,6 +62,8 @@ if TYPE_CHECKING:
 
     from typing_extensions import Self
 
+    from sharecon.testing.kdc import KerberosSetup
+
 __all__ = [
     "DEFAULT_KAFKA_VERSION",
     "BrokerStartError",
@@ -195,6 +197,9 @@ class KafkaBroker:
     :param sasl: add a SASL listener (then :attr:`bootstrap` points at it); ``"PLAIN"`` or
         ``"SCRAM-SHA-256"`` is short for a :class:`SaslSetup` with that one mechanism.
     :param tls: serve the client listener over TLS (``True`` or a :class:`TlsSetup`).
+    :param gssapi: offer SASL GSSAPI (Kerberos) on the client listener, for the realm of a
+        :class:`~sharecon.testing.kdc.KerberosKdc` (``kdc.broker_setup()``); the listener then
+        advertises the service principal's host (``localhost``), and so does :attr:`bootstrap`.
     :param extra_config: broker properties that override the test defaults.
     :param features: ``--feature name=level`` at format time, e.g. ``{"share.version": 1}``.
         4.1 gets ``share.version=1`` unless told otherwise; 4.2+ finalize share groups by default.
@@ -212,6 +217,7 @@ class KafkaBroker:
         *,
         sasl: SaslSetup | str | None = None,
         tls: TlsSetup | bool | None = None,
+        gssapi: KerberosSetup | None = None,
         extra_config: Mapping[str, str] | None = None,
         features: Mapping[str, int] | None = None,
         start_timeout: float | None = None,
@@ -235,6 +241,7 @@ class KafkaBroker:
                 raise BrokerStartError("SASL OAUTHBEARER and SaslSetup.oauth go together")
         self.sasl: SaslSetup | None = sasl
         self.tls: TlsSetup | None = TlsSetup() if tls is True else (tls or None)
+        self.gssapi: KerberosSetup | None = gssapi
         self._extra = dict(extra_config or {})
         self._features = dict(features or {})
         if self.version.startswith("4.1.") and "share.version" not in self._features:
@@ -263,9 +270,14 @@ class KafkaBroker:
 
     @property
     def bootstrap(self) -> str:
-        """``127.0.0.1:PORT`` of the client listener (SASL/TLS when configured)."""
+        """``127.0.0.1:PORT`` of the client listener (SASL/TLS when configured);
+        ``localhost:PORT`` with GSSAPI, whose service principal names that host."""
         self._require_started()
-        return f"127.0.0.1:{self._client_port}"
+        return f"{self._client_host}:{self._client_port}"
+
+    @property
+    def _client_host(self) -> str:
+        return self.gssapi.host if self.gssapi is not None else "127.0.0.1"
 
     @property
     def plaintext_bootstrap(self) -> str:
@@ -402,7 +414,7 @@ class KafkaBroker:
         assert self._install is not None
         tmp = Path(tempfile.mkdtemp(prefix=f"sharecon-kafka-{self.version}-"))
         self._res.dir = tmp
-        secured = self.sasl is not None or self.tls is not None
+        secured = self.sasl is not None or self.tls is not None or self.gssapi is not None
         if self._want_port:
             _check_port_free(self._want_port)
         ports = free_ports(3)
@@ -422,15 +434,20 @@ class KafkaBroker:
                 (True, False): "SASL_PLAINTEXT",
                 (False, True): "SSL",
                 (True, True): "SASL_SSL",
-            }[(self.sasl is not None, self.tls is not None)]
+            }[(self.sasl is not None or self.gssapi is not None, self.tls is not None)]
             listeners.insert(0, f"CLIENT://127.0.0.1:{self._client_port}")
             protocols.append(f"CLIENT:{proto}")
+        advertised = list(listeners)
+        if self.gssapi is not None:
+            # Binds 127.0.0.1 as ever, but advertises the host of the service principal:
+            # a Kerberos client names the broker's principal after the host it connects to.
+            advertised[0] = f"CLIENT://{self.gssapi.host}:{self._client_port}"
         conf = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self._controller_port}",
             "listeners": ",".join([*listeners, f"CONTROLLER://127.0.0.1:{self._controller_port}"]),
-            "advertised.listeners": ",".join(listeners),
+            "advertised.listeners": ",".join(advertised),
             "listener.security.protocol.map": ",".join(protocols),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
@@ -439,8 +456,21 @@ class KafkaBroker:
         conf.update(TEST_BROKER_CONFIG)
         if minor(self.version) >= 3:
             conf.update(CONFIG_4_3)
+        if self.sasl is not None or self.gssapi is not None:
+            mechanisms = [
+                *(self.sasl.mechanisms if self.sasl else ()),
+                *(["GSSAPI"] if self.gssapi else []),
+            ]
+            conf["listener.name.client.sasl.enabled.mechanisms"] = ",".join(mechanisms)
+        if self.gssapi is not None:
+            k = self.gssapi
+            conf["listener.name.client.gssapi.sasl.jaas.config"] = (
+                "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true "
+                f'storeKey=true keyTab="{k.keytab}" principal="{k.principal}";'
+            )
+            conf["sasl.kerberos.service.name"] = k.service_name
+            conf["listener.name.client.gssapi.sasl.kerberos.service.name"] = k.service_name
         if self.sasl is not None:
-            conf["listener.name.client.sasl.enabled.mechanisms"] = ",".join(self.sasl.mechanisms)
             if self.sasl.oauth is not None:
                 conf.update(_oauth_config(self.sasl.oauth))
             for mech in self.sasl.mechanisms:
@@ -522,7 +552,11 @@ class KafkaBroker:
     def _launch_and_wait(self) -> None:
         assert self._install is not None
         started = time.monotonic()
-        offset = self._res.launch(self._java, self._jvm_opts, self._install)
+        jvm_opts = list(self._jvm_opts)
+        if self.gssapi is not None:
+            # The realm comes from the KDC's krb5.conf, not the machine's /etc/krb5.conf.
+            jvm_opts.append(f"-Djava.security.krb5.conf={self.gssapi.krb5_conf}")
+        offset = self._res.launch(self._java, jvm_opts, self._install)
         try:
             self._res.wait_ready(
                 offset,

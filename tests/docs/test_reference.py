@@ -49,6 +49,7 @@ PUBLIC_MODULES = (
     "sharecon.testing.cluster",
     "sharecon.testing.tools",
     "sharecon.testing.fault_proxy",
+    "sharecon.testing.kdc",
     "sharecon.testing.tally",
     "sharecon.testing.chaos",
     "sharecon.testing.probe",
