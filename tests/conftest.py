@@ -19,6 +19,7 @@ _XDIST_GROUPS = {
     "tests/cluster/": "cluster",
     "tests/broker/test_matrix.py": "versions",
     "tests/consumer/test_versions.py": "versions",
+    "tests/testing/test_conformance.py": "versions",
 }
 
 
