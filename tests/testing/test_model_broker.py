@@ -3,6 +3,8 @@ on one real broker, and every scenario on every Kafka line it imitates."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from sharecon.protocol.error_codes import ErrorCode
@@ -20,6 +22,7 @@ from sharecon.protocol.messages.share_fetch import (
     ShareFetchRequest,
     ShareFetchResponse,
 )
+from sharecon.protocol.records import decode_records
 from sharecon.testing.conformance.model_runner import run_on_model
 from sharecon.testing.conformance.scenarios import SCENARIOS
 from sharecon.testing.model import Behaviour, ModelBroker, RecordState
@@ -195,3 +198,120 @@ def test_the_delivery_limit_archives_on_lock_expiry() -> None:
     sp = broker.share_partition(GROUP, "t", 0)
     assert sp is not None and sp.state_of(0).state is RecordState.ARCHIVED
     assert broker.next_wakeup() is None
+
+
+def test_an_answer_carries_the_whole_log_batches_of_what_it_acquired() -> None:
+    broker = ModelBroker("4.4")
+    broker.create_topic("t", 1)
+    broker.configure_group(GROUP, earliest=True)
+    broker.produce("t", 0, [b"a", b"b"])
+    broker.produce("t", 0, [b"c"])
+    resp = broker.share_fetch(
+        ShareFetchRequest(
+            group_id=GROUP,
+            member_id="m",
+            share_session_epoch=0,
+            max_wait_ms=500,
+            min_bytes=1,
+            max_records=2,
+            share_acquire_mode=1,  # record limit: offsets 0 and 1 only
+            topics=(
+                FetchTopic(
+                    topic_id=broker.topics["t"], partitions=(FetchPartition(partition_index=0),)
+                ),
+            ),
+        ),
+        "c",
+        0.0,
+    )
+    part = resp.responses[0].partitions[0]
+    assert _got(resp) == [(0, 1), (1, 1)]
+    assert part.records is not None
+    assert [(r.offset, r.value) for r in decode_records(part.records)] == [(0, b"a"), (1, b"b")]
+
+
+def _walk(seed: int, version: str, steps: int = 300) -> list[str]:
+    """A seeded random schedule of fetches, answers and faults; checks the model's own
+    invariants on the way and returns a trace (for determinism)."""
+    rng = random.Random(seed)
+    broker = ModelBroker(version)
+    broker.create_topic("t", 1)
+    broker.configure_group(GROUP, earliest=True, lock_ms=1000, delivery_limit=3)
+    for _ in range(8):
+        broker.produce("t", 0, rng.randint(1, 4))
+    end = broker.logs[(broker.topics["t"], 0)].end
+    held: dict[str, set[int]] = {}
+    sessions: dict[str, tuple[str, int]] = {}  # member -> (connection, next epoch)
+    accepted: set[int] = set()
+    trace: list[str] = []
+    now = 0.0
+    conns = 0
+    for _ in range(steps):
+        now += rng.uniform(0.0, 0.4)
+        op = rng.choice(("fetch", "fetch", "ack", "ack", "close", "stall", "leader", "evict"))
+        member = rng.choice("abc")
+        if op == "fetch":
+            conn, epoch = sessions.get(member, ("", 0))
+            if not conn:
+                conns += 1
+                conn = f"c{conns}"
+            resp = _fetch(broker, member, conn, now, epoch)
+            if resp.error_code:
+                sessions.pop(member, None)  # start again with epoch 0
+                trace.append(f"{member} fetch error {resp.error_code}")
+                continue
+            sessions[member] = (conn, epoch + 1)
+            for offset, count in _got(resp):
+                assert offset not in accepted, f"seed {seed}: accepted offset {offset} redelivered"
+                assert 1 <= count <= 3, f"seed {seed}: count {count}"
+                held.setdefault(member, set()).add(offset)
+            trace.append(f"{member} got {_got(resp)}")
+        elif op == "ack" and held.get(member) and member in sessions:
+            offset = rng.choice(sorted(held[member]))
+            kind = rng.choice((1, 1, 2, 3))
+            conn, epoch = sessions[member]
+            err = _ack(broker, member, offset, offset, kind, epoch, now)
+            held[member].discard(offset)
+            if err in (ErrorCode.INVALID_SHARE_SESSION_EPOCH, ErrorCode.SHARE_SESSION_NOT_FOUND):
+                sessions.pop(member, None)
+            else:
+                sessions[member] = (conn, epoch + 1)
+            if err == ErrorCode.NONE and kind == 1:
+                accepted.add(offset)
+            trace.append(f"{member} ack {offset} {kind} -> {err}")
+        elif op == "close" and member in sessions:
+            broker.disconnect(sessions.pop(member)[0], now)
+            held.pop(member, None)
+        elif op == "stall":
+            broker.disconnect_many([c for c, _ in sessions.values()], now, concurrent=True)
+            sessions.clear()
+            held.clear()
+        elif op == "leader":
+            broker.move_leader("t", 0, now)
+        elif op == "evict":
+            broker.evict_session(GROUP, member, now)
+    # Drain: a fresh member accepts whatever comes until nothing does.
+    for i in range(50):
+        now += 2.0
+        resp = _fetch(broker, "drain", f"drain-{i}", now)
+        got = _got(resp)
+        for offset, _ in got:
+            assert offset not in accepted, f"seed {seed}: accepted offset {offset} redelivered"
+        if got:
+            assert _ack(broker, "drain", got[0][0], got[-1][0], 1, 1, now) == ErrorCode.NONE
+            accepted.update(o for o, _ in got)
+        broker.disconnect(f"drain-{i}", now)
+    # The drain's last close emptied the group: what is left is the persisted state.
+    start, saved = broker.persister[(GROUP, (broker.topics["t"], 0))]
+    for offset in range(end):
+        state = RecordState.ARCHIVED if offset < start else saved.get(offset, (None, 0))[0]
+        assert offset in accepted or state in (RecordState.ARCHIVED, RecordState.ACKNOWLEDGED), (
+            f"seed {seed}: offset {offset} neither accepted nor archived ({state})"
+        )
+    return trace + [e.what for e in broker.events]
+
+
+@pytest.mark.parametrize("version", ["4.1", "4.4"])
+def test_seeded_schedules_are_deterministic_and_lose_nothing(version: str) -> None:
+    for seed in range(20):
+        assert _walk(seed, version) == _walk(seed, version)

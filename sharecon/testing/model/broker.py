@@ -54,6 +54,7 @@ from sharecon.protocol.messages.share_fetch import (
     ShareFetchRequest,
     ShareFetchResponse,
 )
+from sharecon.protocol.records import Record, encode_batch
 from sharecon.testing.model.behaviour import Behaviour
 from sharecon.testing.model.partition import (
     GroupSettings,
@@ -142,9 +143,13 @@ class ModelBroker:
             self.leader_epochs[(tid, p)] = 0
         return tid
 
-    def produce(self, topic: str, partition: int, records: int) -> tuple[int, int]:
-        """Append one batch of ``records`` records; returns its first and last offsets."""
-        return self.logs[(self.topics[topic], partition)].append(records)
+    def produce(self, topic: str, partition: int, records: int | list[bytes]) -> tuple[int, int]:
+        """Append one batch: ``records`` records without values, or these values; returns
+        its first and last offsets."""
+        log = self.logs[(self.topics[topic], partition)]
+        if isinstance(records, int):
+            return log.append(records)
+        return log.append(len(records), list(records))
 
     def configure_group(
         self,
@@ -527,7 +532,7 @@ class ModelBroker:
                     error_code=fetch_errors.get(tp, ErrorCode.NONE),
                     acknowledge_error_code=ack_errors.get(tp, ErrorCode.NONE),
                     current_leader=_leader(self.node_id, self.leader_epochs.get(tp, 0)),
-                    records=None,
+                    records=_batches(self.logs[tp], got) if got else None,
                     acquired_records=_ranges(got),
                 )
             )
@@ -542,6 +547,20 @@ class ModelBroker:
 
 def _leader(node_id: int, epoch: int) -> LeaderIdAndEpoch:
     return LeaderIdAndEpoch(leader_id=node_id, leader_epoch=epoch)
+
+
+def _batches(log: PartitionLog, got: list[tuple[int, int]]) -> bytes:
+    """The log batches holding the acquired offsets, whole, as a broker sends them."""
+    wanted = {o for o, _ in got}
+    out = []
+    for first, last in log.batches:
+        if any(first <= o <= last for o in wanted):
+            records = [
+                Record(offset=o, timestamp=0, key=None, value=log.values.get(o))
+                for o in range(first, last + 1)
+            ]
+            out.append(encode_batch(records, base_offset=first))
+    return b"".join(out)
 
 
 def _ranges(got: list[tuple[int, int]]) -> tuple[AcquiredRecords, ...]:

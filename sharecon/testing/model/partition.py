@@ -62,9 +62,11 @@ class OffsetState:
 
 @dataclass(slots=True)
 class PartitionLog:
-    """A topic partition's log as the model needs it: its batches' offset ranges."""
+    """A topic partition's log as the model needs it: its batches' offset ranges, and the
+    record values (``None`` for a record produced without one)."""
 
     batches: list[tuple[int, int]] = field(default_factory=list)
+    values: dict[int, bytes] = field(default_factory=dict)
     start: int = 0  #: log start offset
 
     @property
@@ -72,12 +74,17 @@ class PartitionLog:
         """The log end offset (next offset to be written)."""
         return self.batches[-1][1] + 1 if self.batches else self.start
 
-    def append(self, n: int) -> tuple[int, int]:
-        """Append one batch of ``n`` records; return its first and last offsets."""
+    def append(self, n: int, values: list[bytes] | None = None) -> tuple[int, int]:
+        """Append one batch of ``n`` records (with ``values`` if given: ``n`` of them);
+        return its first and last offsets."""
         if n < 1:
             raise ValueError(f"a batch has at least one record, not {n}")
+        if values is not None and len(values) != n:
+            raise ValueError(f"{len(values)} values for a batch of {n} records")
         first = self.end
         self.batches.append((first, first + n - 1))
+        if values is not None:
+            self.values.update(zip(range(first, first + n), values, strict=True))
         return first, first + n - 1
 
     def batch_of(self, offset: int) -> tuple[int, int] | None:
