@@ -19,14 +19,13 @@ How a record delivered twice is explained:
 * ``share partition reloaded``: the same delivery count twice, with a
   :meth:`DeliveryTally.sessions_ended` or :meth:`DeliveryTally.partition_reloaded` between
   the two deliveries. When every share session of a group on a broker ends at once (a proxy
-  that closes all connections as a stall ends, a client process that dies), the broker's
-  network threads handle the disconnects concurrently: the last one to remove its session
-  finds the group empty and drops the group's share partitions from memory, and the others'
-  releases then find no share partition (the broker logs ``No share partition found ...
-  while releasing acquired topic partitions``). The next fetch builds the share partition
-  again from the persisted state (``Initialized share partition ... with persister read
-  state``), in which acquisitions never appear: the records come back with the count they
-  had before, on every Kafka line. ``sharecon.testing.model`` plays this
+  that closes all connections as a stall ends, a client process that dies), the broker can
+  drop the group's share partitions from memory before some member's release has run (it
+  then logs ``No share partition found ... while releasing acquired topic partitions``).
+  The next fetch builds the share partition again from the persisted state
+  (``Initialized share partition ... with persister read state``), in which acquisitions
+  never appear: the records come back with the count they had before, on every Kafka line.
+  ``sharecon.testing.model`` plays this
   (``ModelBroker.disconnect_many(..., concurrent=True)``); see ``docs/testing.md``.
 * anything else is ``unexplained``; a record whose acceptance the broker confirmed and that
   was delivered again is a ``double accept``. Both are failures.

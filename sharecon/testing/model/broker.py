@@ -18,15 +18,14 @@ The rules follow Kafka's ``SharePartitionManager``, ``ShareSessionCache`` and
 * When a connection closes, its session's member "leaves" (its records are released), and
   when a group has no session left on the broker, the broker drops the group's share
   partitions from memory. They are built again from the persisted state on the next fetch.
-* The broker handles disconnects on several network threads. When the sessions of a group
-  end at once (a proxy that closes every connection, a client process that dies), each
-  thread first removes its session, then releases its member's records; the thread that
-  removed the last one drops the group's share partitions, and a release that comes after
-  that finds nothing: Kafka logs ``No share partition found ... while releasing acquired
-  topic partitions``. Those records were acquired, never persisted as such, and the next
-  fetch (``Initialized share partition ... with persister read state``) hands them out
-  with the **same** delivery count. :meth:`ModelBroker.disconnect_many` with
-  ``concurrent=True`` plays that interleaving.
+* When the sessions of a group end at once (a proxy that closes every connection, a client
+  process that dies) and the group's last session is removed before another member's
+  release has run, the group's share partitions are dropped first and that release finds
+  nothing: Kafka logs ``No share partition found ... while releasing acquired topic
+  partitions``. Those records were acquired, never persisted as such, and the next fetch
+  (``Initialized share partition ... with persister read state``) hands them out with the
+  **same** delivery count. :meth:`ModelBroker.disconnect_many` with ``concurrent=True``
+  plays that order (the threads of a real broker may or may not take it).
 """
 
 from __future__ import annotations
@@ -200,9 +199,10 @@ class ModelBroker:
         """Several connections closed together.
 
         ``concurrent=False``: handled one after the other, as one network thread would.
-        ``concurrent=True``: as Kafka's network threads interleave them when they close at
-        the same moment: every session is removed first, the last removal empties the group
-        and drops its share partitions, and the releases that follow find none.
+        ``concurrent=True``: the order in which every session is removed first, the last
+        removal empties the group and drops its share partitions, and the releases that
+        follow find none (one way a broker's threads can interleave closes that come
+        together; the one that yields ``No share partition found``).
         """
         self.advance(now)
         leaving: list[tuple[str, _Session | None]] = []
