@@ -28,7 +28,7 @@ __all__ = [
     "member_id",
 ]
 
-ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
+GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
 
 
 def member_id() -> str:

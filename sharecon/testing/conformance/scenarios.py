@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sharecon.testing.conformance.scenario import (
     ACCEPT,
+    GAP,
     REJECT,
     RELEASE,
     RENEW,
@@ -273,6 +274,28 @@ SCENARIOS: tuple[Scenario, ...] = (
             Fetch("a", acks=((0, 0, RENEW),), renew=True),
             Fetch("b", expect=False),
         ),
+        min_minor=2,
+    ),
+    Scenario(
+        "reject-all",
+        (Produce(2), Fetch("a"), Ack("a", ((0, 1, REJECT),)), Fetch("b", expect=False)),
+    ),
+    Scenario(
+        "release-to-another-member",
+        (Produce(2), Fetch("a"), Ack("a", ((0, 1, RELEASE),)), Fetch("b")),
+    ),
+    Scenario(
+        "gap-acknowledgement-archives",
+        (Produce(2), Fetch("a"), Ack("a", ((0, 0, GAP), (1, 1, ACCEPT))), Fetch("b", expect=False)),
+    ),
+    Scenario(
+        "unknown-acknowledge-type",
+        (Produce(1), Fetch("a"), Ack("a", ((0, 0, 7),)), Ack("a", ((0, 0, ACCEPT),))),
+    ),
+    Scenario(
+        "renew-after-expiry",
+        (Produce(1), Fetch("a"), EXPIRE, Ack("a", ((0, 0, RENEW),), renew=True), Fetch("b")),
+        lock_ms=SHORT_LOCK,
         min_minor=2,
     ),
     Scenario(
