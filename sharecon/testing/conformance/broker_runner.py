@@ -71,9 +71,10 @@ class BrokerTarget:
         host, _, port = self.bootstrap.rpartition(":")
         return BrokerAddress(host, int(port))
 
-    async def connect(self) -> BrokerConnection:
-        """A new connection of the runner's own."""
-        return await open_connection(self.address, self.config, self.task_group)
+
+async def _connect(target: BrokerTarget) -> BrokerConnection:
+    """A new connection of the runner's own."""
+    return await open_connection(target.address, target.config, target.task_group)
 
 
 @dataclass(slots=True)
@@ -164,9 +165,9 @@ async def run_on_broker(target: BrokerTarget, scenario: Scenario) -> list[Observ
     if scenario.renew_enabled is not None and minor >= 3:
         settings["share.renew.acknowledge.enable"] = str(scenario.renew_enabled).lower()
     await target.admin.alter_group_config(group, settings)
-    producer = await target.connect()
+    producer = await _connect(target)
     # One member joins the group first: that initialises the partition's share state.
-    joiner = await target.connect()
+    joiner = await _connect(target)
     await _join(joiner, group, member_id(), topic)
     members: dict[str, _Member] = {}
     spare: list[BrokerConnection] = [producer, joiner]
@@ -175,7 +176,7 @@ async def run_on_broker(target: BrokerTarget, scenario: Scenario) -> list[Observ
     async def member(name: str) -> _Member:
         m = members.get(name)
         if m is None:
-            m = members[name] = _Member(member_id(), await target.connect())
+            m = members[name] = _Member(member_id(), await _connect(target))
         return m
 
     try:
@@ -188,11 +189,11 @@ async def run_on_broker(target: BrokerTarget, scenario: Scenario) -> list[Observ
                 m = await member(step.member)
                 await m.conn.aclose()
                 await anyio.sleep(DISCONNECT_SETTLE)
-                m.conn, m.epoch = await target.connect(), 0
+                m.conn, m.epoch = await _connect(target), 0
             elif isinstance(step, NewSession):
                 m = await member(step.member)
                 spare.append(m.conn)
-                m.conn, m.epoch = await target.connect(), 0
+                m.conn, m.epoch = await _connect(target), 0
             elif isinstance(step, Fetch):
                 m = await member(step.member)
                 epoch = -1 if step.final else (m.epoch if step.epoch is None else step.epoch)

@@ -109,22 +109,22 @@ class ModelBroker:
     version: str = "4.4"
     node_id: int = 1
     behaviour: Behaviour = field(init=False)
-    topics: dict[str, uuid.UUID] = field(default_factory=dict)
-    logs: dict[TopicPartitionId, PartitionLog] = field(default_factory=dict)
-    leader_epochs: dict[TopicPartitionId, int] = field(default_factory=dict)
-    groups: dict[str, GroupSettings] = field(default_factory=dict)
+    topics: dict[str, uuid.UUID] = field(default_factory=dict, init=False)
+    logs: dict[TopicPartitionId, PartitionLog] = field(default_factory=dict, init=False)
+    leader_epochs: dict[TopicPartitionId, int] = field(default_factory=dict, init=False)
+    groups: dict[str, GroupSettings] = field(default_factory=dict, init=False)
     #: the share-partition cache: (group, topic partition) -> share partition
     partitions: dict[tuple[str, TopicPartitionId], SharePartitionModel] = field(
-        default_factory=dict
+        default_factory=dict, init=False
     )
     #: what the share coordinator persisted, per (group, topic partition)
     persister: dict[
         tuple[str, TopicPartitionId], tuple[int, dict[int, tuple[RecordState, int]]]
-    ] = field(default_factory=dict)
-    sessions: dict[SessionKey, _Session] = field(default_factory=dict)
+    ] = field(default_factory=dict, init=False)
+    sessions: dict[SessionKey, _Session] = field(default_factory=dict, init=False)
     #: connection -> (session key, stale); stale once the session was replaced or closed
-    connections: dict[str, tuple[SessionKey, bool]] = field(default_factory=dict)
-    events: list[BrokerEvent] = field(default_factory=list)
+    connections: dict[str, tuple[SessionKey, bool]] = field(default_factory=dict, init=False)
+    events: list[BrokerEvent] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         self.behaviour = Behaviour.for_version(self.version)
