@@ -20,6 +20,7 @@ _XDIST_GROUPS = {
     "tests/broker/test_matrix.py": "versions",
     "tests/consumer/test_versions.py": "versions",
     "tests/broker/test_kerberos.py": "kerberos",  # one KDC and one GSSAPI broker
+    "tests/testing/test_conformance.py": "versions",
 }
 
 

@@ -64,6 +64,8 @@ NOT_PUBLIC = {
     "sharecon.protocol": "layer 1 wire protocol, generated per Kafka version: internal",
     "sharecon.cli": "the command line is documented in docs/cli.md, not as Python API",
     "sharecon.testing.demo": "scripts/demo's program (python -m sharecon.testing.demo)",
+    "sharecon.testing.model": "speaks sharecon.protocol's message classes: docs/testing.md",
+    "sharecon.testing.conformance": "speaks sharecon.protocol's message classes: docs/testing.md",
 }
 
 _DIRECTIVE = re.compile(r"^::: ([\w.]+)\s*$((?:\n[ \t]+.*)*)", re.M)
