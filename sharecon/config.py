@@ -16,6 +16,10 @@
   timeouts, TLS, SASL, largest frame); ``Producer(config=...)`` and ``Admin(config=...)``
   take one instead of their separate connection options.
 * :class:`SaslConfig`: SASL PLAIN / SCRAM credentials (``sasl=`` on every client).
+* :class:`TlsConfig`: TLS from certificate files (CA; client certificate, key and key
+  password for mutual TLS), re-read when the files change (``ConnectionConfig(tls=...)``).
+* :func:`from_properties`: a Kafka ``client.properties`` file (or mapping) as the
+  bootstrap servers and the ConnectionConfig they describe.
 * :class:`Backoff`: jittered exponential delays between retries
   (``Producer(retry_backoff=...)``); :data:`DEFAULT_RETRY_BACKOFF` is the default.
 
@@ -28,8 +32,9 @@ from __future__ import annotations
 from sharecon._backoff import RETRY_BACKOFF, Backoff
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.sasl import SaslConfig
+from sharecon._net.tls import TlsConfig
 
-__all__ = ["DEFAULT_RETRY_BACKOFF", "Backoff", "ConnectionConfig", "SaslConfig"]
+__all__ = ["DEFAULT_RETRY_BACKOFF", "Backoff", "ConnectionConfig", "SaslConfig", "TlsConfig"]
 
 #: The producer's default ``retry_backoff``: 0.1 s, doubling, at most 1 s, ±20 % jitter
 #: (the Java client's ``retry.backoff.ms`` and ``retry.backoff.max.ms``).

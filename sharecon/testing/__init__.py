@@ -23,7 +23,7 @@ if TYPE_CHECKING:
         KafkaInstall,
         provision,
     )
-    from sharecon.testing.broker import KafkaBroker, SaslSetup, TlsSetup
+    from sharecon.testing.broker import ClientCertificate, KafkaBroker, SaslSetup, TlsSetup
     from sharecon.testing.cluster import ClusterBroker, KafkaCluster
     from sharecon.testing.fault_proxy import FaultProxy, FaultProxyError, ToxiproxyServer
     from sharecon.testing.tally import DeliveryTally, TallyReport
@@ -37,6 +37,7 @@ _LAZY = {
     "BrokerStartError": "sharecon.testing._provision",
     "KafkaInstall": "sharecon.testing._provision",
     "provision": "sharecon.testing._provision",
+    "ClientCertificate": "sharecon.testing.broker",
     "KafkaBroker": "sharecon.testing.broker",
     "SaslSetup": "sharecon.testing.broker",
     "TlsSetup": "sharecon.testing.broker",
@@ -67,6 +68,7 @@ __all__ = [
     "DEFAULT_KAFKA_VERSION",
     "LATEST_PATCH",
     "BrokerStartError",
+    "ClientCertificate",
     "ClusterBroker",
     "DeliveryTally",
     "FaultProxy",
