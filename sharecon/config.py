@@ -31,10 +31,20 @@ from __future__ import annotations
 
 from sharecon._backoff import RETRY_BACKOFF, Backoff
 from sharecon._net.connect import ConnectionConfig
+from sharecon._net.properties import ClientProperties, OAuthBearerProperties, from_properties
 from sharecon._net.sasl import SaslConfig
 from sharecon._net.tls import TlsConfig
 
-__all__ = ["DEFAULT_RETRY_BACKOFF", "Backoff", "ConnectionConfig", "SaslConfig", "TlsConfig"]
+__all__ = [
+    "DEFAULT_RETRY_BACKOFF",
+    "Backoff",
+    "ClientProperties",
+    "ConnectionConfig",
+    "OAuthBearerProperties",
+    "SaslConfig",
+    "TlsConfig",
+    "from_properties",
+]
 
 #: The producer's default ``retry_backoff``: 0.1 s, doubling, at most 1 s, ±20 % jitter
 #: (the Java client's ``retry.backoff.ms`` and ``retry.backoff.max.ms``).

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from sharecon import errors
 from sharecon._net.sasl import SaslConfig
+from sharecon.config import ConnectionConfig, TlsConfig, from_properties
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -59,6 +60,10 @@ ENV = {
     "timeout": "SHARECON_TIMEOUT",
     "tls": "SHARECON_TLS",
     "tls_ca": "SHARECON_TLS_CA",
+    "tls_cert": "SHARECON_TLS_CERT",
+    "tls_key": "SHARECON_TLS_KEY",
+    "tls_key_password": "SHARECON_TLS_KEY_PASSWORD",
+    "command_config": "SHARECON_COMMAND_CONFIG",
     "sasl_mechanism": "SHARECON_SASL_MECHANISM",
     "sasl_username": "SHARECON_SASL_USERNAME",
     "sasl_password": "SHARECON_SASL_PASSWORD",
@@ -88,6 +93,14 @@ class WorkerConfig:
     :param timeout: connect and request timeout.
     :param tls: use TLS (verified against the system CAs, or ``tls_ca``).
     :param tls_ca: PEM file of CA certificates (implies ``tls``).
+    :param tls_cert: PEM client certificate for mutual TLS (implies ``tls``); re-read by
+        each new connection when the file changed.
+    :param tls_key: PEM private key of ``tls_cert``, unless it is in that file.
+    :param tls_key_password: the password of an encrypted ``tls_key`` (never in ``repr``;
+        from ``SHARECON_TLS_KEY_PASSWORD``, not a flag).
+    :param command_config: a Kafka client properties file (``--command-config``); it
+        gives the TLS and SASL settings, and the bootstrap servers unless ``bootstrap``
+        is given too.
     :param sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
     :param sasl_username: the SASL user.
     :param sasl_password: the SASL password (never shown in ``repr``).
@@ -111,6 +124,10 @@ class WorkerConfig:
     timeout: float = 30.0
     tls: bool = False
     tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_key_password: str | None = field(default=None, repr=False)
+    command_config: str | None = None
     sasl_mechanism: str | None = None
     sasl_username: str | None = None
     sasl_password: str | None = field(default=None, repr=False)
@@ -147,6 +164,18 @@ class WorkerConfig:
             )
         if self.sasl_mechanism is not None:
             self.sasl()  # checks the mechanism
+        if self.tls_key is not None and self.tls_cert is None:
+            raise errors.ConfigError("tls_key needs tls_cert (the certificate it belongs to)")
+        if self.command_config is not None:
+            mixed = [
+                name
+                for name in ("tls_ca", "tls_cert", "tls_key", "sasl_mechanism", "sasl_username")
+                if getattr(self, name) is not None
+            ] + (["tls"] if self.tls else [])
+            if mixed:
+                raise errors.ConfigError(
+                    f"command_config gives the TLS and SASL settings; drop {', '.join(mixed)}"
+                )
 
     def sasl(self) -> SaslConfig | None:
         """The SASL credentials, if any."""
@@ -169,7 +198,13 @@ class WorkerConfig:
             ) from None
 
     def client_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for sharecon's clients (Admin, ShareConsumer)."""
+        """Keyword arguments for sharecon's clients (Admin, ShareConsumer).
+
+        :raises ConfigError: a TLS file or the properties file cannot be used.
+        """
+        config = self.connection_config()
+        if config is not None:
+            return {"config": config, "request_timeout": self.timeout}
         return {
             "client_id": self.client_id,
             "connect_timeout": self.timeout,
@@ -177,6 +212,41 @@ class WorkerConfig:
             "ssl_context": self.ssl_context(),
             "sasl": self.sasl(),
         }
+
+    def bootstrap_servers(self) -> str:
+        """``bootstrap``, or the properties file's ``bootstrap.servers`` when only it names them."""
+        if self.command_config is not None and self.bootstrap == DEFAULT_BOOTSTRAP:
+            return from_properties(self.command_config).bootstrap
+        return self.bootstrap
+
+    def connection_config(self) -> ConnectionConfig | None:
+        """The whole connection config when TLS files or a properties file give one."""
+        if self.command_config is not None:
+            props = from_properties(self.command_config, bootstrap=self.bootstrap)
+            client_id = self.client_id
+            if client_id == "sharecon-worker" and props.config.client_id != "sharecon":
+                client_id = props.config.client_id  # the file's client.id
+            return dataclasses.replace(
+                props.config,
+                client_id=client_id,
+                connect_timeout=self.timeout,
+                request_timeout=self.timeout,
+            )
+        if self.tls_cert is None:
+            return None
+        tls = TlsConfig(
+            ca_file=self.tls_ca,
+            cert_file=self.tls_cert,
+            key_file=self.tls_key,
+            key_password=self.tls_key_password,
+        )
+        return ConnectionConfig(
+            client_id=self.client_id,
+            connect_timeout=self.timeout,
+            request_timeout=self.timeout,
+            tls=tls,
+            sasl=self.sasl(),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (the password included: it goes to the worker processes' stdin)."""
