@@ -255,7 +255,7 @@ def _refused_certificate(
         why = "the broker requires a client certificate (mutual TLS): give TlsConfig(cert_file=..., key_file=...)"
     else:
         why = "the broker refused the TLS client authentication (does it require a client certificate?)"
-    return errors.TlsAuthenticationError(f"{where}: {why} [{text}]")
+    return errors.TlsAuthenticationError(f"{where}: {why} [{text.removeprefix(where + ': ')}]")
 
 
 def _leaf_errors(exc: BaseException) -> list[BaseException]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import ssl
 import sys
 from dataclasses import dataclass
 from enum import IntEnum
@@ -28,6 +27,7 @@ from sharecon._net.sasl import MECHANISMS, SaslConfig
 from sharecon._net.tls import TlsConfig
 
 if TYPE_CHECKING:
+    import ssl
     from collections.abc import Iterable, Sequence
 
 __all__ = [
@@ -318,8 +318,9 @@ def client_options(args: argparse.Namespace) -> ClientOptions:
         raise CliError("--tls-key needs --tls-cert (the certificate it belongs to)", ExitCode.USAGE)
     tls = bool(getattr(args, "tls", False)) or _truthy(env.get(ENV["tls"], "")) or bool(tls_ca)
     files: TlsConfig | None = None
-    context: ssl.SSLContext | None = None
-    if tls_cert:
+    if tls or tls_cert:
+        # From files, re-read when they change: a renewed certificate is used by the next
+        # connection of a long-running consume.
         try:
             files = TlsConfig(
                 ca_file=tls_ca,
@@ -328,16 +329,8 @@ def client_options(args: argparse.Namespace) -> ClientOptions:
                 key_password=env.get(ENV["tls_key_password"]) or None,
             )
         except errors.ConfigError as exc:
-            raise CliError(f"--tls-cert/--tls-key: {exc}", ExitCode.USAGE) from None
-    elif tls:
-        try:
-            context = ssl.create_default_context(cafile=tls_ca)
-        except (OSError, ssl.SSLError) as exc:
-            # The message names the file; the certificate contents are not echoed.
-            raise CliError(
-                f"--tls-ca {tls_ca}: cannot load CA certificates: {exc.strerror or exc}",
-                ExitCode.USAGE,
-            ) from None
+            flag = "--tls-ca" if str(exc).startswith("ca_file") else "--tls-cert/--tls-key"
+            raise CliError(f"{flag}: {exc}", ExitCode.USAGE) from None
     mechanism = pick("sasl_mechanism")
     username = pick("sasl_username")
     password = pick("sasl_password")
@@ -371,7 +364,7 @@ def client_options(args: argparse.Namespace) -> ClientOptions:
             tls=files,
             sasl=sasl,
         )
-    return ClientOptions(bootstrap, client_id, timeout, context, sasl, config)
+    return ClientOptions(bootstrap, client_id, timeout, None, sasl, config)
 
 
 _SECURITY_FLAGS = ("tls", "tls_ca", "tls_cert", "tls_key", "sasl_mechanism", "sasl_username")

@@ -232,7 +232,7 @@ class WorkerConfig:
                 connect_timeout=self.timeout,
                 request_timeout=self.timeout,
             )
-        if self.tls_cert is None:
+        if self.tls_cert is None and not (self.tls or self.tls_ca):
             return None
         tls = TlsConfig(
             ca_file=self.tls_ca,
