@@ -277,6 +277,16 @@ def _at_least(name: str, value: object, low: int) -> None:
 _INTS = {"processes", "concurrency", "dlq_after", "max_records"}
 _FLOATS = {"handler_timeout", "grace", "interval", "timeout"}
 _BOOLS = {"tls"}
+_SECURITY = {
+    "tls",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "tls_key_password",
+    "sasl_mechanism",
+    "sasl_username",
+    "sasl_password",
+}
 
 
 def _convert(name: str, value: object, where: str) -> object:
@@ -359,13 +369,20 @@ def config_from_sources(
     """
     environ = os.environ if env is None else env
     values: dict[str, Any] = {}
+    from_env: set[str] = set()
     for name, variable in ENV.items():
         if flags.get(name) is not None:
             values[name] = flags[name]
         elif environ.get(variable):
             values[name] = _convert(name, environ[variable], variable)
+            from_env.add(name)
         elif toml is not None and toml.get(name) is not None:
             values[name] = toml[name]
+    if values.get("command_config") is not None:
+        # As the CLI does: the properties file gives TLS and SASL; the environment's
+        # SHARECON_TLS_* / SHARECON_SASL_* are not read then (flags still clash).
+        for name in _SECURITY & from_env:
+            del values[name]
     for required in ("handler", "group", "topics"):
         values.setdefault(required, "" if required != "topics" else ())
     if values.get("handler") == "":
