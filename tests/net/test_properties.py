@@ -9,6 +9,8 @@ tests/broker/test_security.py (SASL_SSL).
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
 import sys
 from typing import TYPE_CHECKING
 
@@ -402,3 +404,37 @@ def test_malformed_jaas_is_named_without_its_text(text: str, says: str) -> None:
     with pytest.raises(errors.ConfigError, match=says) as info:
         parse_jaas(text)
     assert "s3cr3t-x" not in str(info.value)
+
+
+def test_pkcs12_stores_are_read_with_cryptography(pki: Path, tmp_path: Path) -> None:  # noqa: F811
+    """openssl-made PKCS12 files (a key store with bob's key, a trust store with the CA)."""
+    keystore, truststore = tmp_path / "client.p12", tmp_path / "trust.p12"
+    env = {"IN_PW": PASSWORD, "OUT_PW": "p12-store-pw"}
+    subprocess.run(
+        ["openssl", "pkcs12", "-export", "-in", str(pki / "bob.crt"), "-inkey", str(pki / "bob.key"),
+         "-passin", "env:IN_PW", "-passout", "env:OUT_PW", "-out", str(keystore)],
+        check=True, capture_output=True, timeout=60, env={**os.environ, **env},
+    )  # fmt: skip
+    subprocess.run(
+        ["openssl", "pkcs12", "-export", "-nokeys", "-in", str(pki / "ca.pem"),
+         "-passout", "env:OUT_PW", "-out", str(truststore)],
+        check=True, capture_output=True, timeout=60, env={**os.environ, **env},
+    )  # fmt: skip
+    base = {
+        "bootstrap.servers": "127.0.0.1:9093",
+        "security.protocol": "SSL",
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": str(keystore),
+        "ssl.keystore.password": "p12-store-pw",
+        "ssl.truststore.location": str(truststore),  # type inferred from the .p12 name
+        "ssl.truststore.password": "p12-store-pw",
+    }
+    tls = from_properties(base).config.tls
+    assert tls is not None and tls.mutual
+    assert tls.cert_pem is not None and tls.ca_pem is not None
+    assert tls.cert_pem.strip() == (pki / "bob.crt").read_text().strip()
+    assert "BEGIN CERTIFICATE" in tls.ca_pem
+    assert "p12-store-pw" not in repr(tls) and "PRIVATE KEY" not in repr(tls)
+    with pytest.raises(errors.ConfigError, match="wrong ssl.keystore.password") as info:
+        from_properties({**base, "ssl.keystore.password": "nope-p12"})
+    assert "nope-p12" not in str(info.value)
