@@ -19,6 +19,8 @@ _XDIST_GROUPS = {
     "tests/cluster/": "cluster",
     "tests/broker/test_matrix.py": "versions",
     "tests/consumer/test_versions.py": "versions",
+    # One module-scoped broker requiring client certificates: started once, on one worker.
+    "tests/broker/test_mtls.py": "mtls",
 }
 
 
