@@ -115,6 +115,9 @@ class ClientProperties:
         async with Producer(**props) as producer: ...
         ShareConsumer(**props, group_id="billing", topics=["orders"])
 
+    Type checkers see ``Producer(**props)`` as ``Producer[Any, Any]``; for typed records
+    write ``Producer(props.bootstrap, config=props.config)``.
+
     :param bootstrap: ``bootstrap.servers``.
     :param config: the :class:`~sharecon.config.ConnectionConfig` (client id, TLS, SASL).
     :param oauthbearer: the OAUTHBEARER settings, when ``sasl.mechanism=OAUTHBEARER``.

@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 # (mtime_ns, size, inode) per file, or None for a file that could not be stat'ed.
 _Signature = tuple[tuple[int, int, int] | None, ...]
+#: A file path: text or a path object (kept as text once checked).
+StrPath = str | os.PathLike[str]
 
 
 @dataclass(slots=True)
@@ -71,9 +73,9 @@ class TlsConfig:
         certificate, or the password is wrong (naming the file, not the secret).
     """
 
-    ca_file: str | None = None
-    cert_file: str | None = None
-    key_file: str | None = None
+    ca_file: StrPath | None = None
+    cert_file: StrPath | None = None
+    key_file: StrPath | None = None
     key_password: str | None = field(default=None, repr=False)
     ca_pem: str | None = field(default=None, repr=False)
     cert_pem: str | None = field(default=None, repr=False)
@@ -121,7 +123,8 @@ class TlsConfig:
 
     def files(self) -> tuple[str, ...]:
         """The files this configuration reads, in a fixed order."""
-        return tuple(f for f in (self.ca_file, self.cert_file, self.key_file) if f is not None)
+        paths = (self.ca_file, self.cert_file, self.key_file)
+        return tuple(os.fspath(f) for f in paths if f is not None)
 
     def context(self) -> ssl.SSLContext:
         """The SSL context for a new connection: rebuilt only when a file changed.
@@ -159,22 +162,23 @@ class TlsConfig:
         return ctx
 
     def _load_chain(self, ctx: ssl.SSLContext) -> None:
+        cert_file = None if self.cert_file is None else os.fspath(self.cert_file)
+        key_file = None if self.key_file is None else os.fspath(self.key_file)
         if self.cert_pem is None and self.key_pem is None:
-            assert self.cert_file is not None
-            self._load_files(ctx, self.cert_file, self.key_file, f"cert_file {self.cert_file}")
+            assert cert_file is not None
+            self._load_files(ctx, cert_file, key_file, f"cert_file {cert_file}")
             return
         # ssl loads a chain only from files: PEM text goes through a private temporary
         # folder (mode 0700) that is removed at once.
         with tempfile.TemporaryDirectory(prefix="sharecon-tls-") as tmp:
-            cert, key = self.cert_file, self.key_file
             if self.cert_pem is not None:
-                cert = os.path.join(tmp, "cert.pem")
-                _write_private(cert, self.cert_pem)
+                cert_file = os.path.join(tmp, "cert.pem")
+                _write_private(cert_file, self.cert_pem)
             if self.key_pem is not None:
-                key = os.path.join(tmp, "key.pem")
-                _write_private(key, self.key_pem)
-            assert cert is not None
-            self._load_files(ctx, cert, key, "the client certificate")
+                key_file = os.path.join(tmp, "key.pem")
+                _write_private(key_file, self.key_pem)
+            assert cert_file is not None
+            self._load_files(ctx, cert_file, key_file, "the client certificate")
 
     def _load_files(self, ctx: ssl.SSLContext, cert: str, key: str | None, what: str) -> None:
         password = self.key_password
