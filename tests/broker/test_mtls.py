@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.anyio, pytest.mark.broker]
 
 KEY_PASSWORD = "k3y-Pa55word"
+#: The broker closes connections idle this long, so a test can make a client reconnect.
+IDLE_MS = 3000
 
 
 @pytest.fixture
@@ -46,7 +48,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def mtls_broker() -> Iterator[KafkaBroker]:
-    with KafkaBroker(tls=TlsSetup(client_auth=True)) as broker:
+    idle = {"connections.max.idle.ms": str(IDLE_MS)}
+    with KafkaBroker(tls=TlsSetup(client_auth=True), extra_config=idle) as broker:
         yield broker
 
 
@@ -172,6 +175,28 @@ async def test_replaced_certificate_files_are_used_by_the_next_connection(
     os.replace(fresh.key_file, key)
     assert await connect() is None
     assert tls._cache.builds == 3
+
+
+async def test_a_running_producer_reconnects_with_renewed_files(
+    mtls_broker: KafkaBroker, certs: Path, tmp_path: Path
+) -> None:
+    topic = f"mtls-renew-{uuid.uuid4().hex[:8]}"
+    await _setup(mtls_broker, topic, "unused")
+    cert, key = tmp_path / "client.crt", tmp_path / "client.key"
+    shutil.copy(certs / "alice.crt", cert)
+    shutil.copy(certs / "alice.key", key)
+    tls = tls_for(mtls_broker, cert, key)
+    async with Producer(mtls_broker.bootstrap, config=ConnectionConfig(tls=tls)) as producer:
+        await producer.send_and_wait(topic, b"before")
+        renewed = mtls_broker.mint_client_certificate(tmp_path / "renewed", "alice-2")
+        os.replace(renewed.key_file, key)
+        os.replace(renewed.cert_file, cert)
+        # The broker drops the idle connection; the next send opens a new one.
+        await anyio.sleep(IDLE_MS / 1000 + 2)
+        with anyio.fail_after(30):
+            await producer.send_and_wait(topic, b"after")
+    # Loaded once at start and once for the connection made after the renewal.
+    assert tls._cache.builds == 2
 
 
 def _mtls_flags(broker: KafkaBroker, certs: Path, name: str) -> tuple[str, ...]:
