@@ -24,6 +24,10 @@
 * :func:`msk_iam_token_provider`: AWS MSK IAM tokens (``pip install 'sharecon[aws]'``).
 * :class:`GssapiConfig`: a Kerberos (SASL GSSAPI) login from a keytab or a ticket cache
   (``sasl=`` on every client; needs the ``sharecon[kerberos]`` extra).
+* :class:`TlsConfig`: TLS from certificate files (CA; client certificate, key and key
+  password for mutual TLS), re-read when the files change (``ConnectionConfig(tls=...)``).
+* :func:`from_properties`: a Kafka ``client.properties`` file (or mapping) as the
+  bootstrap servers and the ConnectionConfig they describe.
 * :class:`Backoff`: jittered exponential delays between retries
   (``Producer(retry_backoff=...)``); :data:`DEFAULT_RETRY_BACKOFF` is the default.
 
@@ -36,20 +40,31 @@ from __future__ import annotations
 from sharecon._backoff import RETRY_BACKOFF, Backoff
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.msk import MskIamTokenProvider, msk_iam_token_provider
-from sharecon._net.oauth import OidcTokenProvider, oauthbearer_from_properties
+from sharecon._net.oauth import OidcTokenProvider
+from sharecon._net.properties import (
+    ClientProperties,
+    OAuthBearerProperties,
+    from_properties,
+    oauthbearer_from_properties,
+)
 from sharecon._net.sasl import OAuthBearerToken, SaslConfig, TokenProvider
 from sharecon._net.sasl_gssapi import GssapiConfig
+from sharecon._net.tls import TlsConfig
 
 __all__ = [
     "DEFAULT_RETRY_BACKOFF",
     "Backoff",
+    "ClientProperties",
     "ConnectionConfig",
     "GssapiConfig",
     "MskIamTokenProvider",
+    "OAuthBearerProperties",
     "OAuthBearerToken",
     "OidcTokenProvider",
     "SaslConfig",
+    "TlsConfig",
     "TokenProvider",
+    "from_properties",
     "msk_iam_token_provider",
     "oauthbearer_from_properties",
 ]

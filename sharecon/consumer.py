@@ -106,6 +106,10 @@ class ShareConsumer(Generic[K, V]):
     :param sasl: SASL credentials (:class:`sharecon.SaslConfig`), or a Kerberos login
         (:class:`sharecon.config.GssapiConfig`).
     :param connect_timeout: seconds to connect, negotiate and authenticate.
+    :param config: a complete :class:`~sharecon.config.ConnectionConfig` (TLS files for
+        mutual TLS, SASL, client id, timeouts) instead of ``client_id``, ``ssl_context``,
+        ``sasl`` and ``connect_timeout``, as ``Producer`` and ``Admin`` take it. Giving one
+        of those as well is a :class:`~sharecon.errors.ConfigError` unless it says the same.
     :param rack_id: the client's rack, sent when joining.
     :param dlq_topic: the dead-letter topic for :meth:`reject_to_dlq` (default
         ``dlq.<group_id>``).
@@ -158,6 +162,7 @@ class ShareConsumer(Generic[K, V]):
         ssl_context: ssl.SSLContext | None = None,
         sasl: SaslConfig | GssapiConfig | None = None,
         connect_timeout: float = 10.0,
+        config: ConnectionConfig | None = None,
         rack_id: str | None = None,
         dlq_topic: str | None = None,
         dead_letter: DeadLetterPolicy | None = None,
@@ -190,7 +195,15 @@ class ShareConsumer(Generic[K, V]):
         if dlq_topic is not None:
             validate_topic_name(dlq_topic, param="dlq_topic")
         self._bootstrap = bootstrap
-        self._connection = ConnectionConfig(
+        if config is not None:
+            _check_same_connection(
+                config,
+                client_id=client_id,
+                ssl_context=ssl_context,
+                sasl=sasl,
+                connect_timeout=connect_timeout,
+            )
+        self._connection = config or ConnectionConfig(
             client_id=client_id,
             connect_timeout=connect_timeout,
             request_timeout=request_timeout,
@@ -1266,6 +1279,35 @@ class ConsumerHealth:
     assigned_partitions: int
     buffered_records: int
     cluster: ClusterHealth
+
+
+def _check_same_connection(
+    config: ConnectionConfig,
+    *,
+    client_id: str,
+    ssl_context: ssl.SSLContext | None,
+    sasl: SaslConfig | GssapiConfig | None,
+    connect_timeout: float,
+) -> None:
+    """Refuse separate connection options that contradict ``config`` (left at their
+    defaults, they are simply not used)."""
+    clashes = [
+        name
+        for name, given, default, wanted in (
+            ("client_id", client_id, "sharecon", config.client_id),
+            ("connect_timeout", connect_timeout, 10.0, config.connect_timeout),
+        )
+        if given != default and given != wanted
+    ]
+    if ssl_context is not None and ssl_context is not config.ssl_context:
+        clashes.append("ssl_context")
+    if sasl is not None and sasl != config.sasl:
+        clashes.append("sasl")
+    if clashes:
+        raise errors.ConfigError(
+            f"config= is given, and so is {', '.join(clashes)} with another value: put "
+            "every connection setting in the ConnectionConfig"
+        )
 
 
 def _by_partition(results: list[AckResult]) -> dict[TopicPartition, errors.KafkaError | None]:

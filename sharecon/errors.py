@@ -62,6 +62,7 @@ __all__ = [
     "RemoteProtocolError",
     "RequestTimeoutError",
     "SerializationError",
+    "TlsAuthenticationError",
     "UnacknowledgedRecordsError",
     "error_class_for_code",
     "error_for_code",
@@ -211,6 +212,20 @@ class BrokerConnectError(KafkaConnectionError):
     def __init__(self, message: str, *, definite: bool = False) -> None:
         super().__init__(message)
         self.definite = definite
+
+
+class TlsAuthenticationError(BrokerConnectError):
+    """The broker refused this client's TLS certificate (none given, untrusted, expired).
+
+    Retrying with the same certificate files cannot help, so the bootstrap gives up at
+    once; replace the files (they are re-read for each new connection) or fix the
+    ``tls=`` settings. ``definite`` is always True.
+    """
+
+    retriable = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, definite=True)
 
 
 class BrokerDisconnectedError(KafkaConnectionError):

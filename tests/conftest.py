@@ -22,6 +22,8 @@ _XDIST_GROUPS = {
     "tests/broker/test_kerberos.py": "kerberos",  # one KDC and one GSSAPI broker
     "tests/testing/test_conformance.py": "versions",
     "tests/test_xdist_groups.py": "selfcheck",
+    # One module-scoped broker requiring client certificates: started once, on one worker.
+    "tests/broker/test_mtls.py": "mtls",
 }
 
 

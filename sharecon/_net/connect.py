@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
     from sharecon._net.sasl import SaslConfig, TokenProvider
     from sharecon._net.sasl_gssapi import GssapiConfig
+    from sharecon._net.tls import TlsConfig
 
 __all__ = ["ConnectionConfig", "handshake", "open_connection"]
 
@@ -70,6 +71,9 @@ class ConnectionConfig:
     :param request_timeout: default seconds a request may wait for its response.
     :param ssl_context: enables TLS; build it with :func:`ssl.create_default_context`
         (verification on) and load your CA with ``cafile=``.
+    :param tls: enables TLS from certificate files (:class:`~sharecon._net.tls.TlsConfig`:
+        CA, client certificate and key for mutual TLS, key password), re-read when the
+        files change; instead of ``ssl_context``.
     :param sasl: SASL credentials (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER), a
         Kerberos login (:class:`~sharecon.config.GssapiConfig`), or None.
     :param max_frame_size: largest response frame accepted (bytes).
@@ -81,6 +85,7 @@ class ConnectionConfig:
     ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
     sasl: SaslConfig | GssapiConfig | None = None
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+    tls: TlsConfig | None = None
 
     def __post_init__(self) -> None:
         # The header carries client_id as an int16-length string: a longer one could only
@@ -97,6 +102,19 @@ class ConnectionConfig:
                 raise errors.ConfigError(f"{name} must be finite positive seconds, got {value!r}")
         if self.max_frame_size < 1024:
             raise errors.ConfigError(f"max_frame_size {self.max_frame_size} is too small")
+        if self.ssl_context is not None and self.tls is not None:
+            raise errors.ConfigError("give ssl_context or tls (certificate files), not both")
+
+    @property
+    def uses_tls(self) -> bool:
+        """Whether connections are made over TLS."""
+        return self.ssl_context is not None or self.tls is not None
+
+    def current_ssl_context(self) -> ssl.SSLContext | None:
+        """The SSL context for a connection opened now (``tls`` files re-read if changed)."""
+        if self.tls is not None:
+            return self.tls.context()
+        return self.ssl_context
 
 
 async def open_connection(
@@ -137,13 +155,14 @@ async def open_connection(
                 "(connect_timeout)"
             ) from None
     stream: ByteStream
+    context = config.current_ssl_context()
     try:
         with anyio.fail_after(max(deadline - anyio.current_time(), 0.0)):
-            if config.ssl_context is not None:
+            if context is not None:
                 stream = await anyio.connect_tcp(
                     address.host,
                     address.port,
-                    ssl_context=config.ssl_context,
+                    ssl_context=context,
                     tls_standard_compatible=False,
                     tls_hostname=address.host,
                 )
@@ -154,13 +173,16 @@ async def open_connection(
             f"{where} timed out: the connection was not accepted within {limit:g} s"
         ) from None
     except ssl.SSLError as exc:
+        refused = _refused_certificate(str(exc), where, config)
+        if refused is not None:
+            raise refused from exc
         raise errors.BrokerConnectError(f"{where}: TLS handshake failed: {exc}") from exc
     except (anyio.EndOfStream, anyio.BrokenResourceError) as exc:
         # The peer hung up during the TLS handshake: typically TLS against a plaintext port.
-        what = "the TLS handshake" if config.ssl_context is not None else "connecting"
+        what = "the TLS handshake" if context is not None else "connecting"
         raise errors.BrokerConnectError(
             f"{where}: the broker closed the connection during {what}"
-            + (" (is this a plaintext listener?)" if config.ssl_context is not None else "")
+            + (" (is this a plaintext listener?)" if context is not None else "")
         ) from exc
     except OSError as exc:
         if _is_refusal(exc):
@@ -187,6 +209,11 @@ async def open_connection(
         ) from None
     except errors.BrokerDisconnectedError as exc:
         await conn.aclose()
+        # TLS 1.3: the broker checks our certificate after the handshake completed on our
+        # side, so its refusal arrives as an alert on the first read.
+        refused = _refused_certificate(str(exc), where, config)
+        if refused is not None:
+            raise refused from exc
         not_kafka = _not_kafka(where, conn, config)
         raise errors.BrokerConnectError(
             not_kafka or f"{where}: connection lost during handshake: {exc}",
@@ -209,10 +236,10 @@ def _not_kafka(where: str, conn: BrokerConnection, config: ConnectionConfig) -> 
     if not head:
         return None
     protocol = identify_protocol(head)
-    if protocol == "TLS" and config.ssl_context is None:
+    if protocol == "TLS" and not config.uses_tls:
         return (
             f"{where} does not speak Kafka (it answered with TLS: is this a TLS listener? "
-            "pass ssl_context)"
+            "pass ssl_context or tls)"
         )
     if protocol is not None:
         return f"{where} does not speak Kafka (it answered with {protocol})"
@@ -220,6 +247,36 @@ def _not_kafka(where: str, conn: BrokerConnection, config: ConnectionConfig) -> 
     if len(head) >= 8 and 0 < size <= config.max_frame_size and head[4:8] == bytes(4):
         return None  # the start of our first response (correlation id 0): slow, not foreign
     return f"{where} does not speak Kafka (it answered with bytes {head.hex(' ')}...)"
+
+
+# TLS alerts a broker sends when it does not accept the client's certificate (Kafka sends
+# bad_certificate for a missing one too; OpenSSL names the alerts like this).
+_CERT_ALERTS = (
+    "ALERT_BAD_CERTIFICATE",
+    "ALERT_CERTIFICATE_REQUIRED",
+    "ALERT_UNKNOWN_CA",
+    "ALERT_CERTIFICATE_EXPIRED",
+    "ALERT_CERTIFICATE_REVOKED",
+    "ALERT_CERTIFICATE_UNKNOWN",
+    "ALERT_UNSUPPORTED_CERTIFICATE",
+)
+
+
+def _refused_certificate(
+    text: str, where: str, config: ConnectionConfig
+) -> errors.TlsAuthenticationError | None:
+    if not config.uses_tls or not any(alert in text for alert in _CERT_ALERTS):
+        return None
+    if config.tls is not None and config.tls.mutual:
+        why = (
+            f"the broker refused the client certificate {config.tls.cert_file or '(PEM text)'}: "
+            "is it signed by a CA the broker trusts, and still valid?"
+        )
+    elif config.tls is not None:
+        why = "the broker requires a client certificate (mutual TLS): give TlsConfig(cert_file=..., key_file=...)"
+    else:
+        why = "the broker refused the TLS client authentication (does it require a client certificate?)"
+    return errors.TlsAuthenticationError(f"{where}: {why} [{text.removeprefix(where + ': ')}]")
 
 
 def _leaf_errors(exc: BaseException) -> list[BaseException]:

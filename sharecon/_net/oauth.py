@@ -21,7 +21,6 @@ import json
 import logging
 import math
 import random
-import re
 import time
 import urllib.parse
 from types import MappingProxyType
@@ -32,7 +31,7 @@ import anyio
 from sharecon import errors
 from sharecon._backoff import Backoff
 from sharecon._net.http import HttpError, check_url, post_form
-from sharecon._net.sasl import OAuthBearerToken, SaslConfig
+from sharecon._net.sasl import OAuthBearerToken
 
 if TYPE_CHECKING:
     import ssl
@@ -41,8 +40,6 @@ if TYPE_CHECKING:
 __all__ = [
     "OidcTokenProvider",
     "RefreshingTokenProvider",
-    "oauthbearer_from_properties",
-    "parse_jaas_options",
 ]
 
 logger = logging.getLogger(__name__)
@@ -288,97 +285,3 @@ def _jwt_claims(value: str) -> dict[str, object]:
     except ValueError:
         return {}
     return doc if isinstance(doc, dict) else {}
-
-
-# -- Kafka client properties --------------------------------------------------------------
-
-_JAAS_OPTION = re.compile(
-    r"""\s*([A-Za-z_][\w.-]*)\s*=\s*("((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'|([^\s;'"]+))"""
-)
-_JAAS_HEAD = re.compile(r"\s*([\w.$]+)\s+(required|requisite|sufficient|optional)\b")
-
-
-def parse_jaas_options(jaas: str) -> tuple[str, dict[str, str]]:
-    """Split a ``sasl.jaas.config`` value into its login module and its options.
-
-    ``org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required
-    clientId='id' clientSecret="secret";`` gives the module's class name and
-    ``{"clientId": "id", "clientSecret": "secret"}``.
-
-    :raises ConfigError: not in the JAAS shape (the message shows no option values).
-    """
-    head = _JAAS_HEAD.match(jaas)
-    if head is None:
-        raise errors.ConfigError(
-            "sasl.jaas.config must start with a login module and a flag, e.g. "
-            "'org.apache.kafka.common.security.plain.PlainLoginModule required ...;'"
-        )
-    options: dict[str, str] = {}
-    pos = head.end()
-    while True:
-        match = _JAAS_OPTION.match(jaas, pos)
-        if match is None:
-            break
-        quoted = match.group(3) if match.group(3) is not None else match.group(4)
-        value = quoted if quoted is not None else match.group(5)
-        options[match.group(1)] = re.sub(r"\\(.)", r"\1", value)
-        pos = match.end()
-    if jaas[pos:].strip() not in (";", ""):
-        raise errors.ConfigError(
-            f"sasl.jaas.config: cannot read past character {pos} (an option must be "
-            "name=value, values with spaces quoted)"
-        )
-    return head.group(1), options
-
-
-def oauthbearer_from_properties(
-    properties: Mapping[str, str], *, ssl_context: ssl.SSLContext | None = None
-) -> SaslConfig:
-    """An OAUTHBEARER :class:`SaslConfig` from Kafka client properties (a ``client.properties``).
-
-    Reads what Kafka's own clients read for OIDC client credentials (KIP-768, KIP-1139):
-
-    * ``sasl.oauthbearer.token.endpoint.url``: the token endpoint (required);
-    * ``sasl.jaas.config``: ``OAuthBearerLoginModule required clientId='...'
-      clientSecret='...' scope='...' extension_logicalCluster='...' ...;``
-    * or ``sasl.oauthbearer.client.credentials.client.id`` / ``...client.secret`` and
-      ``sasl.oauthbearer.scope`` (these win over the JAAS options).
-
-    :param ssl_context: how to verify the token endpoint's certificate (system CAs by default).
-    :raises ConfigError: a required property is missing or malformed (named, never its value).
-    """
-    url = properties.get("sasl.oauthbearer.token.endpoint.url", "").strip()
-    if not url:
-        raise errors.ConfigError(
-            "OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url (only the OIDC client "
-            "credentials flow is supported)"
-        )
-    options: dict[str, str] = {}
-    jaas = properties.get("sasl.jaas.config", "").strip()
-    if jaas:
-        module, options = parse_jaas_options(jaas)
-        if not module.endswith("OAuthBearerLoginModule"):
-            raise errors.ConfigError(
-                f"sasl.jaas.config names {module}; OAUTHBEARER needs OAuthBearerLoginModule"
-            )
-    client_id = properties.get("sasl.oauthbearer.client.credentials.client.id") or options.get(
-        "clientId", ""
-    )
-    secret = properties.get("sasl.oauthbearer.client.credentials.client.secret") or options.get(
-        "clientSecret", ""
-    )
-    scope = properties.get("sasl.oauthbearer.scope") or options.get("scope") or None
-    if not client_id or not secret:
-        raise errors.ConfigError(
-            "OAUTHBEARER needs a client id and secret: clientId and clientSecret in "
-            "sasl.jaas.config, or sasl.oauthbearer.client.credentials.client.id/.secret"
-        )
-    extensions = {
-        key.removeprefix("extension_"): value
-        for key, value in options.items()
-        if key.startswith("extension_")
-    }
-    provider = OidcTokenProvider(
-        url, client_id, secret, scope=scope, extensions=extensions, ssl_context=ssl_context
-    )
-    return SaslConfig("OAUTHBEARER", token_provider=provider)

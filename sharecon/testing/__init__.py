@@ -26,7 +26,13 @@ if TYPE_CHECKING:
         KafkaInstall,
         provision,
     )
-    from sharecon.testing.broker import KafkaBroker, OAuthSetup, SaslSetup, TlsSetup
+    from sharecon.testing.broker import (
+        ClientCertificate,
+        KafkaBroker,
+        OAuthSetup,
+        SaslSetup,
+        TlsSetup,
+    )
     from sharecon.testing.cluster import ClusterBroker, KafkaCluster
     from sharecon.testing.fault_proxy import FaultProxy, FaultProxyError, ToxiproxyServer
     from sharecon.testing.kdc import KdcStartError, KerberosKdc, KerberosSetup
@@ -42,6 +48,7 @@ _LAZY = {
     "BrokerStartError": "sharecon.testing._provision",
     "KafkaInstall": "sharecon.testing._provision",
     "provision": "sharecon.testing._provision",
+    "ClientCertificate": "sharecon.testing.broker",
     "KafkaBroker": "sharecon.testing.broker",
     "SaslSetup": "sharecon.testing.broker",
     "OAuthSetup": "sharecon.testing.broker",
@@ -77,6 +84,7 @@ __all__ = [
     "DEFAULT_KAFKA_VERSION",
     "LATEST_PATCH",
     "BrokerStartError",
+    "ClientCertificate",
     "ClusterBroker",
     "DeliveryTally",
     "FaultProxy",

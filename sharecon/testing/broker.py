@@ -67,6 +67,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_KAFKA_VERSION",
     "BrokerStartError",
+    "ClientCertificate",
     "KafkaBroker",
     "OAuthSetup",
     "SaslSetup",
@@ -170,9 +171,31 @@ class TlsSetup:
     """Serve the client listener over TLS with a throwaway CA made by ``keytool``.
 
     The CA certificate (PEM) is at :attr:`KafkaBroker.tls_ca_file` after start.
+
+    :param client_auth: require a client certificate signed by the test CA
+        (``ssl.client.auth=required``); mint them with
+        :meth:`KafkaBroker.mint_client_certificate`. The principal is the certificate's
+        subject DN, Kafka's default mapping (``User:CN=alice,O=sharecon tests``).
     """
 
     validity_days: int = 7
+    client_auth: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClientCertificate:
+    """A client certificate signed by a test broker's CA, as PEM files a client loads.
+
+    :param cert_file: the certificate (PEM).
+    :param key_file: its private key (PEM; PKCS#8, encrypted when ``key_password`` is set).
+    :param key_password: the key's password, or None for an unencrypted key.
+    :param principal: what the broker sees: ``User:`` and the subject DN.
+    """
+
+    cert_file: Path
+    key_file: Path
+    key_password: str | None = field(default=None, repr=False)
+    principal: str = ""
 
 
 def _oauth_config(oauth: OAuthSetup) -> dict[str, str]:
@@ -480,6 +503,10 @@ class KafkaBroker:
                 conf[f"listener.name.client.{mech.lower()}.sasl.jaas.config"] = (
                     f"{_LOGIN_MODULES[mech]} required{users};"
                 )
+        if self.tls is not None and self.tls.client_auth:
+            conf["listener.name.client.ssl.client.auth"] = "required"
+            conf["listener.name.client.ssl.truststore.type"] = "PEM"
+            conf["listener.name.client.ssl.truststore.location"] = str(tmp / "tls" / "ca.pem")
         if self.tls is not None:
             conf["listener.name.client.ssl.keystore.location"] = str(tmp / "tls" / "broker.p12")
             conf["listener.name.client.ssl.keystore.type"] = "PKCS12"
@@ -530,24 +557,61 @@ class KafkaBroker:
               "-keystore", broker, *common], None),
         ]  # fmt: skip
         for args, out_name in steps:
-            try:
-                done = subprocess.run(
-                    [keytool, *args],
-                    capture_output=True,
-                    text=True,
-                    timeout=60,
-                    check=False,
-                    stdin=subprocess.DEVNULL,
-                )
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                raise BrokerStartError(f"keytool {args[0]} failed: {exc}") from exc
-            if done.returncode != 0:
-                raise BrokerStartError(
-                    f"keytool {args[0]} failed:\n{tail(done.stdout + done.stderr)}"
-                )
+            out = _run_tool([keytool, *args])
             if out_name:
-                (tls / out_name).write_text(done.stdout)
+                (tls / out_name).write_text(out)
         self.tls_ca_file = tls / "ca.pem"
+
+    def mint_client_certificate(
+        self,
+        directory: str | os.PathLike[str],
+        common_name: str = "client",
+        *,
+        key_password: str | None = None,
+        validity_days: int | None = None,
+    ) -> ClientCertificate:
+        """Make a client key and a certificate for it signed by this broker's test CA.
+
+        The key is made by ``openssl`` (keytool cannot write a private key as PEM) and
+        signed by ``keytool`` with the CA the broker trusts. Files ``<common_name>.crt``
+        and ``<common_name>.key`` are (over)written in ``directory``; the key is encrypted
+        (PKCS#8, AES-256) when ``key_password`` is given.
+
+        :raises BrokerStartError: the broker has no TLS, or a tool failed.
+        """
+        if self.tls is None or self._res.dir is None:
+            raise BrokerStartError("mint_client_certificate needs a started broker with tls=")
+        openssl = shutil.which("openssl")
+        if openssl is None:
+            raise BrokerStartError("mint_client_certificate needs the openssl command")
+        keytool = str(Path(self._java).with_name("keytool"))
+        if not os.access(keytool, os.X_OK):
+            keytool = shutil.which("keytool") or keytool
+        out_dir = Path(directory)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        tls = self._res.dir / "tls"
+        key, csr = out_dir / f"{common_name}.key", tls / f"{common_name}.csr"
+        subject = f"/O=sharecon tests/CN={common_name}"
+        # The password reaches openssl through its environment, never its command line.
+        env = {**os.environ, "SHARECON_MINT_KEY_PASSWORD": key_password or ""}
+        protect = ["-passout", "env:SHARECON_MINT_KEY_PASSWORD"] if key_password else ["-nodes"]
+        _run_tool(
+            [openssl, "req", "-new", "-newkey", "rsa:2048", *protect, "-keyout", str(key),
+             "-subj", subject, "-out", str(csr)],
+            env=env,
+        )  # fmt: skip
+        days = str(validity_days or self.tls.validity_days)
+        pem = _run_tool(
+            [keytool, "-gencert", "-alias", "ca", "-keystore", str(tls / "ca.p12"),
+             "-storepass", _STORE_PASSWORD, "-storetype", "PKCS12", "-infile", str(csr),
+             "-ext", "EKU=clientAuth", "-ext", "KU=digitalSignature", "-validity", days, "-rfc"]
+        )  # fmt: skip
+        cert = out_dir / f"{common_name}.crt"
+        cert.write_text(pem)
+        key.chmod(0o600)
+        return ClientCertificate(
+            cert, key, key_password, principal=f"User:CN={common_name},O=sharecon tests"
+        )
 
     def _launch_and_wait(self) -> None:
         assert self._install is not None
@@ -580,6 +644,26 @@ class KafkaBroker:
 
 
 _STORE_PASSWORD = "sharecon-test"  # throwaway keystores in a temporary folder
+
+
+def _run_tool(argv: list[str], env: Mapping[str, str] | None = None) -> str:
+    """Run keytool or openssl; its stdout, or BrokerStartError with the tail of its output."""
+    what = f"{Path(argv[0]).name} {argv[1]}"
+    try:
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            env=None if env is None else dict(env),
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BrokerStartError(f"{what} failed: {exc}") from exc
+    if done.returncode != 0:
+        raise BrokerStartError(f"{what} failed:\n{tail(done.stdout + done.stderr)}")
+    return done.stdout
 
 
 def _check_port_free(port: int) -> None:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from sharecon import errors
 from sharecon._net.oauth import OidcTokenProvider
 from sharecon._net.sasl import SaslConfig
+from sharecon.config import ConnectionConfig, TlsConfig, from_properties
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -60,6 +61,10 @@ ENV = {
     "timeout": "SHARECON_TIMEOUT",
     "tls": "SHARECON_TLS",
     "tls_ca": "SHARECON_TLS_CA",
+    "tls_cert": "SHARECON_TLS_CERT",
+    "tls_key": "SHARECON_TLS_KEY",
+    "tls_key_password": "SHARECON_TLS_KEY_PASSWORD",
+    "command_config": "SHARECON_COMMAND_CONFIG",
     "sasl_mechanism": "SHARECON_SASL_MECHANISM",
     "sasl_username": "SHARECON_SASL_USERNAME",
     "sasl_password": "SHARECON_SASL_PASSWORD",
@@ -93,6 +98,14 @@ class WorkerConfig:
     :param timeout: connect and request timeout.
     :param tls: use TLS (verified against the system CAs, or ``tls_ca``).
     :param tls_ca: PEM file of CA certificates (implies ``tls``).
+    :param tls_cert: PEM client certificate for mutual TLS (implies ``tls``); re-read by
+        each new connection when the file changed.
+    :param tls_key: PEM private key of ``tls_cert``, unless it is in that file.
+    :param tls_key_password: the password of an encrypted ``tls_key`` (never in ``repr``;
+        from ``SHARECON_TLS_KEY_PASSWORD``, not a flag).
+    :param command_config: a Kafka client properties file (``--command-config``); it
+        gives the TLS and SASL settings, and the bootstrap servers unless ``bootstrap``
+        is given too.
     :param sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512`` or ``OAUTHBEARER``.
     :param sasl_username: the SASL user.
     :param sasl_password: the SASL password (never shown in ``repr``).
@@ -121,6 +134,10 @@ class WorkerConfig:
     timeout: float = 30.0
     tls: bool = False
     tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_key_password: str | None = field(default=None, repr=False)
+    command_config: str | None = None
     sasl_mechanism: str | None = None
     sasl_username: str | None = None
     sasl_password: str | None = field(default=None, repr=False)
@@ -164,6 +181,18 @@ class WorkerConfig:
             )
         if self.sasl_mechanism is not None:
             self.sasl()  # checks the mechanism
+        if self.tls_key is not None and self.tls_cert is None:
+            raise errors.ConfigError("tls_key needs tls_cert (the certificate it belongs to)")
+        if self.command_config is not None:
+            mixed = [
+                name
+                for name in ("tls_ca", "tls_cert", "tls_key", "sasl_mechanism", "sasl_username")
+                if getattr(self, name) is not None
+            ] + (["tls"] if self.tls else [])
+            if mixed:
+                raise errors.ConfigError(
+                    f"command_config gives the TLS and SASL settings; drop {', '.join(mixed)}"
+                )
 
     def _check_oauth(self) -> None:
         if self.sasl_username is not None or self.sasl_password is not None:
@@ -215,7 +244,13 @@ class WorkerConfig:
             ) from None
 
     def client_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for sharecon's clients (Admin, ShareConsumer)."""
+        """Keyword arguments for sharecon's clients (Admin, ShareConsumer).
+
+        :raises ConfigError: a TLS file or the properties file cannot be used.
+        """
+        config = self.connection_config()
+        if config is not None:
+            return {"config": config, "request_timeout": self.timeout}
         return {
             "client_id": self.client_id,
             "connect_timeout": self.timeout,
@@ -223,6 +258,41 @@ class WorkerConfig:
             "ssl_context": self.ssl_context(),
             "sasl": self.sasl(),
         }
+
+    def bootstrap_servers(self) -> str:
+        """``bootstrap``, or the properties file's ``bootstrap.servers`` when only it names them."""
+        if self.command_config is not None and self.bootstrap == DEFAULT_BOOTSTRAP:
+            return from_properties(self.command_config).bootstrap
+        return self.bootstrap
+
+    def connection_config(self) -> ConnectionConfig | None:
+        """The whole connection config when TLS files or a properties file give one."""
+        if self.command_config is not None:
+            props = from_properties(self.command_config, bootstrap=self.bootstrap)
+            client_id = self.client_id
+            if client_id == "sharecon-worker" and props.config.client_id != "sharecon":
+                client_id = props.config.client_id  # the file's client.id
+            return dataclasses.replace(
+                props.config,
+                client_id=client_id,
+                connect_timeout=self.timeout,
+                request_timeout=self.timeout,
+            )
+        if self.tls_cert is None and not (self.tls or self.tls_ca):
+            return None
+        tls = TlsConfig(
+            ca_file=self.tls_ca,
+            cert_file=self.tls_cert,
+            key_file=self.tls_key,
+            key_password=self.tls_key_password,
+        )
+        return ConnectionConfig(
+            client_id=self.client_id,
+            connect_timeout=self.timeout,
+            request_timeout=self.timeout,
+            tls=tls,
+            sasl=self.sasl(),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (the password and client secret included: they go to the worker
@@ -254,6 +324,16 @@ def _at_least(name: str, value: object, low: int) -> None:
 _INTS = {"processes", "concurrency", "dlq_after", "max_records"}
 _FLOATS = {"handler_timeout", "grace", "interval", "timeout"}
 _BOOLS = {"tls"}
+_SECURITY = {
+    "tls",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "tls_key_password",
+    "sasl_mechanism",
+    "sasl_username",
+    "sasl_password",
+}
 
 
 def _convert(name: str, value: object, where: str) -> object:
@@ -336,13 +416,20 @@ def config_from_sources(
     """
     environ = os.environ if env is None else env
     values: dict[str, Any] = {}
+    from_env: set[str] = set()
     for name, variable in ENV.items():
         if flags.get(name) is not None:
             values[name] = flags[name]
         elif environ.get(variable):
             values[name] = _convert(name, environ[variable], variable)
+            from_env.add(name)
         elif toml is not None and toml.get(name) is not None:
             values[name] = toml[name]
+    if values.get("command_config") is not None:
+        # As the CLI does: the properties file gives TLS and SASL; the environment's
+        # SHARECON_TLS_* / SHARECON_SASL_* are not read then (flags still clash).
+        for name in _SECURITY & from_env:
+            del values[name]
     for required in ("handler", "group", "topics"):
         values.setdefault(required, "" if required != "topics" else ())
     if values.get("handler") == "":

@@ -410,7 +410,7 @@ async def check_setup(config: WorkerConfig) -> None:
     :raises UnknownTopicOrPartitionError: a topic does not exist (naming it).
     """
     load_handler(config.handler)
-    async with Admin(config.bootstrap, **config.client_kwargs()) as admin:
+    async with Admin(config.bootstrap_servers(), **config.client_kwargs()) as admin:
         await admin.describe_topics(list(config.topics))
 
 
@@ -437,4 +437,10 @@ def _child_env() -> dict[str, str]:
     # This file is <root>/sharecon/worker/_supervisor.py.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+    # Secrets reach a worker process on its stdin with the rest of its config: they are
+    # not left in its environment (readable in /proc by the same user, inherited further).
+    env = {k: v for k, v in os.environ.items() if k not in _SECRET_VARIABLES}
+    return {**env, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+
+
+_SECRET_VARIABLES = frozenset({"SHARECON_SASL_PASSWORD", "SHARECON_TLS_KEY_PASSWORD"})

@@ -21,7 +21,7 @@ from sharecon import errors
 from sharecon._net import http
 from sharecon._net.connect import ConnectionConfig, fetch_token, open_connection
 from sharecon._net.connection import BrokerAddress
-from sharecon._net.oauth import parse_jaas_options
+from sharecon._net.properties import parse_jaas
 from sharecon._net.sasl import OAuthBearerMechanism
 from sharecon.config import (
     OAuthBearerToken,
@@ -266,7 +266,7 @@ def test_plain_http_only_to_loopback() -> None:
 
 
 def test_jaas_options_quoting() -> None:
-    module, options = parse_jaas_options(
+    module, options = parse_jaas(
         "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
         "clientId='id-1' clientSecret=\"a b\\\"c\" scope=kafka extension_logicalCluster='lkc-1';"
     )
@@ -278,7 +278,7 @@ def test_jaas_options_quoting() -> None:
         "extension_logicalCluster": "lkc-1",
     }
     with pytest.raises(errors.ConfigError) as info:
-        parse_jaas_options("Module required clientSecret='x' broken")
+        parse_jaas("Module required clientSecret='x' broken")
     assert "'x'" not in str(info.value)
 
 
