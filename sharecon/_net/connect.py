@@ -53,6 +53,8 @@ _API_VERSIONS_KEY = ApiVersionsRequest.api_key
 _CLIENT_ID_MAX_BYTES = 0x7FFF
 # The broker validates ClientSoftwareName/Version against this pattern (KIP-511).
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+# OpenSSL's reasons for a handshake reply that is not TLS at all.
+_NOT_TLS_REASONS = frozenset({"WRONG_VERSION_NUMBER", "HTTP_REQUEST", "PACKET_LENGTH_TOO_LONG"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,13 +135,24 @@ async def open_connection(
             f"{where} timed out: the connection was not accepted within {limit:g} s"
         ) from None
     except ssl.SSLError as exc:
-        raise errors.BrokerConnectError(f"{where}: TLS handshake failed: {exc}") from exc
+        # A reply that is not TLS at all ("wrong version number"): a plaintext listener,
+        # which will not turn into a TLS one on retry.
+        plain = getattr(exc, "reason", None) in _NOT_TLS_REASONS
+        raise errors.BrokerConnectError(
+            f"{where}: TLS handshake failed: {exc}"
+            + (" (the reply is not TLS: is this a plaintext listener?)" if plain else ""),
+            definite=plain,
+        ) from exc
     except (anyio.EndOfStream, anyio.BrokenResourceError) as exc:
-        # The peer hung up during the TLS handshake: typically TLS against a plaintext port.
-        what = "the TLS handshake" if config.ssl_context is not None else "connecting"
+        # The peer hung up during the TLS handshake: typically TLS against a plaintext port
+        # (a Kafka broker reads our ClientHello as a ~370 MB request size and hangs up).
+        # Definite, so bootstrap gives up after its short grace instead of the timeout.
+        tls = config.ssl_context is not None
+        what = "the TLS handshake" if tls else "connecting"
         raise errors.BrokerConnectError(
             f"{where}: the broker closed the connection during {what}"
-            + (" (is this a plaintext listener?)" if config.ssl_context is not None else "")
+            + (" (is this a plaintext listener?)" if tls else ""),
+            definite=tls,
         ) from exc
     except OSError as exc:
         if _is_refusal(exc):
@@ -152,23 +165,24 @@ async def open_connection(
         stream, address, client_id=config.client_id, max_frame_size=config.max_frame_size
     )
     await task_group.start(conn.run)
+    step = _Step()
     try:
         with anyio.fail_after(max(deadline - anyio.current_time(), 0.0)):
-            await handshake(conn, config, required_apis=required_apis)
+            await handshake(conn, config, required_apis=required_apis, step=step)
     except TimeoutError:
         await conn.aclose()
         not_kafka = _not_kafka(where, conn, config)
         raise errors.BrokerConnectError(
             not_kafka
-            or f"{where} timed out: it accepted the connection but did not answer the "
-            f"version handshake within {limit:g} s",
+            or f"{where} timed out: it accepted the connection but did not answer "
+            f"{step.name} within {limit:g} s",
             definite=not_kafka is not None,
         ) from None
     except errors.BrokerDisconnectedError as exc:
         await conn.aclose()
         not_kafka = _not_kafka(where, conn, config)
         raise errors.BrokerConnectError(
-            not_kafka or f"{where}: connection lost during handshake: {exc}",
+            not_kafka or f"{where}: connection lost during {step.name}: {exc}",
             definite=not_kafka is not None,
         ) from exc
     except BaseException:
@@ -180,6 +194,13 @@ async def open_connection(
         len(conn.versions.versions) if conn.versions else 0,
     )
     return conn
+
+
+@dataclass(slots=True)
+class _Step:
+    """Which request of the opening exchange is in flight, for the error if it stalls."""
+
+    name: str = "the version handshake (ApiVersions)"
 
 
 def _not_kafka(where: str, conn: BrokerConnection, config: ConnectionConfig) -> str | None:
@@ -236,8 +257,12 @@ async def handshake(
     config: ConnectionConfig,
     *,
     required_apis: Iterable[int] = (),
+    step: _Step | None = None,
 ) -> None:
-    """ApiVersions (with the UNSUPPORTED_VERSION fallback), then SASL when configured."""
+    """ApiVersions (with the UNSUPPORTED_VERSION fallback), then SASL when configured.
+
+    :param step: updated with the request in flight, so a caller's timeout can name it.
+    """
     version = CLIENT_VERSIONS[_API_VERSIONS_KEY][1]
     request = ApiVersionsRequest(
         client_software_name="sharecon",
@@ -254,11 +279,18 @@ async def handshake(
         response = await conn.request(request, api_version=retry)
     conn.versions = negotiate(response, required_apis)
     if config.sasl is not None:
-        await authenticate(conn, config.sasl)
+        await authenticate(conn, config.sasl, step=step)
 
 
-async def authenticate(conn: BrokerConnection, sasl: SaslConfig) -> None:
-    """SaslHandshake v1 then SaslAuthenticate rounds; sets the re-authentication time."""
+async def authenticate(
+    conn: BrokerConnection, sasl: SaslConfig, *, step: _Step | None = None
+) -> None:
+    """SaslHandshake v1 then SaslAuthenticate rounds; sets the re-authentication time.
+
+    :param step: updated with the request in flight, so a caller's timeout can name it.
+    """
+    if step is not None:
+        step.name = f"the SASL handshake (SaslHandshake for {sasl.mechanism})"
     hs = await conn.request(SaslHandshakeRequest(mechanism=sasl.mechanism))
     if hs.error_code:
         offered = ", ".join(hs.mechanisms) or "none"
@@ -270,10 +302,14 @@ async def authenticate(conn: BrokerConnection, sasl: SaslConfig) -> None:
     mechanism = sasl._new_mechanism()
     token: bytes | None = None
     lifetime_ms = 0
+    rounds = 0
     while True:
         out = mechanism.step(token)
         if mechanism.done and not out:
             break
+        rounds += 1
+        if step is not None:
+            step.name = f"SASL authentication (SaslAuthenticate {sasl.mechanism}, round {rounds})"
         resp = await conn.request(SaslAuthenticateRequest(auth_bytes=out))
         if resp.error_code:
             # The broker's message says why (e.g. "Authentication failed ... invalid credentials").
