@@ -92,6 +92,35 @@ class ConnectionConfig:
                 raise errors.ConfigError(f"{name} must be finite positive seconds, got {value!r}")
         if self.max_frame_size < 1024:
             raise errors.ConfigError(f"max_frame_size {self.max_frame_size} is too small")
+        if self.ssl_context is not None:
+            _warn_if_unverified(self.ssl_context)
+
+
+# Which weakened TLS settings were already reported: once per process each, so that an
+# application opening many clients with the same context is told once, not per client.
+_INSECURE_WARNED: set[str] = set()
+
+
+def _warn_if_unverified(context: ssl.SSLContext) -> None:
+    # Verification off is sometimes deliberate (a test cluster), but it must never be
+    # silent: the connection is then encrypted, yet anyone on the path can pose as the broker.
+    if context.verify_mode == ssl.CERT_NONE:
+        what, detail = "CERT_NONE", "verify_mode is CERT_NONE: any certificate is accepted"
+    elif not context.check_hostname:
+        what, detail = (
+            "check_hostname",
+            "check_hostname is False: a certificate for any name is accepted",
+        )
+    else:
+        return
+    if what in _INSECURE_WARNED:
+        return
+    _INSECURE_WARNED.add(what)
+    logger.warning(
+        "TLS certificate verification is weakened (ssl_context.%s), so the broker's "
+        "identity is not checked; use ssl.create_default_context(cafile=...) outside tests",
+        detail,
+    )
 
 
 async def open_connection(
