@@ -1116,3 +1116,86 @@ def test_tls_against_plaintext_listener_is_exit_5_within_seconds(kafka_bootstrap
     elapsed = time.monotonic() - start
     assert_clean_error(proc, 5, kafka_bootstrap, "plaintext listener")
     assert elapsed < 6, elapsed  # Python start-up included
+
+
+# -- input and output edges ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (("consume", "t\udcff", "-g", "g"), "argument topics (b't\\xff')"),
+        (("produce", "t", "-H", "k\udcff=v"), "argument header (b'k\\xff=v')"),
+        (("topics", "list", "--sasl-password", "pw\udcff"), "argument sasl-password is"),
+    ],
+)
+def test_arguments_that_are_not_utf8_are_usage_errors(args: tuple[str, ...], named: str) -> None:
+    """Bytes that are not UTF-8 (a topic, a group, a header key) are exit 2 naming the
+    argument, before anything connects (they were a Kafka error, exit 1, or exit 3); a
+    password is never shown."""
+    proc = cli(*args, "-b", UNREACHABLE, input="x\n")
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"error: {named}" in proc.stderr and "is not valid UTF-8 text" in proc.stderr
+    assert "pw" not in proc.stderr.replace("sasl-password", "")
+
+
+def test_consume_with_stdout_closed_is_a_usage_error_and_takes_nothing(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    """`sharecon consume ... >&-`: exit 2 with a message, before joining the group, so no
+    record is taken (it used to end in a traceback, exit 70)."""
+    topic = topic_factory(1)
+    b = ("-b", kafka_bootstrap)
+    assert cli("produce", topic, *b, input="r0\nr1\nr2\n").returncode == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHARECON_")}
+    closed = subprocess.run(
+        [*CLI, "consume", topic, "-g", share_group, "--max", "3", *b],
+        stderr=subprocess.PIPE,
+        env=env,
+        timeout=60,
+        check=False,
+        preexec_fn=lambda: os.close(1),
+    )
+    err = closed.stderr.decode()
+    assert closed.returncode == 2, err
+    assert "Traceback" not in err and "stdout is closed" in err
+    # Every record is still there, on its first delivery.
+    rest = cli("consume", topic, "-g", share_group, "--max", "3", "--json", *b)
+    assert rest.returncode == 0, rest.stderr
+    assert [(r["value"], r["delivery_count"]) for r in json_lines(rest.stdout)] == [
+        (f"r{i}", 1) for i in range(3)
+    ]
+
+
+def test_interrupted_produce_says_what_was_sent_and_where_to_resume(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    """Ctrl-C while produce waits for more input: exit 130 and a line saying how many
+    records were acknowledged and which input line comes next (it said only "interrupted")."""
+    topic = topic_factory(1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHARECON_")}
+    proc = subprocess.Popen(
+        [*CLI, "produce", topic, "-b", kafka_bootstrap, "-q"],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(b"a\n\nc\nd\n")  # four lines, one of them empty
+        proc.stdin.flush()
+        written = read_back(kafka_bootstrap, topic, 4)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert [r.value for r in written] == [b"a", b"", b"c", b"d"]
+    assert proc.returncode == 130, err
+    assert b"Traceback" not in err
+    assert (
+        f"interrupted after 4 record(s) were sent to {topic} (acknowledged: input lines 1-4); "
+        f"the next input line is 5: resume with tail -n +5 INPUT | sharecon produce {topic}"
+    ).encode() in err
