@@ -536,8 +536,8 @@ def test_consume_into_a_closed_pipe_ends_at_once_and_accepts_only_what_was_writt
                         return
                     await anyio.sleep(0.2)
 
-    # A reader that takes two lines and leaves once the consumer has written (into the
-    # pipe) and accepted all 100, while it waits for more.
+    # A reader that reads all 100 lines (each accepted once read) and leaves while the
+    # consumer waits for more.
     proc = subprocess.Popen(
         [*CLI, "consume", topic, "-g", share_group, *b],
         stdout=subprocess.PIPE,
@@ -546,7 +546,7 @@ def test_consume_into_a_closed_pipe_ends_at_once_and_accepts_only_what_was_writt
     )
     try:
         assert proc.stdout is not None
-        lines = [proc.stdout.readline() for _ in range(2)]
+        lines = [proc.stdout.readline() for _ in range(100)]
         anyio.run(all_done)
         proc.stdout.close()
         _out, err = proc.communicate(timeout=30)  # it used to wait for records forever
@@ -554,7 +554,9 @@ def test_consume_into_a_closed_pipe_ends_at_once_and_accepts_only_what_was_writt
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert [line.split(b"\t")[0] for line in lines] == [f"{topic}-0@{i}".encode() for i in (0, 1)]
+    assert [line.split(b"\t")[0] for line in lines[:2]] == [
+        f"{topic}-0@{i}".encode() for i in (0, 1)
+    ]
     assert proc.returncode == 0 and b"Traceback" not in err
 
     # A reader gone before anything was written: nothing is accepted, so a second group
@@ -1199,3 +1201,44 @@ def test_interrupted_produce_says_what_was_sent_and_where_to_resume(
         f"interrupted after 4 record(s) were sent to {topic} (acknowledged: input lines 1-4); "
         f"the next input line is 5: resume with tail -n +5 INPUT | sharecon produce {topic}"
     ).encode() in err
+
+
+def test_consume_into_a_pipe_accepts_only_the_lines_its_reader_read(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    """`consume | head -1`: lines written into the pipe but never read when the reader
+    leaves are released, not accepted (they were, 6 of 7 in the probe). The reader here
+    takes exactly one 4-byte line, waits for the rest to sit in the pipe, and leaves;
+    the 99 others come back, their delivery count spent once."""
+    topic = topic_factory(1)
+    b = ("-b", kafka_bootstrap)
+    assert (
+        cli("produce", topic, *b, input="".join(f"r{i:02d}\n" for i in range(100))).returncode == 0
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHARECON_")}
+    proc = subprocess.Popen(
+        [*CLI, "consume", topic, "-g", share_group, "--value-only", *b],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        first = os.read(fd, 4)  # exactly one line, as head -1 shows one
+        time.sleep(2)  # the other 99 lines are written into the pipe meanwhile
+        proc.stdout.close()
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert first == b"r00\n"
+    assert proc.returncode == 0 and b"Traceback" not in err, err
+    rest = cli("consume", topic, "-g", share_group, "--max", "99", "--idle", "5", "--json", *b)
+    assert rest.returncode == 0, rest.stderr
+    got = json_lines(rest.stdout)
+    assert sorted(int(str(r["offset"])) for r in got) == list(range(1, 100))
+    # Those written into the pipe were delivered once already: the release spent it.
+    assert {r["delivery_count"] for r in got} <= {1, 2}
+    assert any(r["delivery_count"] == 2 for r in got)
