@@ -90,7 +90,13 @@ def register(
         help="answer for each printed record: accept (done), release (deliver again), "
         "reject (archive, never delivered again); default accept",
     )
-    p.add_argument("-n", "--max", type=positive_int, metavar="N", help="stop after N records")
+    p.add_argument(
+        "-n",
+        "--max",
+        type=positive_int,
+        metavar="N",
+        help="stop after N records (the way to peek, rather than | head -N)",
+    )
     p.add_argument(
         "--idle",
         type=non_negative_float,
