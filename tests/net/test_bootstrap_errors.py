@@ -7,6 +7,7 @@ port, a listener that never answers, an HTTP server, a TLS listener spoken to in
 from __future__ import annotations
 
 import socket
+import ssl
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -269,3 +270,18 @@ async def test_mixed_causes_are_each_named() -> None:
         )
     assert message.startswith("could not reach any bootstrap broker within 1 s: ")
     assert f"127.0.0.1:{port} refused the connection; {tls} does not speak Kafka" in message
+
+
+@pytest.mark.parametrize("reply", [HTTP_400, b""], ids=["not-tls-bytes", "hang-up"])
+async def test_tls_to_a_plaintext_peer_fails_within_seconds(reply: bytes) -> None:
+    """A TLS client at a plaintext listener: the reply is not TLS, or the peer hangs up on
+    the ClientHello (as a Kafka plaintext listener does). Definite: about 2 s, not the
+    connect timeout (10 s here), with a hint."""
+    context = ssl.create_default_context()
+    async with peer(answering(reply)) as where:
+        start = anyio.current_time()
+        with anyio.fail_after(8):
+            message = await bootstrap_error(where, ConnectionConfig(ssl_context=context))
+        elapsed = anyio.current_time() - start
+    assert elapsed < 4.0, elapsed
+    assert f"{where}" in message and "plaintext listener?" in message
