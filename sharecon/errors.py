@@ -19,6 +19,7 @@ Layout::
     ├── KafkaConnectionError          a connection to a broker failed or broke
     │   ├── BrokerConnectError        could not connect (refused, unreachable, TLS handshake)
     │   └── BrokerDisconnectedError   an open connection broke or was closed
+    ├── OAuthTokenError               no OAUTHBEARER token could be obtained
     ├── KafkaTimeoutError             a deadline passed
     │   └── RequestTimeoutError       a request got no response in time
     └── BrokerError                   the broker answered with a non-zero error code
@@ -56,6 +57,7 @@ __all__ = [
     "KafkaError",
     "KafkaTimeoutError",
     "LocalProtocolError",
+    "OAuthTokenError",
     "ProtocolError",
     "RemoteProtocolError",
     "RequestTimeoutError",
@@ -213,6 +215,16 @@ class BrokerConnectError(KafkaConnectionError):
 
 class BrokerDisconnectedError(KafkaConnectionError):
     """An open connection broke or was closed; requests pending on it failed with this."""
+
+
+class OAuthTokenError(KafkaError):
+    """An OAUTHBEARER token could not be obtained, so no login was tried.
+
+    The token endpoint refused the client (``invalid_client``: a wrong id or secret), or
+    could not be reached after retries, or the token provider failed. The message names
+    the endpoint and its HTTP status and OAuth error code, never a secret or a token.
+    A token the *broker* refuses is a :class:`SaslAuthenticationFailedError` instead.
+    """
 
 
 class KafkaTimeoutError(KafkaError, builtins.TimeoutError):

@@ -15,6 +15,7 @@ Rules of this module:
 from __future__ import annotations
 
 import errno
+import inspect
 import logging
 import math
 import random
@@ -27,6 +28,7 @@ import anyio
 
 from sharecon import errors
 from sharecon._net.connection import DEFAULT_MAX_FRAME_SIZE, BrokerAddress, BrokerConnection
+from sharecon._net.sasl import OAuthBearerToken
 from sharecon._version import __version__
 from sharecon.protocol import (
     ApiVersionsRequest,
@@ -43,13 +45,15 @@ if TYPE_CHECKING:
 
     from anyio.abc import ByteStream, TaskGroup
 
-    from sharecon._net.sasl import SaslConfig
+    from sharecon._net.sasl import SaslConfig, TokenProvider
 
 __all__ = ["ConnectionConfig", "handshake", "open_connection"]
 
 logger = logging.getLogger(__name__)
 
 _API_VERSIONS_KEY = ApiVersionsRequest.api_key
+#: Seconds a token provider may take (its own retries included) before the login fails.
+TOKEN_TIMEOUT = 30.0
 _CLIENT_ID_MAX_BYTES = 0x7FFF
 # The broker validates ClientSoftwareName/Version against this pattern (KIP-511).
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
@@ -66,7 +70,7 @@ class ConnectionConfig:
     :param request_timeout: default seconds a request may wait for its response.
     :param ssl_context: enables TLS; build it with :func:`ssl.create_default_context`
         (verification on) and load your CA with ``cafile=``.
-    :param sasl: SASL credentials (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), or None.
+    :param sasl: SASL credentials (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER), or None.
     :param max_frame_size: largest response frame accepted (bytes).
     """
 
@@ -141,14 +145,28 @@ async def open_connection(
         starts with the address and says why (refused, timed out, not Kafka, ...).
     :raises IncompatibleBrokerError: a required API is not offered.
     :raises SaslAuthenticationFailedError: wrong credentials (or other SASL broker errors).
+    :raises OAuthTokenError: OAUTHBEARER: the token provider could not give a token.
     """
     where = str(address)
     limit = config.connect_timeout if timeout is None else min(timeout, config.connect_timeout)
-    # One deadline for both phases: connect_timeout covers connect, TLS, ApiVersions and SASL.
+    # One deadline for every phase: connect_timeout covers an OAUTHBEARER token, connect,
+    # TLS, ApiVersions and SASL.
     deadline = anyio.current_time() + limit
+    token: OAuthBearerToken | None = None
+    if config.sasl is not None and config.sasl.token_provider is not None:
+        # Before connecting: a slow token endpoint is then named as such, not as a broker
+        # that did not answer, and the broker is not kept waiting for it.
+        try:
+            with anyio.fail_after(limit):
+                token = await fetch_token(config.sasl.token_provider)
+        except TimeoutError:
+            raise errors.OAuthTokenError(
+                f"{where}: the OAUTHBEARER token provider gave no token within {limit:g} s "
+                "(connect_timeout)"
+            ) from None
     stream: ByteStream
     try:
-        with anyio.fail_after(limit):
+        with anyio.fail_after(max(deadline - anyio.current_time(), 0.0)):
             if config.ssl_context is not None:
                 stream = await anyio.connect_tcp(
                     address.host,
@@ -197,7 +215,7 @@ async def open_connection(
     step = _Step()
     try:
         with anyio.fail_after(max(deadline - anyio.current_time(), 0.0)):
-            await handshake(conn, config, required_apis=required_apis, step=step)
+            await handshake(conn, config, required_apis=required_apis, token=token, step=step)
     except TimeoutError:
         await conn.aclose()
         not_kafka = _not_kafka(where, conn, config)
@@ -286,10 +304,12 @@ async def handshake(
     config: ConnectionConfig,
     *,
     required_apis: Iterable[int] = (),
+    token: OAuthBearerToken | None = None,
     step: _Step | None = None,
 ) -> None:
     """ApiVersions (with the UNSUPPORTED_VERSION fallback), then SASL when configured.
 
+    :param token: OAUTHBEARER: a token already fetched from the provider for this login.
     :param step: updated with the request in flight, so a caller's timeout can name it.
     """
     version = CLIENT_VERSIONS[_API_VERSIONS_KEY][1]
@@ -308,16 +328,29 @@ async def handshake(
         response = await conn.request(request, api_version=retry)
     conn.versions = negotiate(response, required_apis)
     if config.sasl is not None:
-        await authenticate(conn, config.sasl, step=step)
+        await authenticate(conn, config.sasl, token=token, step=step)
 
 
 async def authenticate(
-    conn: BrokerConnection, sasl: SaslConfig, *, step: _Step | None = None
+    conn: BrokerConnection,
+    sasl: SaslConfig,
+    *,
+    token: OAuthBearerToken | None = None,
+    step: _Step | None = None,
 ) -> None:
     """SaslHandshake v1 then SaslAuthenticate rounds; sets the re-authentication time.
 
+    OAUTHBEARER asks the token provider first (unless ``token`` was fetched already), at
+    every login and re-authentication, so a re-authentication carries the provider's
+    current token.
+
     :param step: updated with the request in flight, so a caller's timeout can name it.
     """
+    token_obj = token
+    if token_obj is None and sasl.token_provider is not None:
+        if step is not None:
+            step.name = "the OAUTHBEARER token provider"
+        token_obj = await fetch_token(sasl.token_provider)
     if step is not None:
         step.name = f"the SASL handshake (SaslHandshake for {sasl.mechanism})"
     hs = await conn.request(SaslHandshakeRequest(mechanism=sasl.mechanism))
@@ -328,12 +361,12 @@ async def authenticate(
         )
         assert err is not None
         raise err
-    mechanism = sasl._new_mechanism()
-    token: bytes | None = None
+    mechanism = sasl._new_mechanism(token_obj)
+    server_token: bytes | None = None
     lifetime_ms = 0
     rounds = 0
     while True:
-        out = mechanism.step(token)
+        out = mechanism.step(server_token)
         if mechanism.done and not out:
             break
         rounds += 1
@@ -342,17 +375,62 @@ async def authenticate(
         resp = await conn.request(SaslAuthenticateRequest(auth_bytes=out))
         if resp.error_code:
             # The broker's message says why (e.g. "Authentication failed ... invalid credentials").
-            err = errors.error_for_code(
-                resp.error_code, f"{conn.address}: {resp.error_message or 'no detail'}"
-            )
+            detail = resp.error_message or "no detail"
+            if mechanism.failure:
+                detail = f"{detail} ({sasl.mechanism}: {mechanism.failure})"
+            err = errors.error_for_code(resp.error_code, f"{conn.address}: {detail}")
             assert err is not None
             raise err
         lifetime_ms = resp.session_lifetime_ms
-        token = bytes(resp.auth_bytes)
+        server_token = bytes(resp.auth_bytes)
         if mechanism.done:
             break
     if lifetime_ms > 0:
         # Re-authenticate when 85-95% of the lifetime has passed, like the Java client.
         delay = lifetime_ms / 1000 * random.uniform(0.85, 0.95)
         conn.set_reauthentication(anyio.current_time() + delay, lambda: authenticate(conn, sasl))
-    logger.debug("%s: authenticated with %s", conn.address, sasl.mechanism)
+    logger.debug(
+        "%s: authenticated with %s%s",
+        conn.address,
+        sasl.mechanism,
+        f" as {token_obj.principal!r}" if token_obj is not None and token_obj.principal else "",
+    )
+
+
+async def fetch_token(provider: TokenProvider) -> OAuthBearerToken:
+    """Call an OAUTHBEARER token provider: async ones awaited, plain ones in a worker thread.
+
+    :raises OAuthTokenError: the provider failed, timed out or returned something else;
+        the message names the provider's error, never a token or secret.
+    """
+    try:
+        with anyio.fail_after(TOKEN_TIMEOUT):
+            if _is_async(provider):
+                result = provider()
+            else:
+                result = await anyio.to_thread.run_sync(provider, abandon_on_cancel=True)
+            if inspect.isawaitable(result):
+                result = await result
+    except TimeoutError:
+        raise errors.OAuthTokenError(
+            f"the OAUTHBEARER token provider gave no token within {TOKEN_TIMEOUT:g} s"
+        ) from None
+    except errors.KafkaError:
+        raise
+    except Exception as exc:
+        # The provider's own error, by type only: its text could hold what it was given.
+        raise errors.OAuthTokenError(
+            f"the OAUTHBEARER token provider failed: {type(exc).__name__}"
+        ) from exc
+    if not isinstance(result, OAuthBearerToken):
+        raise errors.OAuthTokenError(
+            f"the OAUTHBEARER token provider returned {type(result).__name__}, "
+            "not an OAuthBearerToken"
+        )
+    return result
+
+
+def _is_async(provider: object) -> bool:
+    return inspect.iscoroutinefunction(provider) or inspect.iscoroutinefunction(
+        getattr(provider, "__call__", None)  # noqa: B004 - an async __call__ on an object
+    )

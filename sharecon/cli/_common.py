@@ -21,10 +21,11 @@ from enum import IntEnum
 from typing import IO, TYPE_CHECKING, Any
 
 from sharecon import errors
+from sharecon._net.oauth import OidcTokenProvider
 from sharecon._net.sasl import MECHANISMS, SaslConfig
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
 __all__ = [
     "DEFAULT_BOOTSTRAP",
@@ -52,6 +53,11 @@ ENV = {
     "sasl_mechanism": "SHARECON_SASL_MECHANISM",
     "sasl_username": "SHARECON_SASL_USERNAME",
     "sasl_password": "SHARECON_SASL_PASSWORD",
+    "oauth_token_url": "SHARECON_OAUTH_TOKEN_URL",
+    "oauth_client_id": "SHARECON_OAUTH_CLIENT_ID",
+    "oauth_scope": "SHARECON_OAUTH_SCOPE",
+    # The client secret has no flag: a command line is visible to every user of the machine.
+    "oauth_client_secret": "SHARECON_OAUTH_CLIENT_SECRET",
 }
 
 
@@ -102,6 +108,11 @@ environment:
   SHARECON_SASL_USERNAME   default for --sasl-username
   SHARECON_SASL_PASSWORD   the SASL password (preferred over --sasl-password, which
                            other users can see in the process list)
+  SHARECON_OAUTH_TOKEN_URL, SHARECON_OAUTH_CLIENT_ID, SHARECON_OAUTH_SCOPE
+                           defaults for --oauth-token-url, --oauth-client-id, --oauth-scope
+  SHARECON_OAUTH_CLIENT_SECRET
+                           the OAuth client secret for --sasl-mechanism OAUTHBEARER
+                           (environment only, never a flag)
 """
 
 
@@ -126,6 +137,7 @@ _UNREACHABLE: tuple[type[errors.KafkaError], ...] = (
     errors.SaslAuthenticationFailedError,
     errors.UnsupportedSaslMechanismError,
     errors.IllegalSaslStateError,
+    errors.OAuthTokenError,
 )
 
 
@@ -211,6 +223,19 @@ def add_client_options(parser: argparse.ArgumentParser) -> None:
         metavar="PASSWORD",
         help="SASL password (better: env SHARECON_SASL_PASSWORD)",
     )
+    group.add_argument(
+        "--oauth-token-url",
+        default=s,
+        metavar="URL",
+        help="OAUTHBEARER: the OIDC token endpoint (client credentials; the secret is read "
+        "from env SHARECON_OAUTH_CLIENT_SECRET)",
+    )
+    group.add_argument(
+        "--oauth-client-id", default=s, metavar="ID", help="OAUTHBEARER: the OAuth client id"
+    )
+    group.add_argument(
+        "--oauth-scope", default=s, metavar="SCOPE", help="OAUTHBEARER: the scope to ask for"
+    )
 
 
 def _positive_float(text: str) -> float:
@@ -287,7 +312,9 @@ def client_options(args: argparse.Namespace) -> ClientOptions:
     username = pick("sasl_username")
     password = pick("sasl_password")
     sasl: SaslConfig | None = None
-    if mechanism or username or password:
+    if mechanism is not None and mechanism.upper() == "OAUTHBEARER":
+        sasl = _oauth_sasl(pick, username, password)
+    elif mechanism or username or password:
         if not (mechanism and username and password is not None):
             missing = [
                 opt
@@ -307,6 +334,35 @@ def client_options(args: argparse.Namespace) -> ClientOptions:
         except errors.ConfigError as exc:
             raise CliError(str(exc), ExitCode.USAGE) from None
     return ClientOptions(bootstrap, client_id, timeout, context, sasl)
+
+
+def _oauth_sasl(
+    pick: Callable[[str], str | None], username: str | None, password: str | None
+) -> SaslConfig:
+    if username or password:
+        raise CliError(
+            "--sasl-mechanism OAUTHBEARER takes --oauth-token-url and --oauth-client-id, "
+            "not a SASL user name or password",
+            ExitCode.USAGE,
+        )
+    url, client_id = pick("oauth_token_url"), pick("oauth_client_id")
+    secret = os.environ.get(ENV["oauth_client_secret"])
+    missing = [
+        name
+        for name, value in (
+            ("--oauth-token-url", url),
+            ("--oauth-client-id", client_id),
+            (f"env {ENV['oauth_client_secret']}", secret),
+        )
+        if not value
+    ]
+    if missing or url is None or client_id is None or secret is None:
+        raise CliError(f"OAUTHBEARER needs {', '.join(missing)}", ExitCode.USAGE)
+    try:
+        provider = OidcTokenProvider(url, client_id, secret, scope=pick("oauth_scope"))
+        return SaslConfig("OAUTHBEARER", token_provider=provider)
+    except errors.ConfigError as exc:
+        raise CliError(str(exc), ExitCode.USAGE) from None
 
 
 def parse_key_values(items: Iterable[str] | None, what: str) -> dict[str, str]:

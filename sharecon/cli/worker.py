@@ -164,6 +164,9 @@ _FLAGS = (
     "sasl_mechanism",
     "sasl_username",
     "sasl_password",
+    "oauth_token_url",
+    "oauth_client_id",
+    "oauth_scope",
 )
 
 

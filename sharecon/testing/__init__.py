@@ -3,6 +3,7 @@
 * :class:`KafkaBroker`: start a Kafka 4.x broker (KRaft, share groups on) from Python.
 * :class:`KafkaTools`: Kafka's Java tools (topics, group configs, producing) for arranging tests.
 * :class:`KafkaCluster`: a controller quorum and several brokers, each killable.
+* :class:`OidcIssuer`: a loopback OIDC issuer (token endpoint, JWKS) for OAUTHBEARER tests.
 * :class:`DeliveryTally`: count every record of a fault run and explain each duplicate.
 * :class:`FaultProxy`: a loopback TCP proxy (Toxiproxy) that cuts, stalls, delays or
   throttles the connections of a client under test.
@@ -23,9 +24,10 @@ if TYPE_CHECKING:
         KafkaInstall,
         provision,
     )
-    from sharecon.testing.broker import KafkaBroker, SaslSetup, TlsSetup
+    from sharecon.testing.broker import KafkaBroker, OAuthSetup, SaslSetup, TlsSetup
     from sharecon.testing.cluster import ClusterBroker, KafkaCluster
     from sharecon.testing.fault_proxy import FaultProxy, FaultProxyError, ToxiproxyServer
+    from sharecon.testing.oidc import OidcIssuer
     from sharecon.testing.tally import DeliveryTally, TallyReport
     from sharecon.testing.tools import FeatureLevel, KafkaToolError, KafkaTools, ProduceResult
 
@@ -39,6 +41,8 @@ _LAZY = {
     "provision": "sharecon.testing._provision",
     "KafkaBroker": "sharecon.testing.broker",
     "SaslSetup": "sharecon.testing.broker",
+    "OAuthSetup": "sharecon.testing.broker",
+    "OidcIssuer": "sharecon.testing.oidc",
     "TlsSetup": "sharecon.testing.broker",
     "ClusterBroker": "sharecon.testing.cluster",
     "KafkaCluster": "sharecon.testing.cluster",
@@ -78,6 +82,8 @@ __all__ = [
     "KafkaBroker",
     "KafkaToolError",
     "KafkaTools",
+    "OAuthSetup",
+    "OidcIssuer",
     "ProduceResult",
     "SaslSetup",
     "TlsSetup",

@@ -66,6 +66,7 @@ __all__ = [
     "DEFAULT_KAFKA_VERSION",
     "BrokerStartError",
     "KafkaBroker",
+    "OAuthSetup",
     "SaslSetup",
     "TlsSetup",
     "main",
@@ -78,7 +79,13 @@ _LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
 }
+_OAUTH_VALIDATOR = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+)
+# Kafka 4.x refuses to fetch a JWKS (or token) URL not listed in this JVM system property.
+_OAUTH_ALLOWED_URLS = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
 
 #: Broker settings every test broker gets. Lock, heartbeat and session minimums are lowered
 #: so one group can opt into short values (``share.record.lock.duration.ms=1000`` for a
@@ -130,6 +137,30 @@ class SaslSetup:
 
     mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
     users: Mapping[str, str] = field(default_factory=lambda: {"sharecon": "sharecon-secret"})
+    #: How the broker validates OAUTHBEARER tokens; required when ``OAUTHBEARER`` is listed.
+    oauth: OAuthSetup | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OAuthSetup:
+    """OAUTHBEARER on the SASL listener, validated by Kafka's OIDC validator (KIP-768).
+
+    The broker fetches the issuer's keys from ``jwks_url`` and checks each token's
+    signature, ``exp``, ``aud`` and ``iss``; :meth:`sharecon.testing.oidc.OidcIssuer.broker_setup`
+    fills it in for the test kit's issuer.
+
+    :param jwks_url: the issuer's JSON Web Key Set.
+    :param token_url: the token endpoint (listed in the JVM's allowed URLs too).
+    :param issuer: the expected ``iss``.
+    :param audience: the expected ``aud``.
+    :param clock_skew_seconds: tolerance on ``exp``/``nbf`` (Kafka's default is 30).
+    """
+
+    jwks_url: str
+    token_url: str = ""
+    issuer: str = ""
+    audience: str = ""
+    clock_skew_seconds: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,6 +171,20 @@ class TlsSetup:
     """
 
     validity_days: int = 7
+
+
+def _oauth_config(oauth: OAuthSetup) -> dict[str, str]:
+    prefix = "listener.name.client.oauthbearer."
+    conf = {
+        prefix + "sasl.server.callback.handler.class": _OAUTH_VALIDATOR,
+        "sasl.oauthbearer.jwks.endpoint.url": oauth.jwks_url,
+        "sasl.oauthbearer.clock.skew.seconds": str(oauth.clock_skew_seconds),
+    }
+    if oauth.audience:
+        conf["sasl.oauthbearer.expected.audience"] = oauth.audience
+    if oauth.issuer:
+        conf["sasl.oauthbearer.expected.issuer"] = oauth.issuer
+    return conf
 
 
 class KafkaBroker:
@@ -186,6 +231,8 @@ class KafkaBroker:
             bad = [m for m in sasl.mechanisms if m not in _LOGIN_MODULES]
             if bad or not sasl.mechanisms or not sasl.users:
                 raise BrokerStartError(f"bad SASL setup {sasl!r}: mechanisms {bad} / no users")
+            if ("OAUTHBEARER" in sasl.mechanisms) != (sasl.oauth is not None):
+                raise BrokerStartError("SASL OAUTHBEARER and SaslSetup.oauth go together")
         self.sasl: SaslSetup | None = sasl
         self.tls: TlsSetup | None = TlsSetup() if tls is True else (tls or None)
         self._extra = dict(extra_config or {})
@@ -199,6 +246,9 @@ class KafkaBroker:
         )
         env_opts = os.environ.get("SHARECON_BROKER_JVM_OPTS")
         self._jvm_opts = jvm_opts or (env_opts.split() if env_opts else list(DEFAULT_JVM_OPTS))
+        if sasl is not None and sasl.oauth is not None:
+            urls = ",".join(u for u in (sasl.oauth.jwks_url, sasl.oauth.token_url) if u)
+            self._jvm_opts = [*self._jvm_opts, f"-D{_OAUTH_ALLOWED_URLS}={urls}"]
         self._install: KafkaInstall | None = None
         self._java = ""
         self._res = NodeProcess()
@@ -391,6 +441,8 @@ class KafkaBroker:
             conf.update(CONFIG_4_3)
         if self.sasl is not None:
             conf["listener.name.client.sasl.enabled.mechanisms"] = ",".join(self.sasl.mechanisms)
+            if self.sasl.oauth is not None:
+                conf.update(_oauth_config(self.sasl.oauth))
             for mech in self.sasl.mechanisms:
                 users = ""
                 if mech == "PLAIN":

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sharecon import errors
+from sharecon._net.oauth import OidcTokenProvider
 from sharecon._net.sasl import SaslConfig
 
 if TYPE_CHECKING:
@@ -62,6 +63,10 @@ ENV = {
     "sasl_mechanism": "SHARECON_SASL_MECHANISM",
     "sasl_username": "SHARECON_SASL_USERNAME",
     "sasl_password": "SHARECON_SASL_PASSWORD",
+    "oauth_token_url": "SHARECON_OAUTH_TOKEN_URL",
+    "oauth_client_id": "SHARECON_OAUTH_CLIENT_ID",
+    "oauth_scope": "SHARECON_OAUTH_SCOPE",
+    "oauth_client_secret": "SHARECON_OAUTH_CLIENT_SECRET",
 }
 
 
@@ -88,9 +93,14 @@ class WorkerConfig:
     :param timeout: connect and request timeout.
     :param tls: use TLS (verified against the system CAs, or ``tls_ca``).
     :param tls_ca: PEM file of CA certificates (implies ``tls``).
-    :param sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
+    :param sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512`` or ``OAUTHBEARER``.
     :param sasl_username: the SASL user.
     :param sasl_password: the SASL password (never shown in ``repr``).
+    :param oauth_token_url: OAUTHBEARER: the OIDC token endpoint (client credentials).
+    :param oauth_client_id: OAUTHBEARER: the OAuth client id.
+    :param oauth_scope: OAUTHBEARER: the scope to ask for, if any.
+    :param oauth_client_secret: OAUTHBEARER: the client secret (never shown in ``repr``;
+        from ``SHARECON_OAUTH_CLIENT_SECRET`` or the TOML file, never a flag).
     :param log_level: logging level of the ``sharecon`` logger in the worker processes.
     :raises ConfigError: for a wrong setting, naming it.
     """
@@ -114,6 +124,10 @@ class WorkerConfig:
     sasl_mechanism: str | None = None
     sasl_username: str | None = None
     sasl_password: str | None = field(default=None, repr=False)
+    oauth_token_url: str | None = None
+    oauth_client_id: str | None = None
+    oauth_scope: str | None = None
+    oauth_client_secret: str | None = field(default=None, repr=False)
     log_level: int = 40
 
     def __post_init__(self) -> None:
@@ -139,6 +153,9 @@ class WorkerConfig:
             raise errors.ConfigError(f"grace must not be negative, not {self.grace!r}")
         if self.dlq_topic is not None and self.dlq_after is None:
             raise errors.ConfigError("dlq_topic needs dlq_after (the delivery that routes there)")
+        if self.sasl_mechanism is not None and self.sasl_mechanism.upper() == "OAUTHBEARER":
+            self._check_oauth()
+            return
         given = [self.sasl_mechanism, self.sasl_username, self.sasl_password]
         if any(v is not None for v in given) and not all(v is not None for v in given):
             raise errors.ConfigError(
@@ -148,8 +165,37 @@ class WorkerConfig:
         if self.sasl_mechanism is not None:
             self.sasl()  # checks the mechanism
 
+    def _check_oauth(self) -> None:
+        if self.sasl_username is not None or self.sasl_password is not None:
+            raise errors.ConfigError(
+                "OAUTHBEARER takes oauth_token_url, oauth_client_id and oauth_client_secret, "
+                "not sasl_username or sasl_password"
+            )
+        missing = [
+            name
+            for name in ("oauth_token_url", "oauth_client_id", "oauth_client_secret")
+            if not getattr(self, name)
+        ]
+        if missing:
+            raise errors.ConfigError(f"OAUTHBEARER needs {', '.join(missing)}")
+        self.sasl()  # checks the URL
+
     def sasl(self) -> SaslConfig | None:
-        """The SASL credentials, if any."""
+        """The SASL credentials, if any (OAUTHBEARER: with a new OIDC token provider)."""
+        if (
+            self.sasl_mechanism is not None
+            and self.sasl_mechanism.upper() == "OAUTHBEARER"
+            and self.oauth_token_url
+            and self.oauth_client_id
+            and self.oauth_client_secret
+        ):
+            provider = OidcTokenProvider(
+                self.oauth_token_url,
+                self.oauth_client_id,
+                self.oauth_client_secret,
+                scope=self.oauth_scope,
+            )
+            return SaslConfig("OAUTHBEARER", token_provider=provider)
         if self.sasl_mechanism is None or self.sasl_username is None:
             return None
         return SaslConfig(self.sasl_mechanism.upper(), self.sasl_username, self.sasl_password or "")
@@ -179,7 +225,8 @@ class WorkerConfig:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready (the password included: it goes to the worker processes' stdin)."""
+        """JSON-ready (the password and client secret included: they go to the worker
+        processes' stdin)."""
         out = dataclasses.asdict(self)
         out["topics"] = list(self.topics)
         return out

@@ -55,6 +55,7 @@ PUBLIC_MODULES = (
     "sharecon.testing.env",
     "sharecon.testing.pytest_plugin",
     "sharecon.testing.image",
+    "sharecon.testing.oidc",
 )
 
 #: Module prefixes left out of the reference, and why (docs/reference/index.md says so too).
