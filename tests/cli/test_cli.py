@@ -1117,7 +1117,10 @@ def test_tls_against_plaintext_listener_is_exit_5_within_seconds(kafka_bootstrap
     proc = cli("topics", "list", "-b", kafka_bootstrap, "--tls")
     elapsed = time.monotonic() - start
     assert_clean_error(proc, 5, kafka_bootstrap, "plaintext listener")
-    assert elapsed < 6, elapsed  # Python start-up included
+    # Not the timeout: the message would say "within 30 s". The bound on the time is
+    # loose (Python's start-up on a busy machine); it took 30 s before.
+    assert "within" not in proc.stderr
+    assert elapsed < 20, elapsed
 
 
 # -- input and output edges ----------------------------------------------------------------
