@@ -489,13 +489,39 @@ def _headers(headers: object) -> tuple[tuple[str, bytes | None], ...]:
     return tuple(out)
 
 
+def _varint_size(n: int) -> int:
+    # Bytes of the zigzag varint of a length n >= 0 (as the v2 record format writes it).
+    return 1 if n < 64 else 2 if n < 8192 else 3 if n < 1048576 else 4 if n < 134217728 else 5
+
+
 def _record_size(
     key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]]
 ) -> int:
+    """The record's encoded size: exact for the headers (each is key length, key, value
+    length, value, the lengths as varints: 3 bytes for a 1-byte key and an empty value),
+    an upper bound for the rest.
+
+    :raises ConfigError: a header key that is not encodable as UTF-8 (a lone surrogate).
+    """
     size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
     for hkey, hvalue in headers:
-        size += len(hkey) + (len(hvalue) if hvalue else 0) + 10
-    return size
+        if hkey.isascii():
+            n = len(hkey)
+        else:
+            try:
+                n = len(hkey.encode("utf-8"))
+            except UnicodeEncodeError as exc:
+                raise errors.ConfigError(
+                    f"header key {hkey!r} is not valid text: {exc.reason} at index {exc.start}"
+                ) from None
+        size += n + _varint_size(n)
+        if hvalue is None:
+            size += 1  # length -1
+        else:
+            m = len(hvalue)
+            size += m + _varint_size(m)
+    # The header count is a varint too (1 byte up to 63 headers, counted in the overhead).
+    return size + _varint_size(len(headers)) - 1
 
 
 def _codec(compression: str | Codec | None) -> Codec:

@@ -60,6 +60,8 @@ TOKEN_TIMEOUT = 30.0
 _CLIENT_ID_MAX_BYTES = 0x7FFF
 # The broker validates ClientSoftwareName/Version against this pattern (KIP-511).
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+# OpenSSL's reasons for a handshake reply that is not TLS at all.
+_NOT_TLS_REASONS = frozenset({"WRONG_VERSION_NUMBER", "HTTP_REQUEST", "PACKET_LENGTH_TOO_LONG"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +106,8 @@ class ConnectionConfig:
             raise errors.ConfigError(f"max_frame_size {self.max_frame_size} is too small")
         if self.ssl_context is not None and self.tls is not None:
             raise errors.ConfigError("give ssl_context or tls (certificate files), not both")
+        if self.ssl_context is not None:
+            _warn_if_unverified(self.ssl_context)
 
     @property
     def uses_tls(self) -> bool:
@@ -115,6 +119,33 @@ class ConnectionConfig:
         if self.tls is not None:
             return self.tls.context()
         return self.ssl_context
+
+
+# Which weakened TLS settings were already reported: once per process each, so that an
+# application opening many clients with the same context is told once, not per client.
+_INSECURE_WARNED: set[str] = set()
+
+
+def _warn_if_unverified(context: ssl.SSLContext) -> None:
+    # Verification off is sometimes deliberate (a test cluster), but it must never be
+    # silent: the connection is then encrypted, yet anyone on the path can pose as the broker.
+    if context.verify_mode == ssl.CERT_NONE:
+        what, detail = "CERT_NONE", "verify_mode is CERT_NONE: any certificate is accepted"
+    elif not context.check_hostname:
+        what, detail = (
+            "check_hostname",
+            "check_hostname is False: a certificate for any name is accepted",
+        )
+    else:
+        return
+    if what in _INSECURE_WARNED:
+        return
+    _INSECURE_WARNED.add(what)
+    logger.warning(
+        "TLS certificate verification is weakened (ssl_context.%s), so the broker's "
+        "identity is not checked; use ssl.create_default_context(cafile=...) outside tests",
+        detail,
+    )
 
 
 async def open_connection(
@@ -176,13 +207,24 @@ async def open_connection(
         refused = _refused_certificate(str(exc), where, config)
         if refused is not None:
             raise refused from exc
-        raise errors.BrokerConnectError(f"{where}: TLS handshake failed: {exc}") from exc
+        # A reply that is not TLS at all ("wrong version number"): a plaintext listener,
+        # which will not turn into a TLS one on retry.
+        plain = getattr(exc, "reason", None) in _NOT_TLS_REASONS
+        raise errors.BrokerConnectError(
+            f"{where}: TLS handshake failed: {exc}"
+            + (" (the reply is not TLS: is this a plaintext listener?)" if plain else ""),
+            definite=plain,
+        ) from exc
     except (anyio.EndOfStream, anyio.BrokenResourceError) as exc:
-        # The peer hung up during the TLS handshake: typically TLS against a plaintext port.
-        what = "the TLS handshake" if context is not None else "connecting"
+        # The peer hung up during the TLS handshake: typically TLS against a plaintext port
+        # (a Kafka broker reads our ClientHello as a ~370 MB request size and hangs up).
+        # Definite, so bootstrap gives up after its short grace instead of the timeout.
+        tls = context is not None
+        what = "the TLS handshake" if tls else "connecting"
         raise errors.BrokerConnectError(
             f"{where}: the broker closed the connection during {what}"
-            + (" (is this a plaintext listener?)" if context is not None else "")
+            + (" (is this a plaintext listener?)" if tls else ""),
+            definite=tls,
         ) from exc
     except OSError as exc:
         if _is_refusal(exc):
@@ -195,16 +237,17 @@ async def open_connection(
         stream, address, client_id=config.client_id, max_frame_size=config.max_frame_size
     )
     await task_group.start(conn.run)
+    step = _Step()
     try:
         with anyio.fail_after(max(deadline - anyio.current_time(), 0.0)):
-            await handshake(conn, config, required_apis=required_apis, token=token)
+            await handshake(conn, config, required_apis=required_apis, token=token, step=step)
     except TimeoutError:
         await conn.aclose()
         not_kafka = _not_kafka(where, conn, config)
         raise errors.BrokerConnectError(
             not_kafka
-            or f"{where} timed out: it accepted the connection but did not answer the "
-            f"version handshake within {limit:g} s",
+            or f"{where} timed out: it accepted the connection but did not answer "
+            f"{step.name} within {limit:g} s",
             definite=not_kafka is not None,
         ) from None
     except errors.BrokerDisconnectedError as exc:
@@ -216,7 +259,7 @@ async def open_connection(
             raise refused from exc
         not_kafka = _not_kafka(where, conn, config)
         raise errors.BrokerConnectError(
-            not_kafka or f"{where}: connection lost during handshake: {exc}",
+            not_kafka or f"{where}: connection lost during {step.name}: {exc}",
             definite=not_kafka is not None,
         ) from exc
     except BaseException:
@@ -228,6 +271,13 @@ async def open_connection(
         len(conn.versions.versions) if conn.versions else 0,
     )
     return conn
+
+
+@dataclass(slots=True)
+class _Step:
+    """Which request of the opening exchange is in flight, for the error if it stalls."""
+
+    name: str = "the version handshake (ApiVersions)"
 
 
 def _not_kafka(where: str, conn: BrokerConnection, config: ConnectionConfig) -> str | None:
@@ -315,10 +365,12 @@ async def handshake(
     *,
     required_apis: Iterable[int] = (),
     token: OAuthBearerToken | None = None,
+    step: _Step | None = None,
 ) -> None:
     """ApiVersions (with the UNSUPPORTED_VERSION fallback), then SASL when configured.
 
     :param token: OAUTHBEARER: a token already fetched from the provider for this login.
+    :param step: updated with the request in flight, so a caller's timeout can name it.
     """
     version = CLIENT_VERSIONS[_API_VERSIONS_KEY][1]
     request = ApiVersionsRequest(
@@ -336,7 +388,7 @@ async def handshake(
         response = await conn.request(request, api_version=retry)
     conn.versions = negotiate(response, required_apis)
     if config.sasl is not None:
-        await authenticate(conn, config.sasl, token=token)
+        await authenticate(conn, config.sasl, token=token, step=step)
 
 
 async def authenticate(
@@ -344,16 +396,23 @@ async def authenticate(
     sasl: SaslConfig | GssapiConfig,
     *,
     token: OAuthBearerToken | None = None,
+    step: _Step | None = None,
 ) -> None:
     """SaslHandshake v1 then SaslAuthenticate rounds; sets the re-authentication time.
 
     OAUTHBEARER asks the token provider first (unless ``token`` was fetched already), at
     every login and re-authentication, so a re-authentication carries the provider's
     current token.
+
+    :param step: updated with the request in flight, so a caller's timeout can name it.
     """
     token_obj = token
     if token_obj is None and sasl.token_provider is not None:
+        if step is not None:
+            step.name = "the OAUTHBEARER token provider"
         token_obj = await fetch_token(sasl.token_provider)
+    if step is not None:
+        step.name = f"the SASL handshake (SaslHandshake for {sasl.mechanism})"
     hs = await conn.request(SaslHandshakeRequest(mechanism=sasl.mechanism))
     if hs.error_code:
         offered = ", ".join(hs.mechanisms) or "none"
@@ -366,6 +425,7 @@ async def authenticate(
     mechanism.server_host = conn.address.host
     server_token: bytes | None = None
     lifetime_ms = 0
+    rounds = 0
     while True:
         if mechanism.blocking:
             # GSSAPI may wait on the KDC: keep the event loop free; the connect deadline
@@ -377,6 +437,9 @@ async def authenticate(
             out = mechanism.step(server_token)
         if mechanism.done and not out:
             break
+        rounds += 1
+        if step is not None:
+            step.name = f"SASL authentication (SaslAuthenticate {sasl.mechanism}, round {rounds})"
         resp = await conn.request(SaslAuthenticateRequest(auth_bytes=out))
         if resp.error_code:
             # The broker's message says why (e.g. "Authentication failed ... invalid credentials").

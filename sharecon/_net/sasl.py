@@ -26,6 +26,7 @@ from sharecon import errors
 __all__ = [
     "MECHANISMS",
     "SCRAM_MAX_ITERATIONS",
+    "SCRAM_MIN_ITERATIONS",
     "OAuthBearerMechanism",
     "OAuthBearerToken",
     "PlainMechanism",
@@ -41,6 +42,10 @@ MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 #: maxIterations), so no real broker asks for more. PBKDF2 runs on the event loop, and a
 #: hostile or broken server asking for a million rounds would stall it for a second per login.
 SCRAM_MAX_ITERATIONS = 16384
+#: Fewest SCRAM iterations a server may ask for: RFC 7677 requires at least 4096, and so
+#: does Kafka (ScramMechanism's minIterations). Fewer would make a captured exchange cheap
+#: to attack offline, so a server asking for fewer is refused, not obeyed.
+SCRAM_MIN_ITERATIONS = 4096
 
 
 # RFC 7628 section 3.1: an extension key is ALPHA+, a value VCHAR / SP / HTAB / CR / LF;
@@ -275,9 +280,10 @@ class ScramMechanism(SaslMechanism):
                 f"SCRAM: the server asks for {rounds} iterations; refusing more than "
                 f"{SCRAM_MAX_ITERATIONS} (Kafka's own limit)"
             )
-        if rounds < 1:
+        if rounds < SCRAM_MIN_ITERATIONS:
             raise errors.SaslAuthenticationFailedError(
-                f"SCRAM: iteration count {rounds} out of range"
+                f"SCRAM: the server asks for {rounds} iterations; refusing fewer than "
+                f"{SCRAM_MIN_ITERATIONS} (the minimum of RFC 7677 and Kafka)"
             )
         salted = hashlib.pbkdf2_hmac(self._hash, self._password, salt, rounds)
         client_key = self._hmac(salted, b"Client Key")

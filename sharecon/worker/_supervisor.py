@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -437,10 +438,18 @@ def _child_env() -> dict[str, str]:
     # This file is <root>/sharecon/worker/_supervisor.py.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     path = os.environ.get("PYTHONPATH")
-    # Secrets reach a worker process on its stdin with the rest of its config: they are
-    # not left in its environment (readable in /proc by the same user, inherited further).
-    env = {k: v for k, v in os.environ.items() if k not in _SECRET_VARIABLES}
-    return {**env, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+    # A worker process gets its settings, secrets included, on stdin: it needs none of
+    # the SHARECON_* secrets in its environment, where the handler's code, its own child
+    # processes and anyone able to read /proc/PID/environ would see them.
+    env = {k: v for k, v in os.environ.items() if not _is_secret_variable(k)}
+    env["PYTHONPATH"] = root + (os.pathsep + path if path else "")
+    return env
 
 
-_SECRET_VARIABLES = frozenset({"SHARECON_SASL_PASSWORD", "SHARECON_TLS_KEY_PASSWORD"})
+# SHARECON_SASL_PASSWORD, and any other SHARECON_* variable named like a secret (a key
+# password, an OAuth client secret or token, a JAAS config with a password inside).
+_SECRET_VARIABLE = re.compile(r"SHARECON_\w*(PASSWORD|SECRET|TOKEN|CREDENTIAL|PASSPHRASE|JAAS)")
+
+
+def _is_secret_variable(name: str) -> bool:
+    return _SECRET_VARIABLE.match(name.upper()) is not None
