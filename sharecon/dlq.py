@@ -4,7 +4,11 @@ Rules of this module:
 
 1. Nothing is lost: the original is rejected only after the broker acknowledged the copy.
    If the copy cannot be written, the original is *released* (delivered again later) and
-   the caller gets :class:`~sharecon.errors.DeadLetterError`.
+   the caller gets :class:`~sharecon.errors.DeadLetterError`. When retrying cannot help
+   (the principal may not write, describe or create the topic; an invalid name) it is
+   :class:`~sharecon.errors.DeadLetterTopicError`, and the consumer stops with it: every
+   further record routed there would only be released again, one delivery closer to the
+   broker's ``share.delivery.count.limit``, past which it is archived unseen.
 2. The copy keeps the original key, value and headers, and adds ``sharecon.dlq.*`` headers
    naming where it came from and why (see :data:`DLQ_HEADERS`), so it can be inspected and
    replayed (``sharecon dlq replay``).
@@ -14,6 +18,9 @@ Rules of this module:
    own ``__dlq.errors.*`` headers instead (see :data:`BROKER_DLQ_HEADERS`).
 4. The producer and admin client the router needs run in a task of the consumer's task
    group, started on first use and stopped when the consumer closes.
+5. Least privilege: the topic is looked up (Metadata, which needs DESCRIBE) before it is
+   created, so a principal with WRITE on an existing topic needs no CREATE: Kafka refuses
+   ``CreateTopics`` without CREATE even for a topic that exists.
 """
 
 from __future__ import annotations
@@ -323,16 +330,35 @@ class DeadLetterRouter:
         return self._broker_dlq_topic == topic
 
     async def _ensure_topic(self, topic: str) -> None:
-        if topic in self._known_topics or not self.policy.create_topic:
+        """Rule 5: make sure ``topic`` exists, creating it only if it does not."""
+        if topic in self._known_topics:
             return
         assert self._admin is not None
+        try:
+            await self._admin.describe_topics([topic])
+        except errors.UnknownTopicOrPartitionError as exc:
+            if not self.policy.create_topic:
+                # Every record routed here would be released again: stop instead.
+                raise errors.DeadLetterTopicError(
+                    f"the dead-letter topic {topic!r} does not exist (and create_topic=False)"
+                ) from exc
+        except errors.KafkaError as exc:
+            raise routing_error(
+                f"cannot look up the dead-letter topic {topic!r}", exc, topic_level=True
+            ) from exc
+        else:
+            self._known_topics.add(topic)
+            return
         try:
             await self._admin.create_topics(
                 [topic], num_partitions=self.policy.partitions, exist_ok=True
             )
         except errors.KafkaError as exc:
-            raise errors.DeadLetterError(
-                f"cannot create the dead-letter topic {topic!r}: {exc}"
+            raise routing_error(
+                f"cannot create the dead-letter topic {topic!r} (create it beforehand, or "
+                "grant CREATE on it)",
+                exc,
+                topic_level=True,
             ) from exc
         self._known_topics.add(topic)
 
@@ -358,7 +384,37 @@ class DeadLetterRouter:
                 timestamp=record.timestamp if record.timestamp >= 0 else None,
             )
         except errors.KafkaError as exc:
-            raise errors.DeadLetterError(
+            raise routing_error(
                 f"{record.topic}-{record.partition}@{record.offset}: writing the dead-letter "
-                f"copy to {topic!r} failed: {exc}"
+                f"copy to {topic!r} failed",
+                exc,
             ) from exc
+
+
+# Errors that say the topic itself cannot be written, whatever the record (rule 1). A
+# record too large for the topic is not among them: the next one may fit.
+_TOPIC_REFUSED: tuple[type[errors.BrokerError], ...] = (
+    errors.TopicAuthorizationFailedError,
+    errors.ClusterAuthorizationFailedError,
+    errors.InvalidTopicError,
+)
+
+
+def routing_error(
+    what: str, exc: errors.KafkaError, *, topic_level: bool = False
+) -> errors.DeadLetterError:
+    """Rule 1: :class:`~sharecon.errors.DeadLetterTopicError` when retrying cannot help:
+    an authorization error or an invalid topic, or (``topic_level``: looking the topic up
+    or creating it) any broker error that is not retriable. Else
+    :class:`~sharecon.errors.DeadLetterError`: a closing client, a timeout, a lost
+    connection or a record too large may pass."""
+    if isinstance(exc, errors.BrokerError) and (
+        isinstance(exc, _TOPIC_REFUSED) or (topic_level and not exc.retriable)
+    ):
+        hint = ""
+        if isinstance(
+            exc, (errors.TopicAuthorizationFailedError, errors.ClusterAuthorizationFailedError)
+        ):
+            hint = " (see the ACLs of a dead-letter writer in docs/security.md)"
+        return errors.DeadLetterTopicError(f"{what}: {exc}{hint}")
+    return errors.DeadLetterError(f"{what}: {exc}")

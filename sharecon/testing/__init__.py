@@ -23,7 +23,7 @@ if TYPE_CHECKING:
         KafkaInstall,
         provision,
     )
-    from sharecon.testing.broker import KafkaBroker, SaslSetup, TlsSetup
+    from sharecon.testing.broker import AuthorizerSetup, KafkaBroker, SaslSetup, TlsSetup
     from sharecon.testing.cluster import ClusterBroker, KafkaCluster
     from sharecon.testing.fault_proxy import FaultProxy, FaultProxyError, ToxiproxyServer
     from sharecon.testing.tally import DeliveryTally, TallyReport
@@ -37,6 +37,7 @@ _LAZY = {
     "BrokerStartError": "sharecon.testing._provision",
     "KafkaInstall": "sharecon.testing._provision",
     "provision": "sharecon.testing._provision",
+    "AuthorizerSetup": "sharecon.testing.broker",
     "KafkaBroker": "sharecon.testing.broker",
     "SaslSetup": "sharecon.testing.broker",
     "TlsSetup": "sharecon.testing.broker",
@@ -66,6 +67,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "DEFAULT_KAFKA_VERSION",
     "LATEST_PATCH",
+    "AuthorizerSetup",
     "BrokerStartError",
     "ClusterBroker",
     "DeliveryTally",
