@@ -33,6 +33,7 @@ from sharecon import errors
 from sharecon._consumer.config import AcquireMode, ConsumerConfig, check_max_records, topics_tuple
 from sharecon._consumer.core import ConsumerCore
 from sharecon._consumer.fetcher import FetcherPool
+from sharecon._consumer.group_config import GROUP_RENEW_ENABLE, renewals_enabled
 from sharecon._consumer.group_config import lock_duration as group_lock_duration
 from sharecon._consumer.heartbeat import heartbeat_loop
 from sharecon._lifecycle import Lifecycle
@@ -118,7 +119,9 @@ class ShareConsumer(Generic[K, V]):
     :param keep_locks: renew the lock of every record handed out and not yet answered
         when it nears its end (Kafka 4.2+), for at most ``max_hold`` seconds per record.
         :meth:`process` does this by default. A failed renewal is logged (WARNING) and
-        counted in :meth:`health`.
+        counted in :meth:`health`. A group whose ``share.renew.acknowledge.enable`` is
+        false (Kafka 4.3+) makes :meth:`start` raise
+        :class:`~sharecon.errors.IncompatibleBrokerError` with ``keep_locks=True``.
     :param max_hold: seconds after its delivery that a record's lock stops being renewed.
     :param max_poll_interval: seconds the application may go without taking a record
         (iteration, :meth:`poll`, :meth:`batches`, :meth:`process`) before this member
@@ -332,6 +335,7 @@ class ShareConsumer(Generic[K, V]):
             tg.start_soon(self._run_heartbeat, core, name="sharecon heartbeat")
             if self._config.keep_locks:
                 core.check_renew()
+                await self._check_renewals(core, explicit=True)
                 self._keeper = LockKeeper(self._config.max_hold)
                 self._prepare_each = True
                 tg.start_soon(self._keep_locks, core, self._keeper, name="sharecon lock keeper")
@@ -845,8 +849,10 @@ class ShareConsumer(Generic[K, V]):
 
         :param keep_locks: renew the lock of each record while its handler runs (up to the
             consumer's ``max_hold``). ``None`` (default): on where the broker can renew
-            (Kafka 4.2+), off on 4.1. ``True`` on a 4.1 broker raises
-            :class:`~sharecon.errors.UnsupportedVersionError`.
+            (Kafka 4.2+), off on 4.1, and off with one WARNING where the group's
+            ``share.renew.acknowledge.enable`` is false (Kafka 4.3+). ``True`` on a 4.1
+            broker raises :class:`~sharecon.errors.UnsupportedVersionError`, and where the
+            group refuses renewals :class:`~sharecon.errors.IncompatibleBrokerError`.
         """
         if concurrency < 1:
             raise errors.ConfigError(f"concurrency must be at least 1, not {concurrency}")
@@ -856,7 +862,8 @@ class ShareConsumer(Generic[K, V]):
         if keeper is None and keep_locks is not False:
             if keep_locks or core.can_renew():
                 core.check_renew()
-                keeper = LockKeeper(self._config.max_hold)
+                if await self._check_renewals(core, explicit=bool(keep_locks)):
+                    keeper = LockKeeper(self._config.max_hold)
         hold = keeper.hold if keeper is not None else None
         deserializing = self._deserializing
         # One test per record for both (rule: no extra work without deserializers).
@@ -1016,6 +1023,37 @@ class ShareConsumer(Generic[K, V]):
             await core.buffer.data.wait()
         finally:
             self._waiting -= 1
+
+    async def _check_renewals(self, core: ConsumerCore, *, explicit: bool) -> bool:
+        """Whether the group takes lock renewals (``share.renew.acknowledge.enable``, Kafka
+        4.3+), asked before keeping locks instead of failing each renewal later.
+
+        :returns: False when the group refuses them and ``keep_locks`` was the default
+            (one WARNING says so; locks are then not kept).
+        :raises IncompatibleBrokerError: the group refuses them and ``keep_locks=True``
+            was asked for.
+        """
+        enabled = await renewals_enabled(
+            core.cluster, self._config.group_id, timeout=self._config.request_timeout
+        )
+        if enabled is not False:
+            return True  # enabled, or cannot be told (older broker, no DESCRIBE_CONFIGS)
+        what = (
+            f"group {self._config.group_id!r} has {GROUP_RENEW_ENABLE}=false: the broker "
+            "refuses lock renewals"
+        )
+        if explicit:
+            raise errors.IncompatibleBrokerError(
+                f"{what}, so keep_locks cannot keep locks (set {GROUP_RENEW_ENABLE}=true on "
+                "the group, or keep_locks=False)"
+            )
+        logger.warning(
+            "share consumer %s: %s; process() does not keep locks: a handler that runs past "
+            "the lock duration loses its record to another delivery",
+            core.member_id,
+            what,
+        )
+        return False
 
     async def _keep_locks(self, core: ConsumerCore, keeper: LockKeeper[Record[Any, Any]]) -> None:
         """Renew the locks of held records as they near their end (see ``keep_locks``)."""
