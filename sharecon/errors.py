@@ -11,6 +11,7 @@ Layout::
     ├── ConfigError                   a wrong argument or configuration value
     ├── UnacknowledgedRecordsError    explicit mode: delivered records were not answered
     ├── DeadLetterError               a dead-letter copy could not be written (record released)
+    │   └── DeadLetterTopicError      ... and never will be (not authorized, invalid topic): the consumer stops
     ├── SerializationError            a producer's serializer failed (nothing was sent)
     ├── DeserializationError          a consumer's deserializer failed (the record was released)
     ├── ClientStateError              a client used before start() or after close
@@ -48,6 +49,7 @@ __all__ = [
     "ClientStateError",
     "ConfigError",
     "DeadLetterError",
+    "DeadLetterTopicError",
     "CorruptRecordError",
     "DeserializationError",
     "ErrorCode",
@@ -114,6 +116,13 @@ class IncompatibleBrokerError(KafkaError):
 
 class DeadLetterError(KafkaError):
     """A dead-letter copy could not be written; the original record was released, not rejected."""
+
+
+class DeadLetterTopicError(DeadLetterError):
+    """The dead-letter topic cannot be written and retrying will not help: the principal
+    may not write (or create, or describe) it, or its name is invalid. The record was
+    released, and the consumer stops with this error, so that no further record is sent
+    back towards its delivery limit; ``__cause__`` is the broker's error."""
 
 
 class UnacknowledgedRecordsError(KafkaError):

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         provision,
     )
     from sharecon.testing.broker import (
+        AuthorizerSetup,
         ClientCertificate,
         KafkaBroker,
         OAuthSetup,
@@ -49,6 +50,7 @@ _LAZY = {
     "KafkaInstall": "sharecon.testing._provision",
     "provision": "sharecon.testing._provision",
     "ClientCertificate": "sharecon.testing.broker",
+    "AuthorizerSetup": "sharecon.testing.broker",
     "KafkaBroker": "sharecon.testing.broker",
     "SaslSetup": "sharecon.testing.broker",
     "OAuthSetup": "sharecon.testing.broker",
@@ -83,6 +85,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "DEFAULT_KAFKA_VERSION",
     "LATEST_PATCH",
+    "AuthorizerSetup",
     "BrokerStartError",
     "ClientCertificate",
     "ClusterBroker",

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_KAFKA_VERSION",
+    "AuthorizerSetup",
     "BrokerStartError",
     "ClientCertificate",
     "KafkaBroker",
@@ -167,6 +168,20 @@ class OAuthSetup:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AuthorizerSetup:
+    """Turn on ACLs: Kafka's ``StandardAuthorizer``, nothing allowed without an ACL.
+
+    ``super_users`` (user names of the SASL listener, e.g. an ``admin``) may do anything.
+    So may every connection to the PLAINTEXT listener (its principal is
+    ``User:ANONYMOUS``): :attr:`KafkaBroker.tools`, the broker itself and its controller
+    use it. Clients under test use the SASL listener (:attr:`KafkaBroker.bootstrap`), as a
+    user granted ACLs with :meth:`sharecon.testing.tools.KafkaTools.add_acls`.
+    """
+
+    super_users: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TlsSetup:
     """Serve the client listener over TLS with a throwaway CA made by ``keytool``.
 
@@ -223,6 +238,8 @@ class KafkaBroker:
     :param gssapi: offer SASL GSSAPI (Kerberos) on the client listener, for the realm of a
         :class:`~sharecon.testing.kdc.KerberosKdc` (``kdc.broker_setup()``); the listener then
         advertises the service principal's host (``localhost``), and so does :attr:`bootstrap`.
+    :param authorizer: turn ACLs on (``True`` or an :class:`AuthorizerSetup`); needs ``sasl``,
+        whose users are the principals ACLs are granted to.
     :param extra_config: broker properties that override the test defaults.
     :param features: ``--feature name=level`` at format time, e.g. ``{"share.version": 1}``.
         4.1 gets ``share.version=1`` unless told otherwise; 4.2+ finalize share groups by default.
@@ -241,6 +258,7 @@ class KafkaBroker:
         sasl: SaslSetup | str | None = None,
         tls: TlsSetup | bool | None = None,
         gssapi: KerberosSetup | None = None,
+        authorizer: AuthorizerSetup | bool | None = None,
         extra_config: Mapping[str, str] | None = None,
         features: Mapping[str, int] | None = None,
         start_timeout: float | None = None,
@@ -265,6 +283,12 @@ class KafkaBroker:
         self.sasl: SaslSetup | None = sasl
         self.tls: TlsSetup | None = TlsSetup() if tls is True else (tls or None)
         self.gssapi: KerberosSetup | None = gssapi
+        self.authorizer: AuthorizerSetup | None = (
+            AuthorizerSetup() if authorizer is True else (authorizer or None)
+        )
+        if self.authorizer is not None and sasl is None:
+            # Without SASL every client is User:ANONYMOUS, the tools' super user.
+            raise BrokerStartError("authorizer needs a SASL listener (sasl=...) for its users")
         self._extra = dict(extra_config or {})
         self._features = dict(features or {})
         if self.version.startswith("4.1.") and "share.version" not in self._features:
@@ -507,6 +531,13 @@ class KafkaBroker:
             conf["listener.name.client.ssl.client.auth"] = "required"
             conf["listener.name.client.ssl.truststore.type"] = "PEM"
             conf["listener.name.client.ssl.truststore.location"] = str(tmp / "tls" / "ca.pem")
+        if self.authorizer is not None:
+            conf["authorizer.class.name"] = (
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+            )
+            conf["allow.everyone.if.no.acl.found"] = "false"
+            supers = ["User:ANONYMOUS", *(f"User:{u}" for u in self.authorizer.super_users)]
+            conf["super.users"] = ";".join(supers)
         if self.tls is not None:
             conf["listener.name.client.ssl.keystore.location"] = str(tmp / "tls" / "broker.p12")
             conf["listener.name.client.ssl.keystore.type"] = "PKCS12"
