@@ -14,8 +14,8 @@ compiled, each in a child process of its own, on fresh share groups):
 * first record: seconds from creating the consumer to the first record in hand (the
   join included);
 * 20 records: seconds from creating the consumer to the 20th;
-* peak RSS and CPU seconds of the child process (the rest of the wall time is spent
-  by the broker, or waiting on it).
+* peak RSS and CPU seconds of the child process, and the broker's CPU seconds during
+  the run (Linux), to tell the client's share of the wall time from the broker's.
 
 A run that does not get its records within ``--budget`` seconds reports how many it got.
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 import time
@@ -165,6 +166,16 @@ def run_worker(
     return result
 
 
+def process_cpu_seconds(pid: int | None) -> float | None:
+    """CPU seconds a process has used so far (Linux ``/proc``), or ``None``."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # utime and stime: fields 14 and 15 of stat, 12 and 13 after the command name.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _fmt(value: float | None, spec: str) -> str:
     return "n/a" if value is None else format(value, spec)
 
@@ -212,7 +223,10 @@ def main() -> None:
             for build in builds:
                 group = f"bench-intake-{build}-{uuid.uuid4().hex[:6]}"
                 tools.alter_group_config(group, {"share.auto.offset.reset": "earliest"})
+                before = process_cpu_seconds(broker.pid)
                 r = run_worker(build, broker.bootstrap, topic, group, args.take, args.budget)
+                after = process_cpu_seconds(broker.pid)
+                r["broker_cpu_s"] = None if before is None or after is None else after - before
                 per[build] = r
                 print(f"  {build}: {json.dumps(r)}", flush=True)
                 rows.append(
@@ -223,6 +237,8 @@ def main() -> None:
                         f"{r['taken']}/{args.take}",
                         _fmt(r["take_s"], ".2f"),
                         f"{r['peak_rss_mb']:.0f}",
+                        f"{r['cpu_s']:.2f}",
+                        _fmt(r["broker_cpu_s"], ".2f"),
                     ]
                 )
             results[str(n)] = per
@@ -234,6 +250,8 @@ def main() -> None:
                 "taken",
                 f"{args.take} records s",
                 "peak RSS MiB",
+                "client CPU s",
+                "broker CPU s",
             ],
             rows,
             title=(

@@ -67,7 +67,7 @@ def in_spans(offset: int, spans: list[Span]) -> bool:
 # its value size plus 7 or 8 bytes here, and a zig-zag varint holds 63 in one byte,
 # 8191 in two, 1048575 in three.
 BOUNDARY_SIZES = [0, 1, 54, 55, 56, 57, 58, 63, 64, 120, 8180, 8183, 8184, 8185, 8191, 8200]
-BOUNDARY_SIZES += [1_048_560, 1_048_568, 1_048_569, 1_048_576]
+BOUNDARY_SIZES += [1_048_560, 1_048_569]
 
 
 def boundary_records(base: int, *, gaps: bool) -> list[Record]:
