@@ -8,7 +8,9 @@ Decoding is two-level, so a consumer pays only for what it keeps:
    batch cut short by the broker (it stops at its byte limit) ends the scan cleanly;
    :attr:`BatchSplit.consumed` says how many bytes held complete batches.
 2. :meth:`RecordBatch.records` verifies the CRC-32C, decompresses (bounded), and decodes
-   every record in one tight loop.
+   every record in one tight loop; or, given offset ``spans`` (a consumer's acquired
+   offsets), builds only the records inside them, steps over the others by length and
+   stops after the last span.
 
 Records are built by a *factory* ``factory(offset, timestamp, key, value, headers)``
 called once per record, so a caller with its own record type (the share consumer adds
