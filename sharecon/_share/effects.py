@@ -14,16 +14,15 @@ Rules of this module:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-# Real imports: the dataclass field annotations name them.
+# Real imports, not under TYPE_CHECKING: the compiled build (mypyc) looks up the
+# dataclass fields' annotations when the module is imported.
+from sharecon.errors import KafkaError  # noqa: TC001
+from sharecon.types import TopicIdPartition  # noqa: TC001
+
 from .intake import PartitionIntake  # noqa: TC001
 from .ledger import AckResult, Delivery  # noqa: TC001
 from .session import SessionTag  # noqa: TC001
-
-if TYPE_CHECKING:
-    from sharecon.errors import KafkaError
-    from sharecon.types import TopicIdPartition
 
 __all__ = [
     "BackOff",

@@ -69,7 +69,10 @@ from .fetch_policy import (
     transport_failed,
 )
 from .intake import InvalidAnswer, take_partition
-from .ledger import AckFailure, AckLedger, AckResult, MarkResult
+
+# Taken and SharePlan are real imports, not under TYPE_CHECKING: the compiled build
+# (mypyc) looks up the dataclass fields' annotations when the module is imported.
+from .ledger import AckFailure, AckLedger, AckResult, MarkResult, Taken
 from .record_limit import RecordBudget
 from .requests import (
     FetchParams,
@@ -78,7 +81,7 @@ from .requests import (
     share_acknowledge_request,
     share_fetch_request,
 )
-from .session import RequestKind, ShareSession
+from .session import RequestKind, SharePlan, ShareSession
 
 if TYPE_CHECKING:
     import uuid
@@ -93,8 +96,8 @@ if TYPE_CHECKING:
     from sharecon.protocol.messages import share_fetch as sf
 
     from .effects import Effect
-    from .ledger import Delivery, Taken
-    from .session import SessionTag, SharePlan
+    from .ledger import Delivery
+    from .session import SessionTag
 
 __all__ = ["FetchAnswer", "InFlight", "Leader", "ShareMachine"]
 
