@@ -15,13 +15,16 @@ __all__ = ["MODULES", "compiled_modules"]
 #: The modules the compiled build compiles: those a record passes through. Decoding and
 #: the producer's batch encoder (records), the buffer between fetch loops and the
 #: iterator, the acknowledgement ranges and ledger, the consumer's per-record answers
-#: (core) and the counters behind ``metrics()``.
+#: (core) and the share machine they go through (machine, effects), and the counters
+#: behind ``metrics()``.
 MODULES = (
     "sharecon.protocol.records",
     "sharecon._consumer.buffer",
     "sharecon._consumer.core",
     "sharecon._share.acks",
     "sharecon._share.ledger",
+    "sharecon._share.effects",
+    "sharecon._share.machine",
     "sharecon._stats",
 )
 

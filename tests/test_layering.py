@@ -76,6 +76,31 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
         },
         set(),
     ),
+    # The test kit (layer 4 tooling: brokers, fault proxies, tallies, the model broker): it
+    # may use everything below it and the public clients, never the command line or the
+    # worker; nothing in sharecon imports it (test_nothing_imports_the_test_kit).
+    "testing": (
+        SANS_IO_BASE
+        | METRICS
+        | {
+            ROOT,
+            "sharecon.admin",
+            "sharecon.producer",
+            "sharecon.consumer",
+            "sharecon.dlq",
+            "sharecon.protocol",
+            "sharecon._share",
+            "sharecon._net",
+            "sharecon._consumer",
+            "sharecon._lifecycle",
+            "sharecon.record",
+            "sharecon.config",
+            "sharecon.serde",
+            "sharecon.partitioner",
+            "sharecon.testing",
+        },
+        set(),
+    ),
     # Layer 4 internals: everything below, plus the public record type; never the CLI/testing.
     "_consumer": (
         SANS_IO_BASE
@@ -274,13 +299,45 @@ def test_top_level_module_imports(module: str) -> None:
 def test_rules_cover_existing_layers() -> None:
     """Every private layer folder has a rule, so a new one cannot slip past this test."""
     folders = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert folders - {"testing"} <= set(RULES), folders
+    assert folders <= set(RULES), folders
 
 
 def test_rules_cover_top_level_modules() -> None:
     """Every ``sharecon/*.py`` has a rule, so a new one cannot slip past this test."""
     top = {module_name(p) for p in PKG.glob("*.py")}
     assert top == set(TOP_LEVEL_RULES)
+
+
+def test_nothing_imports_the_test_kit() -> None:
+    """``sharecon.testing`` is tooling for tests: no module outside it imports it."""
+    found = [
+        f"{path.relative_to(PKG.parent)}:{lineno} imports {module}"
+        for name, path in all_modules().items()
+        if not (name == "sharecon.testing" or name.startswith("sharecon.testing."))
+        for lineno, module in imports_of(path)
+        if module == "sharecon.testing" or module.startswith("sharecon.testing.")
+    ]
+    assert not found, "imports of the test kit:\n" + "\n".join(found)
+
+
+#: The share machine's modules: the code a seeded simulator drives with a virtual clock.
+MACHINE = ("sharecon._share.machine", "sharecon._share.effects")
+#: What would make the machine depend on the world outside its inputs: I/O, clocks,
+#: threads, and randomness (a simulation replays a seed; the machine takes none).
+MACHINE_FORBIDDEN = IO_MODULES | {"random", "secrets", "os", "datetime"}
+
+
+@pytest.mark.parametrize("module", MACHINE)
+def test_the_machine_imports_no_io_clock_or_randomness(module: str) -> None:
+    """Stricter than its layer: no clock and no randomness either, so the same events
+    always give the same effects."""
+    path = all_modules()[module]
+    violations = violations_of(path, RULES["_share"][0], MACHINE_FORBIDDEN)
+    assert not violations, "the machine must stay deterministic:\n" + "\n".join(violations)
+    # Nor a clock or a random id reached some other way.
+    source = path.read_text()
+    for call in ("time(", "monotonic(", "perf_counter(", "current_time(", "uuid4(", "uuid1("):
+        assert call not in source, f"{module} calls {call}"
 
 
 # -- import cycles ---------------------------------------------------------------------------

@@ -5,17 +5,18 @@ Rules of this module:
 1. Everything runs on one event loop; state changes between awaits need no locks.
    Loops never raise into the task group: a fatal error is stored in :attr:`fatal` and
    raised to the application by the next call that waits on the consumer.
-2. Acknowledgement state lives in one :class:`~sharecon._share.ledger.AckLedger`; each
-   leader broker's share session lives in a fetcher of the :class:`Fetchers` pool. This
-   module knows the pool only through that interface (the fetchers import the core,
-   never the other way round).
+2. Every decision about acknowledgements, sessions and locks is taken by one sans-I/O
+   :class:`~sharecon._share.machine.ShareMachine` (the ledger's one writer). This module
+   hands it the application's answers and carries out the effects it returns
+   (:meth:`ConsumerCore.apply`); the fetch loops (:class:`Fetchers`, which import the
+   core, never the other way round) hand it the brokers' answers.
 3. Every acknowledgement outcome (success or failure, from any loop) goes through
    :meth:`ConsumerCore.report`, which feeds the user's callback and any waiting commit.
 4. Every answer the application gives a record goes through :meth:`ConsumerCore.answer`.
    An answer for a record whose lock this consumer already lost (session reset, leader
    change) is reported as failed (``AckFailure.LOCK_LOST``), never raised.
 5. When a session or a partition's leader is lost, its records still in the buffer are
-   dropped at once: nobody could acknowledge them any more.
+   dropped at once (the machine says so): nobody could acknowledge them any more.
 """
 
 from __future__ import annotations
@@ -23,21 +24,32 @@ from __future__ import annotations
 import logging
 import time
 from functools import partial
-from typing import TYPE_CHECKING, NoReturn, Protocol
+from typing import TYPE_CHECKING, NoReturn, Protocol, cast
 
 import anyio
 
 from sharecon import errors
-from sharecon._consumer.buffer import DeliveryBuffer
+from sharecon._consumer.buffer import Chunk, DeliveryBuffer
 from sharecon._consumer.signal import Signal
-from sharecon._share.acks import batches_from_runs
-from sharecon._share.ledger import AckFailure, AckLedger, AckResult, MarkResult
+from sharecon._share.effects import (
+    Deliver,
+    Fail,
+    LockLost,
+    LocksRenewed,
+    NoteError,
+    PartitionLost,
+    RenewFailed,
+    Report,
+    SessionLost,
+    Wake,
+)
+from sharecon._share.ledger import MarkResult
+from sharecon._share.machine import ShareMachine
 from sharecon._share.membership import Membership
-from sharecon._share.record_limit import RecordBudget
+from sharecon._share.requests import FetchParams
 from sharecon._stats import ConsumerStats
 from sharecon.protocol import ShareAcknowledgeRequest
-from sharecon.protocol.error_codes import ErrorCode
-from sharecon.record import BatchInfo
+from sharecon.record import BatchInfo, Record
 from sharecon.types import AckType, TopicIdPartition
 
 if TYPE_CHECKING:
@@ -45,16 +57,16 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskGroup
 
-    from sharecon._consumer.buffer import Chunk, RecordFactory
+    from sharecon._consumer.buffer import RecordFactory
     from sharecon._consumer.config import ConsumerConfig
     from sharecon._net.cluster import Cluster
+    from sharecon._share.effects import Effect
     from sharecon._share.intake import Decoded
-    from sharecon._share.ledger import Delivery
+    from sharecon._share.ledger import AckLedger, AckResult, Delivery
     from sharecon._share.membership import AssignmentChange
     from sharecon._share.session import SessionTag
     from sharecon.metrics import ConsumerMetrics
     from sharecon.protocol.records import RecordBatch
-    from sharecon.record import Record
 
 logger = logging.getLogger("sharecon.consumer")
 
@@ -136,12 +148,6 @@ class Fetchers(Protocol):
     def wake(self, node_id: int | None = None) -> None:
         """Wake one fetcher, or all of them."""
 
-    def answered(self) -> None:
-        """The application answered records: wake fetchers that wait for that."""
-
-    def pending_acks(self) -> bool:
-        """Whether any live session has acknowledgements marked or in flight."""
-
     async def close(self) -> None:
         """Wait for the loops to stop, then close every share session."""
 
@@ -152,12 +158,6 @@ class _NoFetchers:
 
     def wake(self, node_id: int | None = None) -> None:
         pass
-
-    def answered(self) -> None:
-        pass
-
-    def pending_acks(self) -> bool:
-        return False
 
     async def close(self) -> None:
         pass
@@ -183,7 +183,18 @@ class ConsumerCore:
         self.config = config
         self.tg = task_group
         self.membership = Membership(config.group_id, config.topics, rack_id=config.rack_id)
-        self.ledger = AckLedger()
+        #: Every decision about acknowledgements, sessions and locks (rule 2).
+        self.machine = ShareMachine(
+            config.group_id,
+            FetchParams(
+                max_wait_ms=config.max_wait_ms,
+                min_bytes=config.min_bytes,
+                max_bytes=config.fetch_max_bytes,
+                max_records=config.max_records,
+                batch_size=config.max_records,
+            ),
+            record_limit=config.max_records if config.acquire_mode == "record_limit" else None,
+        )
         self.buffer = DeliveryBuffer(
             max_records=config.buffer_records, max_bytes=config.buffer_bytes
         )
@@ -193,10 +204,6 @@ class ConsumerCore:
         self.buffer.admit = self._admit
         #: The per-leader fetch loops; the consumer installs the real pool.
         self.fetchers: Fetchers = _NoFetchers()
-        #: Under ``acquire_mode="record_limit"``: what the member may still acquire.
-        self.record_budget: RecordBudget | None = (
-            RecordBudget(config.max_records) if config.acquire_mode == "record_limit" else None
-        )
         #: The assigned partitions, with topic names resolved.
         self.assignment: frozenset[TopicIdPartition] = frozenset()
         self.heartbeat_wake = Signal()
@@ -211,10 +218,6 @@ class ConsumerCore:
         self.collectors: list[list[AckResult]] = []
         #: Answers to records whose lock was lost, not yet returned by a commit() (rule 4).
         self.lost: list[AckResult] = []
-        #: RENEW answers the broker did not apply (logged as they happen).
-        self.renewals_failed = 0
-        #: Records with a RENEW in flight or pending, to move their lock deadline.
-        self.renewing: dict[tuple[TopicIdPartition, int], Record] = {}
         #: Errors that did not stop the consumer (corrupt batches, unreachable brokers...).
         self.errors: list[errors.KafkaError] = []
         #: What delivered records call back into (the public ShareConsumer).
@@ -235,6 +238,16 @@ class ConsumerCore:
     def is_closing(self) -> bool:
         """Whether close() has begun (a method, so type checkers re-read it after awaits)."""
         return self.closing
+
+    @property
+    def ledger(self) -> AckLedger:
+        """The machine's acknowledgement ledger, to read (only the machine writes it)."""
+        return self.machine.ledger
+
+    @property
+    def renewing(self) -> dict[tuple[TopicIdPartition, int], tuple[SessionTag | None, object]]:
+        """Records with a RENEW pending or in flight (read only)."""
+        return self.machine.renewing
 
     @property
     def member_id(self) -> str:
@@ -289,21 +302,19 @@ class ConsumerCore:
     def answer(self, record: Record, ack: AckType) -> MarkResult:
         """Record the application's answer for ``record``: the one path every answer
         takes (rule 4). Returns what the ledger did; raises nothing for a lost lock."""
-        tp = record.topic_partition
         if ack is AckType.RENEW:
             self.check_renew()
         owner = _owner_of(record)
-        delivery = owner.delivery if owner is not None else None
-        result = self.ledger.mark(tp, record.offset, ack, delivery)
-        if result is MarkResult.OK:
-            if ack is AckType.RENEW:
-                self.stats.renewals_sent += 1
-                self.renewing[(tp, record.offset)] = record
-                self.wake_leader(tp)
-            else:
-                self.fetchers.answered()
-        elif result is MarkResult.DEAD:
-            self._lock_lost(tp, record.offset, ack)
+        if owner is None:
+            result = self.machine.answer(record.topic_partition, record.offset, ack, None)
+        else:
+            result = self.machine.answer(
+                record.topic_partition, record.offset, ack, owner.delivery, owner.tag, record
+            )
+        if ack is AckType.RENEW and result is MarkResult.OK:
+            self.stats.renewals_sent += 1
+        if self.machine.effects:
+            self.apply_effects()
         return result
 
     def accept(self, record: Record) -> None:
@@ -311,35 +322,94 @@ class ConsumerCore:
         record the application moved on from: the same ledger step, without the checks
         only other answers need."""
         owner = record._owner
-        result = self.ledger.mark(
+        machine = self.machine
+        machine.accept(
             record.topic_partition,
             record.offset,
-            AckType.ACCEPT,
             owner.delivery if type(owner) is SessionOwner else None,
         )
-        if result is MarkResult.OK:
-            self.fetchers.answered()
-        elif result is MarkResult.DEAD:
-            self._lock_lost(record.topic_partition, record.offset, AckType.ACCEPT)
+        if machine.effects:
+            self.apply_effects()
 
-    def _lock_lost(self, tp: TopicIdPartition, offset: int, ack: AckType) -> None:
-        # The lock is gone (session reset or leader change): the broker redelivers it.
-        self.report_lost(
-            [
-                AckResult(
-                    tp,
-                    tuple(batches_from_runs([(offset, offset, int(ack))])),
-                    ErrorCode.INVALID_RECORD_STATE,
-                    AckFailure.LOCK_LOST,
-                )
-            ]
-        )
+    # -- effects (rule 2) ----------------------------------------------------------------
+
+    def apply_effects(self) -> None:
+        """Carry out the machine's pending effects, in order."""
+        for e in self.machine.drain():
+            self.apply(e)
+
+    def apply(self, e: Effect) -> None:
+        """Carry out one effect of the machine that needs no I/O (the fetch loops carry
+        out back-offs and re-routing themselves)."""
+        kind = type(e)
+        if kind is Report:
+            self.report(cast("Report", e).results)
+        elif kind is LockLost:
+            self.report_lost(cast("LockLost", e).results)
+        elif kind is Deliver:
+            self.deliver(cast("Deliver", e))
+        elif kind is Wake:
+            self.fetchers.wake(cast("Wake", e).node_id)
+        elif kind is SessionLost:
+            lost = cast("SessionLost", e)
+            dropped = self.buffer.drop(lambda c: c.tag == lost.tag)
+            logger.info(
+                "share consumer %s: share session %s reset (%s); dropped %d buffered chunks",
+                self.member_id,
+                lost.tag,
+                lost.reason,
+                dropped,
+            )
+            self.progress.set()
+        elif kind is PartitionLost:
+            gone = cast("PartitionLost", e)
+            self.buffer.drop(lambda c: c.intake.tp == gone.tp and c.tag.node_id == gone.node_id)
+            self.progress.set()
+        elif kind is NoteError:
+            self.note_error(cast("NoteError", e).error)
+        elif kind is Fail:
+            self.fail(cast("Fail", e).error)
+        elif kind is LocksRenewed:
+            renewed = cast("LocksRenewed", e)
+            for handle in renewed.handles:
+                cast("Record", handle).lock_deadline = renewed.deadline
+        elif kind is RenewFailed:
+            failed = cast("RenewFailed", e)
+            # The records keep their old lock: a slow handler may lose them to another member.
+            logger.warning(
+                "node %d: renewing the locks of %d records failed (partitions %s)",
+                failed.node_id,
+                failed.count,
+                ", ".join(str(tp) for tp in failed.partitions),
+            )
+        else:  # a back-off or re-routing outside a fetch loop: let the loops look again
+            self.wake_all()
+
+    def deliver(self, e: Deliver) -> None:
+        """Buffer an answer's records for the application (the machine's Deliver)."""
+        tp = e.tp
+        owner = SessionOwner(self.owner, e.tag, e.delivery) if self.owner is not None else None
+        factory = partial(Record, tp.topic or str(tp.topic_id), tp.partition, tp, owner, e.deadline)
+        chunk = Chunk(e.intake, e.tag, e.deadline, factory, e.delivery)
+        limit = self.dlq_limit
+        if limit is not None and any(r.delivery_count > limit for r in e.intake.ranges):
+            # Records past the dead-letter limit go to the router now, not when (or if) the
+            # application reaches them: decode this answer at once (a rare one: redelivered
+            # past the limit).
+            live: list[Record] = []
+            while (d := self.decode(chunk)) is not None:
+                live.extend(d.records)
+                chunk.decoded += d.nbytes
+            if not live:
+                return
+            chunk.records = live
+        self.buffer.push(chunk)
 
     def release_held(self) -> None:
         """Release every record handed out and unanswered, and every buffered one (the
         fetchers send the releases), reporting answers to records whose lock was lost."""
-        self.report_lost(self.ledger.settle_dead(ack=AckType.RELEASE))
-        self.ledger.mark_delivered(AckType.RELEASE, include_buffered=True)
+        self.machine.release_held()
+        self.apply_effects()
         self.buffer.clear()
         self.wake_all()
 
@@ -347,15 +417,13 @@ class ConsumerCore:
         """Whether ``record`` is still this consumer's to answer (its lock not lost)."""
         owner = _owner_of(record)
         delivery = owner.delivery if owner is not None else None
-        return self.ledger.holds(record.topic_partition, record.offset, delivery)
+        return self.machine.holds(record.topic_partition, record.offset, delivery)
 
     def answer_all_delivered(self, ack: AckType) -> int:
         """Answer every delivered, unanswered record with ``ack`` (implicit mode), and
         report the ones whose lock was lost."""
-        self.report_lost(self.ledger.settle_dead())
-        n = self.ledger.mark_delivered(ack)
-        if n:
-            self.fetchers.answered()
+        n = self.machine.answer_all_delivered(ack)
+        self.apply_effects()
         return n
 
     def acknowledge(self, record: Record, ack: AckType) -> None:
@@ -397,15 +465,8 @@ class ConsumerCore:
                 raise errors.InvalidRecordStateError(
                     f"{where} is being routed to the dead-letter topic"
                 )
-        result = MarkResult.UNKNOWN
-        for tp in held:
-            result = self.ledger.mark(tp, offset, ack)
-            if result is MarkResult.OK:
-                self.fetchers.answered()
-            elif result is MarkResult.DEAD:
-                self._lock_lost(tp, offset, ack)
-            if result is not MarkResult.UNKNOWN:
-                break
+        result = self.machine.answer_at(held, offset, ack)
+        self.apply_effects()
         _raise_for(result, where, ack)
 
     def _raise_closed(self, where: str) -> NoReturn:
@@ -445,8 +506,8 @@ class ConsumerCore:
         first = chunk.next_offset()
         if first is None:
             return 0
-        return self.ledger.mark_undelivered(
-            chunk.intake.tp, chunk.delivery, first, chunk.last_offset(), AckType.RELEASE
+        return self.machine.release_undelivered(
+            chunk.intake.tp, chunk.delivery, first, chunk.last_offset()
         )
 
     def report_lost(self, results: list[AckResult]) -> None:
@@ -472,12 +533,9 @@ class ConsumerCore:
         if d is None:
             return None
         tp = intake.tp
-        ledger = self.ledger
-        wake = False
-        for lo, hi in d.gaps:
-            wake = ledger.mark_range(tp, lo, hi, AckType.GAP) > 0 or wake
-        for lo, hi in d.release:
-            wake = ledger.mark_range(tp, lo, hi, AckType.RELEASE) > 0 or wake
+        if d.gaps or d.release:
+            self.machine.decoded(chunk.tag, tp, d.gaps, d.release)
+            self.apply_effects()
         if d.error is not None:
             self.note_error(
                 errors.CorruptRecordError(
@@ -489,46 +547,10 @@ class ConsumerCore:
         if d.dead:
             self.dead_letters.extend(d.dead)
             self.dead_letter_signal.set()
-        if wake:
-            self.wake_leader(tp)
         return d
 
     def _dropped(self, chunk: Chunk, first: int) -> None:
-        self.ledger.forget(chunk.intake.tp, chunk.delivery, first, chunk.last_offset())
-
-    def session_lost(self, tag: SessionTag) -> None:
-        """A share session incarnation is gone: drop its buffered records (rule 5)."""
-        dropped = self.buffer.drop(lambda c: c.tag == tag)
-        if dropped:
-            logger.info(
-                "share consumer %s: dropped %d buffered chunks of %s", self.member_id, dropped, tag
-            )
-        self._forget_renewing(lambda rec_tag, _tp: rec_tag == tag)
-        self.progress.set()
-
-    def partition_lost(self, tp: TopicIdPartition, node_id: int, code: int) -> None:
-        """``tp`` moved away from ``node_id``: its locks there are gone (rule 5)."""
-        self.report(
-            self.ledger.invalidate(AckFailure.LEADER_CHANGED, code, partition=tp, node_id=node_id)
-        )
-        self.buffer.drop(lambda c: c.intake.tp == tp and c.tag.node_id == node_id)
-        self._forget_renewing(
-            lambda rec_tag, rec_tp: (
-                rec_tp == tp and rec_tag is not None and rec_tag.node_id == node_id
-            )
-        )
-        self.progress.set()
-
-    def _forget_renewing(
-        self, match: Callable[[SessionTag | None, TopicIdPartition], bool]
-    ) -> None:
-        # A renew waiting on a lost session will never be answered: its record's deadline
-        # stays as it was (the lock is gone anyway).
-        for key, rec in list(self.renewing.items()):
-            owner = _owner_of(rec)
-            rec_tag = owner.tag if owner is not None else None
-            if match(rec_tag, key[0]):
-                del self.renewing[key]
+        self.machine.forget(chunk.intake.tp, chunk.delivery, first, chunk.last_offset())
 
     def note_unreachable(self, node_id: int, exc: errors.KafkaError) -> None:
         """A broker could not be reached: keep the error where a health check can see it."""
@@ -602,7 +624,7 @@ class ConsumerCore:
 
     def pending_acks(self) -> bool:
         """Whether any live session has acknowledgements marked or in flight."""
-        return self.fetchers.pending_acks()
+        return self.machine.pending_acks()
 
     def metrics(self) -> ConsumerMetrics:
         """The counters, and the gauges read from this consumer's state now. Safe to call
@@ -623,5 +645,5 @@ class ConsumerCore:
             # What the member holds beyond its buffer: handed out, not yet confirmed.
             held_records=max(0, outstanding - buffered),
             lock_expired=self.buffer.expired,
-            renewals_failed=self.renewals_failed,
+            renewals_failed=self.machine.renewals_failed,
         )

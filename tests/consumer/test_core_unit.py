@@ -63,24 +63,6 @@ def test_lock_lost_answers_reach_one_commit_only() -> None:
     assert collected == [lost(1), lost(2)] and core.lost == []
 
 
-def test_a_lost_session_forgets_its_pending_renews() -> None:
-    core = ConsumerCore(
-        cast("Any", None), ConsumerConfig(group_id="g", topics=("t",)), cast("Any", None)
-    )
-    other = SessionTag(2, 0)
-    mine = Record(
-        "t", 0, TP, SessionOwner(cast("Any", None), TAG, (1, 1)), None, None, 5, 0, None, b"", ()
-    )
-    theirs = Record(
-        "t", 0, TP, SessionOwner(cast("Any", None), other, (2, 2)), None, None, 6, 0, None, b"", ()
-    )
-    core.renewing = {(TP, 5): mine, (TP, 6): theirs}
-    core.session_lost(TAG)
-    assert core.renewing == {(TP, 6): theirs}
-    core.partition_lost(TP, 2, 6)
-    assert core.renewing == {}
-
-
 def _core() -> ConsumerCore:
     return ConsumerCore(
         cast("Any", None), ConsumerConfig(group_id="g", topics=("t",)), cast("Any", None)

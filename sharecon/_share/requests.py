@@ -18,9 +18,10 @@ if TYPE_CHECKING:
     import uuid
     from collections.abc import Mapping, Sequence
 
-    from sharecon._share.acks import AckBatch
-    from sharecon._share.session import SharePlan
     from sharecon.protocol import ShareAcknowledgeResponse, ShareFetchResponse
+
+    from .acks import AckBatch
+    from .session import SharePlan
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,166 @@
+"""What the share machine (:mod:`.machine`) asks its driver to do: effects, as plain data.
+
+Rules of this module:
+
+1. An effect is a decision already taken; the driver carries it out (I/O, buffers, the
+   application's callbacks) and decides nothing more.
+2. The driver applies a batch of effects in the order the machine emitted them: that
+   order is part of the rules (a lost session is reported before its records are dropped,
+   a back-off comes after everything else of the same answer).
+3. Effects are frozen and slotted; they carry no I/O objects. ``handle`` fields are the
+   driver's own objects (its records), passed through untouched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Real imports, not under TYPE_CHECKING: the compiled build (mypyc) looks up the
+# dataclass fields' annotations when the module is imported.
+from sharecon.errors import KafkaError  # noqa: TC001
+from sharecon.types import TopicIdPartition  # noqa: TC001
+
+from .intake import PartitionIntake  # noqa: TC001
+from .ledger import AckResult, Delivery  # noqa: TC001
+from .session import SessionTag  # noqa: TC001
+
+__all__ = [
+    "BackOff",
+    "Deliver",
+    "Effect",
+    "Fail",
+    "LockLost",
+    "LocksRenewed",
+    "NoteError",
+    "PartitionLost",
+    "Rediscover",
+    "RenewFailed",
+    "Report",
+    "SessionLost",
+    "Wake",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """Acknowledgement outcomes to hand to the callback and to waiting commits."""
+
+    results: list[AckResult]
+
+
+@dataclass(frozen=True, slots=True)
+class LockLost:
+    """Answers the application gave records whose lock this member had already lost:
+    reported now, and kept for the next ``commit()``."""
+
+    results: list[AckResult]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLost:
+    """A share session incarnation is gone: drop its buffered records (``reason``: why,
+    for the log)."""
+
+    tag: SessionTag
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLost:
+    """``tp`` moved away from ``node_id``: drop its buffered records from that node."""
+
+    tp: TopicIdPartition
+    node_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Rediscover:
+    """Find ``tp``'s leader again: apply the answer's hint (``leader_id`` >= 0 with its
+    epoch and, when the answer named it, the endpoint ``(host, port)``), else refresh
+    metadata. ``code`` is the error that said so."""
+
+    tp: TopicIdPartition
+    code: int
+    leader_id: int = -1
+    leader_epoch: int = -1
+    endpoint: tuple[str, int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Deliver:
+    """An answer's records for ``tp``, to buffer for the application.
+
+    Every record shares ``deadline`` (counted from the fetch's send) and ``delivery``
+    (which ledger entries it belongs to, so an answer to it never lands on a newer
+    delivery of the same offset).
+    """
+
+    tp: TopicIdPartition
+    tag: SessionTag
+    deadline: float | None
+    intake: PartitionIntake
+    delivery: Delivery
+
+
+@dataclass(frozen=True, slots=True)
+class NoteError:
+    """An error that does not stop the consumer: log it and keep it for health checks."""
+
+    error: KafkaError
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    """Stop the consumer with ``error``: the application's next wait raises it."""
+
+    error: KafkaError
+
+
+@dataclass(frozen=True, slots=True)
+class BackOff:
+    """Pause ``node_id``'s fetch loop before its next request (refreshing metadata first
+    with ``refresh``)."""
+
+    node_id: int
+    refresh: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Wake:
+    """Wake ``node_id``'s fetch loop (``None``: every loop): it has something to send."""
+
+    node_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LocksRenewed:
+    """The broker renewed these records' locks: their deadline is now ``deadline``."""
+
+    handles: tuple[object, ...]
+    deadline: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RenewFailed:
+    """The broker did not renew ``count`` records' locks on ``node_id`` (they keep their
+    old deadline: a slow handler may lose them)."""
+
+    node_id: int
+    count: int
+    partitions: tuple[TopicIdPartition, ...]
+
+
+Effect = (
+    Report
+    | LockLost
+    | SessionLost
+    | PartitionLost
+    | Rediscover
+    | Deliver
+    | NoteError
+    | Fail
+    | BackOff
+    | Wake
+    | LocksRenewed
+    | RenewFailed
+)

@@ -1,0 +1,763 @@
+"""One member's share sessions as a sans-I/O machine: events in, effects out.
+
+The machine owns everything that decides what happens to a record between the broker and
+the application: the acknowledgement ledger (its one writer), each leader's share
+session and fetch planner, the strict record budget, renewals, lock deadlines, lost
+answers and the order an answer's parts are applied in. Its driver (the consumer's fetch
+loops) only sends, waits and carries out the effects (:mod:`.effects`).
+
+Events are method calls: :meth:`ShareMachine.next_turn` (what to send), :meth:`~ShareMachine.sent`
+(a request went out at time ``now``), :meth:`~ShareMachine.fetch_answered` and
+:meth:`~ShareMachine.fetch_records` (a ShareFetch answer), :meth:`~ShareMachine.acknowledge_answered`,
+:meth:`~ShareMachine.transport_failed`, :meth:`~ShareMachine.connection_lost`,
+:meth:`~ShareMachine.answer_failed`, and the application's answers (:meth:`~ShareMachine.answer`
+and friends). Effects collect in :attr:`ShareMachine.effects`; :meth:`~ShareMachine.drain`
+hands them over, in order.
+
+Rules of this module:
+
+1. One request in flight per session. A ShareFetch answer is applied in this order:
+   its session part and acknowledgement codes (:meth:`~ShareMachine.fetch_answered`);
+   then, when the driver will pipeline, the offsets it acquired end what the member
+   still held of them from earlier deliveries (the *supersede* rule), so the next
+   request, planned after this, carries no answer to an earlier delivery that the broker
+   would apply to the new acquisition; then the next request is planned and sent; and
+   only then are the answer's records taken in (:meth:`~ShareMachine.fetch_records`).
+2. Lock deadlines count from when the fetch was *sent* (:meth:`~ShareMachine.sent`),
+   never later than the broker's own, however long the answer took to be read.
+3. A session reset or a transport failure fails the acknowledgements of that session
+   incarnation (reported, never re-sent) and drops its buffered records
+   (:class:`~.effects.SessionLost`); a leader change does the same for one partition.
+4. An answer to a record whose lock was lost is reported as lost
+   (:class:`~.effects.LockLost`), never raised.
+5. Deterministic: no I/O, no clock (time is the caller's ``now``), no randomness.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from sharecon import errors
+from sharecon.protocol.error_codes import ErrorCode
+from sharecon.types import AckType, TopicIdPartition
+
+from .acks import batches_from_runs
+from .acquired import lock_deadline
+from .effects import (
+    BackOff,
+    Deliver,
+    Fail,
+    LockLost,
+    LocksRenewed,
+    NoteError,
+    PartitionLost,
+    Rediscover,
+    RenewFailed,
+    Report,
+    SessionLost,
+    Wake,
+)
+from .fetch_policy import (
+    Action,
+    FetchPlanner,
+    Turn,
+    answer_verdict,
+    connection_lost,
+    partition_action,
+    renewed,
+    transport_failed,
+)
+from .intake import InvalidAnswer, take_partition
+
+# Taken and SharePlan are real imports, not under TYPE_CHECKING: the compiled build
+# (mypyc) looks up the dataclass fields' annotations when the module is imported.
+from .ledger import AckFailure, AckLedger, AckResult, MarkResult, Taken
+from .record_limit import RecordBudget
+from .requests import (
+    FetchParams,
+    acknowledge_codes,
+    fetch_ack_codes,
+    share_acknowledge_request,
+    share_fetch_request,
+)
+from .session import RequestKind, SharePlan, ShareSession
+
+if TYPE_CHECKING:
+    import uuid
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from sharecon.protocol import (
+        ShareAcknowledgeRequest,
+        ShareAcknowledgeResponse,
+        ShareFetchRequest,
+        ShareFetchResponse,
+    )
+    from sharecon.protocol.messages import share_fetch as sf
+
+    from .effects import Effect
+    from .ledger import Delivery
+    from .session import SessionTag
+
+__all__ = ["FetchAnswer", "InFlight", "Leader", "ShareMachine"]
+
+
+@dataclass(slots=True)
+class InFlight:
+    """A request on the wire: what it carries and when it was sent (rule 2)."""
+
+    node_id: int
+    plan: SharePlan
+    taken: Taken | None
+    sent_at: float
+    may_wait: bool
+    #: Records a strict record limit reserved for this fetch; 0 once settled.
+    granted: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FetchAnswer:
+    """What the session part of a ShareFetch answer said (:meth:`ShareMachine.fetch_answered`).
+
+    ``proceed``: take the records in (:meth:`ShareMachine.fetch_records`) — after sending
+    the next request first when ``pipeline``. ``acquired`` and ``size``: the records and
+    bytes the answer brought (the next request's room must allow for them).
+    """
+
+    proceed: bool
+    pipeline: bool
+    acquired: int
+    size: int
+
+
+class Leader:
+    """One leader broker's share session and the planner of its requests."""
+
+    __slots__ = ("node_id", "planner", "session")
+
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+        self.session = ShareSession(node_id)
+        self.planner = FetchPlanner(self.session)
+
+
+class ShareMachine:
+    """The decisions of one share-group member's sessions (rules 1-5).
+
+    :param group_id: the share group.
+    :param params: the fetch sizing of a ShareFetch that may wait at the broker.
+    :param record_limit: under ``acquire_mode="record_limit"``, the most records the
+        member may hold at once (strict, KIP-1206); ``None`` otherwise.
+    """
+
+    def __init__(
+        self, group_id: str, params: FetchParams, *, record_limit: int | None = None
+    ) -> None:
+        self.group_id = group_id
+        self.params = params
+        self._prefetch_params = replace(params, max_wait_ms=0)
+        #: The acknowledgement state; read it freely, write it only through the machine.
+        self.ledger = AckLedger()
+        self.budget: RecordBudget | None = (
+            RecordBudget(record_limit) if record_limit is not None else None
+        )
+        self.leaders: dict[int, Leader] = {}
+        #: Effects not handed to the driver yet, oldest first.
+        self.effects: list[Effect] = []
+        #: Some planner may be dry: an answer has work to do (a per-record check).
+        self.any_dry = False
+        #: Records with a RENEW pending or in flight: their session and driver handle.
+        self.renewing: dict[tuple[TopicIdPartition, int], tuple[SessionTag | None, object]] = {}
+        #: RENEW answers the broker did not apply.
+        self.renewals_failed = 0
+
+    # -- the driver's side ------------------------------------------------------------------
+
+    def drain(self) -> list[Effect]:
+        """The effects emitted since the last call, in order (rule 2 of :mod:`.effects`)."""
+        out = self.effects
+        if out:
+            self.effects = []
+        return out
+
+    def leader(self, node_id: int) -> Leader:
+        """``node_id``'s session and planner, made on first use."""
+        one = self.leaders.get(node_id)
+        if one is None:
+            one = self.leaders[node_id] = Leader(node_id)
+        return one
+
+    def idle_timeout(self, node_id: int, ack_linger: float) -> float | None:
+        """How long ``node_id``'s loop may wait with nothing to send before :meth:`linger_expired`
+        (``None``: no acknowledgements wait, wait for a wake-up)."""
+        tag = self.leader(node_id).session.tag
+        return ack_linger if self.ledger.has_marked(tag) else None
+
+    def linger_expired(self, node_id: int) -> None:
+        """Acknowledgements waited ``ack_linger``: send them even without a fetch."""
+        self.leader(node_id).planner.linger_expired = True
+
+    def next_turn(
+        self,
+        node_id: int,
+        want: Iterable[TopicIdPartition],
+        *,
+        room: bool,
+        urgent: bool = False,
+        extra_records: int = 0,
+    ) -> Turn:
+        """Plan ``node_id``'s next request (``plan=None``: nothing to send now).
+
+        :param want: the assigned partitions the node leads.
+        :param room: whether the buffer can take another answer (with ``extra_records``).
+        :param urgent: a ``commit()`` waits for the acknowledgements.
+        :param extra_records: records received but not taken in yet (pipelining).
+        """
+        planner = self.leader(node_id).planner
+        budget = self.budget
+        granted = 0
+        if budget is not None and room:
+            # Strict limit: ask only for what the member may still hold, counting what
+            # every leader's fetches in flight may bring.
+            granted = budget.grant(self.ledger.outstanding_all() + extra_records)
+            room = granted > 0
+        # Fetch sizing (how many records and bytes a fetch asks for) is decided here and
+        # in request(): today the configured FetchParams, cut to the granted budget.
+        turn = planner.next(
+            self.ledger, want, room=room, urgent=urgent, extra_records=extra_records
+        )
+        if granted:
+            if turn.plan is not None and turn.plan.fetches:
+                return replace(turn, granted=granted)
+            budget.settle(granted)  # type: ignore[union-attr]
+        return turn
+
+    def request(self, turn: Turn, member_id: str) -> ShareFetchRequest | ShareAcknowledgeRequest:
+        """The wire request for ``turn``'s plan."""
+        plan = turn.plan
+        assert plan is not None
+        if plan.kind is RequestKind.SHARE_FETCH:
+            params = self.params if turn.may_wait else self._prefetch_params
+            if turn.granted:
+                params = replace(
+                    params,
+                    max_records=turn.granted,
+                    batch_size=min(params.batch_size, turn.granted),
+                    acquire_mode=1,
+                )
+            return share_fetch_request(plan, self.group_id, member_id, params)
+        return share_acknowledge_request(plan, self.group_id, member_id)
+
+    def sent(self, node_id: int, turn: Turn, now: float) -> InFlight:
+        """``turn``'s request went on the wire at ``now`` (rule 2)."""
+        assert turn.plan is not None
+        return InFlight(node_id, turn.plan, turn.taken, now, turn.may_wait, turn.granted)
+
+    def send_failed(self, node_id: int, turn: Turn) -> None:
+        """``turn``'s request could not be sent: the session incarnation is gone (rule 3)."""
+        self._settle(turn.granted)
+        assert turn.plan is not None
+        self.transport_failed(node_id, turn.plan)
+
+    def transport_failed(self, node_id: int, plan: SharePlan, *, back_off: bool = True) -> None:
+        """The request for ``plan`` failed in transport (rule 3)."""
+        leader = self.leader(node_id)
+        verdict = transport_failed(leader.session, self.ledger, plan)
+        self._report(verdict.results)
+        if verdict.lost is not None:
+            self._session_lost(verdict.lost, "transport failed")
+        self._renewed(leader, plan, ok=False, now=0.0)
+        if back_off:
+            self.effects.append(BackOff(node_id, refresh=True))
+
+    def request_failed(self, f: InFlight) -> None:
+        """The request ``f`` failed in transport, or timed out (rule 3)."""
+        self._settle_inflight(f)
+        self.transport_failed(f.node_id, f.plan)
+
+    def connection_lost(self, node_id: int) -> None:
+        """The connection ``node_id``'s session lived on closed, with no request out: the
+        broker released the member's records there (rule 3)."""
+        verdict = connection_lost(self.leader(node_id).session, self.ledger)
+        self._report(verdict.results)
+        if verdict.lost is not None:
+            self._session_lost(verdict.lost, "connection lost")
+
+    def answer_failed(
+        self, node_id: int, error: errors.KafkaError, f: InFlight | None = None
+    ) -> None:
+        """An answer from ``node_id`` could not be taken in: note ``error`` and reset the
+        session. Its records stay locked at the broker until their locks end (a new
+        session does not release them), then come again."""
+        if f is not None:
+            self._settle_inflight(f)
+        self.effects.append(NoteError(error))
+        old = self.leader(node_id).session.reset()
+        self._report(
+            self.ledger.invalidate(AckFailure.SESSION_RESET, ErrorCode.INVALID_REQUEST, tag=old)
+        )
+        self._session_lost(old, "answer failed")
+        self.effects.append(BackOff(node_id, refresh=True))
+
+    # -- ShareFetch answers (rule 1) -----------------------------------------------------------
+
+    def fetch_answered(
+        self,
+        f: InFlight,
+        resp: ShareFetchResponse,
+        names: Mapping[uuid.UUID, str],
+        now: float,
+        *,
+        pipeline: bool,
+    ) -> FetchAnswer:
+        """The session and acknowledgement part of a ShareFetch answer, at ``now``.
+
+        With ``pipeline`` (the driver will send the next request before taking the
+        records in), the offsets the answer acquired first end the member's earlier hold
+        of them (rule 1).
+        """
+        self._settle_inflight(f)
+        leader = self.leader(f.node_id)
+        plan = f.plan
+        acquired = size = 0
+        for t in resp.responses:
+            for p in t.partitions:
+                size += len(p.records or b"")
+                for a in p.acquired_records:
+                    # Clamped: a hostile range must not make this sum a bignum.
+                    acquired += max(0, min(a.last_offset - a.first_offset + 1, 1 << 31))
+        leader.planner.fetched(plan, may_wait=f.may_wait, acquired=acquired)
+        if leader.planner.dry:
+            self.any_dry = True
+        if not self._top_level(leader, plan, resp.error_code, resp.error_message, now):
+            return FetchAnswer(False, False, acquired, size)
+        self._report(self.ledger.complete(plan.tag, fetch_ack_codes(resp, names)))
+        self._renewed(leader, plan, ok=True, lock_ms=resp.acquisition_lock_timeout_ms, now=now)
+        pipeline = pipeline and acquired > 0
+        if pipeline:
+            self._supersede(resp, names)
+        return FetchAnswer(True, pipeline, acquired, size)
+
+    def _supersede(self, resp: ShareFetchResponse, names: Mapping[uuid.UUID, str]) -> None:
+        ledger = self.ledger
+        for t in resp.responses:
+            for p in t.partitions:
+                if p.acquired_records:
+                    tp = TopicIdPartition(t.topic_id, p.partition_index, names.get(t.topic_id))
+                    self._report(
+                        ledger.supersede(
+                            tp, [(a.first_offset, a.last_offset) for a in p.acquired_records]
+                        )
+                    )
+
+    def fetch_records(
+        self,
+        f: InFlight,
+        resp: ShareFetchResponse,
+        names: Mapping[uuid.UUID, str],
+        *,
+        closing: bool = False,
+    ) -> None:
+        """The records part of a ShareFetch answer: partition errors, and each partition's
+        acquired records into the ledger and out as :class:`~.effects.Deliver` (released at
+        once while ``closing``).
+
+        :raises InvalidAnswer: the acquired ranges cannot be trusted (then call
+            :meth:`answer_failed`).
+        """
+        leader = self.leader(f.node_id)
+        plan = f.plan
+        if plan.tag != leader.session.tag:
+            # The session ended since (the pipelined next request failed): these records
+            # were acquired under it and can no longer be acknowledged.
+            return
+        # The broker's locks start when it acquires the records, after it read the request:
+        # counted from the send, ours end no later than its own (rule 2).
+        deadline = lock_deadline(f.sent_at, resp.acquisition_lock_timeout_ms)
+        for t in resp.responses:
+            name = names.get(t.topic_id) or str(t.topic_id)
+            for p in t.partitions:
+                tp = TopicIdPartition(t.topic_id, p.partition_index, name)
+                action = partition_action(p.error_code)
+                if action is not Action.OK:
+                    self._partition_error(leader, tp, action, p, resp.node_endpoints)
+                if p.acquired_records:
+                    self._take(plan, tp, p, deadline, closing)
+
+    def _take(
+        self,
+        plan: SharePlan,
+        tp: TopicIdPartition,
+        p: sf.PartitionData,
+        deadline: float | None,
+        closing: bool,
+    ) -> None:
+        name = tp.topic or str(tp.topic_id)
+        try:
+            intake = take_partition(
+                tp,
+                [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records],
+                p.records,
+            )
+        except InvalidAnswer as exc:
+            raise InvalidAnswer(f"node {plan.node_id}: {name}-{tp.partition}: {exc}") from None
+        ledger = self.ledger
+        before = ledger.sequence
+        self._report(
+            ledger.add(
+                tp, plan.tag, [(r.first_offset, r.last_offset) for r in intake.ranges], intake.gaps
+            )
+        )
+        delivery = (before + 1, ledger.sequence)
+        for lo, hi in intake.release:
+            ledger.mark_range(tp, lo, hi, AckType.RELEASE)
+        for bad in intake.errors:
+            self.effects.append(
+                NoteError(
+                    errors.CorruptRecordError(
+                        f"{name}-{tp.partition}: {bad}",
+                        base_offset=bad.base_offset,
+                        last_offset=bad.last_offset,
+                    )
+                )
+            )
+        if intake.exhausted:
+            return
+        if closing:
+            for r in intake.ranges:
+                ledger.mark_range(tp, r.first_offset, r.last_offset, AckType.RELEASE)
+            return
+        self.effects.append(Deliver(tp, plan.tag, deadline, intake, delivery))
+
+    def _partition_error(
+        self,
+        leader: Leader,
+        tp: TopicIdPartition,
+        action: Action,
+        p: sf.PartitionData,
+        endpoints: Sequence[sf.NodeEndpoint],
+    ) -> None:
+        code = p.error_code
+        if action in (Action.LEADER_MOVED, Action.REFRESH_METADATA):
+            hint = p.current_leader
+            self._partition_moved(
+                leader.node_id, tp, action, code, hint.leader_id, hint.leader_epoch, endpoints
+            )
+            return
+        err = errors.error_for_code(
+            code, f"{tp.topic}-{tp.partition}: {p.error_message or ''}".rstrip(": ")
+        )
+        assert err is not None
+        self.effects.append(Fail(err) if action is Action.FATAL else NoteError(err))
+
+    def _partition_moved(
+        self,
+        node_id: int,
+        tp: TopicIdPartition,
+        action: Action,
+        code: int,
+        leader_id: int,
+        leader_epoch: int,
+        endpoints: Iterable[sf.NodeEndpoint],
+    ) -> None:
+        """Leadership moved (or the topic is unknown): drop ``node_id``'s locks of ``tp``
+        (rule 3) and find the leader again."""
+        self._report(
+            self.ledger.invalidate(AckFailure.LEADER_CHANGED, code, partition=tp, node_id=node_id)
+        )
+        self.effects.append(PartitionLost(tp, node_id))
+        self._forget_renewing(tp=tp, node_id=node_id)
+        if action is Action.LEADER_MOVED and leader_id >= 0 and leader_epoch >= 0:
+            endpoint = None
+            for e in endpoints:
+                if e.node_id == leader_id:
+                    endpoint = (e.host, e.port)
+            self.effects.append(Rediscover(tp, code, leader_id, leader_epoch, endpoint))
+        else:
+            self.effects.append(Rediscover(tp, code))
+
+    # -- ShareAcknowledge answers -------------------------------------------------------------
+
+    def acknowledge_answered(
+        self,
+        f: InFlight,
+        resp: ShareAcknowledgeResponse,
+        names: Mapping[uuid.UUID, str],
+        now: float,
+    ) -> None:
+        """A ShareAcknowledge answer, at ``now``."""
+        leader = self.leader(f.node_id)
+        plan = f.plan
+        if not self._top_level(leader, plan, resp.error_code, resp.error_message, now):
+            return
+        codes = acknowledge_codes(resp, names)
+        self._report(self.ledger.complete(plan.tag, codes))
+        self._renewed(
+            leader, plan, ok=True, lock_ms=resp.acquisition_lock_timeout_ms, codes=codes, now=now
+        )
+        for t in resp.responses:
+            for p in t.partitions:
+                action = partition_action(p.error_code)
+                if action in (Action.LEADER_MOVED, Action.REFRESH_METADATA):
+                    tp = TopicIdPartition(t.topic_id, p.partition_index, names.get(t.topic_id))
+                    hint = p.current_leader
+                    self._partition_moved(
+                        f.node_id,
+                        tp,
+                        action,
+                        p.error_code,
+                        hint.leader_id,
+                        hint.leader_epoch,
+                        resp.node_endpoints,  # type: ignore[arg-type]
+                    )
+
+    def _top_level(
+        self, leader: Leader, plan: SharePlan, code: int, message: str | None, now: float
+    ) -> bool:
+        """Apply an answer's top-level code; True if its body should be taken in."""
+        verdict = answer_verdict(leader.session, self.ledger, plan, code)
+        self._report(verdict.results)
+        if verdict.proceed:
+            return True
+        if verdict.action is Action.OK:
+            return False  # a stale answer
+        self._renewed(leader, plan, ok=False, now=now)
+        err = errors.error_for_code(code, f"node {leader.node_id}: {message or ''}".rstrip(": "))
+        assert err is not None
+        if verdict.lost is not None:
+            self._session_lost(verdict.lost, str(err))
+            # A broker that keeps refusing sessions (SHARE_SESSION_LIMIT_REACHED) must not
+            # be asked again in a tight loop.
+            self.effects.append(BackOff(leader.node_id))
+            return False
+        if verdict.action is Action.FATAL:
+            self.effects.append(Fail(err))
+            return False
+        self.effects.append(NoteError(err))
+        self.effects.append(
+            BackOff(leader.node_id, refresh=verdict.action is Action.REFRESH_METADATA)
+        )
+        return False
+
+    # -- closing ------------------------------------------------------------------------------
+
+    def close_session(self, node_id: int, now: float) -> InFlight | None:
+        """The FINAL (-1) ShareAcknowledge of ``node_id``'s session with its last acks
+        (``None``: nothing to close); the broker then releases what the member holds there."""
+        session = self.leader(node_id).session
+        if session.in_flight is not None or session.is_new:
+            return None
+        taken = self.ledger.take(session.tag, include_renew=False)
+        plan = session.build_close(taken.acks if taken else None)
+        if plan is None:
+            return None
+        return InFlight(node_id, plan, taken, now, False)
+
+    def close_answered(
+        self, f: InFlight, resp: ShareAcknowledgeResponse, names: Mapping[uuid.UUID, str]
+    ) -> None:
+        """The answer to :meth:`close_session`'s request."""
+        leader = self.leader(f.node_id)
+        verdict = answer_verdict(leader.session, self.ledger, f.plan, resp.error_code)
+        self._report(verdict.results)
+        if verdict.proceed and f.taken is not None:
+            self._report(self.ledger.complete(f.plan.tag, acknowledge_codes(resp, names)))
+
+    # -- the application's answers (rule 4) ---------------------------------------------------
+
+    def answer(
+        self,
+        tp: TopicIdPartition,
+        offset: int,
+        ack: AckType,
+        delivery: Delivery | None,
+        tag: SessionTag | None = None,
+        handle: object = None,
+    ) -> MarkResult:
+        """The application's answer ``ack`` for ``tp`` at ``offset`` of ``delivery``. A RENEW
+        remembers ``handle`` (the driver's record) to move its lock deadline when the
+        broker answers (:class:`~.effects.LocksRenewed`)."""
+        result = self.ledger.mark(tp, offset, ack, delivery)
+        if result is MarkResult.OK:
+            if ack is AckType.RENEW:
+                self.renewing[(tp, offset)] = (tag, handle)
+                if tag is not None:
+                    self.effects.append(Wake(tag.node_id))
+            elif self.any_dry:
+                self._answered()
+        elif result is MarkResult.DEAD:
+            self._lock_lost(tp, offset, ack)
+        return result
+
+    def accept(self, tp: TopicIdPartition, offset: int, delivery: Delivery | None) -> None:
+        """:meth:`answer` with ACCEPT (implicit mode's once-per-record accept)."""
+        result = self.ledger.mark(tp, offset, AckType.ACCEPT, delivery)
+        if result is MarkResult.OK:
+            if self.any_dry:
+                self._answered()
+        elif result is MarkResult.DEAD:
+            self._lock_lost(tp, offset, AckType.ACCEPT)
+
+    def answer_at(self, held: Iterable[TopicIdPartition], offset: int, ack: AckType) -> MarkResult:
+        """The application's answer for the record at ``offset`` of the first partition of
+        ``held`` that has one (an answer by position)."""
+        result = MarkResult.UNKNOWN
+        for tp in held:
+            result = self.ledger.mark(tp, offset, ack)
+            if result is MarkResult.OK:
+                if self.any_dry:
+                    self._answered()
+            elif result is MarkResult.DEAD:
+                self._lock_lost(tp, offset, ack)
+            if result is not MarkResult.UNKNOWN:
+                break
+        return result
+
+    def answer_all_delivered(self, ack: AckType) -> int:
+        """Answer every record handed out and unanswered with ``ack`` (implicit mode);
+        report the answers to records whose lock was lost."""
+        self._lost(self.ledger.settle_dead())
+        n = self.ledger.mark_delivered(ack)
+        if n and self.any_dry:
+            self._answered()
+        return n
+
+    def release_held(self) -> None:
+        """Release every record handed out and unanswered, and every buffered one (the
+        driver clears its buffer)."""
+        self._lost(self.ledger.settle_dead(ack=AckType.RELEASE))
+        self.ledger.mark_delivered(AckType.RELEASE, include_buffered=True)
+        self.effects.append(Wake())
+
+    def holds(self, tp: TopicIdPartition, offset: int, delivery: Delivery | None) -> bool:
+        """Whether the record is still this member's to answer (its lock not lost)."""
+        return self.ledger.holds(tp, offset, delivery)
+
+    def deliver(self, tp: TopicIdPartition, first: int, last: int) -> None:
+        """Offsets ``first..last`` of ``tp`` were handed to the application."""
+        self.ledger.deliver(tp, first, last)
+
+    def forget(self, tp: TopicIdPartition, delivery: Delivery, first: int, last: int) -> None:
+        """The buffer dropped ``first..last`` of ``delivery`` without handing them out."""
+        self.ledger.forget(tp, delivery, first, last)
+
+    def release_undelivered(
+        self, tp: TopicIdPartition, delivery: Delivery, first: int, last: int
+    ) -> int:
+        """Release buffered records never handed out; how many were released."""
+        return self.ledger.mark_undelivered(tp, delivery, first, last, AckType.RELEASE)
+
+    def decoded(
+        self,
+        tag: SessionTag,
+        tp: TopicIdPartition,
+        gaps: Iterable[tuple[int, int]],
+        release: Iterable[tuple[int, int]],
+    ) -> None:
+        """A buffered batch was decoded: acknowledge its gaps, release its corrupt part."""
+        ledger = self.ledger
+        wake = False
+        for lo, hi in gaps:
+            wake = ledger.mark_range(tp, lo, hi, AckType.GAP) > 0 or wake
+        for lo, hi in release:
+            wake = ledger.mark_range(tp, lo, hi, AckType.RELEASE) > 0 or wake
+        if wake:
+            self.effects.append(Wake(tag.node_id))
+
+    def pending_acks(self) -> bool:
+        """Whether any live session has acknowledgements marked or in flight."""
+        ledger = self.ledger
+        for leader in self.leaders.values():
+            tag = leader.session.tag
+            if ledger.has_marked(tag) or ledger.in_flight(tag):
+                return True
+        return False
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _answered(self) -> None:
+        # The application answered records: wake the loops whose planner waits for that.
+        self.any_dry = False
+        for leader in self.leaders.values():
+            if leader.planner.answered():
+                self.effects.append(Wake(leader.node_id))
+
+    def _lock_lost(self, tp: TopicIdPartition, offset: int, ack: AckType) -> None:
+        # The lock is gone (session reset or leader change): the broker redelivers it.
+        self._lost(
+            [
+                AckResult(
+                    tp,
+                    tuple(batches_from_runs([(offset, offset, int(ack))])),
+                    ErrorCode.INVALID_RECORD_STATE,
+                    AckFailure.LOCK_LOST,
+                )
+            ]
+        )
+
+    def _lost(self, results: list[AckResult]) -> None:
+        if results:
+            self.effects.append(LockLost(results))
+
+    def _report(self, results: list[AckResult]) -> None:
+        if results:
+            self.effects.append(Report(results))
+
+    def _settle(self, granted: int) -> None:
+        if granted and self.budget is not None:
+            self.budget.settle(granted)
+
+    def _settle_inflight(self, f: InFlight) -> None:
+        # Answered (its records then count as held) or failed: the reservation ends once.
+        self._settle(f.granted)
+        f.granted = 0
+
+    def _session_lost(self, tag: SessionTag, reason: str) -> None:
+        self.effects.append(SessionLost(tag, reason))
+        self._forget_renewing(tag=tag)
+
+    def _forget_renewing(
+        self,
+        *,
+        tag: SessionTag | None = None,
+        tp: TopicIdPartition | None = None,
+        node_id: int | None = None,
+    ) -> None:
+        # A renew waiting on a lost session will never be answered: its record's deadline
+        # stays as it was (the lock is gone anyway).
+        for key, (rec_tag, _handle) in list(self.renewing.items()):
+            if tag is not None:
+                lost = rec_tag == tag
+            else:
+                lost = key[0] == tp and rec_tag is not None and rec_tag.node_id == node_id
+            if lost:
+                del self.renewing[key]
+
+    def _renewed(
+        self,
+        leader: Leader,
+        plan: SharePlan,
+        *,
+        ok: bool,
+        now: float,
+        lock_ms: int = 0,
+        codes: dict[TopicIdPartition, int] | None = None,
+    ) -> None:
+        """Move the lock deadline of records whose renew the broker accepted."""
+        if not plan.is_renew:
+            return
+        good, bad = renewed(plan, ok=ok, codes=codes)
+        deadline = lock_deadline(now, lock_ms) if good else None
+        moved: list[object] = []
+        failed = 0
+        for key in [k for k in self.renewing if k[0] in good or k[0] in bad]:
+            _tag, handle = self.renewing.pop(key)
+            if key[0] in good and deadline is not None:
+                moved.append(handle)
+            elif key[0] in bad:
+                failed += 1
+        if moved:
+            self.effects.append(LocksRenewed(tuple(moved), deadline))
+        if failed:
+            self.renewals_failed += failed
+            self.effects.append(RenewFailed(leader.node_id, failed, tuple(sorted(bad, key=str))))

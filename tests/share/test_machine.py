@@ -1,0 +1,355 @@
+"""The share machine without a broker or an event loop: event sequences in, effects out.
+
+Each test drives :class:`~sharecon._share.machine.ShareMachine` the way a fetch loop
+does (plan, send at time t, answer, take records in) and checks the effects and the
+requests it plans, including the ordering rules a pipelined loop depends on.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+import pytest
+
+from sharecon._share.effects import (
+    BackOff,
+    Deliver,
+    Effect,
+    Fail,
+    LockLost,
+    LocksRenewed,
+    NoteError,
+    PartitionLost,
+    Rediscover,
+    Report,
+    SessionLost,
+    Wake,
+)
+from sharecon._share.fetch_policy import Turn
+from sharecon._share.ledger import AckFailure, MarkResult
+from sharecon._share.machine import InFlight, ShareMachine
+from sharecon._share.requests import FetchParams
+from sharecon._share.session import RequestKind, SessionTag
+from sharecon.errors import TopicAuthorizationFailedError
+from sharecon.protocol import (
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+)
+from sharecon.protocol.error_codes import ErrorCode
+from sharecon.protocol.messages import share_acknowledge as sa
+from sharecon.protocol.messages import share_fetch as sf
+from sharecon.protocol.records import Record as WireRecord
+from sharecon.protocol.records import encode_batch
+from sharecon.types import AckType, TopicIdPartition
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+T = uuid.uuid4()
+NAMES = {T: "t"}
+TP = TopicIdPartition(T, 0, "t")
+NODE = 1
+LOCK_MS = 30_000
+PARAMS = FetchParams(
+    max_wait_ms=500, min_bytes=1, max_bytes=1 << 20, max_records=500, batch_size=500
+)
+
+
+def machine(record_limit: int | None = None) -> ShareMachine:
+    return ShareMachine("g", PARAMS, record_limit=record_limit)
+
+
+def answer(
+    *parts: tuple[int, int, int],
+    code: int = ErrorCode.NONE,
+    partition_code: int = ErrorCode.NONE,
+    ack_code: int = ErrorCode.NONE,
+    leader: tuple[int, int] = (-1, -1),
+    endpoints: Sequence[tuple[int, str, int]] = (),
+) -> ShareFetchResponse:
+    """A ShareFetch answer for TP acquiring ``(first, last, delivery_count)`` ranges, with
+    one record per acquired offset."""
+    data = b"".join(
+        encode_batch(
+            [WireRecord(o, 0, None, b"v", ()) for o in range(first, last + 1)], base_offset=first
+        )
+        for first, last, _ in parts
+    )
+    return ShareFetchResponse(
+        error_code=code,
+        acquisition_lock_timeout_ms=LOCK_MS,
+        responses=(
+            sf.ShareFetchableTopicResponse(
+                topic_id=T,
+                partitions=(
+                    sf.PartitionData(
+                        partition_index=0,
+                        error_code=partition_code,
+                        acknowledge_error_code=ack_code,
+                        current_leader=sf.LeaderIdAndEpoch(
+                            leader_id=leader[0], leader_epoch=leader[1]
+                        ),
+                        records=data,
+                        acquired_records=tuple(
+                            sf.AcquiredRecords(first_offset=f, last_offset=la, delivery_count=c)
+                            for f, la, c in parts
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        node_endpoints=tuple(sf.NodeEndpoint(node_id=n, host=h, port=p) for n, h, p in endpoints),
+    )
+
+
+def send(m: ShareMachine, now: float, *, extra: int = 0, urgent: bool = False) -> InFlight:
+    turn = m.next_turn(NODE, [TP], room=True, urgent=urgent, extra_records=extra)
+    assert turn.plan is not None
+    return m.sent(NODE, turn, now)
+
+
+def deliveries(effects: list[Effect]) -> list[Deliver]:
+    return [e for e in effects if isinstance(e, Deliver)]
+
+
+def take(m: ShareMachine, f: InFlight, resp: ShareFetchResponse, now: float) -> list[Deliver]:
+    """The answer, taken in without pipelining."""
+    assert m.fetch_answered(f, resp, NAMES, now, pipeline=False).proceed
+    m.fetch_records(f, resp, NAMES)
+    return deliveries(m.drain())
+
+
+def opened(m: ShareMachine) -> None:
+    """The session's opening fetch (epoch 0), answered empty."""
+    f = send(m, 0.0)
+    assert f.plan.epoch == 0
+    take(m, f, ShareFetchResponse(acquisition_lock_timeout_ms=LOCK_MS), 0.0)
+
+
+def hand_out(m: ShareMachine, d: Deliver, first: int, last: int) -> None:
+    m.deliver(d.tp, first, last)
+
+
+# -- rule 1: the supersede ordering --------------------------------------------------------
+
+
+def test_reacquired_offsets_end_the_earlier_hold_before_the_pipelined_request() -> None:
+    """The double-accept bug: the application's answers to the first delivery of 0..4 must
+    not ride the request sent after the broker redelivered 0..4 (it would apply them to the
+    new acquisition, accepting records the application has not been handed again)."""
+    m = machine()
+    opened(m)
+    f1 = send(m, 1.0)
+    [first] = take(m, f1, answer((0, 4, 1)), 1.1)
+    hand_out(m, first, 0, 4)
+    # The application answers, the next fetch goes out before those answers are sent.
+    f2 = send(m, 2.0)
+    assert not f2.plan.acks
+    for o in range(5):
+        assert m.answer(TP, o, AckType.ACCEPT, first.delivery, first.tag) is MarkResult.OK
+    # Meanwhile the broker's lock ended and f2 acquires 0..4 again (delivery count 2).
+    redelivered = answer((0, 4, 2))
+    got = m.fetch_answered(f2, redelivered, NAMES, 40.0, pipeline=True)
+    assert got.proceed and got.pipeline and got.acquired == 5
+    superseded = [r for e in m.drain() if isinstance(e, Report) for r in e.results]
+    assert [(r.reason, r.count) for r in superseded] == [(AckFailure.SUPERSEDED, 5)]
+    # The pipelined request, planned now: it carries no answer for 0..4.
+    turn = m.next_turn(NODE, [TP], room=True, extra_records=got.acquired)
+    assert turn.plan is not None
+    assert TP not in turn.plan.acks
+    f3 = m.sent(NODE, turn, 40.0)
+    m.fetch_records(f2, redelivered, NAMES)
+    [second] = deliveries(m.drain())
+    # An answer to the first delivery never lands on the second.
+    assert m.answer(TP, 0, AckType.ACCEPT, first.delivery, first.tag) is MarkResult.UNKNOWN
+    hand_out(m, second, 0, 4)
+    assert m.answer(TP, 0, AckType.ACCEPT, second.delivery, second.tag) is MarkResult.OK
+    assert f3.plan.epoch == 3
+
+
+def test_lock_deadline_counts_from_the_send_not_the_answer() -> None:
+    m = machine()
+    opened(m)
+    f = send(m, 100.0)
+    # The answer is read 25 s later (a stalled event loop): the broker's lock started
+    # when it read the request, so ours ends 30 s after the send, not after the read.
+    assert m.fetch_answered(f, answer((0, 2, 1)), NAMES, 125.0, pipeline=True).pipeline
+    m.drain()
+    m.fetch_records(f, answer((0, 2, 1)), NAMES)
+    [d] = deliveries(m.drain())
+    assert d.deadline == 100.0 + LOCK_MS / 1000
+
+
+def test_records_of_a_session_lost_while_pipelining_are_not_taken_in() -> None:
+    m = machine()
+    opened(m)
+    f = send(m, 1.0)
+    resp = answer((0, 2, 1))
+    assert m.fetch_answered(f, resp, NAMES, 1.1, pipeline=True).pipeline
+    turn = m.next_turn(NODE, [TP], room=True, extra_records=3)
+    m.send_failed(NODE, turn)  # the pipelined request could not be sent
+    effects = m.drain()
+    assert [type(e) for e in effects] == [SessionLost, BackOff]
+    m.fetch_records(f, resp, NAMES)
+    assert m.drain() == [] and m.ledger.outstanding_all() == 0
+
+
+# -- rule 3: sessions and leaders lost ----------------------------------------------------
+
+
+def test_a_transport_failure_fails_the_acks_then_drops_the_session() -> None:
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 1, 1)), 1.0)
+    hand_out(m, d, 0, 1)
+    m.answer(TP, 0, AckType.ACCEPT, d.delivery, d.tag)
+    f = send(m, 2.0, urgent=True)
+    assert f.plan.acks
+    m.request_failed(f)
+    effects = m.drain()
+    assert [type(e) for e in effects] == [Report, SessionLost, BackOff]
+    report = effects[0]
+    assert isinstance(report, Report)
+    assert [r.reason for r in report.results] == [AckFailure.SESSION_RESET]
+    # The record still in hand: its answer is reported lost, never raised.
+    assert m.answer(TP, 1, AckType.ACCEPT, d.delivery, d.tag) is MarkResult.DEAD
+    assert [type(e) for e in m.drain()] == [LockLost]
+    # The next request opens a new session.
+    assert send(m, 3.0).plan.epoch == 0
+
+
+def test_a_session_error_resets_and_backs_off_and_a_fatal_one_fails() -> None:
+    m = machine()
+    opened(m)
+    f = send(m, 1.0)
+    m.fetch_answered(f, answer(code=ErrorCode.SHARE_SESSION_NOT_FOUND), NAMES, 1.0, pipeline=True)
+    assert [type(e) for e in m.drain()] == [SessionLost, BackOff]
+    f = send(m, 2.0)
+    m.fetch_answered(
+        f, answer(code=ErrorCode.GROUP_AUTHORIZATION_FAILED), NAMES, 2.0, pipeline=True
+    )
+    assert [type(e) for e in m.drain()] == [Fail]
+
+
+def test_a_moved_partition_loses_its_locks_and_is_rediscovered_by_the_hint() -> None:
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 1, 1)), 1.0)
+    hand_out(m, d, 0, 1)
+    f = send(m, 2.0)
+    resp = answer(
+        partition_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, leader=(2, 7), endpoints=[(2, "h", 9)]
+    )
+    assert m.fetch_answered(f, resp, NAMES, 2.0, pipeline=True).proceed
+    m.fetch_records(f, resp, NAMES)
+    effects = m.drain()
+    assert effects[-2:] == [
+        PartitionLost(TP, NODE),
+        Rediscover(TP, ErrorCode.NOT_LEADER_OR_FOLLOWER, 2, 7, ("h", 9)),
+    ]
+    assert m.answer(TP, 0, AckType.ACCEPT, d.delivery, d.tag) is MarkResult.DEAD
+
+
+def test_an_answer_that_cannot_be_taken_in_resets_the_session() -> None:
+    m = machine()
+    opened(m)
+    f = send(m, 1.0)
+    bad = answer((5, 1, 1))  # an inverted range
+    m.fetch_answered(f, bad, NAMES, 1.0, pipeline=False)
+    with pytest.raises(Exception) as info:
+        m.fetch_records(f, bad, NAMES)
+    m.answer_failed(NODE, info.value, f)  # type: ignore[arg-type]
+    assert [type(e) for e in m.drain()] == [NoteError, SessionLost, BackOff]
+
+
+# -- the application's answers, renewals, the dry planner -----------------------------------
+
+
+def test_renewed_locks_move_their_deadline_and_a_lost_session_forgets_renews() -> None:
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 1, 1)), 1.0)
+    hand_out(m, d, 0, 1)
+    handle = object()
+    assert m.answer(TP, 0, AckType.RENEW, d.delivery, d.tag, handle) is MarkResult.OK
+    assert m.drain() == [Wake(NODE)]
+    f = send(m, 5.0)
+    assert f.plan.kind is RequestKind.SHARE_ACKNOWLEDGE and f.plan.is_renew
+    ack = ShareAcknowledgeResponse(
+        acquisition_lock_timeout_ms=LOCK_MS,
+        responses=(
+            sa.ShareAcknowledgeTopicResponse(
+                topic_id=T, partitions=(sa.PartitionData(partition_index=0),)
+            ),
+        ),
+    )
+    m.acknowledge_answered(f, ack, NAMES, 6.0)
+    report, moved = m.drain()
+    assert isinstance(report, Report) and [r.ok for r in report.results] == [True]
+    assert moved == LocksRenewed((handle,), 6.0 + LOCK_MS / 1000)
+    assert m.renewing == {}
+    # A renew pending when its session is lost is forgotten (never answered).
+    m.answer(TP, 1, AckType.RENEW, d.delivery, d.tag, handle)
+    other = SessionTag(2, 0)
+    m.renewing[(TP, 9)] = (other, handle)
+    m.connection_lost(NODE)
+    assert m.renewing == {(TP, 9): (other, handle)}
+
+
+def test_a_dry_planner_waits_for_an_answer_then_wakes_its_loop() -> None:
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 0, 1)), 1.0)
+    hand_out(m, d, 0, 0)
+    f = send(m, 2.0)
+    assert not f.may_wait  # records held: the fetch does not wait at the broker
+    take(m, f, answer(), 2.0)  # a no-wait fetch came back empty: dry
+    assert m.next_turn(NODE, [TP], room=True).plan is None
+    m.accept(TP, 0, d.delivery)
+    assert m.drain() == [Wake(NODE)]
+    assert m.next_turn(NODE, [TP], room=True).plan is not None
+
+
+def test_the_record_budget_is_granted_and_settled_once() -> None:
+    m = machine(record_limit=10)
+    turn = m.next_turn(NODE, [TP], room=True)
+    assert turn.granted == 10
+    request = m.request(turn, "member")
+    assert isinstance(request, ShareFetchRequest) and request.max_records == 10
+    f = m.sent(NODE, turn, 0.0)
+    assert m.next_turn(2, [], room=True).granted == 0  # all of it reserved
+    take(m, f, answer((0, 3, 1)), 0.0)
+    m.request_failed(f)  # a second settle of the same fetch changes nothing
+    m.drain()
+    assert m.budget is not None and m.budget.reserved == 0
+    assert m.next_turn(NODE, [TP], room=True).granted == 6  # 4 held
+
+
+def test_closing_releases_records_answered_late_and_sends_the_final_request() -> None:
+    m = machine()
+    opened(m)
+    f = send(m, 1.0)
+    assert m.fetch_answered(f, answer((0, 1, 1)), NAMES, 1.0, pipeline=False).proceed
+    m.fetch_records(f, answer((0, 1, 1)), NAMES, closing=True)
+    assert deliveries(m.drain()) == []
+    close = m.close_session(NODE, 2.0)
+    assert close is not None and close.plan.epoch == -1
+    request = m.request(Turn(close.plan), "member")
+    assert isinstance(request, ShareAcknowledgeRequest)
+    [batch] = request.topics[0].partitions[0].acknowledgement_batches
+    assert (batch.first_offset, batch.last_offset) == (0, 1)
+    assert batch.acknowledge_types == (int(AckType.RELEASE),)
+
+
+def test_a_fatal_partition_error_fails_the_consumer() -> None:
+    m = machine()
+    opened(m)
+    f = send(m, 1.0)
+    resp = answer(partition_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    m.fetch_answered(f, resp, NAMES, 1.0, pipeline=False)
+    m.fetch_records(f, resp, NAMES)
+    [fail] = m.drain()
+    assert isinstance(fail, Fail) and isinstance(fail.error, TopicAuthorizationFailedError)
