@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from sharecon import errors
 from sharecon._net.oauth import OidcTokenProvider
 from sharecon._net.sasl import SaslConfig
+from sharecon._net.sasl_gssapi import DEFAULT_SERVICE_NAME, GSSAPI, GssapiConfig
 from sharecon.config import ConnectionConfig, TlsConfig, from_properties
 
 if TYPE_CHECKING:
@@ -72,7 +73,12 @@ ENV = {
     "oauth_client_id": "SHARECON_OAUTH_CLIENT_ID",
     "oauth_scope": "SHARECON_OAUTH_SCOPE",
     "oauth_client_secret": "SHARECON_OAUTH_CLIENT_SECRET",
+    "kerberos_principal": "SHARECON_KERBEROS_PRINCIPAL",
+    "kerberos_keytab": "SHARECON_KERBEROS_KEYTAB",
+    "kerberos_service_name": "SHARECON_KERBEROS_SERVICE_NAME",
 }
+
+_KERBEROS = ("kerberos_principal", "kerberos_keytab", "kerberos_service_name")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +112,8 @@ class WorkerConfig:
     :param command_config: a Kafka client properties file (``--command-config``); it
         gives the TLS and SASL settings, and the bootstrap servers unless ``bootstrap``
         is given too.
-    :param sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512`` or ``OAUTHBEARER``.
+    :param sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512``, ``OAUTHBEARER``
+        or ``GSSAPI`` (Kerberos).
     :param sasl_username: the SASL user.
     :param sasl_password: the SASL password (never shown in ``repr``).
     :param oauth_token_url: OAUTHBEARER: the OIDC token endpoint (client credentials).
@@ -114,6 +121,10 @@ class WorkerConfig:
     :param oauth_scope: OAUTHBEARER: the scope to ask for, if any.
     :param oauth_client_secret: OAUTHBEARER: the client secret (never shown in ``repr``;
         from ``SHARECON_OAUTH_CLIENT_SECRET`` or the TOML file, never a flag).
+    :param kerberos_principal: GSSAPI: the client principal (needed with a keytab; without
+        one, the ticket cache ``kinit`` filled is used).
+    :param kerberos_keytab: GSSAPI: a keytab holding the principal's key.
+    :param kerberos_service_name: GSSAPI: the brokers' Kerberos service name (``kafka``).
     :param log_level: logging level of the ``sharecon`` logger in the worker processes.
     :raises ConfigError: for a wrong setting, naming it.
     """
@@ -145,6 +156,9 @@ class WorkerConfig:
     oauth_client_id: str | None = None
     oauth_scope: str | None = None
     oauth_client_secret: str | None = field(default=None, repr=False)
+    kerberos_principal: str | None = None
+    kerberos_keytab: str | None = None
+    kerberos_service_name: str | None = None
     log_level: int = 40
 
     def __post_init__(self) -> None:
@@ -170,8 +184,39 @@ class WorkerConfig:
             raise errors.ConfigError(f"grace must not be negative, not {self.grace!r}")
         if self.dlq_topic is not None and self.dlq_after is None:
             raise errors.ConfigError("dlq_topic needs dlq_after (the delivery that routes there)")
-        if self.sasl_mechanism is not None and self.sasl_mechanism.upper() == "OAUTHBEARER":
+        if self.tls_key is not None and self.tls_cert is None:
+            raise errors.ConfigError("tls_key needs tls_cert (the certificate it belongs to)")
+        if self.command_config is not None:
+            mixed = [
+                name
+                for name in (
+                    "tls_ca",
+                    "tls_cert",
+                    "tls_key",
+                    "sasl_mechanism",
+                    "sasl_username",
+                    *_KERBEROS,
+                )
+                if getattr(self, name) is not None
+            ] + (["tls"] if self.tls else [])
+            if mixed:
+                raise errors.ConfigError(
+                    f"command_config gives the TLS and SASL settings; drop {', '.join(mixed)}"
+                )
+        mechanism = None if self.sasl_mechanism is None else self.sasl_mechanism.upper()
+        kerberos = [name for name in _KERBEROS if getattr(self, name) is not None]
+        if kerberos and mechanism != GSSAPI:
+            raise errors.ConfigError(f"{kerberos[0]} needs sasl_mechanism GSSAPI")
+        if mechanism == "OAUTHBEARER":
             self._check_oauth()
+            return
+        if mechanism == GSSAPI:
+            if self.sasl_username is not None or self.sasl_password is not None:
+                raise errors.ConfigError(
+                    "GSSAPI takes kerberos_principal and kerberos_keytab (or the ticket "
+                    "cache kinit filled), not sasl_username or sasl_password"
+                )
+            self.sasl()  # checks the keytab, the principal and the service name
             return
         given = [self.sasl_mechanism, self.sasl_username, self.sasl_password]
         if any(v is not None for v in given) and not all(v is not None for v in given):
@@ -181,18 +226,6 @@ class WorkerConfig:
             )
         if self.sasl_mechanism is not None:
             self.sasl()  # checks the mechanism
-        if self.tls_key is not None and self.tls_cert is None:
-            raise errors.ConfigError("tls_key needs tls_cert (the certificate it belongs to)")
-        if self.command_config is not None:
-            mixed = [
-                name
-                for name in ("tls_ca", "tls_cert", "tls_key", "sasl_mechanism", "sasl_username")
-                if getattr(self, name) is not None
-            ] + (["tls"] if self.tls else [])
-            if mixed:
-                raise errors.ConfigError(
-                    f"command_config gives the TLS and SASL settings; drop {', '.join(mixed)}"
-                )
 
     def _check_oauth(self) -> None:
         if self.sasl_username is not None or self.sasl_password is not None:
@@ -209,8 +242,15 @@ class WorkerConfig:
             raise errors.ConfigError(f"OAUTHBEARER needs {', '.join(missing)}")
         self.sasl()  # checks the URL
 
-    def sasl(self) -> SaslConfig | None:
-        """The SASL credentials, if any (OAUTHBEARER: with a new OIDC token provider)."""
+    def sasl(self) -> SaslConfig | GssapiConfig | None:
+        """The SASL credentials, if any (OAUTHBEARER: with a new OIDC token provider;
+        GSSAPI: a Kerberos login)."""
+        if self.sasl_mechanism is not None and self.sasl_mechanism.upper() == GSSAPI:
+            return GssapiConfig(
+                principal=self.kerberos_principal,
+                keytab=self.kerberos_keytab,
+                service_name=self.kerberos_service_name or DEFAULT_SERVICE_NAME,
+            )
         if (
             self.sasl_mechanism is not None
             and self.sasl_mechanism.upper() == "OAUTHBEARER"
@@ -333,6 +373,7 @@ _SECURITY = {
     "sasl_mechanism",
     "sasl_username",
     "sasl_password",
+    *_KERBEROS,
 }
 
 

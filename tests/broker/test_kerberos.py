@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from typing import TYPE_CHECKING
@@ -273,3 +275,39 @@ async def test_expired_ticket_fails_promptly(
     await expect_login_failure(
         gssapi_broker, sasl, f"GSSAPI: .*Ticket expired .*no usable ticket in {cache}: run kinit"
     )
+
+
+def test_cli_keytab_login_from_flags_and_environment(
+    kdc: KerberosKdc, gssapi_broker: KafkaBroker
+) -> None:
+    """``sharecon`` with --sasl-mechanism GSSAPI and the --kerberos-* flags, then the same
+    from SHARECON_* variables; a wrong service name is exit 5 (unreachable), promptly."""
+    topic = f"krb-cli-{uuid.uuid4().hex[:8]}"
+    cli = [sys.executable, "-m", "sharecon.cli"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHARECON_")}
+    flags = ["--bootstrap", gssapi_broker.bootstrap, "--timeout", "10",
+             "--sasl-mechanism", "GSSAPI", "--kerberos-principal", kdc.client_principal,
+             "--kerberos-keytab", str(kdc.client_keytab)]  # fmt: skip
+    created = subprocess.run(
+        [*cli, "topics", "create", topic, *flags], env=env, capture_output=True, text=True
+    )
+    assert created.returncode == 0, created.stderr
+    env |= {
+        "SHARECON_BOOTSTRAP": gssapi_broker.bootstrap,
+        "SHARECON_SASL_MECHANISM": "GSSAPI",
+        "SHARECON_KERBEROS_PRINCIPAL": kdc.client_principal,
+        "SHARECON_KERBEROS_KEYTAB": str(kdc.client_keytab),
+        "SHARECON_TIMEOUT": "10",
+    }
+    listed = subprocess.run([*cli, "topics", "list"], env=env, capture_output=True, text=True)
+    assert listed.returncode == 0 and topic in listed.stdout, listed.stderr
+    started = time.monotonic()
+    wrong = subprocess.run(
+        [*cli, "topics", "list"],
+        env=env | {"SHARECON_KERBEROS_SERVICE_NAME": "kafka-typo"},
+        capture_output=True,
+        text=True,
+    )
+    assert wrong.returncode == 5, wrong.stderr
+    assert "kafka-typo/localhost" in wrong.stderr and "Traceback" not in wrong.stderr
+    assert time.monotonic() - started < PROMPT + 3  # the interpreter's start included
