@@ -30,6 +30,7 @@ import anyio.to_thread
 from sharecon import errors
 from sharecon._net.connection import DEFAULT_MAX_FRAME_SIZE, BrokerAddress, BrokerConnection
 from sharecon._net.sasl import OAuthBearerToken
+from sharecon._net.tls import warn_weakened_verification
 from sharecon._version import __version__
 from sharecon.protocol import (
     ApiVersionsRequest,
@@ -121,30 +122,23 @@ class ConnectionConfig:
         return self.ssl_context
 
 
-# Which weakened TLS settings were already reported: once per process each, so that an
-# application opening many clients with the same context is told once, not per client.
-_INSECURE_WARNED: set[str] = set()
-
-
 def _warn_if_unverified(context: ssl.SSLContext) -> None:
     # Verification off is sometimes deliberate (a test cluster), but it must never be
-    # silent: the connection is then encrypted, yet anyone on the path can pose as the broker.
+    # silent. TlsConfig(check_hostname=False) reports through the same function, once.
     if context.verify_mode == ssl.CERT_NONE:
-        what, detail = "CERT_NONE", "verify_mode is CERT_NONE: any certificate is accepted"
+        what, detail = (
+            "CERT_NONE",
+            "ssl_context.verify_mode is CERT_NONE: any certificate is accepted",
+        )
     elif not context.check_hostname:
         what, detail = (
             "check_hostname",
-            "check_hostname is False: a certificate for any name is accepted",
+            "ssl_context.check_hostname is False: a certificate for any name is accepted",
         )
     else:
         return
-    if what in _INSECURE_WARNED:
-        return
-    _INSECURE_WARNED.add(what)
-    logger.warning(
-        "TLS certificate verification is weakened (ssl_context.%s), so the broker's "
-        "identity is not checked; use ssl.create_default_context(cafile=...) outside tests",
-        detail,
+    warn_weakened_verification(
+        what, detail, "use ssl.create_default_context(cafile=...) outside tests"
     )
 
 
