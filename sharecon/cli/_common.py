@@ -438,6 +438,9 @@ _SECURITY_FLAGS = (
     "tls_key",
     "sasl_mechanism",
     "sasl_username",
+    "oauth_token_url",
+    "oauth_client_id",
+    "oauth_scope",
     *_KERBEROS,
 )
 

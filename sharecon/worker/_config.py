@@ -195,6 +195,9 @@ class WorkerConfig:
                     "tls_key",
                     "sasl_mechanism",
                     "sasl_username",
+                    "oauth_token_url",
+                    "oauth_client_id",
+                    "oauth_scope",
                     *_KERBEROS,
                 )
                 if getattr(self, name) is not None
@@ -373,6 +376,10 @@ _SECURITY = {
     "sasl_mechanism",
     "sasl_username",
     "sasl_password",
+    "oauth_token_url",
+    "oauth_client_id",
+    "oauth_scope",
+    "oauth_client_secret",
     *_KERBEROS,
 }
 
