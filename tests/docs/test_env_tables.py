@@ -3,6 +3,7 @@ in ``sharecon --help`` and documented in docs/cli.md or docs/worker.md."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from sharecon.cli import _common as cli
@@ -25,3 +26,13 @@ def test_every_cli_variable_is_in_the_help_and_in_docs_cli() -> None:
 def test_every_worker_variable_is_documented() -> None:
     page = (DOCS / "worker.md").read_text() + (DOCS / "cli.md").read_text()
     assert [v for v in worker.ENV.values() if f"`{v}" not in page] == []
+
+
+def test_docs_worker_lists_every_setting_run_takes() -> None:
+    """docs/worker.md names each WorkerConfig field that sharecon.worker.run() accepts."""
+    page = (DOCS / "worker.md").read_text()
+    section = page[page.index("`run(handler, *,") :]
+    section = section[: section.index("returns the exit code")]
+    fields = {f.name for f in dataclasses.fields(worker.WorkerConfig)}
+    fields -= {"handler", "group", "topics", "log_level"}
+    assert sorted(f for f in fields if f"`{f}`" not in section) == []

@@ -293,6 +293,14 @@ def test_empty_endpoint_identification_turns_hostname_checks_off_with_a_warning(
         (
             {
                 "bootstrap.servers": "h:1",
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": "GSSAPI",
+            },
+            "GSSAPI is not read from properties: use GssapiConfig.*--kerberos-keytab",
+        ),
+        (
+            {
+                "bootstrap.servers": "h:1",
                 "security.protocol": "SASL_PLAINTEXT",
                 "sasl.mechanism": "SCRAM-SHA-256",
                 "sasl.jaas.config": f'{PLAIN} required username="u" password="pw-9";',
