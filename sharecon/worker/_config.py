@@ -17,7 +17,6 @@ import importlib
 import importlib.util
 import inspect
 import os
-import ssl
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from sharecon._net.sasl_gssapi import DEFAULT_SERVICE_NAME, GSSAPI, GssapiConfig
 from sharecon.config import ConnectionConfig, TlsConfig, from_properties
 
 if TYPE_CHECKING:
+    import ssl
     from collections.abc import Callable, Mapping
 
 __all__ = [
@@ -273,18 +273,14 @@ class WorkerConfig:
         return SaslConfig(self.sasl_mechanism.upper(), self.sasl_username, self.sasl_password or "")
 
     def ssl_context(self) -> ssl.SSLContext | None:
-        """A verifying TLS context when TLS is on.
+        """The verifying TLS context a new connection would use now, when TLS is on (built
+        by the :class:`~sharecon.config.TlsConfig` or properties file that
+        :meth:`connection_config` gives).
 
-        :raises ConfigError: the CA file cannot be loaded (naming the file).
+        :raises ConfigError: a TLS file cannot be loaded (naming the file).
         """
-        if not (self.tls or self.tls_ca):
-            return None
-        try:
-            return ssl.create_default_context(cafile=self.tls_ca)
-        except (OSError, ssl.SSLError) as exc:
-            raise errors.ConfigError(
-                f"tls_ca {self.tls_ca}: cannot load CA certificates: {exc}"
-            ) from None
+        config = self.connection_config()
+        return None if config is None else config.current_ssl_context()
 
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for sharecon's clients (Admin, ShareConsumer).
@@ -294,11 +290,11 @@ class WorkerConfig:
         config = self.connection_config()
         if config is not None:
             return {"config": config, "request_timeout": self.timeout}
+        # No TLS (connection_config() gives a config whenever TLS is on).
         return {
             "client_id": self.client_id,
             "connect_timeout": self.timeout,
             "request_timeout": self.timeout,
-            "ssl_context": self.ssl_context(),
             "sasl": self.sasl(),
         }
 
