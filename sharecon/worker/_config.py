@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, Any
 from sharecon import errors
 from sharecon._net.oauth import OidcTokenProvider
 from sharecon._net.sasl import SaslConfig
-from sharecon._net.sasl_gssapi import DEFAULT_SERVICE_NAME, GSSAPI, GssapiConfig
-from sharecon.config import ConnectionConfig, TlsConfig, from_properties
+from sharecon.config import ConnectionConfig, GssapiConfig, TlsConfig, from_properties
 
 if TYPE_CHECKING:
     import ssl
@@ -79,6 +78,7 @@ ENV = {
 }
 
 _KERBEROS = ("kerberos_principal", "kerberos_keytab", "kerberos_service_name")
+_GSSAPI = GssapiConfig.mechanism
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,12 +208,12 @@ class WorkerConfig:
                 )
         mechanism = None if self.sasl_mechanism is None else self.sasl_mechanism.upper()
         kerberos = [name for name in _KERBEROS if getattr(self, name) is not None]
-        if kerberos and mechanism != GSSAPI:
+        if kerberos and mechanism != _GSSAPI:
             raise errors.ConfigError(f"{kerberos[0]} needs sasl_mechanism GSSAPI")
         if mechanism == "OAUTHBEARER":
             self._check_oauth()
             return
-        if mechanism == GSSAPI:
+        if mechanism == _GSSAPI:
             if self.sasl_username is not None or self.sasl_password is not None:
                 raise errors.ConfigError(
                     "GSSAPI takes kerberos_principal and kerberos_keytab (or the ticket "
@@ -248,11 +248,12 @@ class WorkerConfig:
     def sasl(self) -> SaslConfig | GssapiConfig | None:
         """The SASL credentials, if any (OAUTHBEARER: with a new OIDC token provider;
         GSSAPI: a Kerberos login)."""
-        if self.sasl_mechanism is not None and self.sasl_mechanism.upper() == GSSAPI:
+        if self.sasl_mechanism is not None and self.sasl_mechanism.upper() == _GSSAPI:
+            service = (
+                {"service_name": self.kerberos_service_name} if self.kerberos_service_name else {}
+            )
             return GssapiConfig(
-                principal=self.kerberos_principal,
-                keytab=self.kerberos_keytab,
-                service_name=self.kerberos_service_name or DEFAULT_SERVICE_NAME,
+                principal=self.kerberos_principal, keytab=self.kerberos_keytab, **service
             )
         if (
             self.sasl_mechanism is not None
