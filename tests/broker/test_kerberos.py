@@ -28,6 +28,7 @@ from sharecon.producer import Producer
 from sharecon.protocol import MetadataRequest
 from sharecon.testing import KafkaBroker
 from tests.broker.test_connection import open_cluster
+from tests.worker._harness import counts, running_worker
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -311,3 +312,29 @@ def test_cli_keytab_login_from_flags_and_environment(
     assert wrong.returncode == 5, wrong.stderr
     assert "kafka-typo/localhost" in wrong.stderr and "Traceback" not in wrong.stderr
     assert time.monotonic() - started < PROMPT + 3  # the interpreter's start included
+
+
+async def test_worker_keytab_login(
+    kdc: KerberosKdc, gssapi_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    """``sharecon worker`` with the Kerberos flags: its process logs in from the keytab
+    (the settings reach it on stdin) and handles every record."""
+    topic, group = f"krb-w-{uuid.uuid4().hex[:8]}", f"krb-wg-{uuid.uuid4().hex[:8]}"
+    async with Admin(gssapi_broker.plaintext_bootstrap) as admin:
+        await admin.create_topics([topic], num_partitions=1)
+        await admin.alter_group_config(group, {"share.auto.offset.reset": "earliest"})
+    async with Producer(gssapi_broker.plaintext_bootstrap) as producer:
+        for i in range(10):
+            await producer.send_and_wait(topic, f"r{i}".encode())
+    async with running_worker(
+        gssapi_broker.bootstrap,
+        tmp_path,
+        "tests.worker.handlers:record_id",
+        "--group", group, "--topic", topic, "--interval", "1",
+        "--sasl-mechanism", "GSSAPI", "--kerberos-principal", kdc.client_principal,
+        "--kerberos-keytab", str(kdc.client_keytab),
+    ) as worker:  # fmt: skip
+        await worker.wait_for("every record handled", lambda: len(counts(tmp_path)) == 10, 30)
+        code = await worker.terminate()
+    assert code == 0, worker.stderr
+    assert set(counts(tmp_path)) == {f"r{i}" for i in range(10)}
