@@ -30,6 +30,7 @@ import anyio.to_thread
 from sharecon import errors
 from sharecon._net.connection import DEFAULT_MAX_FRAME_SIZE, BrokerAddress, BrokerConnection
 from sharecon._net.sasl import OAuthBearerToken
+from sharecon._net.tls import warn_weakened_verification
 from sharecon._version import __version__
 from sharecon.protocol import (
     ApiVersionsRequest,
@@ -121,30 +122,23 @@ class ConnectionConfig:
         return self.ssl_context
 
 
-# Which weakened TLS settings were already reported: once per process each, so that an
-# application opening many clients with the same context is told once, not per client.
-_INSECURE_WARNED: set[str] = set()
-
-
 def _warn_if_unverified(context: ssl.SSLContext) -> None:
     # Verification off is sometimes deliberate (a test cluster), but it must never be
-    # silent: the connection is then encrypted, yet anyone on the path can pose as the broker.
+    # silent. TlsConfig(check_hostname=False) reports through the same function, once.
     if context.verify_mode == ssl.CERT_NONE:
-        what, detail = "CERT_NONE", "verify_mode is CERT_NONE: any certificate is accepted"
+        what, detail = (
+            "CERT_NONE",
+            "ssl_context.verify_mode is CERT_NONE: any certificate is accepted",
+        )
     elif not context.check_hostname:
         what, detail = (
             "check_hostname",
-            "check_hostname is False: a certificate for any name is accepted",
+            "ssl_context.check_hostname is False: a certificate for any name is accepted",
         )
     else:
         return
-    if what in _INSECURE_WARNED:
-        return
-    _INSECURE_WARNED.add(what)
-    logger.warning(
-        "TLS certificate verification is weakened (ssl_context.%s), so the broker's "
-        "identity is not checked; use ssl.create_default_context(cafile=...) outside tests",
-        detail,
+    warn_weakened_verification(
+        what, detail, "use ssl.create_default_context(cafile=...) outside tests"
     )
 
 
@@ -209,22 +203,18 @@ async def open_connection(
             raise refused from exc
         # A reply that is not TLS at all ("wrong version number"): a plaintext listener,
         # which will not turn into a TLS one on retry.
-        plain = getattr(exc, "reason", None) in _NOT_TLS_REASONS
-        raise errors.BrokerConnectError(
-            f"{where}: TLS handshake failed: {exc}"
-            + (" (the reply is not TLS: is this a plaintext listener?)" if plain else ""),
-            definite=plain,
-        ) from exc
+        if getattr(exc, "reason", None) in _NOT_TLS_REASONS:
+            raise _plaintext_peer(where, f"TLS handshake failed: {exc}") from exc
+        raise errors.BrokerConnectError(f"{where}: TLS handshake failed: {exc}") from exc
     except (anyio.EndOfStream, anyio.BrokenResourceError) as exc:
         # The peer hung up during the TLS handshake: typically TLS against a plaintext port
         # (a Kafka broker reads our ClientHello as a ~370 MB request size and hangs up).
-        # Definite, so bootstrap gives up after its short grace instead of the timeout.
-        tls = context is not None
-        what = "the TLS handshake" if tls else "connecting"
+        if context is not None:
+            raise _plaintext_peer(
+                where, "the broker closed the connection during the TLS handshake"
+            ) from exc
         raise errors.BrokerConnectError(
-            f"{where}: the broker closed the connection during {what}"
-            + (" (is this a plaintext listener?)" if tls else ""),
-            definite=tls,
+            f"{where}: the broker closed the connection during connecting"
         ) from exc
     except OSError as exc:
         if _is_refusal(exc):
@@ -271,6 +261,16 @@ async def open_connection(
         len(conn.versions.versions) if conn.versions else 0,
     )
     return conn
+
+
+def _plaintext_peer(where: str, what: str) -> errors.BrokerConnectError:
+    # Both ways a TLS client learns that the peer does not speak TLS (a reply that is not
+    # TLS, or a hang-up on the ClientHello) get one hint, and are definite: bootstrap gives
+    # up after its short grace (about 2 s) instead of the connect timeout.
+    return errors.BrokerConnectError(
+        f"{where}: {what} (the peer does not answer in TLS: is this a plaintext listener?)",
+        definite=True,
+    )
 
 
 @dataclass(slots=True)

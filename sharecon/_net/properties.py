@@ -190,7 +190,7 @@ def _build(props: Mapping[str, str], bootstrap: str | None) -> ClientProperties:
         if not mechanism:
             raise errors.ConfigError(
                 f"security.protocol={protocol} needs sasl.mechanism (Kafka's default, GSSAPI, "
-                "is not supported by this build)"
+                "is not read from properties: use GssapiConfig or --sasl-mechanism GSSAPI)"
             )
         if mechanism == "OAUTHBEARER":
             oauth = _oauthbearer(props)
@@ -208,6 +208,12 @@ def _build(props: Mapping[str, str], bootstrap: str | None) -> ClientProperties:
 
 
 def _password_sasl(mechanism: str, props: Mapping[str, str]) -> SaslConfig:
+    if mechanism == "GSSAPI":
+        # Kerberos has its own settings (keytab, principal, krb5.conf), not read from here.
+        raise errors.ConfigError(
+            "sasl.mechanism=GSSAPI is not read from properties: use GssapiConfig in Python, "
+            "or --sasl-mechanism GSSAPI with --kerberos-principal and --kerberos-keytab"
+        )
     if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
         raise errors.ConfigError(
             f"sasl.mechanism={mechanism} is not supported by this build (PLAIN, "

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from sharecon import errors
 
-__all__ = ["TlsConfig"]
+__all__ = ["TlsConfig", "warn_weakened_verification"]
 
 logger = logging.getLogger(__name__)
 
@@ -110,10 +110,11 @@ class TlsConfig:
         # Load everything now: a wrong path or password fails here, not at the first connect.
         self.context()
         if not self.check_hostname:
-            logger.warning(
-                "TLS hostname verification is off: any certificate signed by the trusted CAs "
-                "is accepted for any broker (Kafka's ssl.endpoint.identification.algorithm is "
-                "empty); turn it back on when the brokers' certificates name their hosts"
+            warn_weakened_verification(
+                "check_hostname",
+                "hostname verification is off: any certificate signed by the trusted CAs is "
+                "accepted for any broker; Kafka's ssl.endpoint.identification.algorithm is empty",
+                "turn it back on when the brokers' certificates name their hosts",
             )
 
     @property
@@ -203,6 +204,27 @@ class TlsConfig:
         except OSError as exc:
             name = exc.filename or cert
             raise errors.ConfigError(f"{what}: cannot read {name}: {_why(exc)}") from None
+
+
+# Which weakened TLS settings were already reported: once per process each, whether they
+# came from a TlsConfig or an ssl_context, so that an application opening many clients
+# with the same settings is told once, not per client.
+_INSECURE_WARNED: set[str] = set()
+
+
+def warn_weakened_verification(what: str, detail: str, advice: str) -> None:
+    """One WARNING per process for each weakened setting ``what`` (``CERT_NONE`` or
+    ``check_hostname``): the connection is encrypted, yet anyone on the path who has a
+    certificate the settings accept can pose as the broker."""
+    if what in _INSECURE_WARNED:
+        return
+    _INSECURE_WARNED.add(what)
+    logger.warning(
+        "TLS certificate verification is weakened (%s), so the broker's identity is not "
+        "checked; %s",
+        detail,
+        advice,
+    )
 
 
 def _signature(files: tuple[str, ...]) -> _Signature:

@@ -25,13 +25,12 @@ from sharecon._net.connect import ConnectionConfig
 from sharecon._net.oauth import OidcTokenProvider
 from sharecon._net.properties import from_properties
 from sharecon._net.sasl import MECHANISMS, SaslConfig
+from sharecon._net.sasl_gssapi import DEFAULT_SERVICE_NAME, GSSAPI, GssapiConfig
 from sharecon._net.tls import TlsConfig
 
 if TYPE_CHECKING:
     import ssl
     from collections.abc import Callable, Iterable, Sequence
-
-    from sharecon._net.sasl_gssapi import GssapiConfig
 
 __all__ = [
     "DEFAULT_BOOTSTRAP",
@@ -68,7 +67,14 @@ ENV = {
     "oauth_scope": "SHARECON_OAUTH_SCOPE",
     # The client secret has no flag: a command line is visible to every user of the machine.
     "oauth_client_secret": "SHARECON_OAUTH_CLIENT_SECRET",
+    "kerberos_principal": "SHARECON_KERBEROS_PRINCIPAL",
+    "kerberos_keytab": "SHARECON_KERBEROS_KEYTAB",
+    "kerberos_service_name": "SHARECON_KERBEROS_SERVICE_NAME",
 }
+
+#: The CLI's --sasl-mechanism choices: SaslConfig's mechanisms and Kerberos (GssapiConfig).
+CLI_MECHANISMS = (*MECHANISMS, GSSAPI)
+_KERBEROS = ("kerberos_principal", "kerberos_keytab", "kerberos_service_name")
 
 
 class ExitCode(IntEnum):
@@ -128,6 +134,9 @@ environment:
   SHARECON_OAUTH_CLIENT_SECRET
                            the OAuth client secret for --sasl-mechanism OAUTHBEARER
                            (environment only, never a flag)
+  SHARECON_KERBEROS_PRINCIPAL, SHARECON_KERBEROS_KEYTAB, SHARECON_KERBEROS_SERVICE_NAME
+                           defaults for --kerberos-principal, --kerberos-keytab,
+                           --kerberos-service-name (--sasl-mechanism GSSAPI)
 """
 
 
@@ -252,8 +261,8 @@ def add_client_options(parser: argparse.ArgumentParser) -> None:
         "--sasl-mechanism",
         default=s,
         type=str.upper,
-        choices=MECHANISMS,
-        help="SASL mechanism",
+        choices=CLI_MECHANISMS,
+        help="SASL mechanism (GSSAPI: Kerberos, with the --kerberos-* options)",
     )
     group.add_argument("--sasl-username", default=s, metavar="USER", help="SASL user name")
     group.add_argument(
@@ -274,6 +283,25 @@ def add_client_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--oauth-scope", default=s, metavar="SCOPE", help="OAUTHBEARER: the scope to ask for"
+    )
+    group.add_argument(
+        "--kerberos-principal",
+        default=s,
+        metavar="PRINCIPAL",
+        help="GSSAPI: the client principal, e.g. app@EXAMPLE.COM (needed with a keytab; "
+        "without one, the ticket cache kinit filled is used)",
+    )
+    group.add_argument(
+        "--kerberos-keytab",
+        default=s,
+        metavar="FILE",
+        help="GSSAPI: a keytab holding the principal's key (sharecon gets its own tickets)",
+    )
+    group.add_argument(
+        "--kerberos-service-name",
+        default=s,
+        metavar="NAME",
+        help=f"GSSAPI: the brokers' Kerberos service name (default {DEFAULT_SERVICE_NAME})",
     )
 
 
@@ -361,9 +389,16 @@ def client_options(args: argparse.Namespace) -> ClientOptions:
     mechanism = pick("sasl_mechanism")
     username = pick("sasl_username")
     password = pick("sasl_password")
-    sasl: SaslConfig | None = None
+    sasl: SaslConfig | GssapiConfig | None = None
+    kerberos = [name for name in _KERBEROS if pick(name) is not None]
+    if kerberos and (mechanism is None or mechanism.upper() != GSSAPI):
+        raise CliError(
+            f"{_flag_or_env(args, kerberos[0])} needs --sasl-mechanism GSSAPI", ExitCode.USAGE
+        )
     if mechanism is not None and mechanism.upper() == "OAUTHBEARER":
         sasl = _oauth_sasl(pick, username, password)
+    elif mechanism is not None and mechanism.upper() == GSSAPI:
+        sasl = _gssapi_sasl(pick, username, password)
     elif mechanism or username or password:
         if not (mechanism and username and password is not None):
             missing = [
@@ -396,7 +431,25 @@ def client_options(args: argparse.Namespace) -> ClientOptions:
     return ClientOptions(bootstrap, client_id, timeout, None, sasl, config)
 
 
-_SECURITY_FLAGS = ("tls", "tls_ca", "tls_cert", "tls_key", "sasl_mechanism", "sasl_username")
+_SECURITY_FLAGS = (
+    "tls",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "sasl_mechanism",
+    "sasl_username",
+    "oauth_token_url",
+    "oauth_client_id",
+    "oauth_scope",
+    *_KERBEROS,
+)
+
+
+def _flag_or_env(args: argparse.Namespace, name: str) -> str:
+    """How the user gave setting ``name``: its flag, or else its environment variable."""
+    if getattr(args, name, None) is not None:
+        return "--" + name.replace("_", "-")
+    return ENV[name]
 
 
 def _from_command_config(
@@ -455,6 +508,29 @@ def _oauth_sasl(
     try:
         provider = OidcTokenProvider(url, client_id, secret, scope=pick("oauth_scope"))
         return SaslConfig("OAUTHBEARER", token_provider=provider)
+    except errors.ConfigError as exc:
+        raise CliError(str(exc), ExitCode.USAGE) from None
+
+
+def _gssapi_sasl(
+    pick: Callable[[str], str | None], username: str | None, password: str | None
+) -> GssapiConfig:
+    if username or password:
+        raise CliError(
+            "--sasl-mechanism GSSAPI takes --kerberos-principal and --kerberos-keytab (or "
+            "the ticket cache kinit filled), not a SASL user name or password",
+            ExitCode.USAGE,
+        )
+    keytab = pick("kerberos_keytab")
+    principal = pick("kerberos_principal")
+    if keytab and not principal:
+        raise CliError("--kerberos-keytab needs --kerberos-principal", ExitCode.USAGE)
+    try:
+        return GssapiConfig(
+            principal=principal,
+            keytab=keytab,
+            service_name=pick("kerberos_service_name") or DEFAULT_SERVICE_NAME,
+        )
     except errors.ConfigError as exc:
         raise CliError(str(exc), ExitCode.USAGE) from None
 

@@ -170,6 +170,9 @@ _FLAGS = (
     "oauth_token_url",
     "oauth_client_id",
     "oauth_scope",
+    "kerberos_principal",
+    "kerberos_keytab",
+    "kerberos_service_name",
 )
 
 

@@ -17,7 +17,6 @@ import importlib
 import importlib.util
 import inspect
 import os
-import ssl
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,9 +25,10 @@ from typing import TYPE_CHECKING, Any
 from sharecon import errors
 from sharecon._net.oauth import OidcTokenProvider
 from sharecon._net.sasl import SaslConfig
-from sharecon.config import ConnectionConfig, TlsConfig, from_properties
+from sharecon.config import ConnectionConfig, GssapiConfig, TlsConfig, from_properties
 
 if TYPE_CHECKING:
+    import ssl
     from collections.abc import Callable, Mapping
 
 __all__ = [
@@ -72,7 +72,13 @@ ENV = {
     "oauth_client_id": "SHARECON_OAUTH_CLIENT_ID",
     "oauth_scope": "SHARECON_OAUTH_SCOPE",
     "oauth_client_secret": "SHARECON_OAUTH_CLIENT_SECRET",
+    "kerberos_principal": "SHARECON_KERBEROS_PRINCIPAL",
+    "kerberos_keytab": "SHARECON_KERBEROS_KEYTAB",
+    "kerberos_service_name": "SHARECON_KERBEROS_SERVICE_NAME",
 }
+
+_KERBEROS = ("kerberos_principal", "kerberos_keytab", "kerberos_service_name")
+_GSSAPI = GssapiConfig.mechanism
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +112,8 @@ class WorkerConfig:
     :param command_config: a Kafka client properties file (``--command-config``); it
         gives the TLS and SASL settings, and the bootstrap servers unless ``bootstrap``
         is given too.
-    :param sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512`` or ``OAUTHBEARER``.
+    :param sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512``, ``OAUTHBEARER``
+        or ``GSSAPI`` (Kerberos).
     :param sasl_username: the SASL user.
     :param sasl_password: the SASL password (never shown in ``repr``).
     :param oauth_token_url: OAUTHBEARER: the OIDC token endpoint (client credentials).
@@ -114,6 +121,10 @@ class WorkerConfig:
     :param oauth_scope: OAUTHBEARER: the scope to ask for, if any.
     :param oauth_client_secret: OAUTHBEARER: the client secret (never shown in ``repr``;
         from ``SHARECON_OAUTH_CLIENT_SECRET`` or the TOML file, never a flag).
+    :param kerberos_principal: GSSAPI: the client principal (needed with a keytab; without
+        one, the ticket cache ``kinit`` filled is used).
+    :param kerberos_keytab: GSSAPI: a keytab holding the principal's key.
+    :param kerberos_service_name: GSSAPI: the brokers' Kerberos service name (``kafka``).
     :param log_level: logging level of the ``sharecon`` logger in the worker processes.
     :raises ConfigError: for a wrong setting, naming it.
     """
@@ -145,6 +156,9 @@ class WorkerConfig:
     oauth_client_id: str | None = None
     oauth_scope: str | None = None
     oauth_client_secret: str | None = field(default=None, repr=False)
+    kerberos_principal: str | None = None
+    kerberos_keytab: str | None = None
+    kerberos_service_name: str | None = None
     log_level: int = 40
 
     def __post_init__(self) -> None:
@@ -170,8 +184,42 @@ class WorkerConfig:
             raise errors.ConfigError(f"grace must not be negative, not {self.grace!r}")
         if self.dlq_topic is not None and self.dlq_after is None:
             raise errors.ConfigError("dlq_topic needs dlq_after (the delivery that routes there)")
-        if self.sasl_mechanism is not None and self.sasl_mechanism.upper() == "OAUTHBEARER":
+        if self.tls_key is not None and self.tls_cert is None:
+            raise errors.ConfigError("tls_key needs tls_cert (the certificate it belongs to)")
+        if self.command_config is not None:
+            mixed = [
+                name
+                for name in (
+                    "tls_ca",
+                    "tls_cert",
+                    "tls_key",
+                    "sasl_mechanism",
+                    "sasl_username",
+                    "oauth_token_url",
+                    "oauth_client_id",
+                    "oauth_scope",
+                    *_KERBEROS,
+                )
+                if getattr(self, name) is not None
+            ] + (["tls"] if self.tls else [])
+            if mixed:
+                raise errors.ConfigError(
+                    f"command_config gives the TLS and SASL settings; drop {', '.join(mixed)}"
+                )
+        mechanism = None if self.sasl_mechanism is None else self.sasl_mechanism.upper()
+        kerberos = [name for name in _KERBEROS if getattr(self, name) is not None]
+        if kerberos and mechanism != _GSSAPI:
+            raise errors.ConfigError(f"{kerberos[0]} needs sasl_mechanism GSSAPI")
+        if mechanism == "OAUTHBEARER":
             self._check_oauth()
+            return
+        if mechanism == _GSSAPI:
+            if self.sasl_username is not None or self.sasl_password is not None:
+                raise errors.ConfigError(
+                    "GSSAPI takes kerberos_principal and kerberos_keytab (or the ticket "
+                    "cache kinit filled), not sasl_username or sasl_password"
+                )
+            self.sasl()  # checks the keytab, the principal and the service name
             return
         given = [self.sasl_mechanism, self.sasl_username, self.sasl_password]
         if any(v is not None for v in given) and not all(v is not None for v in given):
@@ -181,18 +229,6 @@ class WorkerConfig:
             )
         if self.sasl_mechanism is not None:
             self.sasl()  # checks the mechanism
-        if self.tls_key is not None and self.tls_cert is None:
-            raise errors.ConfigError("tls_key needs tls_cert (the certificate it belongs to)")
-        if self.command_config is not None:
-            mixed = [
-                name
-                for name in ("tls_ca", "tls_cert", "tls_key", "sasl_mechanism", "sasl_username")
-                if getattr(self, name) is not None
-            ] + (["tls"] if self.tls else [])
-            if mixed:
-                raise errors.ConfigError(
-                    f"command_config gives the TLS and SASL settings; drop {', '.join(mixed)}"
-                )
 
     def _check_oauth(self) -> None:
         if self.sasl_username is not None or self.sasl_password is not None:
@@ -209,8 +245,16 @@ class WorkerConfig:
             raise errors.ConfigError(f"OAUTHBEARER needs {', '.join(missing)}")
         self.sasl()  # checks the URL
 
-    def sasl(self) -> SaslConfig | None:
-        """The SASL credentials, if any (OAUTHBEARER: with a new OIDC token provider)."""
+    def sasl(self) -> SaslConfig | GssapiConfig | None:
+        """The SASL credentials, if any (OAUTHBEARER: with a new OIDC token provider;
+        GSSAPI: a Kerberos login)."""
+        if self.sasl_mechanism is not None and self.sasl_mechanism.upper() == _GSSAPI:
+            service = (
+                {"service_name": self.kerberos_service_name} if self.kerberos_service_name else {}
+            )
+            return GssapiConfig(
+                principal=self.kerberos_principal, keytab=self.kerberos_keytab, **service
+            )
         if (
             self.sasl_mechanism is not None
             and self.sasl_mechanism.upper() == "OAUTHBEARER"
@@ -230,18 +274,14 @@ class WorkerConfig:
         return SaslConfig(self.sasl_mechanism.upper(), self.sasl_username, self.sasl_password or "")
 
     def ssl_context(self) -> ssl.SSLContext | None:
-        """A verifying TLS context when TLS is on.
+        """The verifying TLS context a new connection would use now, when TLS is on (built
+        by the :class:`~sharecon.config.TlsConfig` or properties file that
+        :meth:`connection_config` gives).
 
-        :raises ConfigError: the CA file cannot be loaded (naming the file).
+        :raises ConfigError: a TLS file cannot be loaded (naming the file).
         """
-        if not (self.tls or self.tls_ca):
-            return None
-        try:
-            return ssl.create_default_context(cafile=self.tls_ca)
-        except (OSError, ssl.SSLError) as exc:
-            raise errors.ConfigError(
-                f"tls_ca {self.tls_ca}: cannot load CA certificates: {exc}"
-            ) from None
+        config = self.connection_config()
+        return None if config is None else config.current_ssl_context()
 
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for sharecon's clients (Admin, ShareConsumer).
@@ -251,11 +291,11 @@ class WorkerConfig:
         config = self.connection_config()
         if config is not None:
             return {"config": config, "request_timeout": self.timeout}
+        # No TLS (connection_config() gives a config whenever TLS is on).
         return {
             "client_id": self.client_id,
             "connect_timeout": self.timeout,
             "request_timeout": self.timeout,
-            "ssl_context": self.ssl_context(),
             "sasl": self.sasl(),
         }
 
@@ -333,6 +373,11 @@ _SECURITY = {
     "sasl_mechanism",
     "sasl_username",
     "sasl_password",
+    "oauth_token_url",
+    "oauth_client_id",
+    "oauth_scope",
+    "oauth_client_secret",
+    *_KERBEROS,
 }
 
 

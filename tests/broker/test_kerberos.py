@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from typing import TYPE_CHECKING
@@ -26,6 +28,7 @@ from sharecon.producer import Producer
 from sharecon.protocol import MetadataRequest
 from sharecon.testing import KafkaBroker
 from tests.broker.test_connection import open_cluster
+from tests.worker._harness import counts, running_worker
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -273,3 +276,65 @@ async def test_expired_ticket_fails_promptly(
     await expect_login_failure(
         gssapi_broker, sasl, f"GSSAPI: .*Ticket expired .*no usable ticket in {cache}: run kinit"
     )
+
+
+def test_cli_keytab_login_from_flags_and_environment(
+    kdc: KerberosKdc, gssapi_broker: KafkaBroker
+) -> None:
+    """``sharecon`` with --sasl-mechanism GSSAPI and the --kerberos-* flags, then the same
+    from SHARECON_* variables; a wrong service name is exit 5 (unreachable), promptly."""
+    topic = f"krb-cli-{uuid.uuid4().hex[:8]}"
+    cli = [sys.executable, "-m", "sharecon.cli"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHARECON_")}
+    flags = ["--bootstrap", gssapi_broker.bootstrap, "--timeout", "10",
+             "--sasl-mechanism", "GSSAPI", "--kerberos-principal", kdc.client_principal,
+             "--kerberos-keytab", str(kdc.client_keytab)]  # fmt: skip
+    created = subprocess.run(
+        [*cli, "topics", "create", topic, *flags], env=env, capture_output=True, text=True
+    )
+    assert created.returncode == 0, created.stderr
+    env |= {
+        "SHARECON_BOOTSTRAP": gssapi_broker.bootstrap,
+        "SHARECON_SASL_MECHANISM": "GSSAPI",
+        "SHARECON_KERBEROS_PRINCIPAL": kdc.client_principal,
+        "SHARECON_KERBEROS_KEYTAB": str(kdc.client_keytab),
+        "SHARECON_TIMEOUT": "10",
+    }
+    listed = subprocess.run([*cli, "topics", "list"], env=env, capture_output=True, text=True)
+    assert listed.returncode == 0 and topic in listed.stdout, listed.stderr
+    started = time.monotonic()
+    wrong = subprocess.run(
+        [*cli, "topics", "list"],
+        env=env | {"SHARECON_KERBEROS_SERVICE_NAME": "kafka-typo"},
+        capture_output=True,
+        text=True,
+    )
+    assert wrong.returncode == 5, wrong.stderr
+    assert "kafka-typo/localhost" in wrong.stderr and "Traceback" not in wrong.stderr
+    assert time.monotonic() - started < PROMPT + 3  # the interpreter's start included
+
+
+async def test_worker_keytab_login(
+    kdc: KerberosKdc, gssapi_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    """``sharecon worker`` with the Kerberos flags: its process logs in from the keytab
+    (the settings reach it on stdin) and handles every record."""
+    topic, group = f"krb-w-{uuid.uuid4().hex[:8]}", f"krb-wg-{uuid.uuid4().hex[:8]}"
+    async with Admin(gssapi_broker.plaintext_bootstrap) as admin:
+        await admin.create_topics([topic], num_partitions=1)
+        await admin.alter_group_config(group, {"share.auto.offset.reset": "earliest"})
+    async with Producer(gssapi_broker.plaintext_bootstrap) as producer:
+        for i in range(10):
+            await producer.send_and_wait(topic, f"r{i}".encode())
+    async with running_worker(
+        gssapi_broker.bootstrap,
+        tmp_path,
+        "tests.worker.handlers:record_id",
+        "--group", group, "--topic", topic, "--interval", "1",
+        "--sasl-mechanism", "GSSAPI", "--kerberos-principal", kdc.client_principal,
+        "--kerberos-keytab", str(kdc.client_keytab),
+    ) as worker:  # fmt: skip
+        await worker.wait_for("every record handled", lambda: len(counts(tmp_path)) == 10, 30)
+        code = await worker.terminate()
+    assert code == 0, worker.stderr
+    assert set(counts(tmp_path)) == {f"r{i}" for i in range(10)}

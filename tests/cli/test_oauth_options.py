@@ -80,3 +80,17 @@ def test_worker_oauth_from_environment() -> None:
     assert SECRET not in str(info.value)
     with pytest.raises(errors.ConfigError, match="not sasl_username"):
         config_from_sources(flags, env={**env, "SHARECON_SASL_USERNAME": "u"})
+
+
+def test_a_properties_file_replaces_the_oauth_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As for TLS and the other SASL settings: --command-config with an --oauth-* flag is a
+    usage error, and the worker drops the SHARECON_OAUTH_* variables."""
+    with pytest.raises(CliError, match="drop --oauth-token-url") as info:
+        client_options(parse("--command-config", "c.properties", "--oauth-token-url", URL))
+    assert info.value.code == 2
+    env = {"SHARECON_OAUTH_TOKEN_URL": URL, "SHARECON_OAUTH_CLIENT_SECRET": SECRET}
+    flags = {"handler": "m:f", "group": "g", "topics": ("t",), "command_config": "c.properties"}
+    config = config_from_sources(flags, env=env)
+    assert (config.oauth_token_url, config.oauth_client_secret) == (None, None)
+    with pytest.raises(errors.ConfigError, match="drop oauth_client_id"):
+        config_from_sources({**flags, "oauth_client_id": "app"}, env={})

@@ -9,7 +9,6 @@ import ssl
 import pytest
 
 from sharecon import errors
-from sharecon._net import connect
 from sharecon._net.connect import ConnectionConfig
 
 # -- configuration ----------------------------------------------------------------------------
@@ -37,12 +36,6 @@ def test_small_positive_timeouts_are_fine() -> None:
 
 
 # -- TLS settings -----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def fresh_tls_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each weakened setting is reported once per process: start from none reported."""
-    monkeypatch.setattr(connect, "_INSECURE_WARNED", set())
 
 
 def _tls_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:

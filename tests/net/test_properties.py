@@ -265,6 +265,7 @@ def test_pkcs12_without_cryptography_is_refused_with_the_way_out(
     assert "openssl pkcs12" in str(info.value) and "p12-pw" not in str(info.value)
 
 
+@pytest.mark.usefixtures("fresh_tls_warnings")
 def test_empty_endpoint_identification_turns_hostname_checks_off_with_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -289,6 +290,14 @@ def test_empty_endpoint_identification_turns_hostname_checks_off_with_a_warning(
         ({}, "bootstrap.servers is missing"),
         ({"bootstrap.servers": "h:1", "security.protocol": "TLS"}, "security.protocol=TLS"),
         ({"bootstrap.servers": "h:1", "security.protocol": "SASL_SSL"}, "GSSAPI"),
+        (
+            {
+                "bootstrap.servers": "h:1",
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": "GSSAPI",
+            },
+            "GSSAPI is not read from properties: use GssapiConfig.*--kerberos-keytab",
+        ),
         (
             {
                 "bootstrap.servers": "h:1",

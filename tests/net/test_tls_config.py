@@ -104,12 +104,26 @@ def test_wrong_pairs_and_paths_are_config_errors(pki: Path) -> None:
         ConnectionConfig(ssl_context=TlsConfig().context(), tls=TlsConfig())
 
 
+@pytest.mark.usefixtures("fresh_tls_warnings")
 def test_hostname_check_off_warns(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="sharecon._net.tls"):
         tls = TlsConfig(check_hostname=False)
     assert not tls.context().check_hostname
     assert [r.levelname for r in caplog.records] == ["WARNING"]
     assert "hostname verification is off" in caplog.text
+
+
+@pytest.mark.usefixtures("fresh_tls_warnings")
+def test_hostname_check_off_is_reported_once_however_it_is_given(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """TlsConfig(check_hostname=False) and an ssl_context without hostname checks are the
+    same weakening: one WARNING per process, not one per config or per kind of config."""
+    with caplog.at_level(logging.WARNING, logger="sharecon"):
+        ConnectionConfig(tls=TlsConfig(check_hostname=False))
+        ConnectionConfig(tls=TlsConfig(check_hostname=False))
+        ConnectionConfig(ssl_context=TlsConfig(check_hostname=False).context())
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
 
 
 def test_context_is_reused_until_a_file_changes_then_rebuilt(pki: Path, tmp_path: Path) -> None:
