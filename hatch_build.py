@@ -7,7 +7,7 @@ extension modules beside their ``.py`` files: Python imports an extension module
 a source file of the same name, so the two builds share every other file.
 
 ``python hatch_build.py --inplace`` compiles the same modules into the checkout itself,
-which is how ``scripts/test-compiled`` runs the whole suite against the compiled build.
+which is how ``scripts/test-compiled`` runs the suite against the compiled build.
 ``python hatch_build.py --clean`` removes them again.
 """
 

@@ -1,6 +1,6 @@
 """The two builds: pure Python, and the per-record modules compiled with mypyc.
 
-``scripts/test-compiled`` runs the whole suite against the compiled build with
+``scripts/test-compiled`` runs the suite against the compiled build with
 ``SHARECON_EXPECT_COMPILED=1``; the other legs set nothing and must run pure Python.
 """
 
