@@ -171,6 +171,7 @@ class ConsumerStats:
         "fetch_latency",
         "fetch_records",
         "fetch_throttle",
+        "fetches_late",
         "group_id",
         "heartbeat_time",
         "lock_expired",
@@ -207,6 +208,8 @@ class ConsumerStats:
         self._polled = False
         self._last_heartbeat: float | None = None
         self.lock_expired = 0
+        #: ShareFetches answered after the lock duration, or not at all (timed out).
+        self.fetches_late = 0
         self.renewals_sent = 0
         self.renewals_failed = 0
         self.dlq_records = 0
@@ -328,6 +331,7 @@ class ConsumerStats:
             buffered_bytes=float(buffered_bytes),
             held_records=float(held_records),
             lock_expired_records_total=float(lock_expired),
+            fetches_late_total=float(self.fetches_late),
             renewals_sent_total=float(self.renewals_sent),
             renewals_failed_total=float(renewals_failed),
             dlq_records_total=float(self.dlq_records),

@@ -512,22 +512,30 @@ class ShareConsumer(Generic[K, V]):
         """A read-only status for a health check (liveness or readiness probe).
 
         ``ok`` is true while the consumer runs, is a stable member of its group, has not
-        failed, and every broker it needs is reachable (see :class:`ClusterHealth` for
-        which broker is down, since when, and why).
+        failed, every broker it needs is reachable (see :class:`ClusterHealth` for
+        which broker is down, since when, and why), and records waiting at a leader are
+        not stuck there (``stuck_for``: for longer than the lock duration, every fetch
+        came back after its records' locks ended, or not at all).
         """
         core = self._running()
         cluster = core.cluster.health()
         state = core.membership.state
         fatal = core.fatal
         running = not (self._closed or core.closing)
+        stuck = core.stuck()
         return ConsumerHealth(
-            ok=running and fatal is None and state is MemberState.STABLE and cluster.ok,
+            ok=running
+            and fatal is None
+            and state is MemberState.STABLE
+            and cluster.ok
+            and not stuck,
             running=running,
             member_state=state.name.lower(),
             failed=None if fatal is None else f"{type(fatal).__name__}: {fatal}",
             assigned_partitions=len(core.assignment),
             buffered_records=core.buffer.records,
             cluster=cluster,
+            stuck_for=stuck,
         )
 
     def metrics(self) -> ConsumerMetrics:
@@ -1352,7 +1360,8 @@ class _BatchIterator(Generic[K, V]):
 class ConsumerHealth:
     """What :meth:`ShareConsumer.health` saw.
 
-    :param ok: running, a stable group member, not failed, every broker reachable.
+    :param ok: running, a stable group member, not failed, every broker reachable, and
+        nothing stuck (``stuck_for`` is 0).
     :param running: started and not closing.
     :param member_state: the membership state (``unjoined``, ``joining``, ``stable``,
         ``fenced``, ``leaving``, ``left`` or ``fatal``).
@@ -1360,6 +1369,9 @@ class ConsumerHealth:
     :param assigned_partitions: partitions the coordinator assigned to this member.
     :param buffered_records: records fetched and waiting for the application.
     :param cluster: the brokers' reachability.
+    :param stuck_for: seconds records have been waiting at a leader with none delivered,
+        when that is longer than the acquisition lock (fetches came back after the locks
+        ended, or timed out: see "Adaptive fetch sizing" in docs/consumer.md); else 0.
     """
 
     ok: bool
@@ -1369,6 +1381,7 @@ class ConsumerHealth:
     assigned_partitions: int
     buffered_records: int
     cluster: ClusterHealth
+    stuck_for: float = 0.0
 
 
 def _check_same_connection(

@@ -157,6 +157,12 @@ CONSUMER_METRICS: tuple[MetricInfo, ...] = _table(
             _OURS,
             "Records dropped before being handed out because their acquisition lock had ended.",
         ),
+        (
+            "fetches_late_total",
+            "1",
+            _OURS,
+            "ShareFetch answers that took longer than the acquisition lock, or never came.",
+        ),
         ("renewals_sent_total", "1", _OURS, "Lock renewals (RENEW) asked for."),
         ("renewals_failed_total", "1", _OURS, "Lock renewals the broker did not apply."),
         ("dlq_records_total", "1", _OURS, "Records written to a dead-letter topic."),
@@ -252,6 +258,7 @@ class ConsumerMetrics:
     buffered_bytes: float
     held_records: float
     lock_expired_records_total: float
+    fetches_late_total: float
     renewals_sent_total: float
     renewals_failed_total: float
     dlq_records_total: float

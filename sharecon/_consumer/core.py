@@ -34,6 +34,7 @@ from sharecon._consumer.signal import Signal
 from sharecon._share.effects import (
     Deliver,
     Fail,
+    FetchLate,
     LockLost,
     LocksRenewed,
     NoteError,
@@ -373,6 +374,8 @@ class ConsumerCore:
             renewed = cast("LocksRenewed", e)
             for handle in renewed.handles:
                 cast("Record", handle).lock_deadline = renewed.deadline
+        elif kind is FetchLate:
+            self.fetch_late(cast("FetchLate", e))
         elif kind is RenewFailed:
             failed = cast("RenewFailed", e)
             # The records keep their old lock: a slow handler may lose them to another member.
@@ -384,6 +387,27 @@ class ConsumerCore:
             )
         else:  # a back-off or re-routing outside a fetch loop: let the loops look again
             self.wake_all()
+
+    def fetch_late(self, e: FetchLate) -> None:
+        """Count a fetch that came back after its lock (or never), and say so when even one
+        record cannot arrive in time (the machine's FetchLate: WARNING once per leader)."""
+        self.stats.fetches_late += 1
+        if not e.too_slow:
+            return
+        logger.log(
+            logging.WARNING if e.warn else logging.DEBUG,
+            "node %d: %s, longer than the %.1f s acquisition lock: records from this leader "
+            "cannot arrive before their locks end (measured %.0f bytes/s)",
+            e.node_id,
+            e.what,
+            e.lock,
+            e.bytes_per_second,
+        )
+
+    def stuck(self) -> float:
+        """Seconds records have waited at a leader that no fetch could deliver, when longer
+        than the lock; else 0 (for ``health()``: the loop's clock, readable from any thread)."""
+        return self.machine.stuck(self.clock())
 
     def deliver(self, e: Deliver) -> None:
         """Buffer an answer's records for the application (the machine's Deliver)."""

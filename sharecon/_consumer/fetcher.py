@@ -138,7 +138,9 @@ class NodeFetcher:
             core.tg.start_soon(self._watch, conn, name=f"sharecon watch node {self.node_id}")
         if turn.taken is not None:
             core.stats.on_acks_sent(time.monotonic(), turn.taken.count)
-        return _Wire(machine.sent(self.node_id, turn, anyio.current_time()), sent)
+        # The buffer's backlog: whether the application set the pace of the acks it carries.
+        backlog = core.buffer.records > 0
+        return _Wire(machine.sent(self.node_id, turn, anyio.current_time(), backlog=backlog), sent)
 
     async def _watch(self, conn: BrokerConnection) -> None:
         # Wake the loop the moment the session's connection dies, so records buffered
@@ -173,7 +175,7 @@ class NodeFetcher:
                 await self._apply()
             self._failures = 0
         except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
-            machine.request_failed(f)
+            machine.request_failed(f, timed_out=isinstance(exc, errors.KafkaTimeoutError))
             self._unreachable(exc)
             await self._apply()
         except Exception as exc:  # rule 3: an answer we could not take in

@@ -29,6 +29,7 @@ __all__ = [
     "Deliver",
     "Effect",
     "Fail",
+    "FetchLate",
     "LockLost",
     "LocksRenewed",
     "NoteError",
@@ -150,6 +151,25 @@ class RenewFailed:
     partitions: tuple[TopicIdPartition, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class FetchLate:
+    """A ShareFetch to ``node_id`` came back after its records' locks ended (``timed_out``:
+    or never): count it (``fetches_late_total``).
+
+    ``warn``: even one record's worth cannot arrive within the ``lock`` (seconds) at the
+    measured ``bytes_per_second`` (0: not measured); set once per leader, the driver logs
+    it at WARNING then (``what`` says what was seen), else at DEBUG when ``too_slow``.
+    """
+
+    node_id: int
+    timed_out: bool
+    too_slow: bool
+    warn: bool
+    lock: float
+    bytes_per_second: float
+    what: str = ""
+
+
 Effect = (
     Report
     | LockLost
@@ -163,4 +183,5 @@ Effect = (
     | Wake
     | LocksRenewed
     | RenewFailed
+    | FetchLate
 )

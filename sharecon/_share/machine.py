@@ -48,6 +48,7 @@ from .effects import (
     BackOff,
     Deliver,
     Fail,
+    FetchLate,
     LockLost,
     LocksRenewed,
     NoteError,
@@ -68,6 +69,7 @@ from .fetch_policy import (
     renewed,
     transport_failed,
 )
+from .fetch_size import FetchSizer
 from .intake import InvalidAnswer, take_partition
 
 # Taken and SharePlan are real imports, not under TYPE_CHECKING: the compiled build
@@ -131,14 +133,23 @@ class FetchAnswer:
 
 
 class Leader:
-    """One leader broker's share session and the planner of its requests."""
+    """One leader broker's share session, the planner of its requests and the sizer of
+    its fetches.
 
-    __slots__ = ("node_id", "planner", "session")
+    :param max_bytes: the configured ``fetch_max_bytes``: no fetch asks for more.
+    :param max_records: the configured ``max_records``: no fetch asks for more.
+    """
 
-    def __init__(self, node_id: int) -> None:
+    __slots__ = ("node_id", "planner", "session", "sizer")
+
+    def __init__(
+        self, node_id: int, max_bytes: int = 50 * 1024 * 1024, max_records: int = 500
+    ) -> None:
         self.node_id = node_id
         self.session = ShareSession(node_id)
         self.planner = FetchPlanner(self.session)
+        #: What can arrive and be handled within the lock (:mod:`.fetch_size`).
+        self.sizer = FetchSizer(max_bytes, max_records)
 
 
 class ShareMachine:
@@ -184,7 +195,8 @@ class ShareMachine:
         """``node_id``'s session and planner, made on first use."""
         one = self.leaders.get(node_id)
         if one is None:
-            one = self.leaders[node_id] = Leader(node_id)
+            params = self.params
+            one = self.leaders[node_id] = Leader(node_id, params.max_bytes, params.max_records)
         return one
 
     def idle_timeout(self, node_id: int, ack_linger: float) -> float | None:
@@ -222,7 +234,7 @@ class ShareMachine:
             granted = budget.grant(self.ledger.outstanding_all() + extra_records)
             room = granted > 0
         # Fetch sizing (how many records and bytes a fetch asks for) is decided here and
-        # in request(): today the configured FetchParams, cut to the granted budget.
+        # in request(): the leader's FetchSizer, cut to the granted budget.
         turn = planner.next(
             self.ledger, want, room=room, urgent=urgent, extra_records=extra_records
         )
@@ -238,19 +250,36 @@ class ShareMachine:
         assert plan is not None
         if plan.kind is RequestKind.SHARE_FETCH:
             params = self.params if turn.may_wait else self._prefetch_params
+            # Only what can arrive and be handled within the lock (:mod:`.fetch_size`).
+            fit = self.leader(plan.tag.node_id).sizer.size()
+            params = replace(
+                params,
+                max_bytes=fit.max_bytes,
+                max_records=fit.max_records,
+                batch_size=min(params.batch_size, fit.max_records),
+            )
             if turn.granted:
                 params = replace(
                     params,
-                    max_records=turn.granted,
+                    max_records=min(turn.granted, fit.max_records),
                     batch_size=min(params.batch_size, turn.granted),
                     acquire_mode=1,
                 )
             return share_fetch_request(plan, self.group_id, member_id, params)
         return share_acknowledge_request(plan, self.group_id, member_id)
 
-    def sent(self, node_id: int, turn: Turn, now: float) -> InFlight:
-        """``turn``'s request went on the wire at ``now`` (rule 2)."""
+    def sent(self, node_id: int, turn: Turn, now: float, *, backlog: bool = False) -> InFlight:
+        """``turn``'s request went on the wire at ``now`` (rule 2).
+
+        :param backlog: records were waiting for the application when it went (the driver's
+            buffer was not empty): the application, not the fetches, set the pace of the
+            answers it carries, so their rate sizes the next fetches' record count. Without
+            a backlog that rate is only a lower bound (:meth:`.FetchSizer.handled`).
+        """
         assert turn.plan is not None
+        taken = turn.taken
+        if taken is not None and not taken.is_renew:
+            self.leader(node_id).sizer.handled(now, taken.count, backlog=backlog)
         return InFlight(node_id, turn.plan, turn.taken, now, turn.may_wait, turn.granted)
 
     def send_failed(self, node_id: int, turn: Turn) -> None:
@@ -270,8 +299,13 @@ class ShareMachine:
         if back_off:
             self.effects.append(BackOff(node_id, refresh=True))
 
-    def request_failed(self, f: InFlight) -> None:
-        """The request ``f`` failed in transport, or timed out (rule 3)."""
+    def request_failed(self, f: InFlight, *, timed_out: bool = False) -> None:
+        """The request ``f`` failed in transport, or (``timed_out``) got no answer in time
+        (rule 3). A fetch that timed out shrinks the leader's next fetches, and counts as
+        late (:class:`~.effects.FetchLate`)."""
+        if timed_out and f.plan.fetches:
+            sizer = self.leader(f.node_id).sizer
+            self._late(f.node_id, sizer.timed_out(f.sent_at), timed_out=True)
         self._settle_inflight(f)
         self.transport_failed(f.node_id, f.plan)
 
@@ -327,6 +361,22 @@ class ShareMachine:
                     # Clamped: a hostile range must not make this sum a bignum.
                     acquired += max(0, min(a.last_offset - a.first_offset + 1, 1 << 31))
         leader.planner.fetched(plan, may_wait=f.may_wait, acquired=acquired)
+        # What the link and the lock allow for the next fetches (:mod:`.fetch_size`).
+        waited = self.params.max_wait_ms / 1000 if f.may_wait else 0.0
+        sized = leader.sizer.fetched(
+            f.sent_at,
+            now,
+            size,
+            acquired,
+            lock_ms=resp.acquisition_lock_timeout_ms,
+            waited=waited,
+        )
+        if sized.late:
+            self._late(
+                f.node_id,
+                sized.too_slow,
+                what=f"{size} bytes took {now - f.sent_at:.1f} s to arrive",
+            )
         if leader.planner.dry:
             self.any_dry = True
         if not self._top_level(leader, plan, resp.error_code, resp.error_message, now):
@@ -664,6 +714,11 @@ class ShareMachine:
         if wake:
             self.effects.append(Wake(tag.node_id))
 
+    def stuck(self, now: float) -> float:
+        """The longest any leader has had records waiting that none of its fetches could
+        deliver, if longer than the lock (:meth:`.FetchSizer.stuck`); 0 if none."""
+        return max((one.sizer.stuck(now) for one in self.leaders.values()), default=0.0)
+
     def pending_acks(self) -> bool:
         """Whether any live session has acknowledgements marked or in flight."""
         ledger = self.ledger
@@ -693,6 +748,28 @@ class ShareMachine:
                     AckFailure.LOCK_LOST,
                 )
             ]
+        )
+
+    def _late(
+        self, node_id: int, too_slow: bool, *, timed_out: bool = False, what: str = ""
+    ) -> None:
+        sizer = self.leader(node_id).sizer
+        # Warned once per leader: the link cannot be fixed from here.
+        warn = too_slow and not sizer.warned
+        if too_slow:
+            sizer.warned = True
+        if timed_out and not what:
+            what = "a fetch of one record's worth got no answer in time"
+        self.effects.append(
+            FetchLate(
+                node_id,
+                timed_out,
+                too_slow,
+                warn,
+                sizer.lock,
+                sizer.bytes_per_second or 0.0,
+                what,
+            )
         )
 
     def _lost(self, results: list[AckResult]) -> None:

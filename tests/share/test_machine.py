@@ -7,6 +7,7 @@ requests it plans, including the ordering rules a pipelined loop depends on.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ from sharecon._share.effects import (
     Deliver,
     Effect,
     Fail,
+    FetchLate,
     LockLost,
     LocksRenewed,
     NoteError,
@@ -27,6 +29,7 @@ from sharecon._share.effects import (
     Wake,
 )
 from sharecon._share.fetch_policy import Turn
+from sharecon._share.fetch_size import INITIAL_BYTES
 from sharecon._share.ledger import AckFailure, MarkResult
 from sharecon._share.machine import InFlight, ShareMachine
 from sharecon._share.requests import FetchParams
@@ -353,3 +356,70 @@ def test_a_fatal_partition_error_fails_the_consumer() -> None:
     m.fetch_records(f, resp, NAMES)
     [fail] = m.drain()
     assert isinstance(fail, Fail) and isinstance(fail.error, TopicAuthorizationFailedError)
+
+
+# -- fetch sizing (sharecon._share.fetch_size) ---------------------------------------------
+
+
+def _sized_fetch(m: ShareMachine, now: float) -> tuple[InFlight, int]:
+    """Send the next fetch at ``now``: its InFlight and the max_bytes it asked for."""
+    turn = m.next_turn(NODE, [TP], room=True)
+    request = m.request(turn, "member")
+    assert isinstance(request, ShareFetchRequest)
+    return m.sent(NODE, turn, now), request.max_bytes
+
+
+def _poll(f: InFlight) -> float:
+    """How long the broker may hold ``f`` waiting for data: not transfer time."""
+    return PARAMS.max_wait_ms / 1000 if f.may_wait else 0.0
+
+
+def _late(m: ShareMachine, f: InFlight, resp: ShareFetchResponse, now: float) -> list[FetchLate]:
+    """Take ``resp`` in at ``now``: the FetchLate effects it made."""
+    assert m.fetch_answered(f, resp, NAMES, now, pipeline=False).proceed
+    m.fetch_records(f, resp, NAMES)
+    return [e for e in m.drain() if isinstance(e, FetchLate)]
+
+
+def _kilobyte_records(first: int, last: int) -> ShareFetchResponse:
+    """An answer acquiring ``first..last``, 1000-byte values (about 1 KB an offset)."""
+    resp = answer((first, last, 1))
+    data = encode_batch(
+        [WireRecord(o, 0, None, b"x" * 1000, ()) for o in range(first, last + 1)],
+        base_offset=first,
+    )
+    [topic] = resp.responses
+    [part] = topic.partitions
+    part = dataclasses.replace(part, records=data)
+    return dataclasses.replace(resp, responses=(dataclasses.replace(topic, partitions=(part,)),))
+
+
+def test_the_next_fetch_asks_for_what_the_link_carried_in_time() -> None:
+    """A fast full answer grows the next request's max_bytes; a slow one shrinks it to
+    what the measured rate carries in 30 % of the lock; an answer after the lock, or a
+    fetch that timed out, is a FetchLate and, after a lock's time, the leader is stuck."""
+    m = machine()
+    opened(m)
+    f, asked = _sized_fetch(m, 1.0)
+    assert asked == INITIAL_BYTES  # 16 KiB, not the configured 1 MiB
+    resp = _kilobyte_records(0, 9)  # about 10 KB: more than half of what was asked
+    size = len(resp.responses[0].partitions[0].records or b"")
+    assert size * 2 >= asked
+    _late(m, f, resp, 1.0 + _poll(f) + 0.01)  # quick, beyond any long poll
+    f, grown = _sized_fetch(m, 2.0)
+    assert grown >= 2 * asked
+    # The same 10 KB took 20 s (slow, not late: the lock is 30 s).
+    resp = _kilobyte_records(10, 19)
+    assert not _late(m, f, resp, 22.0 + _poll(f))
+    f, shrunk = _sized_fetch(m, 23.0)
+    rate = len(resp.responses[0].partitions[0].records or b"") / 20.0
+    assert shrunk < asked and shrunk == int(rate * LOCK_MS / 1000 * 0.3)
+    # After the lock ended: counted, and stuck once a whole lock passed since its send.
+    late = _late(m, f, _kilobyte_records(20, 29), 23.0 + 31.0 + _poll(f))
+    assert len(late) == 1 and not late[0].timed_out
+    assert m.stuck(23.0 + 29.0) == 0.0 and m.stuck(23.0 + 31.0) == pytest.approx(31.0)
+    f, before = _sized_fetch(m, 60.0)
+    m.request_failed(f, timed_out=True)
+    [timed_out] = [e for e in m.drain() if isinstance(e, FetchLate)]
+    assert timed_out.timed_out
+    assert _sized_fetch(m, 61.0)[1] == max(1024, before // 4)

@@ -1,0 +1,125 @@
+"""A backlog larger than what a slow link carries in one lock duration (issue 20 part 5).
+
+Through Toxiproxy's bandwidth limit, a fetch sized by ``fetch_max_bytes`` alone cannot
+arrive before the locks of its records end: they come back unseen and burn delivery
+attempts until the broker archives them. Sized fetches (``sharecon._share.fetch_size``)
+ask only for what arrives in time, so every record arrives once. A record that cannot
+arrive in time at all makes ``health()`` report the consumer stuck.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.to_thread
+import pytest
+from confluent_kafka import Producer
+
+from sharecon.admin import Admin
+from sharecon.consumer import ShareConsumer
+
+if TYPE_CHECKING:
+    from sharecon.testing.cluster import KafkaCluster
+
+pytestmark = [pytest.mark.anyio, pytest.mark.broker]
+
+KIB_PER_S = 20
+LOCK_MS = 5000
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def _setup(cluster: KafkaCluster, *, lock_ms: int) -> tuple[str, str]:
+    topic = f"slow-{uuid.uuid4().hex[:8]}"
+    group = f"slow-g-{uuid.uuid4().hex[:8]}"
+    async with Admin(cluster.plaintext_bootstrap) as admin:
+        await admin.create_topics([topic], num_partitions=1, replication_factor=1)
+        await admin.alter_group_config(
+            group,
+            {
+                "share.auto.offset.reset": "earliest",
+                "share.record.lock.duration.ms": str(lock_ms),
+            },
+        )
+    return topic, group
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes], batch_size: int) -> None:
+    # Small batches: the broker returns (and acquires) at least one whole batch per fetch.
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "batch.size": batch_size,
+            "linger.ms": 5,
+            "compression.type": "none",
+            "acks": "all",
+        }
+    )
+    for value in values:
+        producer.produce(topic, value=value, partition=0)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+async def test_a_backlog_over_a_slow_link_arrives_once(kafka_cluster: KafkaCluster) -> None:
+    """250 KB behind a 20 KiB/s link (12.5 s of transfer) with a 5 s lock: every record
+    arrives, each on its first delivery, and no fetch comes back after its lock ended."""
+    n, size = 250, 1000
+    topic, group = await _setup(kafka_cluster, lock_ms=LOCK_MS)
+    values = [os.urandom(size) for _ in range(n)]
+    await anyio.to_thread.run_sync(
+        lambda: _produce(kafka_cluster.plaintext_bootstrap, topic, values, 10_000)
+    )
+    for proxy in kafka_cluster.proxies:
+        proxy.bandwidth(KIB_PER_S)
+    counts: dict[int, int] = {}
+    started = time.monotonic()
+    async with ShareConsumer(kafka_cluster.bootstrap, group_id=group, topics=[topic]) as c:
+        with anyio.fail_after(45):
+            async for record in c:
+                assert record.value == values[record.offset]
+                counts[record.offset] = record.delivery_count
+                if len(counts) == n:
+                    break
+        await c.commit()
+        late = c.metrics().fetches_late_total
+        ok = c.health().ok
+    elapsed = time.monotonic() - started
+    assert sorted(counts) == list(range(n))  # none archived: every offset arrived
+    redelivered = {o: d for o, d in counts.items() if d != 1}
+    assert not redelivered, f"records delivered more than once: {redelivered}"
+    assert late == 0 and ok
+    # The link, not the sizing, is the limit: 250 KB at 20 KiB/s is 12.2 s.
+    assert elapsed < 35, f"took {elapsed:.1f} s"
+
+
+async def test_a_record_that_cannot_arrive_within_the_lock(
+    kafka_cluster: KafkaCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One 120 KB record over 20 KiB/s (6 s) with a 2 s lock: it is still fetched, the
+    user is warned and it is counted, and ``health()`` says the consumer is stuck."""
+    topic, group = await _setup(kafka_cluster, lock_ms=2000)
+    await anyio.to_thread.run_sync(
+        lambda: _produce(kafka_cluster.plaintext_bootstrap, topic, [os.urandom(120_000)], 200_000)
+    )
+    for proxy in kafka_cluster.proxies:
+        proxy.bandwidth(KIB_PER_S)
+    caplog.set_level(logging.WARNING, logger="sharecon")
+    async with ShareConsumer(kafka_cluster.bootstrap, group_id=group, topics=[topic]) as c:
+        assert c.health().ok or c.health().member_state != "stable"
+        with anyio.fail_after(40):
+            while not c.health().stuck_for:  # noqa: ASYNC110 - polled state, no event
+                await anyio.sleep(0.2)
+        health = c.health()
+        assert not health.ok and health.stuck_for > 2.0
+        assert health.cluster.ok  # every broker reachable: only the link is too slow
+        assert c.metrics().fetches_late_total >= 1
+    assert any("longer than the 2.0 s acquisition lock" in r.getMessage() for r in caplog.records)
