@@ -282,6 +282,8 @@ async def cuts(
         tally.fault("cut all", time.monotonic())
         for proxy in c.proxies:
             proxy.cut()
+        # Every connection closed at once: the brokers may reload their share partitions.
+        tally.sessions_ended(time.monotonic())
         await anyio.sleep(a.cut_every)
 
 
@@ -299,6 +301,9 @@ async def stall(
     await anyio.sleep(a.stall)
     for proxy in c.proxies:
         proxy.heal()
+    # Ending the stall closes every connection it held, all at once: see
+    # DeliveryTally.sessions_ended and "The model broker" in docs/testing.md.
+    tally.sessions_ended(time.monotonic())
     tally.fault("healed", time.monotonic())
 
 

@@ -20,7 +20,7 @@ from sharecon._share.acks import AckBatch
 from sharecon._share.ledger import AckFailure, AckResult
 from sharecon._version import __version__
 from sharecon.admin import Admin
-from sharecon.config import Backoff, ConnectionConfig, SaslConfig
+from sharecon.config import Backoff, ConnectionConfig, SaslConfig, TlsConfig
 from sharecon.consumer import ConsumerHealth, ShareConsumer
 from sharecon.dlq import DeadLetterInfo, DeadLetterPolicy
 from sharecon.errors import KafkaError
@@ -55,6 +55,7 @@ __all__ = [
     "SaslConfig",
     "ShareConsumer",
     "TimestampType",
+    "TlsConfig",
     "TopicIdPartition",
     "TopicPartition",
     "__version__",

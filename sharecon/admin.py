@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Literal, TypeVar
@@ -87,6 +88,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from sharecon._net.sasl import SaslConfig
+    from sharecon._net.sasl_gssapi import GssapiConfig
     from sharecon.protocol import DeleteGroupsResponse, Request, Response
 
 R = TypeVar("R", bound="Response")
@@ -117,6 +119,10 @@ _COORDINATOR_MOVED = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.N
 # ... plus a coordinator still loading the group: retry the same one after a backoff.
 _COORDINATOR_RETRY = _COORDINATOR_MOVED | {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
 _SET, _DELETE = 0, 1  # IncrementalAlterConfigs operations
+# Config names whose values are credentials (ssl.key.password, sasl.jaas.config,
+# ...oauthbearer.client.secret, ssl.keystore.key): such a value never appears in an error.
+_SENSITIVE_CONFIG = re.compile(r"password|secret|jaas|token|credential|keystore\.key", re.I)
+_HIDDEN = "[hidden]"
 # ListOffsets timestamps that stand for "the first offset" and "the next offset to write".
 _EARLIEST, _LATEST = -2, -1
 # The partition's leader moved or is not known yet: refresh the metadata and ask again.
@@ -288,7 +294,8 @@ class Admin:
     :param connect_timeout: seconds to open and set up one connection.
     :param request_timeout: default seconds for each call (retries included).
     :param ssl_context: enables TLS (see :class:`~sharecon._net.connect.ConnectionConfig`).
-    :param sasl: SASL credentials.
+    :param sasl: SASL credentials (:class:`~sharecon.config.SaslConfig`), or a Kerberos
+        login (:class:`~sharecon.config.GssapiConfig`).
     :param config: a complete connection config instead of the separate options.
     """
 
@@ -300,7 +307,7 @@ class Admin:
         connect_timeout: float = 10.0,
         request_timeout: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
-        sasl: SaslConfig | None = None,
+        sasl: SaslConfig | GssapiConfig | None = None,
         config: ConnectionConfig | None = None,
     ) -> None:
         self._bootstrap = bootstrap
@@ -724,10 +731,11 @@ class Admin:
         )
         response = await self._open_cluster.request_any(request, timeout=self._timeout(timeout))
         for r in response.responses:
+            detail = r.error_message and _redact_config_values(r.error_message, configs)
             err = errors.error_for_code(
                 r.error_code,
                 f"altering configs of {_resource(resource_type, name)}"
-                + (f": {r.error_message}" if r.error_message else ""),
+                + (f": {detail}" if detail else ""),
             )
             if err is not None:
                 raise err
@@ -1099,3 +1107,18 @@ def _source(value: int) -> ConfigSource | int:
         return ConfigSource(value)
     except ValueError:
         return value
+
+
+def _is_sensitive_config(name: str) -> bool:
+    """True for a config whose value is a credential (its name mentions a password, a
+    secret, a token, a JAAS config or a private key), so it is never shown."""
+    return _SENSITIVE_CONFIG.search(name) is not None
+
+
+def _redact_config_values(text: str, configs: Mapping[str, str | None]) -> str:
+    """``text`` (e.g. a broker's error message) with the value of every sensitive config in
+    ``configs`` replaced by ``[hidden]``: brokers may quote a value they refuse."""
+    for key, value in configs.items():
+        if value and _is_sensitive_config(key):
+            text = text.replace(value, _HIDDEN)
+    return text

@@ -33,6 +33,7 @@ from sharecon import errors
 from sharecon._consumer.config import AcquireMode, ConsumerConfig, check_max_records, topics_tuple
 from sharecon._consumer.core import ConsumerCore
 from sharecon._consumer.fetcher import FetcherPool
+from sharecon._consumer.group_config import GROUP_RENEW_ENABLE, renewals_enabled
 from sharecon._consumer.group_config import lock_duration as group_lock_duration
 from sharecon._consumer.heartbeat import heartbeat_loop
 from sharecon._lifecycle import Lifecycle
@@ -42,7 +43,7 @@ from sharecon._net.connect import ConnectionConfig
 from sharecon._net.health import ClusterHealth  # noqa: TC001 - resolvable for get_type_hints
 from sharecon._share.lock_keeper import LockKeeper
 from sharecon._share.membership import MemberState
-from sharecon.dlq import DeadLetterPolicy, DeadLetterRouter
+from sharecon.dlq import DeadLetterPolicy, DeadLetterRouter, routing_error
 from sharecon.protocol import ShareGroupHeartbeatRequest
 from sharecon.protocol.names import validate_topic_name
 from sharecon.record import K, V
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from sharecon._net.sasl import SaslConfig
+    from sharecon._net.sasl_gssapi import GssapiConfig
     from sharecon._share.ledger import AckResult
     from sharecon.metrics import ConsumerMetrics
     from sharecon.producer import RecordMetadata
@@ -102,8 +104,13 @@ class ShareConsumer(Generic[K, V]):
     :param close_timeout: seconds :meth:`close` may take.
     :param client_id: sent to the brokers (logs, quotas).
     :param ssl_context: enables TLS (verification on with :func:`ssl.create_default_context`).
-    :param sasl: SASL credentials (:class:`sharecon.SaslConfig`).
+    :param sasl: SASL credentials (:class:`sharecon.SaslConfig`), or a Kerberos login
+        (:class:`sharecon.config.GssapiConfig`).
     :param connect_timeout: seconds to connect, negotiate and authenticate.
+    :param config: a complete :class:`~sharecon.config.ConnectionConfig` (TLS files for
+        mutual TLS, SASL, client id, timeouts) instead of ``client_id``, ``ssl_context``,
+        ``sasl`` and ``connect_timeout``, as ``Producer`` and ``Admin`` take it. Giving one
+        of those as well is a :class:`~sharecon.errors.ConfigError` unless it says the same.
     :param rack_id: the client's rack, sent when joining.
     :param dlq_topic: the dead-letter topic for :meth:`reject_to_dlq` (default
         ``dlq.<group_id>``).
@@ -118,7 +125,9 @@ class ShareConsumer(Generic[K, V]):
     :param keep_locks: renew the lock of every record handed out and not yet answered
         when it nears its end (Kafka 4.2+), for at most ``max_hold`` seconds per record.
         :meth:`process` does this by default. A failed renewal is logged (WARNING) and
-        counted in :meth:`health`.
+        counted in :meth:`health`. A group whose ``share.renew.acknowledge.enable`` is
+        false (Kafka 4.3+) makes :meth:`start` raise
+        :class:`~sharecon.errors.IncompatibleBrokerError` with ``keep_locks=True``.
     :param max_hold: seconds after its delivery that a record's lock stops being renewed.
     :param max_poll_interval: seconds the application may go without taking a record
         (iteration, :meth:`poll`, :meth:`batches`, :meth:`process`) before this member
@@ -154,8 +163,9 @@ class ShareConsumer(Generic[K, V]):
         close_timeout: float = 30.0,
         client_id: str = "sharecon",
         ssl_context: ssl.SSLContext | None = None,
-        sasl: SaslConfig | None = None,
+        sasl: SaslConfig | GssapiConfig | None = None,
         connect_timeout: float = 10.0,
+        config: ConnectionConfig | None = None,
         rack_id: str | None = None,
         dlq_topic: str | None = None,
         dead_letter: DeadLetterPolicy | None = None,
@@ -188,7 +198,15 @@ class ShareConsumer(Generic[K, V]):
         if dlq_topic is not None:
             validate_topic_name(dlq_topic, param="dlq_topic")
         self._bootstrap = bootstrap
-        self._connection = ConnectionConfig(
+        if config is not None:
+            _check_same_connection(
+                config,
+                client_id=client_id,
+                ssl_context=ssl_context,
+                sasl=sasl,
+                connect_timeout=connect_timeout,
+            )
+        self._connection = config or ConnectionConfig(
             client_id=client_id,
             connect_timeout=connect_timeout,
             request_timeout=request_timeout,
@@ -286,6 +304,21 @@ class ShareConsumer(Generic[K, V]):
                 require_record_limit(cluster.versions)
             await cluster.refresh_metadata(self._config.topics)
             missing = [t for t in self._config.topics if t not in cluster.metadata.topic_ids]
+            refused = [
+                t
+                for t in missing
+                if cluster.metadata.topic_errors.get(t)
+                == errors.ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            ]
+            if refused:
+                # Not "missing": the principal may not DESCRIBE them (the first heartbeat
+                # is refused too, and start() raises TopicAuthorizationFailedError).
+                logger.warning(
+                    "share consumer of group %s: not authorized to describe subscribed topics: %s",
+                    self._config.group_id,
+                    ", ".join(refused),
+                )
+                missing = [t for t in missing if t not in refused]
             if missing:
                 # Not fatal: the topic may be created later; but say so, once.
                 logger.warning(
@@ -317,6 +350,7 @@ class ShareConsumer(Generic[K, V]):
             tg.start_soon(self._run_heartbeat, core, name="sharecon heartbeat")
             if self._config.keep_locks:
                 core.check_renew()
+                await self._check_renewals(core, explicit=True)
                 self._keeper = LockKeeper(self._config.max_hold)
                 self._prepare_each = True
                 tg.start_soon(self._keep_locks, core, self._keeper, name="sharecon lock keeper")
@@ -706,7 +740,11 @@ class ShareConsumer(Generic[K, V]):
         (source topic, partition, offset, delivery count, group, ``reason``, time). The
         original is rejected only once the broker acknowledged the copy; if the copy
         cannot be written the original is **released** instead (delivered again later)
-        and :class:`~sharecon.errors.DeadLetterError` is raised: nothing is lost.
+        and :class:`~sharecon.errors.DeadLetterError` is raised: nothing is lost. When
+        retrying cannot help (the principal may not write the topic, its name is invalid)
+        it is :class:`~sharecon.errors.DeadLetterTopicError`, and the consumer stops with
+        it: :meth:`process`, the iteration and :meth:`poll` raise it, ``health()`` reports
+        it, and ``dlq_errors_total`` counts each record given back this way.
 
         When the broker keeps its own dead-letter queue for this group and topic (Kafka
         4.4 with ``share.version`` 2 and ``errors.deadletterqueue.topic.name``), the
@@ -722,7 +760,9 @@ class ShareConsumer(Generic[K, V]):
         :raises DeadLetterError: the copy could not be written (the record was released).
         :raises InvalidRecordStateError: the record is not held by this consumer.
         """
-        return await self._reject_to_dlq(self._raise_if_failed(), record, reason, topic)
+        # Not _raise_if_failed(): after a failure the record is still released first, so
+        # an implicit-mode loop that goes on cannot accept it.
+        return await self._reject_to_dlq(self._live(), record, reason, topic)
 
     async def _reject_to_dlq(
         self, core: ConsumerCore, record: Record[Any, Any], reason: str, topic: str | None
@@ -735,19 +775,32 @@ class ShareConsumer(Generic[K, V]):
             self.acknowledge(record, AckType.REJECT)
             return None
         target = topic or router.default_topic
+        if core.fatal is not None:
+            # A dead-letter topic that cannot be written stopped the consumer: another
+            # attempt would fail the same way; give the record back once and say why.
+            self._release_quietly(record)
+            raise core.fatal
         try:
             if not router.started:
                 await core.tg.start(router.host)
             written = await router.write(record, reason, target)
         except errors.KafkaError as exc:
             core.stats.dlq_errors += 1
+            # Released, not left to its lock: either way its next delivery counts one
+            # more (docs/security.md), and a release cannot be auto-accepted later.
             self._release_quietly(record)
-            if isinstance(exc, errors.DeadLetterError):
-                raise
-            raise errors.DeadLetterError(
-                f"{record.topic}-{record.partition}@{record.offset}: dead-letter routing to "
-                f"{target!r} failed: {exc}"
-            ) from exc
+            err = exc
+            if not isinstance(exc, errors.DeadLetterError):
+                # E.g. the router's producer could not start (InitProducerId refused).
+                err = routing_error(
+                    f"{record.topic}-{record.partition}@{record.offset}: dead-letter routing "
+                    f"to {target!r} failed",
+                    exc,
+                )
+                err.__cause__ = exc
+            if isinstance(err, errors.DeadLetterTopicError) and not core.is_closing():
+                core.fail(err)  # stop: routing anything else would fail the same way
+            raise err from err.__cause__
         except BaseException:
             self._release_quietly(record)
             raise
@@ -765,6 +818,14 @@ class ShareConsumer(Generic[K, V]):
         """Route records past the policy's delivery limit (never raises into the group)."""
         limit = core.dlq_limit
         while not core.closing:
+            if core.fatal is not None:
+                # The consumer failed (maybe this routing): the records still queued are
+                # released, not routed (close() would release them too).
+                batch, core.dead_letters = core.dead_letters, []
+                for record in batch:
+                    self._release_quietly(record)
+                await core.dead_letter_signal.wait(timeout=1.0)
+                continue
             if not core.dead_letters:
                 await core.dead_letter_signal.wait(timeout=1.0)
                 continue
@@ -803,8 +864,10 @@ class ShareConsumer(Generic[K, V]):
 
         :param keep_locks: renew the lock of each record while its handler runs (up to the
             consumer's ``max_hold``). ``None`` (default): on where the broker can renew
-            (Kafka 4.2+), off on 4.1. ``True`` on a 4.1 broker raises
-            :class:`~sharecon.errors.UnsupportedVersionError`.
+            (Kafka 4.2+), off on 4.1, and off with one WARNING where the group's
+            ``share.renew.acknowledge.enable`` is false (Kafka 4.3+). ``True`` on a 4.1
+            broker raises :class:`~sharecon.errors.UnsupportedVersionError`, and where the
+            group refuses renewals :class:`~sharecon.errors.IncompatibleBrokerError`.
         """
         if concurrency < 1:
             raise errors.ConfigError(f"concurrency must be at least 1, not {concurrency}")
@@ -814,7 +877,8 @@ class ShareConsumer(Generic[K, V]):
         if keeper is None and keep_locks is not False:
             if keep_locks or core.can_renew():
                 core.check_renew()
-                keeper = LockKeeper(self._config.max_hold)
+                if await self._check_renewals(core, explicit=bool(keep_locks)):
+                    keeper = LockKeeper(self._config.max_hold)
         hold = keeper.hold if keeper is not None else None
         deserializing = self._deserializing
         # One test per record for both (rule: no extra work without deserializers).
@@ -825,10 +889,10 @@ class ShareConsumer(Generic[K, V]):
             clock = core.clock
             while True:
                 self._asked(core)
+                if core.fatal is not None:
+                    return  # raised below, once, not in an exception group
                 record: Record[Any, Any] | None = buffer.pop_one(clock)
                 if record is None:
-                    if core.fatal is not None:
-                        raise core.fatal
                     if self._closed or core.closing:
                         return
                     await self._wait_for_records(core)
@@ -853,6 +917,8 @@ class ShareConsumer(Generic[K, V]):
                                 core, record, f"{type(exc).__name__}: {exc}", None
                             )
                         except errors.DeadLetterError as dlq_exc:
+                            if _failed(core):
+                                return  # it stopped the consumer: raised below
                             core.note_error(dlq_exc)
                     else:
                         self._answer_if_open(record, AckType.RELEASE)
@@ -866,6 +932,8 @@ class ShareConsumer(Generic[K, V]):
                 for _ in range(concurrency):
                     workers.start_soon(worker)
             tg.cancel_scope.cancel()  # the workers are done: so is this keeper
+        if core.fatal is not None:
+            raise core.fatal
 
     # -- deserializers ---------------------------------------------------------------------
 
@@ -925,7 +993,9 @@ class ShareConsumer(Generic[K, V]):
             try:
                 await self._reject_to_dlq(core, record, f"DeserializationError: {exc}", None)
             except errors.DeadLetterError as dlq_exc:
-                core.note_error(dlq_exc)  # reject_to_dlq released it instead
+                # reject_to_dlq released it instead (and, for a DeadLetterTopicError,
+                # stopped the consumer: the next wait raises it)
+                core.note_error(dlq_exc)
             else:
                 exc.dead_lettered = True
             return
@@ -968,6 +1038,37 @@ class ShareConsumer(Generic[K, V]):
             await core.buffer.data.wait()
         finally:
             self._waiting -= 1
+
+    async def _check_renewals(self, core: ConsumerCore, *, explicit: bool) -> bool:
+        """Whether the group takes lock renewals (``share.renew.acknowledge.enable``, Kafka
+        4.3+), asked before keeping locks instead of failing each renewal later.
+
+        :returns: False when the group refuses them and ``keep_locks`` was the default
+            (one WARNING says so; locks are then not kept).
+        :raises IncompatibleBrokerError: the group refuses them and ``keep_locks=True``
+            was asked for.
+        """
+        enabled = await renewals_enabled(
+            core.cluster, self._config.group_id, timeout=self._config.request_timeout
+        )
+        if enabled is not False:
+            return True  # enabled, or cannot be told (older broker, no DESCRIBE_CONFIGS)
+        what = (
+            f"group {self._config.group_id!r} has {GROUP_RENEW_ENABLE}=false: the broker "
+            "refuses lock renewals"
+        )
+        if explicit:
+            raise errors.IncompatibleBrokerError(
+                f"{what}, so keep_locks cannot keep locks (set {GROUP_RENEW_ENABLE}=true on "
+                "the group, or keep_locks=False)"
+            )
+        logger.warning(
+            "share consumer %s: %s; process() does not keep locks: a handler that runs past "
+            "the lock duration loses its record to another delivery",
+            core.member_id,
+            what,
+        )
+        return False
 
     async def _keep_locks(self, core: ConsumerCore, keeper: LockKeeper[Record[Any, Any]]) -> None:
         """Renew the locks of held records as they near their end (see ``keep_locks``)."""
@@ -1111,6 +1212,8 @@ class ShareConsumer(Generic[K, V]):
                     )
                 core.accept(cur)
             self._current = None
+        if core.fatal is not None:
+            raise core.fatal  # stop at once, not after the buffered records
         if self._prepare_each:
             return await self._next_prepared(core)
         buffer = core.buffer
@@ -1186,6 +1289,8 @@ class ShareConsumer(Generic[K, V]):
             else:
                 core.answer_all_delivered(AckType.ACCEPT)
             self._batch_out = False
+        if core.fatal is not None:
+            raise core.fatal  # stop at once, not after the buffered records
         if self._pending_error is not None:
             self._raise_pending()
         with anyio.move_on_after(math.inf if timeout is None else timeout):
@@ -1266,6 +1371,35 @@ class ConsumerHealth:
     cluster: ClusterHealth
 
 
+def _check_same_connection(
+    config: ConnectionConfig,
+    *,
+    client_id: str,
+    ssl_context: ssl.SSLContext | None,
+    sasl: SaslConfig | GssapiConfig | None,
+    connect_timeout: float,
+) -> None:
+    """Refuse separate connection options that contradict ``config`` (left at their
+    defaults, they are simply not used)."""
+    clashes = [
+        name
+        for name, given, default, wanted in (
+            ("client_id", client_id, "sharecon", config.client_id),
+            ("connect_timeout", connect_timeout, 10.0, config.connect_timeout),
+        )
+        if given != default and given != wanted
+    ]
+    if ssl_context is not None and ssl_context is not config.ssl_context:
+        clashes.append("ssl_context")
+    if sasl is not None and sasl != config.sasl:
+        clashes.append("sasl")
+    if clashes:
+        raise errors.ConfigError(
+            f"config= is given, and so is {', '.join(clashes)} with another value: put "
+            "every connection setting in the ConnectionConfig"
+        )
+
+
 def _by_partition(results: list[AckResult]) -> dict[TopicPartition, errors.KafkaError | None]:
     """commit()'s answer: per partition, ``None`` or the first error of its results."""
     out: dict[TopicPartition, errors.KafkaError | None] = {}
@@ -1303,3 +1437,8 @@ def _describe_unacked(missing: Mapping[TopicIdPartition, list[int]]) -> str:
         shown = ", ".join(map(str, offsets[:10])) + (" ..." if len(offsets) > 10 else "")
         parts.append(f"{tp.topic or tp.topic_id}-{tp.partition} offsets {shown}")
     return "explicit ack mode: answer every record of the previous batch first: " + "; ".join(parts)
+
+
+def _failed(core: ConsumerCore) -> bool:
+    """Whether the consumer failed (a call, so type checkers re-read it after awaits)."""
+    return core.fatal is not None

@@ -4,23 +4,37 @@ Rules of this module:
 
 1. Nothing is lost: the original is rejected only after the broker acknowledged the copy.
    If the copy cannot be written, the original is *released* (delivered again later) and
-   the caller gets :class:`~sharecon.errors.DeadLetterError`.
+   the caller gets :class:`~sharecon.errors.DeadLetterError`. When retrying cannot help
+   (the principal may not write, describe or create the topic; an invalid name) it is
+   :class:`~sharecon.errors.DeadLetterTopicError`, and the consumer stops with it: every
+   further record routed there would only be released again, one delivery closer to the
+   broker's ``share.delivery.count.limit``, past which it is archived unseen.
 2. The copy keeps the original key, value and headers, and adds ``sharecon.dlq.*`` headers
    naming where it came from and why (see :data:`DLQ_HEADERS`), so it can be inspected and
    replayed (``sharecon dlq replay``).
 3. Where the broker routes rejected records itself (Kafka 4.4, ``share.version`` 2, and
    the group config ``errors.deadletterqueue.topic.name`` naming the same topic), the
    client does not copy: rejecting is enough, and the broker writes the copy, with its
-   own ``__dlq.errors.*`` headers instead (see :data:`BROKER_DLQ_HEADERS`).
+   own ``__dlq.errors.*`` headers instead (see :data:`BROKER_DLQ_HEADERS`). The group
+   config can change at any time: what it says is kept for :data:`BROKER_DLQ_TTL`
+   seconds, then asked again; a lookup that failed for a transient reason (a timeout, a
+   lost connection, a moved coordinator) is retried after :data:`BROKER_DLQ_RETRY`
+   seconds (copying in the client meanwhile), one refused (no DESCRIBE_CONFIGS on the
+   group) after the TTL. When the broker's topic differs from the policy's, the client
+   writes its copy to the policy's topic, and the broker, which copies every rejected
+   record of the group, writes one to its own topic too.
 4. The producer and admin client the router needs run in a task of the consumer's task
    group, started on first use and stopped when the consumer closes.
+5. Least privilege: the topic is looked up (Metadata, which needs DESCRIBE) before it is
+   created, so a principal with WRITE on an existing topic needs no CREATE: Kafka refuses
+   ``CreateTopics`` without CREATE even for a topic that exists.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -40,6 +54,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BROKER_DLQ_DELIVERY_COUNT",
+    "BROKER_DLQ_RETRY",
+    "BROKER_DLQ_TTL",
     "BROKER_DLQ_GROUP",
     "BROKER_DLQ_HEADERS",
     "BROKER_DLQ_MESSAGE",
@@ -55,6 +71,7 @@ __all__ = [
     "DLQ_REASON",
     "DLQ_TIME",
     "DLQ_TOPIC",
+    "BrokerDlqCache",
     "DeadLetterInfo",
     "DeadLetterPolicy",
     "any_dead_letter_info",
@@ -113,6 +130,38 @@ BROKER_DLQ_HEADERS = (
     BROKER_DLQ_DELIVERY_COUNT,
     BROKER_DLQ_MESSAGE,
 )
+
+
+#: Seconds a looked-up ``errors.deadletterqueue.topic.name`` is trusted (rule 3).
+BROKER_DLQ_TTL = 30.0
+#: Seconds before a lookup that failed for a transient reason is tried again (rule 3).
+BROKER_DLQ_RETRY = 1.0
+
+
+@dataclass(slots=True)
+class BrokerDlqCache:
+    """Rule 3, sans-I/O: when to ask the group's ``errors.deadletterqueue.topic.name``
+    again, and what the last answer was (``None``: the broker keeps no dead-letter
+    topic for the group, or it could not be read)."""
+
+    ttl: float = BROKER_DLQ_TTL
+    retry: float = BROKER_DLQ_RETRY
+    topic: str | None = None
+    _due: float = field(default=float("-inf"), init=False)
+
+    def needs_lookup(self, now: float) -> bool:
+        """Whether the value is stale at ``now`` (never looked up, expired, or failed)."""
+        return now >= self._due
+
+    def on_value(self, now: float, topic: str | None) -> None:
+        """The lookup at ``now`` answered ``topic`` (``None`` or empty: not set)."""
+        self.topic = topic or None
+        self._due = now + self.ttl
+
+    def on_error(self, now: float, *, retriable: bool) -> None:
+        """The lookup at ``now`` failed: copy in the client until it is asked again."""
+        self.topic = None
+        self._due = now + (self.retry if retriable else self.ttl)
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,7 +324,7 @@ class DeadLetterRouter:
         self._stopped = anyio.Event()
         self.started = False
         self._known_topics: set[str] = set()
-        self._broker_dlq_topic: str | None | bool = False  # False: not looked up yet
+        self._broker_dlq = BrokerDlqCache()
 
     async def host(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Run the router's producer and admin until :meth:`stop` (rule 4)."""
@@ -307,32 +356,54 @@ class DeadLetterRouter:
         """Rule 3: does the broker copy rejected records of this group to ``topic``?"""
         if self.policy.use_broker_dlq is False or self._share_version < 2:
             return False
-        if self._broker_dlq_topic is False:
+        cache = self._broker_dlq
+        now = anyio.current_time()
+        if cache.needs_lookup(now):
             assert self._admin is not None
             try:
                 entries = await self._admin.describe_group_config(
                     self.group_id, [BROKER_DLQ_CONFIG]
                 )
-                entry = entries.get(BROKER_DLQ_CONFIG)
-                self._broker_dlq_topic = entry.value if entry is not None and entry.value else None
             except errors.KafkaError as exc:
                 logger.info(
                     "could not read %s of group %s: %s", BROKER_DLQ_CONFIG, self.group_id, exc
                 )
-                self._broker_dlq_topic = None
-        return self._broker_dlq_topic == topic
+                cache.on_error(anyio.current_time(), retriable=exc.retriable)
+            else:
+                entry = entries.get(BROKER_DLQ_CONFIG)
+                cache.on_value(anyio.current_time(), entry.value if entry is not None else None)
+        return cache.topic == topic
 
     async def _ensure_topic(self, topic: str) -> None:
-        if topic in self._known_topics or not self.policy.create_topic:
+        """Rule 5: make sure ``topic`` exists, creating it only if it does not."""
+        if topic in self._known_topics:
             return
         assert self._admin is not None
+        try:
+            await self._admin.describe_topics([topic])
+        except errors.UnknownTopicOrPartitionError as exc:
+            if not self.policy.create_topic:
+                # Every record routed here would be released again: stop instead.
+                raise errors.DeadLetterTopicError(
+                    f"the dead-letter topic {topic!r} does not exist (and create_topic=False)"
+                ) from exc
+        except errors.KafkaError as exc:
+            raise routing_error(
+                f"cannot look up the dead-letter topic {topic!r}", exc, topic_level=True
+            ) from exc
+        else:
+            self._known_topics.add(topic)
+            return
         try:
             await self._admin.create_topics(
                 [topic], num_partitions=self.policy.partitions, exist_ok=True
             )
         except errors.KafkaError as exc:
-            raise errors.DeadLetterError(
-                f"cannot create the dead-letter topic {topic!r}: {exc}"
+            raise routing_error(
+                f"cannot create the dead-letter topic {topic!r} (create it beforehand, or "
+                "grant CREATE on it)",
+                exc,
+                topic_level=True,
             ) from exc
         self._known_topics.add(topic)
 
@@ -358,7 +429,37 @@ class DeadLetterRouter:
                 timestamp=record.timestamp if record.timestamp >= 0 else None,
             )
         except errors.KafkaError as exc:
-            raise errors.DeadLetterError(
+            raise routing_error(
                 f"{record.topic}-{record.partition}@{record.offset}: writing the dead-letter "
-                f"copy to {topic!r} failed: {exc}"
+                f"copy to {topic!r} failed",
+                exc,
             ) from exc
+
+
+# Errors that say the topic itself cannot be written, whatever the record (rule 1). A
+# record too large for the topic is not among them: the next one may fit.
+_TOPIC_REFUSED: tuple[type[errors.BrokerError], ...] = (
+    errors.TopicAuthorizationFailedError,
+    errors.ClusterAuthorizationFailedError,
+    errors.InvalidTopicError,
+)
+
+
+def routing_error(
+    what: str, exc: errors.KafkaError, *, topic_level: bool = False
+) -> errors.DeadLetterError:
+    """Rule 1: :class:`~sharecon.errors.DeadLetterTopicError` when retrying cannot help:
+    an authorization error or an invalid topic, or (``topic_level``: looking the topic up
+    or creating it) any broker error that is not retriable. Else
+    :class:`~sharecon.errors.DeadLetterError`: a closing client, a timeout, a lost
+    connection or a record too large may pass."""
+    if isinstance(exc, errors.BrokerError) and (
+        isinstance(exc, _TOPIC_REFUSED) or (topic_level and not exc.retriable)
+    ):
+        hint = ""
+        if isinstance(
+            exc, (errors.TopicAuthorizationFailedError, errors.ClusterAuthorizationFailedError)
+        ):
+            hint = " (see the ACLs of a dead-letter writer in docs/security.md)"
+        return errors.DeadLetterTopicError(f"{what}: {exc}{hint}")
+    return errors.DeadLetterError(f"{what}: {exc}")

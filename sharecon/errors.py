@@ -11,6 +11,7 @@ Layout::
     ├── ConfigError                   a wrong argument or configuration value
     ├── UnacknowledgedRecordsError    explicit mode: delivered records were not answered
     ├── DeadLetterError               a dead-letter copy could not be written (record released)
+    │   └── DeadLetterTopicError      ... and never will be (not authorized, invalid topic): the consumer stops
     ├── SerializationError            a producer's serializer failed (nothing was sent)
     ├── DeserializationError          a consumer's deserializer failed (the record was released)
     ├── ClientStateError              a client used before start() or after close
@@ -19,6 +20,7 @@ Layout::
     ├── KafkaConnectionError          a connection to a broker failed or broke
     │   ├── BrokerConnectError        could not connect (refused, unreachable, TLS handshake)
     │   └── BrokerDisconnectedError   an open connection broke or was closed
+    ├── OAuthTokenError               no OAUTHBEARER token could be obtained
     ├── KafkaTimeoutError             a deadline passed
     │   └── RequestTimeoutError       a request got no response in time
     └── BrokerError                   the broker answered with a non-zero error code
@@ -47,6 +49,7 @@ __all__ = [
     "ClientStateError",
     "ConfigError",
     "DeadLetterError",
+    "DeadLetterTopicError",
     "CorruptRecordError",
     "DeserializationError",
     "ErrorCode",
@@ -56,10 +59,12 @@ __all__ = [
     "KafkaError",
     "KafkaTimeoutError",
     "LocalProtocolError",
+    "OAuthTokenError",
     "ProtocolError",
     "RemoteProtocolError",
     "RequestTimeoutError",
     "SerializationError",
+    "TlsAuthenticationError",
     "UnacknowledgedRecordsError",
     "error_class_for_code",
     "error_for_code",
@@ -111,6 +116,13 @@ class IncompatibleBrokerError(KafkaError):
 
 class DeadLetterError(KafkaError):
     """A dead-letter copy could not be written; the original record was released, not rejected."""
+
+
+class DeadLetterTopicError(DeadLetterError):
+    """The dead-letter topic cannot be written and retrying will not help: the principal
+    may not write (or create, or describe) it, or its name is invalid. The record was
+    released, and the consumer stops with this error, so that no further record is sent
+    back towards its delivery limit; ``__cause__`` is the broker's error."""
 
 
 class UnacknowledgedRecordsError(KafkaError):
@@ -211,8 +223,32 @@ class BrokerConnectError(KafkaConnectionError):
         self.definite = definite
 
 
+class TlsAuthenticationError(BrokerConnectError):
+    """The broker refused this client's TLS certificate (none given, untrusted, expired).
+
+    Retrying with the same certificate files cannot help, so the bootstrap gives up at
+    once; replace the files (they are re-read for each new connection) or fix the
+    ``tls=`` settings. ``definite`` is always True.
+    """
+
+    retriable = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, definite=True)
+
+
 class BrokerDisconnectedError(KafkaConnectionError):
     """An open connection broke or was closed; requests pending on it failed with this."""
+
+
+class OAuthTokenError(KafkaError):
+    """An OAUTHBEARER token could not be obtained, so no login was tried.
+
+    The token endpoint refused the client (``invalid_client``: a wrong id or secret), or
+    could not be reached after retries, or the token provider failed. The message names
+    the endpoint and its HTTP status and OAuth error code, never a secret or a token.
+    A token the *broker* refuses is a :class:`SaslAuthenticationFailedError` instead.
+    """
 
 
 class KafkaTimeoutError(KafkaError, builtins.TimeoutError):

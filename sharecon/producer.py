@@ -96,6 +96,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from sharecon._net.sasl import SaslConfig
+    from sharecon._net.sasl_gssapi import GssapiConfig
     from sharecon.metrics import ProducerMetrics
     from sharecon.protocol import ProduceResponse
     from sharecon.protocol.messages.produce import PartitionProduceResponse
@@ -488,13 +489,39 @@ def _headers(headers: object) -> tuple[tuple[str, bytes | None], ...]:
     return tuple(out)
 
 
+def _varint_size(n: int) -> int:
+    # Bytes of the zigzag varint of a length n >= 0 (as the v2 record format writes it).
+    return 1 if n < 64 else 2 if n < 8192 else 3 if n < 1048576 else 4 if n < 134217728 else 5
+
+
 def _record_size(
     key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]]
 ) -> int:
+    """The record's encoded size: exact for the headers (each is key length, key, value
+    length, value, the lengths as varints: 3 bytes for a 1-byte key and an empty value),
+    an upper bound for the rest.
+
+    :raises ConfigError: a header key that is not encodable as UTF-8 (a lone surrogate).
+    """
     size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
     for hkey, hvalue in headers:
-        size += len(hkey) + (len(hvalue) if hvalue else 0) + 10
-    return size
+        if hkey.isascii():
+            n = len(hkey)
+        else:
+            try:
+                n = len(hkey.encode("utf-8"))
+            except UnicodeEncodeError as exc:
+                raise errors.ConfigError(
+                    f"header key {hkey!r} is not valid text: {exc.reason} at index {exc.start}"
+                ) from None
+        size += n + _varint_size(n)
+        if hvalue is None:
+            size += 1  # length -1
+        else:
+            m = len(hvalue)
+            size += m + _varint_size(m)
+    # The header count is a varint too (1 byte up to 63 headers, counted in the overhead).
+    return size + _varint_size(len(headers)) - 1
 
 
 def _codec(compression: str | Codec | None) -> Codec:
@@ -542,7 +569,8 @@ class Producer(Generic[KT, VT]):
     :param client_id: sent in request headers.
     :param connect_timeout: seconds to open and set up one connection.
     :param ssl_context: enables TLS.
-    :param sasl: SASL credentials.
+    :param sasl: SASL credentials (:class:`~sharecon.config.SaslConfig`), or a Kerberos
+        login (:class:`~sharecon.config.GssapiConfig`).
     :param config: a complete connection config instead of the separate options.
     :param close_timeout: bound on closing connections when leaving ``async with``.
     :param key_serializer: turns each key given to :meth:`send` / :meth:`send_batch` into
@@ -572,7 +600,7 @@ class Producer(Generic[KT, VT]):
         client_id: str = "sharecon-producer",
         connect_timeout: float = 10.0,
         ssl_context: ssl.SSLContext | None = None,
-        sasl: SaslConfig | None = None,
+        sasl: SaslConfig | GssapiConfig | None = None,
         config: ConnectionConfig | None = None,
         close_timeout: float = 5.0,
         key_serializer: Callable[[KT], bytes | None] | None = None,

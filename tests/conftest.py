@@ -19,9 +19,15 @@ _XDIST_GROUPS = {
     "tests/cluster/": "cluster",
     "tests/broker/test_matrix.py": "versions",
     "tests/consumer/test_versions.py": "versions",
+    "tests/broker/test_kerberos.py": "kerberos",  # one KDC and one GSSAPI broker
+    "tests/testing/test_conformance.py": "versions",
+    "tests/test_xdist_groups.py": "selfcheck",
+    # One module-scoped broker requiring client certificates: started once, on one worker.
+    "tests/broker/test_mtls.py": "mtls",
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks into node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not config.pluginmanager.has_plugin("xdist"):
         return  # ``-p no:xdist``: the mark would not even be known

@@ -66,6 +66,8 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
         SANS_IO_BASE
         | {
             "sharecon._net.sasl",
+            "sharecon._net.oauth",  # OAUTHBEARER settings build an OidcTokenProvider
+            "sharecon.config",
             "sharecon.admin",
             "sharecon.consumer",
             "sharecon.dlq",

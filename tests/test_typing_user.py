@@ -14,12 +14,26 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 USER_CODE = """
 from __future__ import annotations
 
+import pathlib
 from typing import Any
 
 from typing_extensions import assert_type
 
 from sharecon import Producer, ProducerRecord, Record, RecordedAcks, ShareConsumer
+from sharecon.config import ConnectionConfig, TlsConfig, from_properties
 from sharecon.serde import json_deserializer, json_serializer, string_deserializer
+
+
+async def from_files() -> None:
+    props = from_properties("client.properties")
+    async with Producer(**props) as untyped:  # accepted; its record types are Any
+        await untyped.send_and_wait("t", b"v")
+    async with Producer(props.bootstrap, config=props.config) as producer:
+        await producer.send("t", b"v", key="typed as Producer(bootstrap) is")
+    tls = TlsConfig(ca_file=pathlib.Path("ca.pem"), cert_file="c.crt", key_file="c.key")
+    config = ConnectionConfig(tls=tls)
+    async with ShareConsumer(props.bootstrap, group_id="g", topics=["t"], config=config) as c:
+        assert_type(c, ShareConsumer[bytes, bytes])
 
 
 async def plain(bootstrap: str) -> None:

@@ -32,6 +32,9 @@ SECRET_FIELDS: frozenset[tuple[str, str]] = frozenset(
     {
         ("SaslAuthenticateRequest", "AuthBytes"),
         ("SaslAuthenticateResponse", "AuthBytes"),
+        # A config value set through IncrementalAlterConfigs may be a password or a JAAS
+        # config with one inside (sasl.jaas.config, ssl.key.password, ...).
+        ("AlterableConfig", "Value"),
     }
 )
 

@@ -1,4 +1,5 @@
-"""The share group's settings a consumer may ask about: its acquisition lock duration.
+"""The share group's settings a consumer may ask about: its acquisition lock duration,
+and whether it takes lock renewals.
 
 Rules of this module:
 
@@ -10,6 +11,9 @@ Rules of this module:
    ``group.share.record.lock.duration.ms`` is asked for (DescribeConfigs on its BROKER
    resource): the coordinator's setting is the one that applies to the group.
 3. Nothing is cached: a group config can change at any time.
+4. ``share.renew.acknowledge.enable`` (Kafka 4.3+; true unless set): whether the broker
+   applies RENEW answers for the group. ``None`` when it cannot be told (an older broker
+   that does not report it, or a principal without DESCRIBE_CONFIGS on the group).
 """
 
 from __future__ import annotations
@@ -24,12 +28,20 @@ from sharecon.protocol.messages.describe_configs import DescribeConfigsResource
 if TYPE_CHECKING:
     from sharecon._net.cluster import Cluster
 
-__all__ = ["BROKER_LOCK_DURATION", "GROUP_LOCK_DURATION", "lock_duration"]
+__all__ = [
+    "BROKER_LOCK_DURATION",
+    "GROUP_LOCK_DURATION",
+    "GROUP_RENEW_ENABLE",
+    "lock_duration",
+    "renewals_enabled",
+]
 
 #: The group config (KIP-932).
 GROUP_LOCK_DURATION = "share.record.lock.duration.ms"
 #: The broker's default for every share group.
 BROKER_LOCK_DURATION = "group.share.record.lock.duration.ms"
+#: The group config (Kafka 4.3+) that lets the broker refuse lock renewals (rule 4).
+GROUP_RENEW_ENABLE = "share.renew.acknowledge.enable"
 
 # DescribeConfigs resource types (as sharecon.admin.ResourceType, which layer 4 internals
 # do not import).
@@ -77,6 +89,18 @@ async def lock_duration(cluster: Cluster, group_id: str, *, timeout: float) -> f
             "of milliseconds"
         )
     return ms / 1000
+
+
+async def renewals_enabled(cluster: Cluster, group_id: str, *, timeout: float) -> bool | None:
+    """Whether the broker takes RENEW answers for ``group_id`` (rule 4); ``None`` when it
+    cannot be told."""
+    try:
+        value = await _describe(cluster, None, _GROUP, group_id, GROUP_RENEW_ENABLE, timeout)
+    except errors.KafkaError:  # refused, or no answer in time: cannot be told
+        return None
+    if value is None:
+        return None
+    return value.strip().lower() != "false"
 
 
 async def _describe(

@@ -7,6 +7,10 @@ Rules of this module:
 2. The coordinator is looked up with FindCoordinator and cached by the cluster; a
    transport error or NOT_COORDINATOR invalidates it.
 3. The loop ends once the member has left (close) or failed; it never raises.
+4. TOPIC_AUTHORIZATION_FAILED (the principal may not describe a subscribed topic) stops
+   the consumer with that error, so start() or the iteration raises it within a heartbeat
+   backoff. The member itself stays where it is (it backs off) so close() still leaves the
+   group cleanly.
 """
 
 from __future__ import annotations
@@ -105,7 +109,9 @@ async def _apply(core: ConsumerCore, outcome: HeartbeatOutcome) -> None:
         core.stats.on_rebalance(time.monotonic())
         await core.apply_assignment(outcome.change)
     if outcome.error is not None:
-        if outcome.state is MemberState.FATAL:
+        if outcome.state is MemberState.FATAL or isinstance(
+            outcome.error, errors.TopicAuthorizationFailedError
+        ):
             core.fail(outcome.error)
         else:
             core.note_error(outcome.error)

@@ -1019,6 +1019,9 @@ class Cluster:
 
 def _is_permanent(exc: errors.BrokerConnectError) -> bool:
     # A certificate the client rejects will be rejected on every retry: say so at once.
+    # So will the broker reject our certificate again.
+    if isinstance(exc, errors.TlsAuthenticationError):
+        return True
     cause = exc.__cause__
     while cause is not None:
         if isinstance(cause, ssl.SSLCertVerificationError):

@@ -15,6 +15,7 @@ Rules of this module:
 from __future__ import annotations
 
 import errno
+import inspect
 import logging
 import math
 import random
@@ -24,9 +25,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import anyio
+import anyio.to_thread
 
 from sharecon import errors
 from sharecon._net.connection import DEFAULT_MAX_FRAME_SIZE, BrokerAddress, BrokerConnection
+from sharecon._net.sasl import OAuthBearerToken
 from sharecon._version import __version__
 from sharecon.protocol import (
     ApiVersionsRequest,
@@ -43,16 +46,22 @@ if TYPE_CHECKING:
 
     from anyio.abc import ByteStream, TaskGroup
 
-    from sharecon._net.sasl import SaslConfig
+    from sharecon._net.sasl import SaslConfig, TokenProvider
+    from sharecon._net.sasl_gssapi import GssapiConfig
+    from sharecon._net.tls import TlsConfig
 
 __all__ = ["ConnectionConfig", "handshake", "open_connection"]
 
 logger = logging.getLogger(__name__)
 
 _API_VERSIONS_KEY = ApiVersionsRequest.api_key
+#: Seconds a token provider may take (its own retries included) before the login fails.
+TOKEN_TIMEOUT = 30.0
 _CLIENT_ID_MAX_BYTES = 0x7FFF
 # The broker validates ClientSoftwareName/Version against this pattern (KIP-511).
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+# OpenSSL's reasons for a handshake reply that is not TLS at all.
+_NOT_TLS_REASONS = frozenset({"WRONG_VERSION_NUMBER", "HTTP_REQUEST", "PACKET_LENGTH_TOO_LONG"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +73,11 @@ class ConnectionConfig:
     :param request_timeout: default seconds a request may wait for its response.
     :param ssl_context: enables TLS; build it with :func:`ssl.create_default_context`
         (verification on) and load your CA with ``cafile=``.
-    :param sasl: SASL credentials (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), or None.
+    :param tls: enables TLS from certificate files (:class:`~sharecon._net.tls.TlsConfig`:
+        CA, client certificate and key for mutual TLS, key password), re-read when the
+        files change; instead of ``ssl_context``.
+    :param sasl: SASL credentials (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER), a
+        Kerberos login (:class:`~sharecon.config.GssapiConfig`), or None.
     :param max_frame_size: largest response frame accepted (bytes).
     """
 
@@ -72,8 +85,9 @@ class ConnectionConfig:
     connect_timeout: float = 10.0
     request_timeout: float = 30.0
     ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
-    sasl: SaslConfig | None = None
+    sasl: SaslConfig | GssapiConfig | None = None
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+    tls: TlsConfig | None = None
 
     def __post_init__(self) -> None:
         # The header carries client_id as an int16-length string: a longer one could only
@@ -90,6 +104,48 @@ class ConnectionConfig:
                 raise errors.ConfigError(f"{name} must be finite positive seconds, got {value!r}")
         if self.max_frame_size < 1024:
             raise errors.ConfigError(f"max_frame_size {self.max_frame_size} is too small")
+        if self.ssl_context is not None and self.tls is not None:
+            raise errors.ConfigError("give ssl_context or tls (certificate files), not both")
+        if self.ssl_context is not None:
+            _warn_if_unverified(self.ssl_context)
+
+    @property
+    def uses_tls(self) -> bool:
+        """Whether connections are made over TLS."""
+        return self.ssl_context is not None or self.tls is not None
+
+    def current_ssl_context(self) -> ssl.SSLContext | None:
+        """The SSL context for a connection opened now (``tls`` files re-read if changed)."""
+        if self.tls is not None:
+            return self.tls.context()
+        return self.ssl_context
+
+
+# Which weakened TLS settings were already reported: once per process each, so that an
+# application opening many clients with the same context is told once, not per client.
+_INSECURE_WARNED: set[str] = set()
+
+
+def _warn_if_unverified(context: ssl.SSLContext) -> None:
+    # Verification off is sometimes deliberate (a test cluster), but it must never be
+    # silent: the connection is then encrypted, yet anyone on the path can pose as the broker.
+    if context.verify_mode == ssl.CERT_NONE:
+        what, detail = "CERT_NONE", "verify_mode is CERT_NONE: any certificate is accepted"
+    elif not context.check_hostname:
+        what, detail = (
+            "check_hostname",
+            "check_hostname is False: a certificate for any name is accepted",
+        )
+    else:
+        return
+    if what in _INSECURE_WARNED:
+        return
+    _INSECURE_WARNED.add(what)
+    logger.warning(
+        "TLS certificate verification is weakened (ssl_context.%s), so the broker's "
+        "identity is not checked; use ssl.create_default_context(cafile=...) outside tests",
+        detail,
+    )
 
 
 async def open_connection(
@@ -110,19 +166,34 @@ async def open_connection(
         starts with the address and says why (refused, timed out, not Kafka, ...).
     :raises IncompatibleBrokerError: a required API is not offered.
     :raises SaslAuthenticationFailedError: wrong credentials (or other SASL broker errors).
+    :raises OAuthTokenError: OAUTHBEARER: the token provider could not give a token.
     """
     where = str(address)
     limit = config.connect_timeout if timeout is None else min(timeout, config.connect_timeout)
-    # One deadline for both phases: connect_timeout covers connect, TLS, ApiVersions and SASL.
+    # One deadline for every phase: connect_timeout covers an OAUTHBEARER token, connect,
+    # TLS, ApiVersions and SASL.
     deadline = anyio.current_time() + limit
+    token: OAuthBearerToken | None = None
+    if config.sasl is not None and config.sasl.token_provider is not None:
+        # Before connecting: a slow token endpoint is then named as such, not as a broker
+        # that did not answer, and the broker is not kept waiting for it.
+        try:
+            with anyio.fail_after(limit):
+                token = await fetch_token(config.sasl.token_provider)
+        except TimeoutError:
+            raise errors.OAuthTokenError(
+                f"{where}: the OAUTHBEARER token provider gave no token within {limit:g} s "
+                "(connect_timeout)"
+            ) from None
     stream: ByteStream
+    context = config.current_ssl_context()
     try:
-        with anyio.fail_after(limit):
-            if config.ssl_context is not None:
+        with anyio.fail_after(max(deadline - anyio.current_time(), 0.0)):
+            if context is not None:
                 stream = await anyio.connect_tcp(
                     address.host,
                     address.port,
-                    ssl_context=config.ssl_context,
+                    ssl_context=context,
                     tls_standard_compatible=False,
                     tls_hostname=address.host,
                 )
@@ -133,13 +204,27 @@ async def open_connection(
             f"{where} timed out: the connection was not accepted within {limit:g} s"
         ) from None
     except ssl.SSLError as exc:
-        raise errors.BrokerConnectError(f"{where}: TLS handshake failed: {exc}") from exc
+        refused = _refused_certificate(str(exc), where, config)
+        if refused is not None:
+            raise refused from exc
+        # A reply that is not TLS at all ("wrong version number"): a plaintext listener,
+        # which will not turn into a TLS one on retry.
+        plain = getattr(exc, "reason", None) in _NOT_TLS_REASONS
+        raise errors.BrokerConnectError(
+            f"{where}: TLS handshake failed: {exc}"
+            + (" (the reply is not TLS: is this a plaintext listener?)" if plain else ""),
+            definite=plain,
+        ) from exc
     except (anyio.EndOfStream, anyio.BrokenResourceError) as exc:
-        # The peer hung up during the TLS handshake: typically TLS against a plaintext port.
-        what = "the TLS handshake" if config.ssl_context is not None else "connecting"
+        # The peer hung up during the TLS handshake: typically TLS against a plaintext port
+        # (a Kafka broker reads our ClientHello as a ~370 MB request size and hangs up).
+        # Definite, so bootstrap gives up after its short grace instead of the timeout.
+        tls = context is not None
+        what = "the TLS handshake" if tls else "connecting"
         raise errors.BrokerConnectError(
             f"{where}: the broker closed the connection during {what}"
-            + (" (is this a plaintext listener?)" if config.ssl_context is not None else "")
+            + (" (is this a plaintext listener?)" if tls else ""),
+            definite=tls,
         ) from exc
     except OSError as exc:
         if _is_refusal(exc):
@@ -152,23 +237,29 @@ async def open_connection(
         stream, address, client_id=config.client_id, max_frame_size=config.max_frame_size
     )
     await task_group.start(conn.run)
+    step = _Step()
     try:
         with anyio.fail_after(max(deadline - anyio.current_time(), 0.0)):
-            await handshake(conn, config, required_apis=required_apis)
+            await handshake(conn, config, required_apis=required_apis, token=token, step=step)
     except TimeoutError:
         await conn.aclose()
         not_kafka = _not_kafka(where, conn, config)
         raise errors.BrokerConnectError(
             not_kafka
-            or f"{where} timed out: it accepted the connection but did not answer the "
-            f"version handshake within {limit:g} s",
+            or f"{where} timed out: it accepted the connection but did not answer "
+            f"{step.name} within {limit:g} s",
             definite=not_kafka is not None,
         ) from None
     except errors.BrokerDisconnectedError as exc:
         await conn.aclose()
+        # TLS 1.3: the broker checks our certificate after the handshake completed on our
+        # side, so its refusal arrives as an alert on the first read.
+        refused = _refused_certificate(str(exc), where, config)
+        if refused is not None:
+            raise refused from exc
         not_kafka = _not_kafka(where, conn, config)
         raise errors.BrokerConnectError(
-            not_kafka or f"{where}: connection lost during handshake: {exc}",
+            not_kafka or f"{where}: connection lost during {step.name}: {exc}",
             definite=not_kafka is not None,
         ) from exc
     except BaseException:
@@ -182,16 +273,23 @@ async def open_connection(
     return conn
 
 
+@dataclass(slots=True)
+class _Step:
+    """Which request of the opening exchange is in flight, for the error if it stalls."""
+
+    name: str = "the version handshake (ApiVersions)"
+
+
 def _not_kafka(where: str, conn: BrokerConnection, config: ConnectionConfig) -> str | None:
     # Bytes came back, but not one Kafka frame: say what the peer seems to be instead.
     head = conn.unframed_head
     if not head:
         return None
     protocol = identify_protocol(head)
-    if protocol == "TLS" and config.ssl_context is None:
+    if protocol == "TLS" and not config.uses_tls:
         return (
             f"{where} does not speak Kafka (it answered with TLS: is this a TLS listener? "
-            "pass ssl_context)"
+            "pass ssl_context or tls)"
         )
     if protocol is not None:
         return f"{where} does not speak Kafka (it answered with {protocol})"
@@ -199,6 +297,36 @@ def _not_kafka(where: str, conn: BrokerConnection, config: ConnectionConfig) -> 
     if len(head) >= 8 and 0 < size <= config.max_frame_size and head[4:8] == bytes(4):
         return None  # the start of our first response (correlation id 0): slow, not foreign
     return f"{where} does not speak Kafka (it answered with bytes {head.hex(' ')}...)"
+
+
+# TLS alerts a broker sends when it does not accept the client's certificate (Kafka sends
+# bad_certificate for a missing one too; OpenSSL names the alerts like this).
+_CERT_ALERTS = (
+    "ALERT_BAD_CERTIFICATE",
+    "ALERT_CERTIFICATE_REQUIRED",
+    "ALERT_UNKNOWN_CA",
+    "ALERT_CERTIFICATE_EXPIRED",
+    "ALERT_CERTIFICATE_REVOKED",
+    "ALERT_CERTIFICATE_UNKNOWN",
+    "ALERT_UNSUPPORTED_CERTIFICATE",
+)
+
+
+def _refused_certificate(
+    text: str, where: str, config: ConnectionConfig
+) -> errors.TlsAuthenticationError | None:
+    if not config.uses_tls or not any(alert in text for alert in _CERT_ALERTS):
+        return None
+    if config.tls is not None and config.tls.mutual:
+        why = (
+            f"the broker refused the client certificate {config.tls.cert_file or '(PEM text)'}: "
+            "is it signed by a CA the broker trusts, and still valid?"
+        )
+    elif config.tls is not None:
+        why = "the broker requires a client certificate (mutual TLS): give TlsConfig(cert_file=..., key_file=...)"
+    else:
+        why = "the broker refused the TLS client authentication (does it require a client certificate?)"
+    return errors.TlsAuthenticationError(f"{where}: {why} [{text.removeprefix(where + ': ')}]")
 
 
 def _leaf_errors(exc: BaseException) -> list[BaseException]:
@@ -236,8 +364,14 @@ async def handshake(
     config: ConnectionConfig,
     *,
     required_apis: Iterable[int] = (),
+    token: OAuthBearerToken | None = None,
+    step: _Step | None = None,
 ) -> None:
-    """ApiVersions (with the UNSUPPORTED_VERSION fallback), then SASL when configured."""
+    """ApiVersions (with the UNSUPPORTED_VERSION fallback), then SASL when configured.
+
+    :param token: OAUTHBEARER: a token already fetched from the provider for this login.
+    :param step: updated with the request in flight, so a caller's timeout can name it.
+    """
     version = CLIENT_VERSIONS[_API_VERSIONS_KEY][1]
     request = ApiVersionsRequest(
         client_software_name="sharecon",
@@ -254,11 +388,31 @@ async def handshake(
         response = await conn.request(request, api_version=retry)
     conn.versions = negotiate(response, required_apis)
     if config.sasl is not None:
-        await authenticate(conn, config.sasl)
+        await authenticate(conn, config.sasl, token=token, step=step)
 
 
-async def authenticate(conn: BrokerConnection, sasl: SaslConfig) -> None:
-    """SaslHandshake v1 then SaslAuthenticate rounds; sets the re-authentication time."""
+async def authenticate(
+    conn: BrokerConnection,
+    sasl: SaslConfig | GssapiConfig,
+    *,
+    token: OAuthBearerToken | None = None,
+    step: _Step | None = None,
+) -> None:
+    """SaslHandshake v1 then SaslAuthenticate rounds; sets the re-authentication time.
+
+    OAUTHBEARER asks the token provider first (unless ``token`` was fetched already), at
+    every login and re-authentication, so a re-authentication carries the provider's
+    current token.
+
+    :param step: updated with the request in flight, so a caller's timeout can name it.
+    """
+    token_obj = token
+    if token_obj is None and sasl.token_provider is not None:
+        if step is not None:
+            step.name = "the OAUTHBEARER token provider"
+        token_obj = await fetch_token(sasl.token_provider)
+    if step is not None:
+        step.name = f"the SASL handshake (SaslHandshake for {sasl.mechanism})"
     hs = await conn.request(SaslHandshakeRequest(mechanism=sasl.mechanism))
     if hs.error_code:
         offered = ", ".join(hs.mechanisms) or "none"
@@ -267,27 +421,84 @@ async def authenticate(conn: BrokerConnection, sasl: SaslConfig) -> None:
         )
         assert err is not None
         raise err
-    mechanism = sasl._new_mechanism()
-    token: bytes | None = None
+    mechanism = sasl._new_mechanism(token_obj)
+    mechanism.server_host = conn.address.host
+    server_token: bytes | None = None
     lifetime_ms = 0
+    rounds = 0
     while True:
-        out = mechanism.step(token)
+        if mechanism.blocking:
+            # GSSAPI may wait on the KDC: keep the event loop free; the connect deadline
+            # still applies (the thread is left to finish on its own if it passes).
+            out = await anyio.to_thread.run_sync(
+                mechanism.step, server_token, abandon_on_cancel=True
+            )
+        else:
+            out = mechanism.step(server_token)
         if mechanism.done and not out:
             break
+        rounds += 1
+        if step is not None:
+            step.name = f"SASL authentication (SaslAuthenticate {sasl.mechanism}, round {rounds})"
         resp = await conn.request(SaslAuthenticateRequest(auth_bytes=out))
         if resp.error_code:
             # The broker's message says why (e.g. "Authentication failed ... invalid credentials").
-            err = errors.error_for_code(
-                resp.error_code, f"{conn.address}: {resp.error_message or 'no detail'}"
-            )
+            detail = resp.error_message or "no detail"
+            if mechanism.failure:
+                detail = f"{detail} ({sasl.mechanism}: {mechanism.failure})"
+            err = errors.error_for_code(resp.error_code, f"{conn.address}: {detail}")
             assert err is not None
             raise err
         lifetime_ms = resp.session_lifetime_ms
-        token = bytes(resp.auth_bytes)
+        server_token = bytes(resp.auth_bytes)
         if mechanism.done:
             break
     if lifetime_ms > 0:
         # Re-authenticate when 85-95% of the lifetime has passed, like the Java client.
         delay = lifetime_ms / 1000 * random.uniform(0.85, 0.95)
         conn.set_reauthentication(anyio.current_time() + delay, lambda: authenticate(conn, sasl))
-    logger.debug("%s: authenticated with %s", conn.address, sasl.mechanism)
+    logger.debug(
+        "%s: authenticated with %s%s",
+        conn.address,
+        sasl.mechanism,
+        f" as {token_obj.principal!r}" if token_obj is not None and token_obj.principal else "",
+    )
+
+
+async def fetch_token(provider: TokenProvider) -> OAuthBearerToken:
+    """Call an OAUTHBEARER token provider: async ones awaited, plain ones in a worker thread.
+
+    :raises OAuthTokenError: the provider failed, timed out or returned something else;
+        the message names the provider's error, never a token or secret.
+    """
+    try:
+        with anyio.fail_after(TOKEN_TIMEOUT):
+            if _is_async(provider):
+                result = provider()
+            else:
+                result = await anyio.to_thread.run_sync(provider, abandon_on_cancel=True)
+            if inspect.isawaitable(result):
+                result = await result
+    except TimeoutError:
+        raise errors.OAuthTokenError(
+            f"the OAUTHBEARER token provider gave no token within {TOKEN_TIMEOUT:g} s"
+        ) from None
+    except errors.KafkaError:
+        raise
+    except Exception as exc:
+        # The provider's own error, by type only: its text could hold what it was given.
+        raise errors.OAuthTokenError(
+            f"the OAUTHBEARER token provider failed: {type(exc).__name__}"
+        ) from exc
+    if not isinstance(result, OAuthBearerToken):
+        raise errors.OAuthTokenError(
+            f"the OAUTHBEARER token provider returned {type(result).__name__}, "
+            "not an OAuthBearerToken"
+        )
+    return result
+
+
+def _is_async(provider: object) -> bool:
+    return inspect.iscoroutinefunction(provider) or inspect.iscoroutinefunction(
+        getattr(provider, "__call__", None)  # noqa: B004 - an async __call__ on an object
+    )

@@ -16,9 +16,11 @@ Rules of this module:
 3. Acquired offsets that no complete batch covers are GAPs, acknowledged at once.
 4. Batches are decoded one at a time, when the application needs records
    (:meth:`PartitionIntake.decode_next`), so memory follows what the application holds,
-   not the decompressed size of the whole answer. A batch that fails its CRC or will not
-   decompress releases its acquired offsets; acquired offsets inside a batch with no
-   record (compaction, control batches) are GAPs.
+   not the decompressed size of the whole answer. Only a batch's acquired records are
+   built: the others are skipped unbuilt and decoding stops after the last acquired
+   offset, so one acquired record of a million-record batch costs about one record. A
+   batch that fails its CRC or will not decompress releases its acquired offsets;
+   acquired offsets inside a batch with no record (compaction, control batches) are GAPs.
 5. Each record gets its range's delivery count; records past the dead-letter limit are
    split off to be routed instead of delivered.
 6. No I/O, no clock, no logging: errors are returned as data.
@@ -271,8 +273,14 @@ class PartitionIntake:
             out.gaps = [(r.first_offset, r.last_offset) for r in sub]
             return out
         try:
-            # The CRC was checked when the answer was split (take_partition).
-            recs = b.records(factory, max_uncompressed=max_uncompressed, verify_crc=False)
+            # The CRC was checked when the answer was split (take_partition). Only the
+            # acquired records are built (rule 4): the rest of the batch is skipped.
+            recs = b.records(
+                factory,
+                max_uncompressed=max_uncompressed,
+                verify_crc=False,
+                spans=[(r.first_offset, r.last_offset) for r in sub],
+            )
             if recs and recs[-1].offset > last:
                 raise b._error(
                     f"record offset {recs[-1].offset} is past the batch's last offset {last}"

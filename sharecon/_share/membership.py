@@ -11,10 +11,9 @@ Rules of this module:
    on the first heartbeat of a join. A failed heartbeat forgets what was sent, so the next
    one sends both again.
 4. One heartbeat in flight at a time. The next is due ``HeartbeatIntervalMs`` after the
-   response; at once after an assignment change (to acknowledge it), after fencing, or
-   after NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE; after a backoff for retriable errors.
-   Sooner while a member that just joined (or changed its subscription) has no
-   partitions yet: see rule 7.
+   response; at once after an assignment change (to acknowledge it). Sooner while a
+   member that just joined (or changed its subscription) has no partitions yet: see
+   rule 7. Every error answer backs off (rule 8).
 5. An assignment (topic id -> partitions) replaces the previous one whole; ``None`` means
    unchanged. The diff is returned so the consumer can adjust sessions without losing
    pending acknowledgements.
@@ -32,6 +31,15 @@ Rules of this module:
    once only while JOINING, ACKNOWLEDGING or LEAVING). The bound keeps the extra load on
    the coordinator to a handful of requests per join, also for members that stay
    unassigned (more members than partitions).
+8. Every error backs off, so no answer can make the member hot-loop (an error answer
+   carries no ``HeartbeatIntervalMs``: a broker that refuses every heartbeat must not get
+   thousands a second). The delay grows with the run of consecutive errors and resets on
+   a successful answer. Fencing and NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE are
+   retried at once the first time in a run (a rejoin or a new coordinator usually
+   succeeds), then back off like the rest. TOPIC_AUTHORIZATION_FAILED (the principal may
+   not DESCRIBE a subscribed topic) leaves the member where it is, backs off, and is
+   returned as the outcome's error: the consumer decides whether it stops (it does: see
+   ``sharecon._consumer.heartbeat``); the member would recover once the ACL is granted.
 """
 
 from __future__ import annotations
@@ -408,20 +416,36 @@ class Membership:
         self._early_used += 1
         return delay if self._interval is None else min(delay, interval)
 
+    def _retry_delay(self, *, first_at_once: bool = False) -> float:
+        """Rule 8: the delay before retrying after the current run of errors, which it
+        lengthens."""
+        attempts = self._attempts
+        self._attempts += 1
+        if first_at_once:
+            return -math.inf if attempts == 0 else self._backoff.delay(attempts - 1)
+        return self._backoff.delay(attempts)
+
     def _on_error_code(self, now: float, code: int, message: str | None) -> HeartbeatOutcome:
         self._sent = _Sent()  # the coordinator may not have seen what we sent
-        err = error_for_code(code, message)
         if code in _FENCED:
             self._state = MemberState.FENCED
             self._epoch = JOIN_EPOCH
-            self._due = _AT_ONCE
+            self._due = now + self._retry_delay(first_at_once=True)
             return HeartbeatOutcome(self._state, self._set_assignment(frozenset()))
         if code in _COORDINATOR_MOVED:
-            self._due = _AT_ONCE
+            self._due = now + self._retry_delay(first_at_once=True)
             return HeartbeatOutcome(self._state, find_coordinator=True)
         if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
-            self._due = now + (self._interval if self._interval is not None else 0.0)
+            topics = ", ".join(self._topics)
+            detail = (
+                f"group {self.group_id!r}, subscribed topics {topics} (a share consumer "
+                "needs DESCRIBE and READ on each)"
+            )
+            err = error_for_code(code, f"{detail}: {message}" if message else detail)
+            # A member in the group keeps (at least) its interval, as it would have.
+            self._due = now + max(self._retry_delay(), self._interval or 0.0)
             return HeartbeatOutcome(self._state, error=err)
+        err = error_for_code(code, message)
         if (
             code in _FATAL
             or code == ErrorCode.GROUP_ID_NOT_FOUND
@@ -430,8 +454,7 @@ class Membership:
             self._state = MemberState.FATAL
             return HeartbeatOutcome(self._state, self._set_assignment(frozenset()), error=err)
         # COORDINATOR_LOAD_IN_PROGRESS and any other retriable code: back off, retry.
-        self._due = now + self._backoff.delay(self._attempts)
-        self._attempts += 1
+        self._due = now + self._retry_delay()
         return HeartbeatOutcome(self._state)
 
     def on_error(self, now: float) -> HeartbeatOutcome:
@@ -449,12 +472,7 @@ class Membership:
             self._epoch = JOIN_EPOCH
             return HeartbeatOutcome(self._state, self._set_assignment(frozenset()))
         self._sent = _Sent()
-        self._due = (
-            _AT_ONCE
-            if self._state is MemberState.LEAVING
-            else now + self._backoff.delay(self._attempts)
-        )
-        self._attempts += 1
+        self._due = _AT_ONCE if self._state is MemberState.LEAVING else now + self._retry_delay()
         return HeartbeatOutcome(self._state, find_coordinator=True)
 
     def _set_assignment(self, new: frozenset[TopicIdPartition]) -> AssignmentChange | None:

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import signal
 import sys
 import traceback
@@ -115,6 +116,33 @@ def _command_parser(
     return current
 
 
+# Commands that print nothing on stdout (messages go to stderr): they run with it closed.
+_NO_STDOUT = frozenset({"produce", "worker"})
+# Arguments that name files (--file, --tls-ca, --config, a worker's handler file...).
+_PATH_DEST = re.compile(r"file|tls|config|path|handler|dir")
+
+
+def _refuse_undecodable(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """A usage error (exit 2) for an argument that is not UTF-8 text.
+
+    Python hands such bytes over as lone surrogates (``surrogateescape``); a topic, group or
+    header name made of them could only fail later, far from the mistake, as a Kafka error.
+    """
+    for dest, value in vars(args).items():
+        if _PATH_DEST.search(dest):
+            continue  # a file name need not be UTF-8: the operating system takes bytes
+        for item in value if isinstance(value, list | tuple) else (value,):
+            if not isinstance(item, str):
+                continue
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raw = item.encode("utf-8", "surrogateescape")
+                # A secret is not shown, not even in part.
+                shown = "" if "password" in dest else f" ({raw!r})"
+                parser.error(f"argument {dest.replace('_', '-')}{shown} is not valid UTF-8 text")
+
+
 def _configure_logging(verbosity: int) -> None:
     level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     handler = logging.StreamHandler(sys.stderr)
@@ -193,14 +221,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         # parse_args would report these with the top-level usage; the subcommand's usage
         # (its own options) is the one that helps.
         _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
+    _refuse_undecodable(_command_parser(parser, args), args)
     _configure_logging(getattr(args, "verbose", 0))
     args.quiet = getattr(args, "quiet", False)
     prefix = " ".join(["sharecon", args.command, *([args.action] if "action" in args else [])])
+    if sys.stdout is None and args.command not in _NO_STDOUT:
+        # Started with stdout closed (`>&-`): what the command prints (records, tables)
+        # could go nowhere. Refuse before connecting, so that nothing is done, and no
+        # record taken from a group, for output that cannot be written.
+        sys.stderr.write(
+            f"{prefix}: error: stdout is closed, so there is nowhere to write the output; "
+            "redirect it instead (> FILE, or > /dev/null to discard it)\n"
+        )
+        return ExitCode.USAGE
     try:
         try:
             options = client_options(args)
             code = anyio.run(_supervise, args.func, args, options)
-            sys.stdout.flush()
+            if sys.stdout is not None:
+                sys.stdout.flush()
             return code
         except BaseException as exc:
             leaf = _leaf(exc)
@@ -211,10 +250,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise
             raise leaf from None
     except KeyboardInterrupt:
-        sys.stderr.write(f"{prefix}: interrupted\n")
+        # A command may say how far it got (produce: the input line to resume from).
+        sys.stderr.write(f"{prefix}: interrupted{getattr(args, 'interrupt_note', '')}\n")
         return ExitCode.INTERRUPTED
     except _Terminated:
-        sys.stderr.write(f"{prefix}: terminated\n")
+        sys.stderr.write(f"{prefix}: terminated{getattr(args, 'interrupt_note', '')}\n")
         return ExitCode.TERMINATED
     except BrokenPipeError:
         # The reader of our stdout went away (e.g. `| head`): not an error of ours.

@@ -79,8 +79,20 @@ async def require_topics(admin: Admin, names: Iterable[str]) -> dict[str, TopicD
 
 
 async def set_earliest(admin: Admin, group: str) -> None:
-    """Make ``group`` start from the earliest records when it first reads a partition."""
-    await admin.alter_group_config(group, {"share.auto.offset.reset": "earliest"})
+    """Make ``group`` start from the earliest records when it first reads a partition.
+
+    :raises GroupAuthorizationFailedError: (or the cluster's) the principal may not alter
+        the group's configs; the message names the ACL that is missing.
+    """
+    try:
+        await admin.alter_group_config(group, {"share.auto.offset.reset": "earliest"})
+    except (errors.GroupAuthorizationFailedError, errors.ClusterAuthorizationFailedError) as exc:
+        # The same error class, with what to grant (docs/security.md).
+        raise type(exc)(
+            f"--earliest sets share.auto.offset.reset of group {group!r} (IncrementalAlterConfigs), "
+            "which needs ALTER_CONFIGS on the group: grant it, or leave out --earliest and have "
+            "an administrator set the group's share.auto.offset.reset"
+        ) from exc
 
 
 class IdleTimer:

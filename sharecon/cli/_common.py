@@ -13,18 +13,25 @@ Rules of this module:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
-import ssl
 import sys
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import IO, TYPE_CHECKING, Any
 
 from sharecon import errors
+from sharecon._net.connect import ConnectionConfig
+from sharecon._net.oauth import OidcTokenProvider
+from sharecon._net.properties import from_properties
 from sharecon._net.sasl import MECHANISMS, SaslConfig
+from sharecon._net.tls import TlsConfig
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    import ssl
+    from collections.abc import Callable, Iterable, Sequence
+
+    from sharecon._net.sasl_gssapi import GssapiConfig
 
 __all__ = [
     "DEFAULT_BOOTSTRAP",
@@ -49,9 +56,18 @@ ENV = {
     "timeout": "SHARECON_TIMEOUT",
     "tls": "SHARECON_TLS",
     "tls_ca": "SHARECON_TLS_CA",
+    "tls_cert": "SHARECON_TLS_CERT",
+    "tls_key": "SHARECON_TLS_KEY",
+    "tls_key_password": "SHARECON_TLS_KEY_PASSWORD",
+    "command_config": "SHARECON_COMMAND_CONFIG",
     "sasl_mechanism": "SHARECON_SASL_MECHANISM",
     "sasl_username": "SHARECON_SASL_USERNAME",
     "sasl_password": "SHARECON_SASL_PASSWORD",
+    "oauth_token_url": "SHARECON_OAUTH_TOKEN_URL",
+    "oauth_client_id": "SHARECON_OAUTH_CLIENT_ID",
+    "oauth_scope": "SHARECON_OAUTH_SCOPE",
+    # The client secret has no flag: a command line is visible to every user of the machine.
+    "oauth_client_secret": "SHARECON_OAUTH_CLIENT_SECRET",
 }
 
 
@@ -98,10 +114,20 @@ environment:
   SHARECON_TIMEOUT         default for --timeout
   SHARECON_TLS             1/true: use TLS (as --tls)
   SHARECON_TLS_CA          default for --tls-ca (implies TLS)
+  SHARECON_TLS_CERT        default for --tls-cert (implies TLS)
+  SHARECON_TLS_KEY         default for --tls-key
+  SHARECON_TLS_KEY_PASSWORD  the password of an encrypted --tls-key (no flag: a
+                           command line is visible to other users)
+  SHARECON_COMMAND_CONFIG  default for --command-config
   SHARECON_SASL_MECHANISM  default for --sasl-mechanism
   SHARECON_SASL_USERNAME   default for --sasl-username
   SHARECON_SASL_PASSWORD   the SASL password (preferred over --sasl-password, which
                            other users can see in the process list)
+  SHARECON_OAUTH_TOKEN_URL, SHARECON_OAUTH_CLIENT_ID, SHARECON_OAUTH_SCOPE
+                           defaults for --oauth-token-url, --oauth-client-id, --oauth-scope
+  SHARECON_OAUTH_CLIENT_SECRET
+                           the OAuth client secret for --sasl-mechanism OAUTHBEARER
+                           (environment only, never a flag)
 """
 
 
@@ -126,6 +152,7 @@ _UNREACHABLE: tuple[type[errors.KafkaError], ...] = (
     errors.SaslAuthenticationFailedError,
     errors.UnsupportedSaslMechanismError,
     errors.IllegalSaslStateError,
+    errors.OAuthTokenError,
 )
 
 
@@ -150,10 +177,14 @@ class ClientOptions:
     client_id: str
     timeout: float
     ssl_context: ssl.SSLContext | None
-    sasl: SaslConfig | None
+    sasl: SaslConfig | GssapiConfig | None
+    #: The whole connection config, when TLS files (--tls-cert) or --command-config gave one.
+    config: ConnectionConfig | None = None
 
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments every sharecon client takes (Admin, Producer, ShareConsumer)."""
+        if self.config is not None:
+            return {"config": self.config, "request_timeout": self.timeout}
         return {
             "client_id": self.client_id,
             "connect_timeout": self.timeout,
@@ -198,6 +229,26 @@ def add_client_options(parser: argparse.ArgumentParser) -> None:
         help="PEM file of CA certificates to verify the brokers with (implies --tls)",
     )
     group.add_argument(
+        "--tls-cert",
+        default=s,
+        metavar="FILE",
+        help="PEM client certificate for brokers that require one (mutual TLS; implies --tls)",
+    )
+    group.add_argument(
+        "--tls-key",
+        default=s,
+        metavar="FILE",
+        help="PEM private key of --tls-cert (if not in that file); an encrypted key's "
+        "password comes from env SHARECON_TLS_KEY_PASSWORD",
+    )
+    group.add_argument(
+        "--command-config",
+        default=s,
+        metavar="FILE",
+        help="Kafka client properties file (bootstrap.servers, security.protocol, sasl.*, "
+        "ssl.*, client.id), as Kafka's tools take it; replaces the TLS and SASL options",
+    )
+    group.add_argument(
         "--sasl-mechanism",
         default=s,
         type=str.upper,
@@ -210,6 +261,19 @@ def add_client_options(parser: argparse.ArgumentParser) -> None:
         default=s,
         metavar="PASSWORD",
         help="SASL password (better: env SHARECON_SASL_PASSWORD)",
+    )
+    group.add_argument(
+        "--oauth-token-url",
+        default=s,
+        metavar="URL",
+        help="OAUTHBEARER: the OIDC token endpoint (client credentials; the secret is read "
+        "from env SHARECON_OAUTH_CLIENT_SECRET)",
+    )
+    group.add_argument(
+        "--oauth-client-id", default=s, metavar="ID", help="OAUTHBEARER: the OAuth client id"
+    )
+    group.add_argument(
+        "--oauth-scope", default=s, metavar="SCOPE", help="OAUTHBEARER: the scope to ask for"
     )
 
 
@@ -262,7 +326,6 @@ def client_options(args: argparse.Namespace) -> ClientOptions:
             return str(value)
         return env.get(ENV[name]) or None
 
-    bootstrap = pick("bootstrap") or DEFAULT_BOOTSTRAP
     client_id = pick("client_id") or "sharecon-cli"
     timeout_text = pick("timeout")
     timeout = DEFAULT_TIMEOUT
@@ -271,23 +334,37 @@ def client_options(args: argparse.Namespace) -> ClientOptions:
             timeout = _positive_float(timeout_text)
         except argparse.ArgumentTypeError as exc:
             raise CliError(f"SHARECON_TIMEOUT: {exc}", ExitCode.USAGE) from None
+    command_config = pick("command_config")
+    if command_config is not None:
+        return _from_command_config(args, command_config, pick("bootstrap"), timeout)
+    bootstrap = pick("bootstrap") or DEFAULT_BOOTSTRAP
     tls_ca = pick("tls_ca")
+    tls_cert = pick("tls_cert")
+    tls_key = pick("tls_key")
+    if tls_key and not tls_cert:
+        raise CliError("--tls-key needs --tls-cert (the certificate it belongs to)", ExitCode.USAGE)
     tls = bool(getattr(args, "tls", False)) or _truthy(env.get(ENV["tls"], "")) or bool(tls_ca)
-    context: ssl.SSLContext | None = None
-    if tls:
+    files: TlsConfig | None = None
+    if tls or tls_cert:
+        # From files, re-read when they change: a renewed certificate is used by the next
+        # connection of a long-running consume.
         try:
-            context = ssl.create_default_context(cafile=tls_ca)
-        except (OSError, ssl.SSLError) as exc:
-            # The message names the file; the certificate contents are not echoed.
-            raise CliError(
-                f"--tls-ca {tls_ca}: cannot load CA certificates: {exc.strerror or exc}",
-                ExitCode.USAGE,
-            ) from None
+            files = TlsConfig(
+                ca_file=tls_ca,
+                cert_file=tls_cert,
+                key_file=tls_key,
+                key_password=env.get(ENV["tls_key_password"]) or None,
+            )
+        except errors.ConfigError as exc:
+            flag = "--tls-ca" if str(exc).startswith("ca_file") else "--tls-cert/--tls-key"
+            raise CliError(f"{flag}: {exc}", ExitCode.USAGE) from None
     mechanism = pick("sasl_mechanism")
     username = pick("sasl_username")
     password = pick("sasl_password")
     sasl: SaslConfig | None = None
-    if mechanism or username or password:
+    if mechanism is not None and mechanism.upper() == "OAUTHBEARER":
+        sasl = _oauth_sasl(pick, username, password)
+    elif mechanism or username or password:
         if not (mechanism and username and password is not None):
             missing = [
                 opt
@@ -306,7 +383,80 @@ def client_options(args: argparse.Namespace) -> ClientOptions:
             sasl = SaslConfig(mechanism.upper(), username, password)
         except errors.ConfigError as exc:
             raise CliError(str(exc), ExitCode.USAGE) from None
-    return ClientOptions(bootstrap, client_id, timeout, context, sasl)
+    config = None
+    if files is not None:
+        config = ConnectionConfig(
+            client_id=client_id,
+            connect_timeout=timeout,
+            # As the separate options give the producer: its wait covers the broker's own.
+            request_timeout=timeout + 5.0,
+            tls=files,
+            sasl=sasl,
+        )
+    return ClientOptions(bootstrap, client_id, timeout, None, sasl, config)
+
+
+_SECURITY_FLAGS = ("tls", "tls_ca", "tls_cert", "tls_key", "sasl_mechanism", "sasl_username")
+
+
+def _from_command_config(
+    args: argparse.Namespace, path: str, bootstrap: str | None, timeout: float
+) -> ClientOptions:
+    """ClientOptions from a Kafka properties file: ``--bootstrap``, ``--client-id`` and
+    ``--timeout`` still apply; TLS and SASL come from the file alone."""
+    given = [
+        "--" + name.replace("_", "-")
+        for name in (*_SECURITY_FLAGS, "sasl_password")
+        if getattr(args, name, None) not in (None, False)
+    ]
+    if given:
+        raise CliError(
+            f"--command-config gives the TLS and SASL settings; drop {', '.join(given)}",
+            ExitCode.USAGE,
+        )
+    try:
+        props = from_properties(path, bootstrap=bootstrap)
+    except errors.ConfigError as exc:
+        raise CliError(f"--command-config {exc}", ExitCode.USAGE) from None
+    changes: dict[str, Any] = {"connect_timeout": timeout, "request_timeout": timeout + 5.0}
+    client_id = getattr(args, "client_id", None)
+    if client_id:
+        changes["client_id"] = client_id
+    elif props.config.client_id == "sharecon":  # ConnectionConfig's default
+        changes["client_id"] = "sharecon-cli"  # the file named none
+    config = dataclasses.replace(props.config, **changes)
+    return ClientOptions(
+        props.bootstrap, config.client_id, timeout, config.ssl_context, config.sasl, config
+    )
+
+
+def _oauth_sasl(
+    pick: Callable[[str], str | None], username: str | None, password: str | None
+) -> SaslConfig:
+    if username or password:
+        raise CliError(
+            "--sasl-mechanism OAUTHBEARER takes --oauth-token-url and --oauth-client-id, "
+            "not a SASL user name or password",
+            ExitCode.USAGE,
+        )
+    url, client_id = pick("oauth_token_url"), pick("oauth_client_id")
+    secret = os.environ.get(ENV["oauth_client_secret"])
+    missing = [
+        name
+        for name, value in (
+            ("--oauth-token-url", url),
+            ("--oauth-client-id", client_id),
+            (f"env {ENV['oauth_client_secret']}", secret),
+        )
+        if not value
+    ]
+    if missing or url is None or client_id is None or secret is None:
+        raise CliError(f"OAUTHBEARER needs {', '.join(missing)}", ExitCode.USAGE)
+    try:
+        provider = OidcTokenProvider(url, client_id, secret, scope=pick("oauth_scope"))
+        return SaslConfig("OAUTHBEARER", token_provider=provider)
+    except errors.ConfigError as exc:
+        raise CliError(str(exc), ExitCode.USAGE) from None
 
 
 def parse_key_values(items: Iterable[str] | None, what: str) -> dict[str, str]:

@@ -201,7 +201,7 @@ def _consume_confluent(
 async def run(args: argparse.Namespace, options: ClientOptions) -> int:
     """Produce, consume, report; see the subcommand's help."""
     if args.compare_confluent:
-        if options.sasl is not None or options.ssl_context is not None:
+        if options.sasl is not None or options.ssl_context is not None or options.config:
             raise CliError("--compare-confluent supports plaintext clusters only", ExitCode.USAGE)
         try:
             import confluent_kafka

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import deque
 from typing import TYPE_CHECKING
+
+import anyio
 
 from sharecon.cli._clients import (
     IdleTimer,
@@ -16,11 +19,14 @@ from sharecon.cli._clients import (
 )
 from sharecon.cli._common import CliError, ExitCode, non_negative_float, positive_int
 from sharecon.cli._encoding import record_to_json, text_of
-from sharecon.cli._stdout import reader_gone
+from sharecon.cli._stdout import PipeProgress, reader_gone
 from sharecon.protocol import ShareFetchRequest
 from sharecon.types import AckType
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TextIO
+
     from sharecon import errors
     from sharecon.cli._common import ClientOptions
     from sharecon.record import Record
@@ -29,6 +35,8 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 _ACKS = {"accept": AckType.ACCEPT, "release": AckType.RELEASE, "reject": AckType.REJECT}
+# Seconds to wait at the end for the reader of a pipe to read the last lines written.
+_DRAIN_WAIT = 10.0
 
 _DESCRIPTION = """\
 Join a share group, print each record it delivers to this member, and answer each one
@@ -44,8 +52,13 @@ JSON string ("null", "a\\tb") when it is null, starts with " or base64:, or hold
 unprintable characters; other bytes as base64:...
 
 Runs until --max records were handled, --idle seconds passed without a record, Ctrl-C,
-or the reader of stdout went away (e.g. | head). Records delivered but not printed when
-it stops are released (given back to the group).
+or the reader of stdout went away. Records delivered but not printed when it stops are
+released (given back to the group, which spends one of their delivery attempts).
+
+To peek at a few records, use --max N (with --ack release to give them back), not
+| head -N: on a pipe, a record is answered once its reader has read its line, and one
+written into the pipe but never read is released; yet a reader such as head reads more
+lines than it shows, and those count as read.
 """
 
 _EPILOG = """\
@@ -77,7 +90,13 @@ def register(
         help="answer for each printed record: accept (done), release (deliver again), "
         "reject (archive, never delivered again); default accept",
     )
-    p.add_argument("-n", "--max", type=positive_int, metavar="N", help="stop after N records")
+    p.add_argument(
+        "-n",
+        "--max",
+        type=positive_int,
+        metavar="N",
+        help="stop after N records (the way to peek, rather than | head -N)",
+    )
     p.add_argument(
         "--idle",
         type=non_negative_float,
@@ -144,14 +163,32 @@ async def run(args: argparse.Namespace, options: ClientOptions) -> int:
         acquire_mode="record_limit" if limited else "batch",
     )
     results: dict[TopicPartition, errors.KafkaError | None] = {}
+    # On a pipe, records are answered once the reader has read their line: (end of the
+    # line in bytes written, record), oldest first. Elsewhere a written line is read.
+    pipe = PipeProgress(out)
+    held: deque[tuple[int, Record]] = deque()
+    encoding = getattr(out, "encoding", None) or "utf-8"
+    encode_errors = getattr(out, "errors", None) or "strict"
+
+    def settle(upto: int | None = None) -> None:
+        # Answer the records whose line the reader has read (all up to ``upto``).
+        upto = pipe.read_upto() if upto is None else upto
+        while held and held[0][0] <= upto:
+            consumer.acknowledge(held.popleft()[1], ack)
+
     # Waits are cut short so that a reader gone while nothing arrives (`| head -2` with
     # every record printed) ends the command at once instead of leaving it waiting.
     poll_timeout = min(idle.poll_timeout(), 0.2)
     async with consumer:
         while remaining is None or remaining > 0:
+            if held and await _wait_for_reader(out, pipe, held, settle):
+                # What is still in the pipe was never read: close() releases it.
+                raise BrokenPipeError("the reader of stdout went away")
             records = await consumer.poll(poll_timeout, max_records=remaining)
             if not records:
+                settle()
                 if reader_gone(out):
+                    # What is still in the pipe was never read: close() releases it.
                     raise BrokenPipeError("the reader of stdout went away")
                 if idle.expired(consumer):
                     break
@@ -171,28 +208,52 @@ async def run(args: argparse.Namespace, options: ClientOptions) -> int:
             for i, record in enumerate(records):
                 try:
                     if args.json:
-                        out.write(json.dumps(record_to_json(record), ensure_ascii=False) + "\n")
+                        line = json.dumps(record_to_json(record), ensure_ascii=False) + "\n"
                     else:
-                        out.write(format_text(record, value_only=args.value_only) + "\n")
+                        line = format_text(record, value_only=args.value_only) + "\n"
                     # Flushed one by one: a record is answered only once it really left
                     # (a buffered line is not written yet), and a closed pipe shows up at
                     # the first record it did not take.
-                    out.flush()
+                    if pipe.tracking:
+                        data = line.encode(encoding, encode_errors)
+                        out.buffer.write(data)
+                        out.buffer.flush()
+                        pipe.written += len(data)
+                    else:
+                        out.write(line)
+                        out.flush()
                 except BaseException:
-                    # Not written: give this record and the rest of the batch back.
+                    # Not written: give this record and the rest of the batch back (and
+                    # close() those written but never read).
+                    settle()
                     for r in records[i:]:
                         r.release()
                     raise
                 if answer:
-                    consumer.acknowledge(record, ack)
+                    held.append((pipe.written, record))
+                    settle()
             handled += len(records)
             if remaining is not None:
                 remaining -= len(records)
+        unread = 0
+        if held and await _wait_for_reader(out, pipe, held, settle):
+            for _, record in held:
+                record.release()
+            unread = len(held)
+            held.clear()
         if ack is not AckType.RELEASE:
             results = await consumer.commit()
     failed = {tp: err for tp, err in results.items() if err is not None}
     if not args.quiet:
-        sys.stderr.write(f"{handled} record(s) consumed, answered {args.ack}\n")
+        sys.stderr.write(
+            f"{handled} record(s) consumed, answered {args.ack}"
+            + (
+                f"; {unread} of them released: the reader of stdout left them unread"
+                if unread
+                else ""
+            )
+            + "\n"
+        )
     if failed:
         detail = "; ".join(f"{tp.topic}-{tp.partition}: {err}" for tp, err in failed.items())
         raise CliError(
@@ -201,3 +262,32 @@ async def run(args: argparse.Namespace, options: ClientOptions) -> int:
             ExitCode.KAFKA,
         )
     return ExitCode.OK
+
+
+async def _wait_for_reader(
+    out: TextIO,
+    pipe: PipeProgress,
+    held: deque[tuple[int, Record]],
+    settle: Callable[[int | None], None],
+) -> bool:
+    """Wait for the reader of the pipe to read the lines of the records in ``held``,
+    answering each as it is read. Explicit acknowledgement needs every record answered
+    before the next poll, so nothing more is taken before then.
+
+    :returns: True when the reader went away and left some unread (they stay in
+        ``held``); False when all were read, or, after :data:`_DRAIN_WAIT` s of a reader
+        that is there but does not read, answered as read (it will read them).
+    """
+    with anyio.move_on_after(_DRAIN_WAIT):
+        while True:
+            settle(None)
+            if not held:
+                return False
+            if reader_gone(out):
+                return True
+            await anyio.sleep(0.005)
+    settle(None)
+    if held and reader_gone(out):
+        return True
+    settle(pipe.written)
+    return False

@@ -45,7 +45,8 @@ end the number of records sent is printed on stderr.
   `sharecon consume --json` can be fed back in.
 
 A line that cannot be parsed stops the command with exit code 4, naming the line and
-the reason; the records before it have been sent (their count is printed).
+the reason; the records before it have been sent (their count is printed). Interrupted
+(Ctrl-C, exit 130), it says how many records were sent and the input line to resume from.
 """
 
 _EPILOG = """\
@@ -220,48 +221,59 @@ async def _produce(
 ) -> int:
     sent = 0
     line_no = 0
+    # Input lines 1..done are handled (their records acknowledged, or empty); lines
+    # done+1..line_no are being sent.
+    done = 0
     failure: tuple[int, errors.KafkaError] | None = None
     bad: tuple[int, str] | None = None
     pending = b""
-    async with make_producer(options, compression=args.compression, acks=args.acks) as producer:
-        # Counted in bytes read: the number of records in the input is not known ahead.
-        with Progress(
-            f"producing to {args.topic}", total=size, unit="bytes", enabled=not args.quiet
-        ) as bar:
-            eof = False
-            while not eof and bad is None and failure is None:
-                chunk = await anyio.to_thread.run_sync(_read_chunk, stream, abandon_on_cancel=True)
-                bar.advance(len(chunk))
-                if not chunk:
-                    eof = True
-                    lines = [pending] if pending else []
-                else:
-                    # Only b"\n" ends a line: a lone b"\r" may be part of a value.
-                    lines = (pending + chunk).split(b"\n")
-                    pending = lines.pop()
-                batch: list[_Parsed] = []
-                for raw in lines:
-                    line_no += 1
-                    try:
-                        record = _parse_line(raw, args, extra_headers)
-                    except InputLineError as exc:
-                        bad = (line_no, str(exc))
-                        break
-                    if record is None:
-                        continue
-                    if args.partition is not None:
-                        record = ProducerRecord(
-                            record.topic,
-                            record.value,
-                            key=record.key,
-                            headers=record.headers,
-                            partition=args.partition,
-                            timestamp=record.timestamp,
-                        )
-                    batch.append(_Parsed(line_no, record))
-                if batch:
-                    n, failure = await _send(producer, batch)
-                    sent += n
+    try:
+        async with make_producer(options, compression=args.compression, acks=args.acks) as producer:
+            # Counted in bytes read: the number of records in the input is not known ahead.
+            with Progress(
+                f"producing to {args.topic}", total=size, unit="bytes", enabled=not args.quiet
+            ) as bar:
+                eof = False
+                while not eof and bad is None and failure is None:
+                    chunk = await anyio.to_thread.run_sync(
+                        _read_chunk, stream, abandon_on_cancel=True
+                    )
+                    bar.advance(len(chunk))
+                    if not chunk:
+                        eof = True
+                        lines = [pending] if pending else []
+                    else:
+                        # Only b"\n" ends a line: a lone b"\r" may be part of a value.
+                        lines = (pending + chunk).split(b"\n")
+                        pending = lines.pop()
+                    batch: list[_Parsed] = []
+                    for raw in lines:
+                        line_no += 1
+                        try:
+                            record = _parse_line(raw, args, extra_headers)
+                        except InputLineError as exc:
+                            bad = (line_no, str(exc))
+                            break
+                        if record is None:
+                            continue
+                        if args.partition is not None:
+                            record = ProducerRecord(
+                                record.topic,
+                                record.value,
+                                key=record.key,
+                                headers=record.headers,
+                                partition=args.partition,
+                                timestamp=record.timestamp,
+                            )
+                        batch.append(_Parsed(line_no, record))
+                    if batch:
+                        n, failure = await _send(producer, batch)
+                        sent += n
+                    if failure is None:
+                        done = line_no if bad is None else line_no - 1
+    finally:
+        # Read by main() if the command was interrupted: where to resume.
+        args.interrupt_note = _resume_note(args, sent, done, line_no)
     where = f" to {args.topic}"
     if bad is not None:
         raise CliError(
@@ -282,3 +294,17 @@ async def _produce(
     if not args.quiet:
         sys.stderr.write(f"{sent} record(s) sent{where}\n")
     return ExitCode.OK
+
+
+def _resume_note(args: argparse.Namespace, sent: int, done: int, line_no: int) -> str:
+    """What an interrupted run did, and the input line to start again from."""
+    source = "INPUT" if args.file == "-" else args.file
+    lines = f"input lines 1-{done}" if done else "no input line"
+    note = (
+        f" after {sent} record(s) were sent to {args.topic} (acknowledged: {lines}); "
+        f"the next input line is {done + 1}: resume with "
+        f"tail -n +{done + 1} {source} | sharecon produce {args.topic} ..."
+    )
+    if line_no > done:
+        note += f" (lines {done + 1}-{line_no} were being sent and may have been written too)"
+    return note

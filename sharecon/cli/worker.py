@@ -161,9 +161,15 @@ _FLAGS = (
     "client_id",
     "timeout",
     "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "command_config",
     "sasl_mechanism",
     "sasl_username",
     "sasl_password",
+    "oauth_token_url",
+    "oauth_client_id",
+    "oauth_scope",
 )
 
 

@@ -8,7 +8,9 @@ Decoding is two-level, so a consumer pays only for what it keeps:
    batch cut short by the broker (it stops at its byte limit) ends the scan cleanly;
    :attr:`BatchSplit.consumed` says how many bytes held complete batches.
 2. :meth:`RecordBatch.records` verifies the CRC-32C, decompresses (bounded), and decodes
-   every record in one tight loop.
+   every record in one tight loop; or, given offset ``spans`` (a consumer's acquired
+   offsets), builds only the records inside them, steps over the others by length and
+   stops after the last span.
 
 Records are built by a *factory* ``factory(offset, timestamp, key, value, headers)``
 called once per record, so a caller with its own record type (the share consumer adds
@@ -392,6 +394,7 @@ class RecordBatch:
         *,
         max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED,
         verify_crc: bool = True,
+        spans: Sequence[tuple[int, int]] | None = None,
     ) -> list[Record]: ...
 
     @overload
@@ -401,6 +404,7 @@ class RecordBatch:
         *,
         max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED,
         verify_crc: bool = True,
+        spans: Sequence[tuple[int, int]] | None = None,
     ) -> list[T]: ...
 
     def records(
@@ -409,6 +413,7 @@ class RecordBatch:
         *,
         max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED,
         verify_crc: bool = True,
+        spans: Sequence[tuple[int, int]] | None = None,
     ) -> list[T] | list[Record]:
         """Verify, decompress and decode the batch's data records.
 
@@ -418,6 +423,10 @@ class RecordBatch:
             headers)``; :class:`Record` by default.
         :param max_uncompressed: the most bytes the records section may inflate to.
         :param verify_crc: check the CRC-32C first (leave on for data from the wire).
+        :param spans: only the records whose offsets fall in these inclusive
+            ``(first, last)`` spans (sorted, disjoint), or ``None`` for every record. The
+            others are skipped by their length, never built, and decoding stops after the
+            last span (see :func:`_decode_spans` for what is still checked).
         :raises CorruptRecordError: CRC mismatch, decompression failure or bomb, or
             malformed records; ``base_offset``/``last_offset`` name this batch.
         """
@@ -426,8 +435,8 @@ class RecordBatch:
                 self.verify_crc()
             return []
         if factory is None:
-            return self._decode(Record, max_uncompressed, verify_crc)
-        return self._decode(factory, max_uncompressed, verify_crc)
+            return self._decode(Record, max_uncompressed, verify_crc, spans)
+        return self._decode(factory, max_uncompressed, verify_crc, spans)
 
     def control_records(
         self, *, max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED, verify_crc: bool = True
@@ -463,12 +472,22 @@ class RecordBatch:
         factory: Callable[[int, int, bytes | None, bytes | None, Headers], T],
         max_uncompressed: int,
         verify_crc: bool,
+        spans: Sequence[tuple[int, int]] | None = None,
     ) -> list[T]:
         start = self.position
         end = start + _LOG_OVERHEAD + self.batch_length
         if verify_crc and _crc32c(self._view[start + _CRC_START : end]) != self.crc:
             self.verify_crc()  # raises, with both CRCs in the message
         count = self.records_count
+        clipped: list[tuple[int, int]] | None = None
+        if spans is not None:
+            clipped = _clip_spans(
+                spans, self.base_offset, self.base_offset + self.last_offset_delta
+            )
+            if clipped is not None and not clipped:
+                # Nothing asked for here: not even decompressed.
+                self.decoded_size = 0
+                return []
         if count == 0:
             # Compaction can leave empty batches; like the Java client, do not even
             # look at (or decompress) the records section.
@@ -502,8 +521,20 @@ class RecordBatch:
             factory = _AppendTime(factory, self.max_timestamp)
 
         try:
-            return _decode_records(
-                buf, start, end, count, self.base_offset, self.base_timestamp, factory
+            if clipped is None:
+                return _decode_records(
+                    buf, start, end, count, self.base_offset, self.base_timestamp, factory
+                )
+            return _decode_spans(
+                buf,
+                start,
+                end,
+                count,
+                self.base_offset,
+                self.base_timestamp,
+                factory,
+                clipped,
+                count == self.last_offset_delta + 1,
             )
         except _Malformed as exc:
             where = (
@@ -724,7 +755,35 @@ def _decode_records(
     base_timestamp: int,
     factory: Callable[[int, int, bytes | None, bytes | None, Headers], T],
 ) -> list[T]:
-    """Decode ``count`` records from ``buf[pos:end]``.
+    """Decode ``count`` records from ``buf[pos:end]``, which they must fill exactly."""
+    out: list[T] = []
+    # Offsets must strictly increase: a forged batch (right CRC, wrong deltas) must not
+    # deliver an offset twice or out of order.
+    pos, _prev = _decode_run(
+        buf, pos, end, 0, count, base_offset, base_timestamp, factory, out, base_offset - 1
+    )
+    if pos != end:
+        raise _Malformed(
+            count, pos, f"{end - pos} bytes left after the {count} records the header counts"
+        )
+    return out
+
+
+def _decode_run(
+    buf: bytes,
+    pos: int,
+    end: int,
+    first: int,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    factory: Callable[[int, int, bytes | None, bytes | None, Headers], T],
+    out: list[T],
+    prev: int,
+) -> tuple[int, int]:
+    """Decode records ``first .. first + count - 1`` (indexes in the batch) starting at
+    ``buf[pos]``, appending them to ``out``; each offset must exceed the one before
+    (``prev`` for the first). Returns the position after them and the last offset.
 
     The hot loop, run once per record. Varints are decoded inline with one- and
     two-byte fast paths (the sizes of almost every length and delta in practice); only
@@ -734,17 +793,13 @@ def _decode_records(
     Bounds are checked once per record, against its declared length; a ``buf[pos]``
     read past the buffer raises IndexError, reported as a record running off the end.
     """
-    out: list[T] = []
     append = out.append
     slow = _varint_slow
     no_headers = NO_HEADERS
-    i = 0
+    i = first
     rec_start = pos
-    # Offsets must strictly increase: a forged batch (right CRC, wrong deltas) must not
-    # deliver an offset twice or out of order.
-    prev = base_offset - 1
     try:
-        for i in range(count):
+        for i in range(first, first + count):
             rec_start = pos
             # Length (varint)
             b = buf[pos]
@@ -860,11 +915,176 @@ def _decode_records(
         raise _Malformed(i, rec_start, "record runs past the end of the batch") from None
     except _Bad as exc:
         raise _Malformed(i, rec_start, str(exc)) from None
-    if pos != end:
+    return pos, prev
+
+
+def _clip_spans(
+    spans: Sequence[tuple[int, int]], first: int, last: int
+) -> list[tuple[int, int]] | None:
+    """``spans`` cut to ``first .. last``; ``None`` when they cover all of it (decode
+    everything, the common case) and ``[]`` when they miss it.
+
+    :raises ValueError: spans that are inverted, unsorted or overlapping (a caller's bug).
+    """
+    out: list[tuple[int, int]] = []
+    prev_hi = -(2**63) - 1
+    for lo, hi in spans:
+        if hi < lo or lo <= prev_hi:
+            raise ValueError(f"spans must be sorted, disjoint and not inverted: {lo}..{hi}")
+        prev_hi = hi
+        if hi < first or lo > last:
+            continue
+        out.append((lo if lo > first else first, hi if hi < last else last))
+    if len(out) == 1 and out[0][0] == first and out[0][1] == last:
+        return None
+    return out
+
+
+def _decode_spans(
+    buf: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    factory: Callable[[int, int, bytes | None, bytes | None, Headers], T],
+    spans: list[tuple[int, int]],
+    dense: bool,
+) -> list[T]:
+    """Decode only the records whose offsets fall in ``spans`` (clipped to the batch).
+
+    Records outside them are stepped over without building anything, and decoding stops
+    after the last span: what one acquired record costs no longer grows with the batch
+    (beyond decompressing it). In a *dense* batch (as many records as offsets, the
+    normal case) record ``i`` has offset ``base_offset + i``, so a skipped record costs
+    reading its length varint; each decoded run is then checked to sit at exactly those
+    offsets. A batch with gaps (compaction) reads each skipped record's offset delta.
+
+    What a skipped record no longer gets checked for, unlike a full decode: its key,
+    value and headers (only its framing is: a valid length that ends inside the batch;
+    without gaps, not even its offset), and nothing after the last span is looked at
+    (the trailing-bytes check runs only when the spans reach the last record). The batch
+    CRC-32C, checked before this over every byte, still catches damage on the way; what
+    it cannot catch is a well-framed record that was written wrong, and such a record is
+    never handed out. Records that are built get every check a full decode gives.
+    """
+    out: list[T] = []
+    i = 0  # index of the record at ``pos``
+    prev = base_offset - 1  # offset of the record before it (when known)
+    for lo, hi in spans:
+        if i >= count:
+            break
+        if dense:
+            j = lo - base_offset
+            if j >= count:
+                break
+            if j > i:
+                pos = _skip_n(buf, pos, end, i, j)
+                i = j
+                prev = lo - 1
+            n = min(hi - base_offset + 1, count) - i
+        else:
+            pos, i, prev = _skip_until(buf, pos, end, i, count, base_offset, prev, lo)
+            # A light pass to count the records of this span, then the real one.
+            n = _skip_until(buf, pos, end, i, count, base_offset, prev, hi + 1)[1] - i
+        if n > 0:
+            pos, prev = _decode_run(
+                buf, pos, end, i, n, base_offset, base_timestamp, factory, out, prev
+            )
+            i += n
+            if dense and prev != base_offset + i - 1:
+                raise _Malformed(
+                    i - 1,
+                    pos,
+                    f"offset {prev} where a batch without gaps has {base_offset + i - 1}",
+                )
+    if i == count and pos != end:
         raise _Malformed(
             count, pos, f"{end - pos} bytes left after the {count} records the header counts"
         )
     return out
+
+
+def _skip_n(buf: bytes, pos: int, end: int, i: int, stop: int) -> int:
+    """Step over records ``i .. stop - 1`` by their length varints; the position after.
+
+    Checks their framing only: each length is a valid varint, not negative, at least a
+    minimal record body, and the record ends inside the batch.
+    """
+    slow = _varint_slow
+    rec_start = pos
+    try:
+        while i < stop:
+            rec_start = pos
+            b = buf[pos]
+            if b < 0x80:
+                n = b
+                pos += 1
+            else:
+                c = buf[pos + 1]
+                if c < 0x80:
+                    n = (b & 0x7F) | (c << 7)
+                    pos += 2
+                else:
+                    n, pos = slow(buf, pos, 5)
+            if n & 1 or n < 2 * _MIN_RECORD_BODY or pos + (n >> 1) > end:
+                raise _Malformed(
+                    i,
+                    rec_start,
+                    f"record length {(n >> 1) ^ -(n & 1)} "
+                    f"(must be {_MIN_RECORD_BODY} to {end - pos} bytes)",
+                )
+            pos += n >> 1
+            i += 1
+    except IndexError:
+        raise _Malformed(i, rec_start, "record runs past the end of the batch") from None
+    except _Bad as exc:
+        raise _Malformed(i, rec_start, str(exc)) from None
+    return pos
+
+
+def _skip_until(
+    buf: bytes, pos: int, end: int, i: int, count: int, base_offset: int, prev: int, target: int
+) -> tuple[int, int, int]:
+    """Step over records (from index ``i``) whose offset is below ``target``, reading
+    each one's length and offset delta; returns the position and index of the first
+    record at or past ``target`` (or of the end), and the offset before it.
+
+    Checks each stepped-over record's framing and that its offset follows ``prev``.
+    """
+    slow = _varint_slow
+    rec_start = pos
+    try:
+        while i < count:
+            rec_start = pos
+            n, pos = slow(buf, pos, 5)
+            rec_end = pos + (n >> 1)
+            if n & 1 or n < 2 * _MIN_RECORD_BODY or rec_end > end:
+                raise _Malformed(
+                    i,
+                    rec_start,
+                    f"record length {(n >> 1) ^ -(n & 1)} "
+                    f"(must be {_MIN_RECORD_BODY} to {end - pos} bytes)",
+                )
+            _ts, pos = slow(buf, pos + 1, 10)  # after Attributes: TimestampDelta
+            n, pos = slow(buf, pos, 5)  # OffsetDelta
+            if pos > rec_end:
+                raise _Malformed(i, rec_start, "record fields run past its length")
+            offset = base_offset + ((n >> 1) ^ -(n & 1))
+            if offset <= prev:
+                raise _Malformed(
+                    i, rec_start, f"offset {offset} does not follow the previous one ({prev})"
+                )
+            if offset >= target:
+                return rec_start, i, prev
+            prev = offset
+            pos = rec_end
+            i += 1
+    except IndexError:
+        raise _Malformed(i, rec_start, "record runs past the end of the batch") from None
+    except _Bad as exc:
+        raise _Malformed(i, rec_start, str(exc)) from None
+    return pos, i, prev
 
 
 # ---------------------------------------------------------------------------------------

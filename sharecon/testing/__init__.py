@@ -3,7 +3,10 @@
 * :class:`KafkaBroker`: start a Kafka 4.x broker (KRaft, share groups on) from Python.
 * :class:`KafkaTools`: Kafka's Java tools (topics, group configs, producing) for arranging tests.
 * :class:`KafkaCluster`: a controller quorum and several brokers, each killable.
+* :class:`OidcIssuer`: a loopback OIDC issuer (token endpoint, JWKS) for OAUTHBEARER tests.
 * :class:`DeliveryTally`: count every record of a fault run and explain each duplicate.
+* :class:`KerberosKdc`: a real MIT Kerberos KDC with a throwaway realm, for SASL GSSAPI
+  (``KafkaBroker(gssapi=kdc.broker_setup())``).
 * :class:`FaultProxy`: a loopback TCP proxy (Toxiproxy) that cuts, stalls, delays or
   throttles the connections of a client under test.
 * ``sharecon.testing.pytest_plugin``: pytest fixtures built on the broker and the tools.
@@ -23,9 +26,18 @@ if TYPE_CHECKING:
         KafkaInstall,
         provision,
     )
-    from sharecon.testing.broker import KafkaBroker, SaslSetup, TlsSetup
+    from sharecon.testing.broker import (
+        AuthorizerSetup,
+        ClientCertificate,
+        KafkaBroker,
+        OAuthSetup,
+        SaslSetup,
+        TlsSetup,
+    )
     from sharecon.testing.cluster import ClusterBroker, KafkaCluster
     from sharecon.testing.fault_proxy import FaultProxy, FaultProxyError, ToxiproxyServer
+    from sharecon.testing.kdc import KdcStartError, KerberosKdc, KerberosSetup
+    from sharecon.testing.oidc import OidcIssuer
     from sharecon.testing.tally import DeliveryTally, TallyReport
     from sharecon.testing.tools import FeatureLevel, KafkaToolError, KafkaTools, ProduceResult
 
@@ -37,8 +49,12 @@ _LAZY = {
     "BrokerStartError": "sharecon.testing._provision",
     "KafkaInstall": "sharecon.testing._provision",
     "provision": "sharecon.testing._provision",
+    "ClientCertificate": "sharecon.testing.broker",
+    "AuthorizerSetup": "sharecon.testing.broker",
     "KafkaBroker": "sharecon.testing.broker",
     "SaslSetup": "sharecon.testing.broker",
+    "OAuthSetup": "sharecon.testing.broker",
+    "OidcIssuer": "sharecon.testing.oidc",
     "TlsSetup": "sharecon.testing.broker",
     "ClusterBroker": "sharecon.testing.cluster",
     "KafkaCluster": "sharecon.testing.cluster",
@@ -47,6 +63,9 @@ _LAZY = {
     "FaultProxy": "sharecon.testing.fault_proxy",
     "FaultProxyError": "sharecon.testing.fault_proxy",
     "ToxiproxyServer": "sharecon.testing.fault_proxy",
+    "KdcStartError": "sharecon.testing.kdc",
+    "KerberosKdc": "sharecon.testing.kdc",
+    "KerberosSetup": "sharecon.testing.kdc",
     "FeatureLevel": "sharecon.testing.tools",
     "KafkaToolError": "sharecon.testing.tools",
     "KafkaTools": "sharecon.testing.tools",
@@ -66,7 +85,9 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "DEFAULT_KAFKA_VERSION",
     "LATEST_PATCH",
+    "AuthorizerSetup",
     "BrokerStartError",
+    "ClientCertificate",
     "ClusterBroker",
     "DeliveryTally",
     "FaultProxy",
@@ -77,7 +98,12 @@ __all__ = [
     "FeatureLevel",
     "KafkaBroker",
     "KafkaToolError",
+    "KdcStartError",
+    "KerberosKdc",
+    "KerberosSetup",
     "KafkaTools",
+    "OAuthSetup",
+    "OidcIssuer",
     "ProduceResult",
     "SaslSetup",
     "TlsSetup",

@@ -62,10 +62,15 @@ if TYPE_CHECKING:
 
     from typing_extensions import Self
 
+    from sharecon.testing.kdc import KerberosSetup
+
 __all__ = [
     "DEFAULT_KAFKA_VERSION",
+    "AuthorizerSetup",
     "BrokerStartError",
+    "ClientCertificate",
     "KafkaBroker",
+    "OAuthSetup",
     "SaslSetup",
     "TlsSetup",
     "main",
@@ -78,7 +83,13 @@ _LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
 }
+_OAUTH_VALIDATOR = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+)
+# Kafka 4.x refuses to fetch a JWKS (or token) URL not listed in this JVM system property.
+_OAUTH_ALLOWED_URLS = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
 
 #: Broker settings every test broker gets. Lock, heartbeat and session minimums are lowered
 #: so one group can opt into short values (``share.record.lock.duration.ms=1000`` for a
@@ -130,6 +141,44 @@ class SaslSetup:
 
     mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
     users: Mapping[str, str] = field(default_factory=lambda: {"sharecon": "sharecon-secret"})
+    #: How the broker validates OAUTHBEARER tokens; required when ``OAUTHBEARER`` is listed.
+    oauth: OAuthSetup | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OAuthSetup:
+    """OAUTHBEARER on the SASL listener, validated by Kafka's OIDC validator (KIP-768).
+
+    The broker fetches the issuer's keys from ``jwks_url`` and checks each token's
+    signature, ``exp``, ``aud`` and ``iss``; :meth:`sharecon.testing.oidc.OidcIssuer.broker_setup`
+    fills it in for the test kit's issuer.
+
+    :param jwks_url: the issuer's JSON Web Key Set.
+    :param token_url: the token endpoint (listed in the JVM's allowed URLs too).
+    :param issuer: the expected ``iss``.
+    :param audience: the expected ``aud``.
+    :param clock_skew_seconds: tolerance on ``exp``/``nbf`` (Kafka's default is 30).
+    """
+
+    jwks_url: str
+    token_url: str = ""
+    issuer: str = ""
+    audience: str = ""
+    clock_skew_seconds: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuthorizerSetup:
+    """Turn on ACLs: Kafka's ``StandardAuthorizer``, nothing allowed without an ACL.
+
+    ``super_users`` (user names of the SASL listener, e.g. an ``admin``) may do anything.
+    So may every connection to the PLAINTEXT listener (its principal is
+    ``User:ANONYMOUS``): :attr:`KafkaBroker.tools`, the broker itself and its controller
+    use it. Clients under test use the SASL listener (:attr:`KafkaBroker.bootstrap`), as a
+    user granted ACLs with :meth:`sharecon.testing.tools.KafkaTools.add_acls`.
+    """
+
+    super_users: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,9 +186,45 @@ class TlsSetup:
     """Serve the client listener over TLS with a throwaway CA made by ``keytool``.
 
     The CA certificate (PEM) is at :attr:`KafkaBroker.tls_ca_file` after start.
+
+    :param client_auth: require a client certificate signed by the test CA
+        (``ssl.client.auth=required``); mint them with
+        :meth:`KafkaBroker.mint_client_certificate`. The principal is the certificate's
+        subject DN, Kafka's default mapping (``User:CN=alice,O=sharecon tests``).
     """
 
     validity_days: int = 7
+    client_auth: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClientCertificate:
+    """A client certificate signed by a test broker's CA, as PEM files a client loads.
+
+    :param cert_file: the certificate (PEM).
+    :param key_file: its private key (PEM; PKCS#8, encrypted when ``key_password`` is set).
+    :param key_password: the key's password, or None for an unencrypted key.
+    :param principal: what the broker sees: ``User:`` and the subject DN.
+    """
+
+    cert_file: Path
+    key_file: Path
+    key_password: str | None = field(default=None, repr=False)
+    principal: str = ""
+
+
+def _oauth_config(oauth: OAuthSetup) -> dict[str, str]:
+    prefix = "listener.name.client.oauthbearer."
+    conf = {
+        prefix + "sasl.server.callback.handler.class": _OAUTH_VALIDATOR,
+        "sasl.oauthbearer.jwks.endpoint.url": oauth.jwks_url,
+        "sasl.oauthbearer.clock.skew.seconds": str(oauth.clock_skew_seconds),
+    }
+    if oauth.audience:
+        conf["sasl.oauthbearer.expected.audience"] = oauth.audience
+    if oauth.issuer:
+        conf["sasl.oauthbearer.expected.issuer"] = oauth.issuer
+    return conf
 
 
 class KafkaBroker:
@@ -150,6 +235,11 @@ class KafkaBroker:
     :param sasl: add a SASL listener (then :attr:`bootstrap` points at it); ``"PLAIN"`` or
         ``"SCRAM-SHA-256"`` is short for a :class:`SaslSetup` with that one mechanism.
     :param tls: serve the client listener over TLS (``True`` or a :class:`TlsSetup`).
+    :param gssapi: offer SASL GSSAPI (Kerberos) on the client listener, for the realm of a
+        :class:`~sharecon.testing.kdc.KerberosKdc` (``kdc.broker_setup()``); the listener then
+        advertises the service principal's host (``localhost``), and so does :attr:`bootstrap`.
+    :param authorizer: turn ACLs on (``True`` or an :class:`AuthorizerSetup`); needs ``sasl``,
+        whose users are the principals ACLs are granted to.
     :param extra_config: broker properties that override the test defaults.
     :param features: ``--feature name=level`` at format time, e.g. ``{"share.version": 1}``.
         4.1 gets ``share.version=1`` unless told otherwise; 4.2+ finalize share groups by default.
@@ -167,6 +257,8 @@ class KafkaBroker:
         *,
         sasl: SaslSetup | str | None = None,
         tls: TlsSetup | bool | None = None,
+        gssapi: KerberosSetup | None = None,
+        authorizer: AuthorizerSetup | bool | None = None,
         extra_config: Mapping[str, str] | None = None,
         features: Mapping[str, int] | None = None,
         start_timeout: float | None = None,
@@ -186,8 +278,17 @@ class KafkaBroker:
             bad = [m for m in sasl.mechanisms if m not in _LOGIN_MODULES]
             if bad or not sasl.mechanisms or not sasl.users:
                 raise BrokerStartError(f"bad SASL setup {sasl!r}: mechanisms {bad} / no users")
+            if ("OAUTHBEARER" in sasl.mechanisms) != (sasl.oauth is not None):
+                raise BrokerStartError("SASL OAUTHBEARER and SaslSetup.oauth go together")
         self.sasl: SaslSetup | None = sasl
         self.tls: TlsSetup | None = TlsSetup() if tls is True else (tls or None)
+        self.gssapi: KerberosSetup | None = gssapi
+        self.authorizer: AuthorizerSetup | None = (
+            AuthorizerSetup() if authorizer is True else (authorizer or None)
+        )
+        if self.authorizer is not None and sasl is None:
+            # Without SASL every client is User:ANONYMOUS, the tools' super user.
+            raise BrokerStartError("authorizer needs a SASL listener (sasl=...) for its users")
         self._extra = dict(extra_config or {})
         self._features = dict(features or {})
         if self.version.startswith("4.1.") and "share.version" not in self._features:
@@ -199,6 +300,9 @@ class KafkaBroker:
         )
         env_opts = os.environ.get("SHARECON_BROKER_JVM_OPTS")
         self._jvm_opts = jvm_opts or (env_opts.split() if env_opts else list(DEFAULT_JVM_OPTS))
+        if sasl is not None and sasl.oauth is not None:
+            urls = ",".join(u for u in (sasl.oauth.jwks_url, sasl.oauth.token_url) if u)
+            self._jvm_opts = [*self._jvm_opts, f"-D{_OAUTH_ALLOWED_URLS}={urls}"]
         self._install: KafkaInstall | None = None
         self._java = ""
         self._res = NodeProcess()
@@ -213,9 +317,14 @@ class KafkaBroker:
 
     @property
     def bootstrap(self) -> str:
-        """``127.0.0.1:PORT`` of the client listener (SASL/TLS when configured)."""
+        """``127.0.0.1:PORT`` of the client listener (SASL/TLS when configured);
+        ``localhost:PORT`` with GSSAPI, whose service principal names that host."""
         self._require_started()
-        return f"127.0.0.1:{self._client_port}"
+        return f"{self._client_host}:{self._client_port}"
+
+    @property
+    def _client_host(self) -> str:
+        return self.gssapi.host if self.gssapi is not None else "127.0.0.1"
 
     @property
     def plaintext_bootstrap(self) -> str:
@@ -352,7 +461,7 @@ class KafkaBroker:
         assert self._install is not None
         tmp = Path(tempfile.mkdtemp(prefix=f"sharecon-kafka-{self.version}-"))
         self._res.dir = tmp
-        secured = self.sasl is not None or self.tls is not None
+        secured = self.sasl is not None or self.tls is not None or self.gssapi is not None
         if self._want_port:
             _check_port_free(self._want_port)
         ports = free_ports(3)
@@ -372,15 +481,20 @@ class KafkaBroker:
                 (True, False): "SASL_PLAINTEXT",
                 (False, True): "SSL",
                 (True, True): "SASL_SSL",
-            }[(self.sasl is not None, self.tls is not None)]
+            }[(self.sasl is not None or self.gssapi is not None, self.tls is not None)]
             listeners.insert(0, f"CLIENT://127.0.0.1:{self._client_port}")
             protocols.append(f"CLIENT:{proto}")
+        advertised = list(listeners)
+        if self.gssapi is not None:
+            # Binds 127.0.0.1 as ever, but advertises the host of the service principal:
+            # a Kerberos client names the broker's principal after the host it connects to.
+            advertised[0] = f"CLIENT://{self.gssapi.host}:{self._client_port}"
         conf = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self._controller_port}",
             "listeners": ",".join([*listeners, f"CONTROLLER://127.0.0.1:{self._controller_port}"]),
-            "advertised.listeners": ",".join(listeners),
+            "advertised.listeners": ",".join(advertised),
             "listener.security.protocol.map": ",".join(protocols),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
@@ -389,8 +503,23 @@ class KafkaBroker:
         conf.update(TEST_BROKER_CONFIG)
         if minor(self.version) >= 3:
             conf.update(CONFIG_4_3)
+        if self.sasl is not None or self.gssapi is not None:
+            mechanisms = [
+                *(self.sasl.mechanisms if self.sasl else ()),
+                *(["GSSAPI"] if self.gssapi else []),
+            ]
+            conf["listener.name.client.sasl.enabled.mechanisms"] = ",".join(mechanisms)
+        if self.gssapi is not None:
+            k = self.gssapi
+            conf["listener.name.client.gssapi.sasl.jaas.config"] = (
+                "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true "
+                f'storeKey=true keyTab="{k.keytab}" principal="{k.principal}";'
+            )
+            conf["sasl.kerberos.service.name"] = k.service_name
+            conf["listener.name.client.gssapi.sasl.kerberos.service.name"] = k.service_name
         if self.sasl is not None:
-            conf["listener.name.client.sasl.enabled.mechanisms"] = ",".join(self.sasl.mechanisms)
+            if self.sasl.oauth is not None:
+                conf.update(_oauth_config(self.sasl.oauth))
             for mech in self.sasl.mechanisms:
                 users = ""
                 if mech == "PLAIN":
@@ -398,6 +527,17 @@ class KafkaBroker:
                 conf[f"listener.name.client.{mech.lower()}.sasl.jaas.config"] = (
                     f"{_LOGIN_MODULES[mech]} required{users};"
                 )
+        if self.tls is not None and self.tls.client_auth:
+            conf["listener.name.client.ssl.client.auth"] = "required"
+            conf["listener.name.client.ssl.truststore.type"] = "PEM"
+            conf["listener.name.client.ssl.truststore.location"] = str(tmp / "tls" / "ca.pem")
+        if self.authorizer is not None:
+            conf["authorizer.class.name"] = (
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+            )
+            conf["allow.everyone.if.no.acl.found"] = "false"
+            supers = ["User:ANONYMOUS", *(f"User:{u}" for u in self.authorizer.super_users)]
+            conf["super.users"] = ";".join(supers)
         if self.tls is not None:
             conf["listener.name.client.ssl.keystore.location"] = str(tmp / "tls" / "broker.p12")
             conf["listener.name.client.ssl.keystore.type"] = "PKCS12"
@@ -448,29 +588,70 @@ class KafkaBroker:
               "-keystore", broker, *common], None),
         ]  # fmt: skip
         for args, out_name in steps:
-            try:
-                done = subprocess.run(
-                    [keytool, *args],
-                    capture_output=True,
-                    text=True,
-                    timeout=60,
-                    check=False,
-                    stdin=subprocess.DEVNULL,
-                )
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                raise BrokerStartError(f"keytool {args[0]} failed: {exc}") from exc
-            if done.returncode != 0:
-                raise BrokerStartError(
-                    f"keytool {args[0]} failed:\n{tail(done.stdout + done.stderr)}"
-                )
+            out = _run_tool([keytool, *args])
             if out_name:
-                (tls / out_name).write_text(done.stdout)
+                (tls / out_name).write_text(out)
         self.tls_ca_file = tls / "ca.pem"
+
+    def mint_client_certificate(
+        self,
+        directory: str | os.PathLike[str],
+        common_name: str = "client",
+        *,
+        key_password: str | None = None,
+        validity_days: int | None = None,
+    ) -> ClientCertificate:
+        """Make a client key and a certificate for it signed by this broker's test CA.
+
+        The key is made by ``openssl`` (keytool cannot write a private key as PEM) and
+        signed by ``keytool`` with the CA the broker trusts. Files ``<common_name>.crt``
+        and ``<common_name>.key`` are (over)written in ``directory``; the key is encrypted
+        (PKCS#8, AES-256) when ``key_password`` is given.
+
+        :raises BrokerStartError: the broker has no TLS, or a tool failed.
+        """
+        if self.tls is None or self._res.dir is None:
+            raise BrokerStartError("mint_client_certificate needs a started broker with tls=")
+        openssl = shutil.which("openssl")
+        if openssl is None:
+            raise BrokerStartError("mint_client_certificate needs the openssl command")
+        keytool = str(Path(self._java).with_name("keytool"))
+        if not os.access(keytool, os.X_OK):
+            keytool = shutil.which("keytool") or keytool
+        out_dir = Path(directory)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        tls = self._res.dir / "tls"
+        key, csr = out_dir / f"{common_name}.key", tls / f"{common_name}.csr"
+        subject = f"/O=sharecon tests/CN={common_name}"
+        # The password reaches openssl through its environment, never its command line.
+        env = {**os.environ, "SHARECON_MINT_KEY_PASSWORD": key_password or ""}
+        protect = ["-passout", "env:SHARECON_MINT_KEY_PASSWORD"] if key_password else ["-nodes"]
+        _run_tool(
+            [openssl, "req", "-new", "-newkey", "rsa:2048", *protect, "-keyout", str(key),
+             "-subj", subject, "-out", str(csr)],
+            env=env,
+        )  # fmt: skip
+        days = str(validity_days or self.tls.validity_days)
+        pem = _run_tool(
+            [keytool, "-gencert", "-alias", "ca", "-keystore", str(tls / "ca.p12"),
+             "-storepass", _STORE_PASSWORD, "-storetype", "PKCS12", "-infile", str(csr),
+             "-ext", "EKU=clientAuth", "-ext", "KU=digitalSignature", "-validity", days, "-rfc"]
+        )  # fmt: skip
+        cert = out_dir / f"{common_name}.crt"
+        cert.write_text(pem)
+        key.chmod(0o600)
+        return ClientCertificate(
+            cert, key, key_password, principal=f"User:CN={common_name},O=sharecon tests"
+        )
 
     def _launch_and_wait(self) -> None:
         assert self._install is not None
         started = time.monotonic()
-        offset = self._res.launch(self._java, self._jvm_opts, self._install)
+        jvm_opts = list(self._jvm_opts)
+        if self.gssapi is not None:
+            # The realm comes from the KDC's krb5.conf, not the machine's /etc/krb5.conf.
+            jvm_opts.append(f"-Djava.security.krb5.conf={self.gssapi.krb5_conf}")
+        offset = self._res.launch(self._java, jvm_opts, self._install)
         try:
             self._res.wait_ready(
                 offset,
@@ -494,6 +675,26 @@ class KafkaBroker:
 
 
 _STORE_PASSWORD = "sharecon-test"  # throwaway keystores in a temporary folder
+
+
+def _run_tool(argv: list[str], env: Mapping[str, str] | None = None) -> str:
+    """Run keytool or openssl; its stdout, or BrokerStartError with the tail of its output."""
+    what = f"{Path(argv[0]).name} {argv[1]}"
+    try:
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            env=None if env is None else dict(env),
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BrokerStartError(f"{what} failed: {exc}") from exc
+    if done.returncode != 0:
+        raise BrokerStartError(f"{what} failed:\n{tail(done.stdout + done.stderr)}")
+    return done.stdout
 
 
 def _check_port_free(port: int) -> None:

@@ -13,16 +13,20 @@ How a record delivered twice is explained:
   out again after the first delivery's lock expired, or after the first holder released it.
 * ``released on disconnect``: the same delivery count twice, and the first delivery's
   acknowledgement never reached the broker (its connection or session was lost) or it was
-  never acknowledged. Kafka 4.1-4.3 brokers release the records of a share session whose
-  connection closed and *decrement* their delivery count while doing so
-  (``SharePartition.releaseAcquiredRecords`` on the disconnect path), so such a record comes
-  back with the count it had before: see ``docs/testing.md``.
-* ``new leader``: the same delivery count twice, from two leader epochs of the partition
-  (as the member knew them, or a leader change reported between the two deliveries).
-  A share-partition leader keeps acquisitions in memory and persists a record's state only
-  when it is acknowledged, released or its lock expires, so the leader that takes over
-  after a crash or a leadership move hands out records the old one had acquired with the
-  count from before that acquisition.
+  never acknowledged. Kafka 4.1 releases the records of a share session whose connection
+  closed and *decrements* their delivery count while doing so (from 4.2, KAFKA-19972, the
+  count is kept), so on 4.1 such a record comes back with the count it had before.
+* ``share partition reloaded``: the same delivery count twice, with a
+  :meth:`DeliveryTally.sessions_ended` or :meth:`DeliveryTally.partition_reloaded` between
+  the two deliveries. When every share session of a group on a broker ends at once (a proxy
+  that closes all connections as a stall ends, a client process that dies), the broker can
+  drop the group's share partitions from memory before some member's release has run (it
+  then logs ``No share partition found ... while releasing acquired topic partitions``).
+  The next fetch builds the share partition again from the persisted state
+  (``Initialized share partition ... with persister read state``), in which acquisitions
+  never appear: the records come back with the count they had before, on every Kafka line.
+  ``sharecon.testing.model`` plays this
+  (``ModelBroker.disconnect_many(..., concurrent=True)``); see ``docs/testing.md``.
 * anything else is ``unexplained``; a record whose acceptance the broker confirmed and that
   was delivered again is a ``double accept``. Both are failures.
 """
@@ -44,6 +48,7 @@ Position = tuple[str, int, int]
 COUNT_ROSE = "count rose"
 RELEASED_ON_DISCONNECT = "released on disconnect (same count)"
 NEW_LEADER = "new leader (same count)"
+RELOADED = "share partition reloaded (same count)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,9 +135,10 @@ class _Answer:
 class DeliveryTally:
     """Collects produced ids, deliveries, acknowledgement outcomes and fault times.
 
-    :param same_count_redelivery: whether the broker may hand a record out again with the
-        same delivery count after the holder's connection closed (true for Kafka 4.1-4.3;
-        see the module docstring). When false such a duplicate is unexplained.
+    :param same_count_redelivery: whether the broker hands a record out again with the
+        same delivery count after the holder's connection closed (true for Kafka 4.1 only;
+        see the module docstring). When false such a duplicate is unexplained, unless a
+        reload explains it (:meth:`sessions_ended`, :meth:`partition_reloaded`).
     """
 
     same_count_redelivery: bool = True
@@ -148,6 +154,8 @@ class DeliveryTally:
     _leader_changes: dict[tuple[str, int], list[float]] = field(
         default_factory=lambda: defaultdict(list)
     )
+    _reloads: dict[tuple[str, int], list[float]] = field(default_factory=lambda: defaultdict(list))
+    _sessions_ended: list[float] = field(default_factory=list)
     _start: float | None = None
 
     def started(self, at: float) -> None:
@@ -202,6 +210,19 @@ class DeliveryTally:
         """The partition's leader epoch changed at ``at`` (for clients that cannot say which
         leader epoch each delivery came from: a metadata poller reports the changes)."""
         self._leader_changes[(topic, partition)].append(at)
+
+    def sessions_ended(self, at: float) -> None:
+        """Every share session of the group on some broker ended together at ``at`` (all its
+        connections closed at once: the end of a proxy stall, a cut of every connection, a
+        member process killed). The broker may then have dropped and reloaded its share
+        partitions, handing out acquired records again with the same count."""
+        self._sessions_ended.append(at)
+
+    def partition_reloaded(self, topic: str, partition: int, at: float) -> None:
+        """The broker built the partition's share state again from the persisted state at
+        ``at`` (its log says ``Initialized share partition ... with persister read state``
+        after the first load)."""
+        self._reloads[(topic, partition)].append(at)
 
     def fault(self, name: str, at: float) -> None:
         """A fault was injected at ``at``."""
@@ -272,6 +293,10 @@ class DeliveryTally:
                     or self._leader_changed_between(pos, prev.at, nxt.at)
                 ):
                     explained[NEW_LEADER] += 1
+                elif nxt.delivery_count == prev.delivery_count and self._reloaded_between(
+                    pos, prev.at, nxt.at
+                ):
+                    explained[RELOADED] += 1
                 elif nxt.delivery_count == prev.delivery_count and self.same_count_redelivery:
                     explained[RELEASED_ON_DISCONNECT] += 1
                 else:
@@ -314,6 +339,10 @@ class DeliveryTally:
         # A poller sees a change up to its interval late: allow half a second.
         changes = self._leader_changes.get((pos[0], pos[1]), ())
         return any(after < at <= before + 0.5 for at in changes)
+
+    def _reloaded_between(self, pos: Position, after: float, before: float) -> bool:
+        reloads = self._reloads.get((pos[0], pos[1]), ())
+        return any(after < at <= before for at in (*reloads, *self._sessions_ended))
 
     def _fault_figures(self) -> Iterable[FaultFigures]:
         times = sorted(d.at for d in self._deliveries)

@@ -46,6 +46,7 @@ _FEATURE_COMMAND = "org.apache.kafka.tools.FeatureCommand"
 _PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance"
 _CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"
 _SHARE_CONSUMER_PERF = "org.apache.kafka.tools.ShareConsumerPerformance"
+_ACL_COMMAND = "org.apache.kafka.tools.AclCommand"
 _SHARE_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
 # ConfigCommand moved from core (Scala) to kafka-tools in 4.4.
 _CONFIG_COMMANDS = ("org.apache.kafka.tools.ConfigCommand", "kafka.admin.ConfigCommand")
@@ -150,6 +151,40 @@ class KafkaTools:
                 f"{short} exited with {done.returncode}\n{tail(done.stdout + done.stderr)}"
             )
         return done.stdout
+
+    # -- ACLs -----------------------------------------------------------------
+
+    def add_acls(
+        self,
+        users: str | Iterable[str],
+        operations: Iterable[str],
+        *,
+        topics: Iterable[str] = (),
+        groups: Iterable[str] = (),
+        cluster: bool = False,
+        prefixed: bool = False,
+    ) -> None:
+        """Allow each of ``users`` (``User:<name>``) every operation in ``operations`` (Kafka's names: ``Read``,
+        ``Write``, ``Describe``, ``Create``, ``AlterConfigs``...) on every resource named, with
+        Kafka's ``kafka-acls`` (one JVM run: group resources so the calls stay few).
+
+        :param prefixed: the names are prefixes (``--resource-pattern-type prefixed``).
+        :raises KafkaToolError: the tool failed (e.g. the broker has no authorizer).
+        """
+        args = ["--bootstrap-server", self.bootstrap, "--add"]
+        for user in [users] if isinstance(users, str) else users:
+            args += ["--allow-principal", f"User:{user}"]
+        for op in operations:
+            args += ["--operation", op]
+        for topic in topics:
+            args += ["--topic", topic]
+        for group in groups:
+            args += ["--group", group]
+        if cluster:
+            args.append("--cluster")
+        if prefixed:
+            args += ["--resource-pattern-type", "prefixed"]
+        self.run(_ACL_COMMAND, *args, "--force")
 
     # -- topics ---------------------------------------------------------------
 

@@ -218,7 +218,7 @@ async def _consume(
         else None
     )
     consumer = ShareConsumer(
-        config.bootstrap,
+        config.bootstrap_servers(),
         group_id=config.group,
         topics=list(config.topics),
         max_records=config.max_records,

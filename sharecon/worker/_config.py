@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sharecon import errors
+from sharecon._net.oauth import OidcTokenProvider
 from sharecon._net.sasl import SaslConfig
+from sharecon.config import ConnectionConfig, TlsConfig, from_properties
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -59,9 +61,17 @@ ENV = {
     "timeout": "SHARECON_TIMEOUT",
     "tls": "SHARECON_TLS",
     "tls_ca": "SHARECON_TLS_CA",
+    "tls_cert": "SHARECON_TLS_CERT",
+    "tls_key": "SHARECON_TLS_KEY",
+    "tls_key_password": "SHARECON_TLS_KEY_PASSWORD",
+    "command_config": "SHARECON_COMMAND_CONFIG",
     "sasl_mechanism": "SHARECON_SASL_MECHANISM",
     "sasl_username": "SHARECON_SASL_USERNAME",
     "sasl_password": "SHARECON_SASL_PASSWORD",
+    "oauth_token_url": "SHARECON_OAUTH_TOKEN_URL",
+    "oauth_client_id": "SHARECON_OAUTH_CLIENT_ID",
+    "oauth_scope": "SHARECON_OAUTH_SCOPE",
+    "oauth_client_secret": "SHARECON_OAUTH_CLIENT_SECRET",
 }
 
 
@@ -88,9 +98,22 @@ class WorkerConfig:
     :param timeout: connect and request timeout.
     :param tls: use TLS (verified against the system CAs, or ``tls_ca``).
     :param tls_ca: PEM file of CA certificates (implies ``tls``).
-    :param sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
+    :param tls_cert: PEM client certificate for mutual TLS (implies ``tls``); re-read by
+        each new connection when the file changed.
+    :param tls_key: PEM private key of ``tls_cert``, unless it is in that file.
+    :param tls_key_password: the password of an encrypted ``tls_key`` (never in ``repr``;
+        from ``SHARECON_TLS_KEY_PASSWORD``, not a flag).
+    :param command_config: a Kafka client properties file (``--command-config``); it
+        gives the TLS and SASL settings, and the bootstrap servers unless ``bootstrap``
+        is given too.
+    :param sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512`` or ``OAUTHBEARER``.
     :param sasl_username: the SASL user.
     :param sasl_password: the SASL password (never shown in ``repr``).
+    :param oauth_token_url: OAUTHBEARER: the OIDC token endpoint (client credentials).
+    :param oauth_client_id: OAUTHBEARER: the OAuth client id.
+    :param oauth_scope: OAUTHBEARER: the scope to ask for, if any.
+    :param oauth_client_secret: OAUTHBEARER: the client secret (never shown in ``repr``;
+        from ``SHARECON_OAUTH_CLIENT_SECRET`` or the TOML file, never a flag).
     :param log_level: logging level of the ``sharecon`` logger in the worker processes.
     :raises ConfigError: for a wrong setting, naming it.
     """
@@ -111,9 +134,17 @@ class WorkerConfig:
     timeout: float = 30.0
     tls: bool = False
     tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_key_password: str | None = field(default=None, repr=False)
+    command_config: str | None = None
     sasl_mechanism: str | None = None
     sasl_username: str | None = None
     sasl_password: str | None = field(default=None, repr=False)
+    oauth_token_url: str | None = None
+    oauth_client_id: str | None = None
+    oauth_scope: str | None = None
+    oauth_client_secret: str | None = field(default=None, repr=False)
     log_level: int = 40
 
     def __post_init__(self) -> None:
@@ -139,6 +170,9 @@ class WorkerConfig:
             raise errors.ConfigError(f"grace must not be negative, not {self.grace!r}")
         if self.dlq_topic is not None and self.dlq_after is None:
             raise errors.ConfigError("dlq_topic needs dlq_after (the delivery that routes there)")
+        if self.sasl_mechanism is not None and self.sasl_mechanism.upper() == "OAUTHBEARER":
+            self._check_oauth()
+            return
         given = [self.sasl_mechanism, self.sasl_username, self.sasl_password]
         if any(v is not None for v in given) and not all(v is not None for v in given):
             raise errors.ConfigError(
@@ -147,9 +181,50 @@ class WorkerConfig:
             )
         if self.sasl_mechanism is not None:
             self.sasl()  # checks the mechanism
+        if self.tls_key is not None and self.tls_cert is None:
+            raise errors.ConfigError("tls_key needs tls_cert (the certificate it belongs to)")
+        if self.command_config is not None:
+            mixed = [
+                name
+                for name in ("tls_ca", "tls_cert", "tls_key", "sasl_mechanism", "sasl_username")
+                if getattr(self, name) is not None
+            ] + (["tls"] if self.tls else [])
+            if mixed:
+                raise errors.ConfigError(
+                    f"command_config gives the TLS and SASL settings; drop {', '.join(mixed)}"
+                )
+
+    def _check_oauth(self) -> None:
+        if self.sasl_username is not None or self.sasl_password is not None:
+            raise errors.ConfigError(
+                "OAUTHBEARER takes oauth_token_url, oauth_client_id and oauth_client_secret, "
+                "not sasl_username or sasl_password"
+            )
+        missing = [
+            name
+            for name in ("oauth_token_url", "oauth_client_id", "oauth_client_secret")
+            if not getattr(self, name)
+        ]
+        if missing:
+            raise errors.ConfigError(f"OAUTHBEARER needs {', '.join(missing)}")
+        self.sasl()  # checks the URL
 
     def sasl(self) -> SaslConfig | None:
-        """The SASL credentials, if any."""
+        """The SASL credentials, if any (OAUTHBEARER: with a new OIDC token provider)."""
+        if (
+            self.sasl_mechanism is not None
+            and self.sasl_mechanism.upper() == "OAUTHBEARER"
+            and self.oauth_token_url
+            and self.oauth_client_id
+            and self.oauth_client_secret
+        ):
+            provider = OidcTokenProvider(
+                self.oauth_token_url,
+                self.oauth_client_id,
+                self.oauth_client_secret,
+                scope=self.oauth_scope,
+            )
+            return SaslConfig("OAUTHBEARER", token_provider=provider)
         if self.sasl_mechanism is None or self.sasl_username is None:
             return None
         return SaslConfig(self.sasl_mechanism.upper(), self.sasl_username, self.sasl_password or "")
@@ -169,7 +244,13 @@ class WorkerConfig:
             ) from None
 
     def client_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for sharecon's clients (Admin, ShareConsumer)."""
+        """Keyword arguments for sharecon's clients (Admin, ShareConsumer).
+
+        :raises ConfigError: a TLS file or the properties file cannot be used.
+        """
+        config = self.connection_config()
+        if config is not None:
+            return {"config": config, "request_timeout": self.timeout}
         return {
             "client_id": self.client_id,
             "connect_timeout": self.timeout,
@@ -178,8 +259,44 @@ class WorkerConfig:
             "sasl": self.sasl(),
         }
 
+    def bootstrap_servers(self) -> str:
+        """``bootstrap``, or the properties file's ``bootstrap.servers`` when only it names them."""
+        if self.command_config is not None and self.bootstrap == DEFAULT_BOOTSTRAP:
+            return from_properties(self.command_config).bootstrap
+        return self.bootstrap
+
+    def connection_config(self) -> ConnectionConfig | None:
+        """The whole connection config when TLS files or a properties file give one."""
+        if self.command_config is not None:
+            props = from_properties(self.command_config, bootstrap=self.bootstrap)
+            client_id = self.client_id
+            if client_id == "sharecon-worker" and props.config.client_id != "sharecon":
+                client_id = props.config.client_id  # the file's client.id
+            return dataclasses.replace(
+                props.config,
+                client_id=client_id,
+                connect_timeout=self.timeout,
+                request_timeout=self.timeout,
+            )
+        if self.tls_cert is None and not (self.tls or self.tls_ca):
+            return None
+        tls = TlsConfig(
+            ca_file=self.tls_ca,
+            cert_file=self.tls_cert,
+            key_file=self.tls_key,
+            key_password=self.tls_key_password,
+        )
+        return ConnectionConfig(
+            client_id=self.client_id,
+            connect_timeout=self.timeout,
+            request_timeout=self.timeout,
+            tls=tls,
+            sasl=self.sasl(),
+        )
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready (the password included: it goes to the worker processes' stdin)."""
+        """JSON-ready (the password and client secret included: they go to the worker
+        processes' stdin)."""
         out = dataclasses.asdict(self)
         out["topics"] = list(self.topics)
         return out
@@ -207,6 +324,16 @@ def _at_least(name: str, value: object, low: int) -> None:
 _INTS = {"processes", "concurrency", "dlq_after", "max_records"}
 _FLOATS = {"handler_timeout", "grace", "interval", "timeout"}
 _BOOLS = {"tls"}
+_SECURITY = {
+    "tls",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "tls_key_password",
+    "sasl_mechanism",
+    "sasl_username",
+    "sasl_password",
+}
 
 
 def _convert(name: str, value: object, where: str) -> object:
@@ -289,13 +416,20 @@ def config_from_sources(
     """
     environ = os.environ if env is None else env
     values: dict[str, Any] = {}
+    from_env: set[str] = set()
     for name, variable in ENV.items():
         if flags.get(name) is not None:
             values[name] = flags[name]
         elif environ.get(variable):
             values[name] = _convert(name, environ[variable], variable)
+            from_env.add(name)
         elif toml is not None and toml.get(name) is not None:
             values[name] = toml[name]
+    if values.get("command_config") is not None:
+        # As the CLI does: the properties file gives TLS and SASL; the environment's
+        # SHARECON_TLS_* / SHARECON_SASL_* are not read then (flags still clash).
+        for name in _SECURITY & from_env:
+            del values[name]
     for required in ("handler", "group", "topics"):
         values.setdefault(required, "" if required != "topics" else ())
     if values.get("handler") == "":

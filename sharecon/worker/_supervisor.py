@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -410,7 +411,7 @@ async def check_setup(config: WorkerConfig) -> None:
     :raises UnknownTopicOrPartitionError: a topic does not exist (naming it).
     """
     load_handler(config.handler)
-    async with Admin(config.bootstrap, **config.client_kwargs()) as admin:
+    async with Admin(config.bootstrap_servers(), **config.client_kwargs()) as admin:
         await admin.describe_topics(list(config.topics))
 
 
@@ -437,4 +438,18 @@ def _child_env() -> dict[str, str]:
     # This file is <root>/sharecon/worker/_supervisor.py.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+    # A worker process gets its settings, secrets included, on stdin: it needs none of
+    # the SHARECON_* secrets in its environment, where the handler's code, its own child
+    # processes and anyone able to read /proc/PID/environ would see them.
+    env = {k: v for k, v in os.environ.items() if not _is_secret_variable(k)}
+    env["PYTHONPATH"] = root + (os.pathsep + path if path else "")
+    return env
+
+
+# SHARECON_SASL_PASSWORD, and any other SHARECON_* variable named like a secret (a key
+# password, an OAuth client secret or token, a JAAS config with a password inside).
+_SECRET_VARIABLE = re.compile(r"SHARECON_\w*(PASSWORD|SECRET|TOKEN|CREDENTIAL|PASSPHRASE|JAAS)")
+
+
+def _is_secret_variable(name: str) -> bool:
+    return _SECRET_VARIABLE.match(name.upper()) is not None

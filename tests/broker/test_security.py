@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import ssl
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import confluent_kafka  # the project's [test] extra: an independent client to check against
@@ -15,6 +16,7 @@ from sharecon.testing.probe import share_support
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
     from sharecon.testing.pytest_plugin import BrokerFactory
 
@@ -85,6 +87,42 @@ def test_tools_use_the_plaintext_listener(sasl_ssl_broker: KafkaBroker) -> None:
     assert sasl_ssl_broker.plaintext_bootstrap != sasl_ssl_broker.bootstrap
     assert share_support(sasl_ssl_broker.plaintext_bootstrap).enabled
     assert "secured" in sasl_ssl_broker.tools.list_topics()
+
+
+def test_cli_command_config_over_sasl_ssl(sasl_ssl_broker: KafkaBroker, tmp_path: Path) -> None:
+    """sharecon's CLI (Admin, Producer, ShareConsumer) from a Kafka properties file in the
+    shape a provider's console gives (JAAS with single quotes, extra producer keys)."""
+    from tests.cli.test_cli import cli, json_lines
+
+    props = tmp_path / "client.properties"
+    props.write_text(
+        f"bootstrap.servers={sasl_ssl_broker.bootstrap}\n"
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f"username='bob' password='{USERS['bob']}';\n"
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={sasl_ssl_broker.tls_ca_file}\n"
+        "acks=all\n"
+    )
+    config = ("--command-config", str(props))
+    topic = f"cmdcfg-{uuid.uuid4().hex[:8]}"
+    proc = cli("topics", "create", topic, "-v", *config)
+    assert proc.returncode == 0, proc.stderr
+    # -v shows the one WARNING naming the keys sharecon does not use.
+    assert "WARNING sharecon._net.properties: client properties not used" in proc.stderr
+    assert "acks" in proc.stderr
+    proc = cli("produce", topic, *config, input="one\ntwo\n")
+    assert proc.returncode == 0, proc.stderr
+    proc = cli("consume", topic, "-g", f"g-{topic}", "--earliest", "--max", "2", "--json", *config)
+    assert proc.returncode == 0, proc.stderr
+    assert [r["value"] for r in json_lines(proc.stdout)] == ["one", "two"]
+    assert USERS["bob"] not in proc.stderr
+    # The wrong password in the file: exit 5 (unreachable), one line, no secret.
+    props.write_text(props.read_text().replace(USERS["bob"], "not-bobs-pw"))
+    proc = cli("topics", "list", *config)
+    assert proc.returncode == 5, proc.stderr
+    assert "not-bobs-pw" not in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_sasl_plaintext_with_one_mechanism(kafka_broker_factory: BrokerFactory) -> None:

@@ -187,6 +187,43 @@ async def test_broker_side_dlq_on_kafka_44(
     assert dead_letter_info(copy.headers) is None  # written by the broker, not by us
 
 
+async def test_a_dlq_topic_other_than_the_brokers_gets_both_copies(
+    kafka_broker_factory: BrokerFactory,
+) -> None:
+    """docs/dlq.md: with dlq_topic unlike the group's errors.deadletterqueue.topic.name,
+    sharecon copies to dlq_topic, and the broker copies the rejected record to its own."""
+    broker = kafka_broker_factory("4.4")
+    topic, group = f"src-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    broker_dlq, client_dlq = f"dlq.b-{uuid.uuid4().hex[:8]}", f"dlq.c-{uuid.uuid4().hex[:8]}"
+    async with Admin(broker.bootstrap) as admin:
+        await admin.create_topics([topic, client_dlq])
+        await admin.create_topics(
+            [broker_dlq], configs={"errors.deadletterqueue.group.enable": "true"}
+        )
+        await admin.alter_group_config(
+            group,
+            {
+                "share.auto.offset.reset": "earliest",
+                "errors.deadletterqueue.topic.name": broker_dlq,
+                "errors.deadletterqueue.copy.record.enable": "true",
+            },
+        )
+    await produce(broker.bootstrap, topic, [b"poison"])
+    async with ShareConsumer(
+        broker.bootstrap, group_id=group, topics=[topic], dlq_topic=client_dlq, ack_mode="explicit"
+    ) as consumer:
+        with anyio.fail_after(30):
+            record = await consumer.__anext__()
+        written = await consumer.reject_to_dlq(record, reason="both")
+        assert written is not None and written.topic == client_dlq
+        await consumer.commit()
+    [ours] = await read_all(broker.bootstrap, client_dlq, 1)
+    [theirs] = await read_all(broker.bootstrap, broker_dlq, 1)
+    assert ours.value == theirs.value == b"poison"
+    assert dead_letter_info(ours.headers) is not None
+    assert dead_letter_info(theirs.headers) is None
+
+
 async def test_dlq_example_runs(
     kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
 ) -> None:

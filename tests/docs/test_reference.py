@@ -49,12 +49,14 @@ PUBLIC_MODULES = (
     "sharecon.testing.cluster",
     "sharecon.testing.tools",
     "sharecon.testing.fault_proxy",
+    "sharecon.testing.kdc",
     "sharecon.testing.tally",
     "sharecon.testing.chaos",
     "sharecon.testing.probe",
     "sharecon.testing.env",
     "sharecon.testing.pytest_plugin",
     "sharecon.testing.image",
+    "sharecon.testing.oidc",
 )
 
 #: Module prefixes left out of the reference, and why (docs/reference/index.md says so too).
@@ -62,6 +64,8 @@ NOT_PUBLIC = {
     "sharecon.protocol": "layer 1 wire protocol, generated per Kafka version: internal",
     "sharecon.cli": "the command line is documented in docs/cli.md, not as Python API",
     "sharecon.testing.demo": "scripts/demo's program (python -m sharecon.testing.demo)",
+    "sharecon.testing.model": "speaks sharecon.protocol's message classes: docs/testing.md",
+    "sharecon.testing.conformance": "speaks sharecon.protocol's message classes: docs/testing.md",
 }
 
 _DIRECTIVE = re.compile(r"^::: ([\w.]+)\s*$((?:\n[ \t]+.*)*)", re.M)

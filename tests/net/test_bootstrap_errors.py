@@ -7,6 +7,7 @@ port, a listener that never answers, an HTTP server, a TLS listener spoken to in
 from __future__ import annotations
 
 import socket
+import ssl
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,15 @@ from sharecon import errors
 from sharecon._net.cluster import Cluster
 from sharecon._net.connect import ConnectionConfig, open_connection
 from sharecon._net.connection import BrokerAddress
+from sharecon._net.sasl import SaslConfig
+from sharecon.protocol import (
+    ApiVersionsResponse,
+    SaslHandshakeResponse,
+    decode_request,
+    encode_response,
+)
 from sharecon.protocol.framing import FrameDecoder, identify_protocol
+from sharecon.protocol.messages.api_versions import ApiVersion
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -169,6 +178,60 @@ async def test_silent_peer_names_the_timeout_even_when_it_uses_the_whole_budget(
     assert "did not answer the version handshake" in message
 
 
+def stalling_at(api_name: str) -> Callable[[anyio.abc.SocketStream], Awaitable[None]]:
+    """A Kafka peer that answers ApiVersions and SaslHandshake (PLAIN) until the request
+    named ``api_name`` arrives, and then goes silent with the connection open."""
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        decoder = FrameDecoder()
+        while True:
+            decoder.receive_data(await stream.receive())
+            while isinstance(frame := decoder.next_frame(), bytes):
+                header, body = decode_request(frame)
+                if type(body).__name__ == f"{api_name}Request":
+                    await anyio.sleep_forever()
+                answer: ApiVersionsResponse | SaslHandshakeResponse
+                if header.api_key == 18:
+                    answer = ApiVersionsResponse(
+                        api_keys=[
+                            ApiVersion(api_key=k, min_version=0, max_version=v)
+                            for k, v in ((18, 4), (17, 1), (36, 2), (3, 13))
+                        ]
+                    )
+                else:
+                    answer = SaslHandshakeResponse(mechanisms=["PLAIN"])
+                await stream.send(
+                    encode_response(
+                        header.api_key, header.api_version, header.correlation_id, answer
+                    )
+                )
+
+    return handle
+
+
+@pytest.mark.parametrize(
+    ("api_name", "named"),
+    [
+        ("ApiVersions", "did not answer the version handshake (ApiVersions)"),
+        ("SaslHandshake", "did not answer the SASL handshake (SaslHandshake for PLAIN)"),
+        (
+            "SaslAuthenticate",
+            "did not answer SASL authentication (SaslAuthenticate PLAIN, round 1)",
+        ),
+    ],
+)
+async def test_a_stalled_login_names_the_step_that_stalled(api_name: str, named: str) -> None:
+    """A real TCP peer that stops answering at one step of the opening exchange: the
+    timeout says which one (a stall in SaslAuthenticate used to read "did not answer the
+    version handshake", sending people to look at versions instead of credentials)."""
+    config = ConnectionConfig(connect_timeout=0.5, sasl=SaslConfig("PLAIN", "alice", "pw-1x9"))
+    async with peer(stalling_at(api_name)) as where:
+        with anyio.fail_after(5):
+            message = await bootstrap_error(where, config)
+    assert f"{where} timed out: it accepted the connection but {named}" in message
+    assert "pw-1x9" not in message
+
+
 # -- fail fast on refusals ------------------------------------------------------------------
 
 
@@ -207,3 +270,18 @@ async def test_mixed_causes_are_each_named() -> None:
         )
     assert message.startswith("could not reach any bootstrap broker within 1 s: ")
     assert f"127.0.0.1:{port} refused the connection; {tls} does not speak Kafka" in message
+
+
+@pytest.mark.parametrize("reply", [HTTP_400, b""], ids=["not-tls-bytes", "hang-up"])
+async def test_tls_to_a_plaintext_peer_fails_within_seconds(reply: bytes) -> None:
+    """A TLS client at a plaintext listener: the reply is not TLS, or the peer hangs up on
+    the ClientHello (as a Kafka plaintext listener does). Definite: about 2 s, not the
+    connect timeout (10 s here), with a hint."""
+    context = ssl.create_default_context()
+    async with peer(answering(reply)) as where:
+        start = anyio.current_time()
+        with anyio.fail_after(8):
+            message = await bootstrap_error(where, ConnectionConfig(ssl_context=context))
+        elapsed = anyio.current_time() - start
+    assert elapsed < 4.0, elapsed
+    assert f"{where}" in message and "plaintext listener?" in message

@@ -85,6 +85,24 @@ def test_scram_refuses_more_iterations_than_kafka_allows(iterations: int) -> Non
         mech.step(f"r=abcX,s=W22ZaJ0SNY7soEsUEjb6gQ==,i={iterations}".encode())
 
 
+@pytest.mark.parametrize("iterations", [4095, 1, 0, -5])
+def test_scram_refuses_fewer_iterations_than_rfc_7677_requires(iterations: int) -> None:
+    """RFC 7677 (and Kafka) require at least 4096: a server asking for fewer would make the
+    exchange cheap to attack offline; the client refuses before computing any proof."""
+    mech = ScramMechanism("SCRAM-SHA-256", "user", "pencil", nonce="abc")
+    mech.step(None)
+    with pytest.raises(errors.SaslAuthenticationFailedError, match=r"fewer than 4096") as info:
+        mech.step(f"r=abcX,s=W22ZaJ0SNY7soEsUEjb6gQ==,i={iterations}".encode())
+    assert f"asks for {iterations} iterations" in str(info.value)
+    assert "pencil" not in str(info.value)
+
+
+def test_scram_accepts_rfc_7677s_minimum_iterations() -> None:
+    mech = ScramMechanism("SCRAM-SHA-256", "user", "pencil", nonce="abc")
+    mech.step(None)
+    assert mech.step(b"r=abcX,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096").startswith(b"c=biws,r=abcX,p=")
+
+
 def test_scram_accepts_kafkas_maximum_iterations() -> None:
     mech = ScramMechanism("SCRAM-SHA-256", "user", "pencil", nonce="abc")
     mech.step(None)

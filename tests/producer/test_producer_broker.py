@@ -372,3 +372,37 @@ async def test_a_tight_send_loop_lets_other_tasks_run(kafka_bootstrap: str, topi
         assert ticks - before >= 2000 // 64
         await producer.flush()
         tg.cancel_scope.cancel()
+
+
+async def test_a_record_with_200k_small_headers_is_sized_as_it_is_encoded(
+    kafka_bootstrap: str, topic: str, share_group: str
+) -> None:
+    """200,000 headers of 3 encoded bytes each (a 1-byte key, an empty value) make a
+    600 KB record: within the default 1 MiB max_request_size. It used to be estimated at
+    11 bytes a header ("about 2.2 MB") and refused before sending."""
+    headers = [("h", b"")] * 200_000
+    async with Producer(kafka_bootstrap) as producer:
+        meta = await producer.send_and_wait(topic, b"v", headers=headers, partition=0)
+        # A really too large one is still refused before sending, with its true size.
+        with pytest.raises(errors.MessageTooLargeError, match=r"about 120002\d bytes"):
+            await producer.send_and_wait(topic, b"v", headers=[("h", b"")] * 400_000)
+    # Read back by our own consumer (librdkafka hands such a record over without headers).
+    with anyio.fail_after(60):
+        async with ShareConsumer(kafka_bootstrap, group_id=share_group, topics=[topic]) as consumer:
+            record = await anext(aiter(consumer))
+    assert (record.partition, record.offset) == (0, meta.offset)
+    assert len(record.headers) == 200_000 and record.headers[-1] == ("h", b"")
+
+
+@pytest.mark.parametrize("key", ["bad\ud800key", "\udcff"])
+async def test_a_header_key_that_is_not_text_is_a_config_error_naming_it(
+    kafka_bootstrap: str, topic: str, key: str
+) -> None:
+    """A lone surrogate cannot be UTF-8: ConfigError naming the header, raised by send()
+    (it used to be a LocalProtocolError from deep in the encoder)."""
+    async with Producer(kafka_bootstrap) as producer:
+        with pytest.raises(errors.ConfigError, match="header key") as info:
+            await producer.send_and_wait(topic, b"v", headers=[("ok", b"1"), (key, b"2")])
+        assert repr(key) in str(info.value)
+        # The producer is fine afterwards.
+        assert (await producer.send_and_wait(topic, b"after", partition=0)).offset >= 0

@@ -133,6 +133,34 @@ def test_records_outside_the_ranges_belong_to_others() -> None:
     assert where["delivered"] == [2, 3, 7]
 
 
+@pytest.mark.parametrize("codec", [Codec.NONE, Codec.ZSTD], ids=lambda c: c.name)
+def test_only_the_acquired_records_of_a_batch_are_built(codec: Codec) -> None:
+    # Strict record limit: one offset of a big batch acquired per answer. Only that
+    # record is built; the others are neither delivered, nor gaps, nor released.
+    built: list[int] = []
+
+    def counting(offset: int, ts: int, key: bytes | None, value: bytes | None, h: Headers) -> Rec:
+        built.append(offset)
+        return factory(offset, ts, key, value, h)
+
+    data = batch(100, 5_000, codec=codec, skip=(102, 4_000))
+    for ranges, want, gaps in [
+        ([(100, 100, 1)], [100], []),
+        ([(101, 103, 2)], [101, 103], [102]),
+        ([(2_600, 2_600, 1), (4_000, 4_001, 1)], [2_600, 4_001], [4_000]),
+        ([(5_099, 5_099, 1)], [5_099], []),
+    ]:
+        built.clear()
+        intake = take_partition(TP, ranges, data)
+        steps = []
+        while (d := intake.decode_next(counting)) is not None:
+            steps.append(d)
+        where = account(intake, steps)
+        assert where["delivered"] == want == built
+        assert where["gaps"] == gaps and not where["release"]
+        assert all(r.delivery_count == ranges[0][2] for d in steps for r in d.records)
+
+
 def test_batches_outside_every_range_are_never_decoded() -> None:
     data = batch(0, 5) + batch(5, 5) + batch(10, 5)
     intake = take_partition(TP, [(6, 8, 1)], data)

@@ -459,3 +459,84 @@ def test_backoff_validates() -> None:
             Backoff(**kw)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         Backoff().delay(-1)
+
+
+# -- rule 8: every error answer backs off --------------------------------------------------
+
+
+def _refused_for(m: Membership, code: int, seconds: float) -> list[float]:
+    """Drive ``m`` against a coordinator answering every heartbeat with ``code`` (and no
+    interval) for ``seconds``; the times the heartbeats were sent."""
+    now, sent = 0.0, []
+    while now < seconds and len(sent) < 1000:  # bounded: a hot loop never advances now
+        deadline = m.next_deadline()
+        assert deadline is not None
+        now = max(now, deadline)
+        if m.build_heartbeat(now) is None:
+            break
+        sent.append(now)
+        m.on_response(now, error_code=code)
+    return sent
+
+
+def test_a_joining_member_refused_for_topic_authorization_backs_off() -> None:
+    # Issue 21, defect 1: the answer has no interval, and the next heartbeat was due at
+    # now + 0: thousands a second. It backs off now, and reports the error each time.
+    m = member()
+    assert m.build_heartbeat(0.0) is not None
+    out = m.on_response(0.0, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="x")
+    assert out.state is MemberState.JOINING
+    assert isinstance(out.error, TopicAuthorizationFailedError)
+    assert "subscribed topics a, b" in str(out.error)
+    assert m.next_deadline() == pytest.approx(0.1)
+    sent = _refused_for(member(), ErrorCode.TOPIC_AUTHORIZATION_FAILED, 10.0)
+    # 0.1, 0.2, 0.4, 0.8, then 1.0 s apart: about 14 in 10 s (was ~24,000).
+    assert 10 <= len(sent) <= 16
+    gaps = [b - a for a, b in zip(sent, sent[1:], strict=False)]
+    assert gaps[:4] == pytest.approx([0.1, 0.2, 0.4, 0.8])
+    assert min(gaps) > 0
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        ErrorCode.FENCED_MEMBER_EPOCH,
+        ErrorCode.UNKNOWN_MEMBER_ID,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    ],
+    ids=lambda c: c.name,
+)
+def test_no_error_answer_repeated_makes_the_member_hot_loop(code: int) -> None:
+    sent = _refused_for(member(), code, 10.0)
+    # At most one retry at once (fencing, a moved coordinator), then the backoff.
+    assert len(sent) <= 17
+    gaps = [b - a for a, b in zip(sent, sent[1:], strict=False)]
+    assert sum(1 for g in gaps if g == 0) <= 1
+
+
+def test_a_successful_answer_resets_the_backoff() -> None:
+    m = member()
+    joined(m, parts={T1: [0]})
+    for expected in (-math.inf, 0.1, 0.2):  # fenced: at once, then backing off
+        now = max(m.next_deadline() or 0.0, 1.0)
+        assert m.build_heartbeat(now) is not None
+        m.on_response(now, error_code=ErrorCode.FENCED_MEMBER_EPOCH)
+        deadline = m.next_deadline()
+        assert deadline is not None
+        assert (deadline - now if expected > 0 else deadline) == pytest.approx(expected)
+    now = m.next_deadline() or 0.0
+    assert m.build_heartbeat(now) is not None
+    m.on_response(now, error_code=0, member_epoch=7, heartbeat_interval_ms=5000, assignment={})
+    assert m.build_heartbeat(now + 10) is not None
+    m.on_response(now + 10, error_code=ErrorCode.FENCED_MEMBER_EPOCH)
+    assert m.next_deadline() == -math.inf
+
+
+def test_a_transport_failure_backs_off_too() -> None:
+    m = member()
+    assert m.build_heartbeat(0.0) is not None
+    m.on_error(0.0)
+    assert m.next_deadline() == pytest.approx(0.1)

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from sharecon.testing.tally import COUNT_ROSE, NEW_LEADER, RELEASED_ON_DISCONNECT, DeliveryTally
+from sharecon.testing.tally import (
+    COUNT_ROSE,
+    NEW_LEADER,
+    RELEASED_ON_DISCONNECT,
+    RELOADED,
+    DeliveryTally,
+)
 
 
 def _tally(n: int = 3, **kwargs: bool) -> DeliveryTally:
@@ -147,3 +153,28 @@ def test_only_the_accepted_offsets_of_a_mixed_range_count_as_accepted() -> None:
     assert report.double_accepted == ()
     assert report.explained == {COUNT_ROSE: 1}
     assert report.accepted == 2 and report.unconfirmed == 1
+
+
+def test_the_same_count_after_all_sessions_ended_is_a_reload() -> None:
+    # Kafka 4.2+: no same-count release on disconnect, but a stall's end closes every
+    # connection at once and the broker reloads the share partition from persisted state.
+    tally = _tally(1, same_count_redelivery=False)
+    tally.delivered("r0", "t", 0, 0, 1, "m0", 1.0)
+    tally.sessions_ended(5.0)
+    tally.delivered("r0", "t", 0, 0, 1, "m1", 6.0)
+    tally.answered("t", 0, 0, 0, ok=True, at=6.5)
+    report = tally.report()
+    assert report.ok, report.summary()
+    assert report.explained == {RELOADED: 1}
+
+
+def test_a_reload_reported_before_both_deliveries_explains_nothing() -> None:
+    tally = _tally(1, same_count_redelivery=False)
+    tally.partition_reloaded("t", 0, 0.5)
+    tally.delivered("r0", "t", 0, 0, 1, "m0", 1.0)
+    tally.delivered("r0", "t", 0, 0, 1, "m1", 6.0)
+    report = tally.report()
+    assert not report.ok
+    assert len(report.unexplained) == 1
+    tally.partition_reloaded("t", 0, 3.0)
+    assert tally.report().explained == {RELOADED: 1}

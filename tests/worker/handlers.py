@@ -60,3 +60,11 @@ async def hangs_first_time(record: Record) -> None:
         _note("hung", record)
         await anyio.sleep_forever()
     _note("handled", record)
+
+
+async def record_id_and_secrets(record: Record) -> None:
+    """Handled, and noted as ``secret-in-environment`` if a secret variable reached this
+    worker process (its config comes on stdin; secrets must not be in its environment)."""
+    if any(v in os.environ for v in ("SHARECON_TLS_KEY_PASSWORD", "SHARECON_SASL_PASSWORD")):
+        _note("secret-in-environment", record)
+    _note("handled", record)

@@ -336,3 +336,53 @@ def test_cli_config_file_with_an_unknown_key_exits_2(tmp_path: Path) -> None:
     done = _cli("tests.worker.handlers:record_id", "-t", "t", "--config", str(path))
     assert done.returncode == 2, done.stderr
     assert "unknown setting 'colour'" in done.stderr
+
+
+# -- TLS files and --command-config -------------------------------------------------------------
+
+
+def test_tls_files_and_key_password_from_the_environment_only(tmp_path: Path) -> None:
+    env = {
+        "SHARECON_TLS_CERT": "/certs/client.crt",
+        "SHARECON_TLS_KEY": "/certs/client.key",
+        "SHARECON_TLS_KEY_PASSWORD": "k3y-pw",
+    }
+    config = config_from_sources(
+        {"handler": "m:f", "group": "g", "topics": ("t",), "tls_ca": "/certs/ca.pem"}, env
+    )
+    assert (config.tls_ca, config.tls_cert, config.tls_key) == (
+        "/certs/ca.pem",
+        "/certs/client.crt",
+        "/certs/client.key",
+    )
+    assert config.tls_key_password == "k3y-pw" and "k3y-pw" not in repr(config)
+    # The password travels to the worker processes in the stdin config, like the rest.
+    assert WorkerConfig.from_dict(config.to_dict()) == config
+    with pytest.raises(errors.ConfigError, match="tls_key needs tls_cert"):
+        _config(tls_key="/certs/client.key")
+
+
+def test_command_config_gives_security_and_bootstrap(tmp_path: Path) -> None:
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "bootstrap.servers=kafka-1.internal:9092\n"
+        "security.protocol=SASL_PLAINTEXT\n"
+        "sasl.mechanism=SCRAM-SHA-256\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule "
+        'required username="w" password="pw";\n'
+        "client.id=billing-worker\n"
+    )
+    # The environment's security variables are not read next to a properties file...
+    env = {"SHARECON_SASL_USERNAME": "other", "SHARECON_TLS_CA": "/nope.pem"}
+    base = {"handler": "m:f", "group": "g", "topics": ("t",), "command_config": str(props)}
+    config = config_from_sources(base, env)
+    assert config.bootstrap_servers() == "kafka-1.internal:9092"
+    kwargs = config.client_kwargs()
+    assert kwargs["config"].sasl.username == "w"
+    assert kwargs["config"].client_id == "billing-worker"
+    assert _config(command_config=str(props), bootstrap="127.0.0.1:19092").bootstrap_servers() == (
+        "127.0.0.1:19092"
+    )
+    # ...but a flag for them is a clash.
+    with pytest.raises(errors.ConfigError, match="drop tls_ca"):
+        config_from_sources({**base, "tls_ca": "/certs/ca.pem"}, {})

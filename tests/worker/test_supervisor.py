@@ -149,3 +149,37 @@ def test_status_lines_are_styled_on_a_terminal_and_plain_elsewhere() -> None:
     plain = io.StringIO()
     Supervisor(config, plain).say("2 processes started")
     assert plain.getvalue() == "sharecon worker: 2 processes started\n"
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux's /proc")
+async def test_worker_processes_do_not_inherit_secrets_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The config (password included) reaches a worker process on stdin; its environment,
+    readable in /proc/PID/environ, carries no SHARECON_* secret."""
+    secrets = {
+        "SHARECON_SASL_PASSWORD": "pw-env-7f3a",
+        "SHARECON_OAUTH_CLIENT_SECRET": "cs-env-91bd",
+        "SHARECON_TLS_KEY_PASSWORD": "kp-env-22c4",
+    }
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("SHARECON_SASL_USERNAME", "alice")  # not a secret: kept
+    sup, out = _make(tmp_path, monkeypatch, "normal")
+    environ: list[bytes] = []
+
+    def read_environ() -> bool:
+        pid = sup.slots[0].pid
+        if pid is None or _handled(sup, 0) < 1:
+            return False
+        environ.append(Path(f"/proc/{pid}/environ").read_bytes())
+        return True
+
+    code = await _run_until(sup, read_environ)
+    assert code == 0, out.getvalue()
+    variables = dict(v.split(b"=", 1) for v in environ[0].split(b"\0") if b"=" in v)
+    assert variables[b"SHARECON_SASL_USERNAME"] == b"alice"
+    assert variables[b"FAKE_CHILD_MODE"] == b"normal"  # the rest is passed on
+    for name, value in secrets.items():
+        assert name.encode() not in variables
+        assert value.encode() not in environ[0]

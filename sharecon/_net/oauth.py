@@ -1,0 +1,287 @@
+"""OAUTHBEARER token providers: OIDC client credentials, and Kafka's client properties.
+
+:class:`OidcTokenProvider` gets tokens from an OAuth 2 token endpoint with the
+``client_credentials`` grant (RFC 6749 section 4.4), as Kafka's own
+``OAuthBearerLoginCallbackHandler`` does (KIP-768). It keeps one token and fetches a new one
+once about 80 % of the token's lifetime has passed (with jitter, so many clients started
+together do not all ask at once), retrying a failing endpoint with backoff.
+
+Rules of this module:
+
+1. The client secret and the tokens never appear in a ``repr``, a log line or an error.
+2. An answer that says the client is wrong (4xx: ``invalid_client``, ``invalid_scope``)
+   fails at once; only an unreachable endpoint, a 5xx or a 429 is retried.
+3. A token still valid is used while a refresh fails; past its expiry the failure is raised.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import math
+import random
+import time
+import urllib.parse
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+import anyio
+
+from sharecon import errors
+from sharecon._backoff import Backoff
+from sharecon._net.http import HttpError, check_url, post_form
+from sharecon._net.sasl import OAuthBearerToken
+
+if TYPE_CHECKING:
+    import ssl
+    from collections.abc import Callable, Mapping
+
+__all__ = [
+    "OidcTokenProvider",
+    "RefreshingTokenProvider",
+]
+
+logger = logging.getLogger(__name__)
+
+#: When a token is refreshed: this share of its lifetime, times a jitter factor.
+REFRESH_RATIO = 0.8
+_REFRESH_JITTER = (0.95, 1.05)
+_RETRY_BACKOFF = Backoff(initial=0.2, maximum=2.0)
+_RETRIABLE_STATUS = {408, 429}
+
+
+class RefreshingTokenProvider:
+    """A token provider that keeps its token and fetches a new one at ~80 % of its life.
+
+    Subclasses implement :meth:`_fetch_with_retries`; this class does the caching, the
+    jittered refresh time, one fetch at a time, and the fallback to a still-valid token.
+    """
+
+    def __init__(self) -> None:
+        self._token: OAuthBearerToken | None = None
+        self._refresh_at = 0.0
+        self._lock: anyio.Lock | None = None
+        self._clock = time.time
+        #: Tokens fetched so far (for tests and metrics).
+        self.fetches = 0
+        self._what = type(self).__name__
+
+    async def __call__(self) -> OAuthBearerToken:
+        """The current token, fetching a new one when it is due for refresh.
+
+        :raises OAuthTokenError: no valid token could be had (wrong client, unreachable).
+        """
+        token = self._token
+        if token is not None and self._clock() < self._refresh_at:
+            return token
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            token = self._token
+            now = self._clock()
+            if token is not None and now < self._refresh_at:
+                return token  # another task refreshed it while we waited
+            try:
+                fresh = await self._fetch_with_retries()
+            except errors.OAuthTokenError as exc:
+                if token is not None and token.expires_at > now + 1.0:
+                    # Still valid: keep using it and try again soon.
+                    self._refresh_at = now + min(5.0, (token.expires_at - now) / 4)
+                    logger.warning("token refresh failed, using the current token: %s", exc)
+                    return token
+                raise
+            lifetime = max(fresh.expires_at - self._clock(), 0.0)
+            self._refresh_at = self._clock() + lifetime * REFRESH_RATIO * random.uniform(
+                *_REFRESH_JITTER
+            )
+            self._token = fresh
+            self.fetches += 1
+            logger.debug(
+                "got a token for %r from %s, valid %.0f s", fresh.principal, self._what, lifetime
+            )
+            return fresh
+
+    async def _fetch_with_retries(self) -> OAuthBearerToken:
+        raise NotImplementedError
+
+
+class OidcTokenProvider(RefreshingTokenProvider):
+    """Tokens from an OIDC/OAuth 2 token endpoint by client credentials; pass it as
+    ``SaslConfig("OAUTHBEARER", token_provider=...)``.
+
+    :param token_url: the endpoint (``https://``; ``http://`` only to a loopback address).
+    :param client_id: the OAuth client id (also the principal when the token has no ``sub``).
+    :param client_secret: the client's secret; never shown in ``repr``, logs or errors.
+    :param scope: the ``scope`` to ask for (space-separated), or None.
+    :param audience: an ``audience`` to ask for (Auth0, Okta and others need one), or None.
+    :param extensions: SASL extensions sent with every token, e.g. Confluent Cloud's
+        ``{"logicalCluster": "lkc-...", "identityPoolId": "pool-..."}``.
+    :param ssl_context: how to verify the endpoint's certificate; the system's CAs by default.
+    :param timeout: seconds for one HTTP request.
+    :param attempts: requests at most per refresh when the endpoint is unreachable or answers
+        5xx/429 (waits of 0.2 s doubling up to 2 s between them).
+    """
+
+    def __init__(
+        self,
+        token_url: str,
+        client_id: str,
+        client_secret: str,
+        *,
+        scope: str | None = None,
+        audience: str | None = None,
+        extensions: Mapping[str, str] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        timeout: float = 10.0,
+        attempts: int = 3,
+    ) -> None:
+        try:
+            check_url(token_url)
+        except ValueError as exc:
+            raise errors.ConfigError(f"OAuth token_url: {exc}") from None
+        if not client_id:
+            raise errors.ConfigError("OAuth client_id must not be empty")
+        if not client_secret:
+            raise errors.ConfigError("OAuth client_secret must not be empty")
+        if not (math.isfinite(timeout) and timeout > 0):
+            raise errors.ConfigError(
+                f"OAuth timeout must be finite positive seconds, got {timeout!r}"
+            )
+        if attempts < 1:
+            raise errors.ConfigError(f"OAuth attempts must be at least 1, got {attempts!r}")
+        # Checked now: a bad extension should fail here, not at the first login.
+        OAuthBearerToken("x", 0.0, extensions=extensions or {})
+        self.token_url = token_url
+        self.client_id = client_id
+        self._secret = client_secret
+        self.scope = scope
+        self.audience = audience
+        self.extensions: Mapping[str, str] = MappingProxyType(dict(extensions or {}))
+        self._ssl_context = ssl_context
+        self.timeout = float(timeout)
+        self.attempts = attempts
+        super().__init__()
+        self._what = token_url
+
+    def __repr__(self) -> str:
+        return f"OidcTokenProvider({self.token_url!r}, client_id={self.client_id!r}, scope={self.scope!r})"
+
+    async def _fetch_with_retries(self) -> OAuthBearerToken:
+        attempt = 0
+        while True:
+            try:
+                return await self._fetch()
+            except _Retriable as exc:
+                attempt += 1
+                if attempt >= self.attempts:
+                    raise errors.OAuthTokenError(
+                        f"{self.token_url}: {exc} (after {attempt} attempts)"
+                    ) from None
+                delay = _RETRY_BACKOFF.delay(attempt - 1)
+                logger.info("%s: %s; retrying in %.2f s", self.token_url, exc, delay)
+                await anyio.sleep(delay)
+
+    async def _fetch(self) -> OAuthBearerToken:
+        form = {"grant_type": "client_credentials"}
+        if self.scope:
+            form["scope"] = self.scope
+        if self.audience:
+            form["audience"] = self.audience
+        # RFC 6749 section 2.3.1: the id and secret form-encoded, then HTTP Basic.
+        basic = ":".join(urllib.parse.quote_plus(v) for v in (self.client_id, self._secret))
+        headers = {"Authorization": "Basic " + base64.b64encode(basic.encode()).decode()}
+        try:
+            response = await post_form(
+                self.token_url,
+                urllib.parse.urlencode(form).encode(),
+                headers=headers,
+                ssl_context=self._ssl_context,
+                timeout=self.timeout,
+            )
+        except HttpError as exc:
+            raise _Retriable(self._scrub(str(exc).removeprefix(f"{self.token_url}: "))) from None
+        doc = _json_object(response.body)
+        if response.status >= 500 or response.status in _RETRIABLE_STATUS:
+            raise _Retriable(f"HTTP {response.status}{_oauth_error(doc, self._scrub)}")
+        if response.status != 200:
+            raise errors.OAuthTokenError(
+                f"{self.token_url} refused client {self.client_id!r}: HTTP {response.status}"
+                f"{_oauth_error(doc, self._scrub)}"
+            )
+        return self._token_from(doc)
+
+    def _token_from(self, doc: dict[str, object] | None) -> OAuthBearerToken:
+        where = f"{self.token_url} (client {self.client_id!r})"
+        if doc is None or not isinstance(doc.get("access_token"), str):
+            raise errors.OAuthTokenError(f"{where}: the answer has no access_token")
+        value = str(doc["access_token"])
+        now = self._clock()
+        claims = _jwt_claims(value)
+        expires: list[float] = []
+        expires_in = doc.get("expires_in")
+        if isinstance(expires_in, (int, float)) and not isinstance(expires_in, bool):
+            expires.append(now + float(expires_in))
+        exp = claims.get("exp")
+        if isinstance(exp, (int, float)) and not isinstance(exp, bool):
+            expires.append(float(exp))
+        if not expires:
+            raise errors.OAuthTokenError(f"{where}: the answer says neither expires_in nor exp")
+        expires_at = min(expires)
+        if expires_at <= now:
+            raise errors.OAuthTokenError(
+                f"{where}: the token it gave expired {now - expires_at:.0f} s ago "
+                "(is the endpoint's or this machine's clock wrong?)"
+            )
+        sub = claims.get("sub")
+        try:
+            return OAuthBearerToken(
+                value,
+                expires_at,
+                principal=sub if isinstance(sub, str) else self.client_id,
+                extensions=self.extensions,
+            )
+        except errors.ConfigError:
+            raise errors.OAuthTokenError(
+                f"{where}: the access_token is not a bearer token"
+            ) from None
+
+    def _scrub(self, text: str) -> str:
+        # An endpoint that echoes what it was sent must not put the secret in our errors.
+        return text.replace(self._secret, "***") if self._secret else text
+
+
+class _Retriable(Exception):
+    """A failure worth another attempt (unreachable endpoint, 5xx, 429)."""
+
+
+def _json_object(body: bytes) -> dict[str, object] | None:
+    try:
+        doc = json.loads(body.decode())
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _oauth_error(doc: dict[str, object] | None, scrub: Callable[[str], str]) -> str:
+    # RFC 6749 section 5.2: {"error": "invalid_client", "error_description": "..."}.
+    if doc is None or "error" not in doc:
+        return ""
+    text = f", error {str(doc['error'])[:100]!r}"
+    description = doc.get("error_description")
+    if description:
+        text += f": {scrub(str(description)[:200])}"
+    return text
+
+
+def _jwt_claims(value: str) -> dict[str, object]:
+    # The payload of a JWT, read (not verified: the broker verifies) for its exp and sub.
+    parts = value.split(".")
+    if len(parts) != 3:
+        return {}
+    payload = parts[1] + "=" * (-len(parts[1]) % 4)
+    try:
+        doc = json.loads(base64.urlsafe_b64decode(payload))
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}

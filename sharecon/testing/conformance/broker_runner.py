@@ -1,0 +1,220 @@
+"""Run a :class:`~.scenario.Scenario` against a real Kafka broker, request by request.
+
+The runner speaks the share protocol itself over sharecon's connection layer, so the
+scenario decides exactly what is sent: each member gets its own
+:class:`~sharecon._net.connection.BrokerConnection` (its share session lives on it), and
+the requests are the same bodies the model runner hands the model broker
+(:func:`~.model_runner.fetch_request`, :func:`~.model_runner.acknowledge_request`).
+Each scenario gets its own topic (one partition) and share group.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import anyio
+
+from sharecon._net.connect import ConnectionConfig, open_connection
+from sharecon._net.connection import BrokerAddress, BrokerConnection
+from sharecon.protocol.messages.find_coordinator import FindCoordinatorRequest
+from sharecon.protocol.messages.produce import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
+from sharecon.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
+from sharecon.protocol.records import Record, encode_batch
+from sharecon.testing.conformance.model_runner import (
+    DISCONNECT_SETTLE,
+    acknowledge_request,
+    fetch_request,
+    observe_fetch,
+)
+from sharecon.testing.conformance.scenario import (
+    Ack,
+    Disconnect,
+    Fetch,
+    NewSession,
+    Observation,
+    Produce,
+    Scenario,
+    Wait,
+    member_id,
+)
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from sharecon.admin import Admin
+
+__all__ = ["BrokerTarget", "run_on_broker"]
+
+
+@dataclass(slots=True)
+class BrokerTarget:
+    """A running broker and the clients the runner shares between scenarios."""
+
+    bootstrap: str
+    version: str
+    admin: Admin
+    task_group: TaskGroup
+    config: ConnectionConfig = field(
+        default_factory=lambda: ConnectionConfig(client_id="conformance", request_timeout=20.0)
+    )
+
+    @property
+    def address(self) -> BrokerAddress:
+        """The broker's address."""
+        host, _, port = self.bootstrap.rpartition(":")
+        return BrokerAddress(host, int(port))
+
+
+async def _connect(target: BrokerTarget) -> BrokerConnection:
+    """A new connection of the runner's own."""
+    return await open_connection(target.address, target.config, target.task_group)
+
+
+@dataclass(slots=True)
+class _Member:
+    member_id: str
+    conn: BrokerConnection
+    epoch: int = 0
+
+
+async def _produce(
+    target: BrokerTarget, conn: BrokerConnection, topic: str, topic_id: uuid.UUID, step: Produce
+) -> None:
+    for _ in range(step.batches):
+        now = int(time.time() * 1000)
+        batch = encode_batch(
+            [Record(offset=i, timestamp=now, key=None, value=b"x") for i in range(step.records)]
+        )
+        resp = await conn.request(
+            ProduceRequest(
+                acks=-1,
+                timeout_ms=10000,
+                topic_data=(
+                    TopicProduceData(
+                        name=topic,
+                        topic_id=topic_id,
+                        partition_data=(PartitionProduceData(index=0, records=batch),),
+                    ),
+                ),
+            ),
+            timeout=20,
+        )
+        err = resp.responses[0].partition_responses[0].error_code
+        if err:
+            raise AssertionError(f"produce to {topic} failed with error {err}")
+
+
+async def _join(conn: BrokerConnection, group: str, member_id: str, topic: str) -> None:
+    """Join the share group and wait until the partition is assigned to ``member_id``.
+
+    Kafka initialises a share group's state for a partition when it first assigns it, so
+    the first fetch would otherwise find nothing to read.
+    """
+    epoch = 0
+    deadline = anyio.current_time() + 30
+    while anyio.current_time() < deadline:
+        # FindCoordinator also makes the broker create and load the offsets topic.
+        found = await conn.request(FindCoordinatorRequest(key_type=0, coordinator_keys=(group,)))
+        if any(c.error_code for c in found.coordinators):
+            await anyio.sleep(0.2)
+            continue
+        resp = await conn.request(
+            ShareGroupHeartbeatRequest(
+                group_id=group,
+                member_id=member_id,
+                member_epoch=epoch,
+                subscribed_topic_names=(topic,) if epoch == 0 else None,
+            ),
+            timeout=10,
+        )
+        if resp.error_code in (14, 15, 16):  # the coordinator is still loading
+            await anyio.sleep(0.2)
+            continue
+        if resp.error_code:
+            raise AssertionError(f"heartbeat of {member_id} in {group}: error {resp.error_code}")
+        epoch = resp.member_epoch
+        if resp.assignment is not None and any(
+            tp.partitions for tp in resp.assignment.topic_partitions
+        ):
+            return
+        await anyio.sleep(0.1)
+    raise AssertionError(f"{member_id} got no assignment in {group} within 30 s")
+
+
+async def run_on_broker(target: BrokerTarget, scenario: Scenario) -> list[Observation]:
+    """Play ``scenario`` on the broker of ``target``, on a topic and group of its own."""
+    suffix = uuid.uuid4().hex[:8]
+    topic = f"conf-{scenario.name}-{suffix}"
+    group = f"conf-{scenario.name}-{suffix}"
+    created = await target.admin.create_topics([topic], num_partitions=1)
+    del created
+    described = await target.admin.describe_topics([topic])
+    topic_id = described[topic].topic_id
+    minor = int(target.version.split(".")[1])
+    settings: dict[str, str | None] = {
+        "share.auto.offset.reset": "earliest",
+        "share.record.lock.duration.ms": str(scenario.lock_ms),
+    }
+    if scenario.renew_enabled is not None and minor >= 3:
+        settings["share.renew.acknowledge.enable"] = str(scenario.renew_enabled).lower()
+    await target.admin.alter_group_config(group, settings)
+    producer = await _connect(target)
+    # One member joins the group first: that initialises the partition's share state.
+    joiner = await _connect(target)
+    await _join(joiner, group, member_id(), topic)
+    members: dict[str, _Member] = {}
+    spare: list[BrokerConnection] = [producer, joiner]
+    out: list[Observation] = []
+
+    async def member(name: str) -> _Member:
+        m = members.get(name)
+        if m is None:
+            m = members[name] = _Member(member_id(), await _connect(target))
+        return m
+
+    try:
+        for i, step in enumerate(scenario.steps):
+            if isinstance(step, Produce):
+                await _produce(target, producer, topic, topic_id, step)
+            elif isinstance(step, Wait):
+                await anyio.sleep(step.seconds)
+            elif isinstance(step, Disconnect):
+                m = await member(step.member)
+                await m.conn.aclose()
+                await anyio.sleep(DISCONNECT_SETTLE)
+                m.conn, m.epoch = await _connect(target), 0
+            elif isinstance(step, NewSession):
+                m = await member(step.member)
+                spare.append(m.conn)
+                m.conn, m.epoch = await _connect(target), 0
+            elif isinstance(step, Fetch):
+                m = await member(step.member)
+                epoch = -1 if step.final else (m.epoch if step.epoch is None else step.epoch)
+                req = fetch_request(group, m.member_id, epoch, topic_id, step, first=m.epoch == 0)
+                resp = await m.conn.request(req, timeout=20)
+                if resp.error_code == 0 and step.epoch is None:
+                    m.epoch = 0 if step.final else m.epoch + 1
+                out.append(observe_fetch(i, step.member, resp))
+            elif isinstance(step, Ack):
+                m = await member(step.member)
+                epoch = -1 if step.final else (m.epoch if step.epoch is None else step.epoch)
+                ack = acknowledge_request(
+                    group, m.member_id, epoch, topic_id, step.acks, renew=step.renew
+                )
+                aresp = await m.conn.request(ack, timeout=20)
+                if aresp.error_code == 0 and step.epoch is None:
+                    m.epoch = 0 if step.final else m.epoch + 1
+                part_err = next((p.error_code for t in aresp.responses for p in t.partitions), 0)
+                out.append(Observation(i, "ack", step.member, aresp.error_code, part_err))
+    finally:
+        with anyio.CancelScope(shield=True):
+            for conn in [*spare, *(m.conn for m in members.values())]:
+                await conn.aclose()
+    return out

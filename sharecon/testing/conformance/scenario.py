@@ -1,0 +1,156 @@
+"""Scripted share-group scenarios: steps a client takes, and what it observes.
+
+A :class:`Scenario` is a list of steps on one topic partition and one share group. The
+same script runs against the model broker (:mod:`.model_runner`) and a real broker
+(:mod:`.broker_runner`); each run yields one :class:`Observation` per observable step, and
+the two lists must be equal.
+
+Members are named by short strings; each has its own connection and share session. Epochs
+are tracked by the runner (the next one the session expects) unless a step forces one.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from dataclasses import dataclass, field
+
+__all__ = [
+    "Ack",
+    "Disconnect",
+    "Fetch",
+    "NewSession",
+    "Observation",
+    "Produce",
+    "Scenario",
+    "Step",
+    "Wait",
+    "member_id",
+]
+
+GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
+
+
+def member_id() -> str:
+    """A fresh member id as Kafka writes one (a UUID in URL-safe base64; 4.1 insists)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+#: ``(first, last, ack type)``
+AckRange = tuple[int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Produce:
+    """Produce ``batches`` record batches of ``records`` records each."""
+
+    records: int = 1
+    batches: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Fetch:
+    """A ShareFetch by ``member``, with piggy-backed acknowledgements.
+
+    :ivar expect: whether records should come: a real broker is then given time (up to
+        its ``max_wait_ms``) to deliver them; otherwise the fetch waits briefly.
+    :ivar epoch: force this session epoch (None: the member's next one).
+    :ivar final: epoch -1: acknowledge and close the session.
+    :ivar renew: ``IsRenewAck`` (4.2+): acknowledgements only, nothing fetched.
+    """
+
+    member: str
+    max_records: int = 500
+    record_limit: bool = False
+    acks: tuple[AckRange, ...] = ()
+    expect: bool = True
+    epoch: int | None = None
+    final: bool = False
+    renew: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """A ShareAcknowledge by ``member``."""
+
+    member: str
+    acks: tuple[AckRange, ...]
+    epoch: int | None = None
+    final: bool = False
+    renew: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Let ``seconds`` pass (locks end)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Disconnect:
+    """Close ``member``'s connection; its next request opens a new one with epoch 0."""
+
+    member: str
+
+
+@dataclass(frozen=True, slots=True)
+class NewSession:
+    """``member``'s next fetch uses epoch 0 on a new connection, and the old connection
+    stays open (the broker replaces the session without releasing anything)."""
+
+    member: str
+
+
+Step = Produce | Fetch | Ack | Wait | Disconnect | NewSession
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What one step showed the client.
+
+    ``acquired`` is ``(offset, delivery count)`` per acquired record, in offset order.
+    """
+
+    step: int
+    kind: str
+    member: str
+    error: int = 0
+    ack_error: int = 0
+    acquired: tuple[tuple[int, int], ...] = ()
+
+    def __str__(self) -> str:
+        got = ",".join(f"{o}@{c}" for o, c in self.acquired)
+        return (
+            f"#{self.step} {self.kind}({self.member}) error={self.error} "
+            f"ack_error={self.ack_error} acquired=[{got}]"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A named script.
+
+    :ivar lock_ms: the group's ``share.record.lock.duration.ms``.
+    :ivar renew_enabled: ``share.renew.acknowledge.enable`` (set only on 4.3+).
+    :ivar min_minor: the oldest Kafka 4.x line the scenario applies to.
+    :ivar max_minor: the newest.
+    """
+
+    name: str
+    steps: tuple[Step, ...]
+    lock_ms: int = 10000
+    renew_enabled: bool | None = None
+    min_minor: int = 1
+    max_minor: int = 4
+    doc: str = field(default="", compare=False)
+
+    def applies_to(self, version: str) -> bool:
+        """Whether the scenario is meant for Kafka ``version``."""
+        minor = int(version.split(".")[1])
+        return self.min_minor <= minor <= self.max_minor
+
+    @property
+    def duration(self) -> float:
+        """The seconds of waiting it contains."""
+        return sum(s.seconds for s in self.steps if isinstance(s, Wait))

@@ -1,0 +1,317 @@
+"""The conformance scripts: each one question about share-group semantics.
+
+Every scenario runs on its own topic (one partition) and group with
+``share.auto.offset.reset=earliest``; the broker's delivery count limit is Kafka's default, 5.
+Lock-expiry scenarios use the shortest lock a test broker allows (1 s) and wait 1.6 s.
+"""
+
+from __future__ import annotations
+
+from sharecon.testing.conformance.scenario import (
+    ACCEPT,
+    GAP,
+    REJECT,
+    RELEASE,
+    RENEW,
+    Ack,
+    Disconnect,
+    Fetch,
+    NewSession,
+    Produce,
+    Scenario,
+    Wait,
+)
+
+__all__ = ["SCENARIOS", "scenarios_for"]
+
+SHORT_LOCK = 1000
+EXPIRE = Wait(1.6)
+
+
+def _release_rounds(member: str, first: int, last: int, rounds: int) -> tuple[Ack | Fetch, ...]:
+    """``rounds`` times: release ``first..last``, then fetch them again.
+
+    (Separate requests: a fetch carrying the release finds the records still being
+    persisted and waits its whole ``max_wait_ms`` on a real broker.)"""
+    steps: list[Ack | Fetch] = []
+    for _ in range(rounds):
+        steps += [Ack(member, ((first, last, RELEASE),)), Fetch(member)]
+    return tuple(steps)
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("fetch-all", (Produce(5), Fetch("a"))),
+    Scenario(
+        "accept-is-final",
+        (
+            Produce(3),
+            Fetch("a"),
+            Fetch("a", acks=((0, 2, ACCEPT),), expect=False),
+            Fetch("b", expect=False),
+        ),
+    ),
+    Scenario("release-redelivers", (Produce(3), Fetch("a"), Fetch("a", acks=((0, 2, RELEASE),)))),
+    Scenario(
+        "mixed-answers",
+        (
+            Produce(3),
+            Fetch("a"),
+            Fetch("a", acks=((0, 0, ACCEPT), (1, 1, REJECT), (2, 2, RELEASE))),
+        ),
+    ),
+    Scenario(
+        "release-part-of-batch",
+        (
+            Produce(4),
+            Fetch("a"),
+            Fetch("a", acks=((0, 0, ACCEPT), (1, 2, RELEASE), (3, 3, ACCEPT))),
+        ),
+    ),
+    Scenario(
+        "lock-expiry-redelivers",
+        (Produce(2), Fetch("a"), EXPIRE, Fetch("b")),
+        lock_ms=SHORT_LOCK,
+    ),
+    Scenario(
+        "ack-after-expiry-fails",
+        (Produce(1), Fetch("a"), EXPIRE, Ack("a", ((0, 0, ACCEPT),)), Fetch("a")),
+        lock_ms=SHORT_LOCK,
+    ),
+    Scenario(
+        "expiry-after-partial-accept",
+        (Produce(3), Fetch("a"), Ack("a", ((0, 0, ACCEPT),)), EXPIRE, Fetch("b")),
+        lock_ms=SHORT_LOCK,
+    ),
+    Scenario(
+        "late-ack-after-redelivery",
+        (
+            Produce(1),
+            Fetch("a"),
+            EXPIRE,
+            Fetch("b"),
+            Ack("a", ((0, 0, ACCEPT),)),
+            Ack("b", ((0, 0, ACCEPT),)),
+        ),
+        lock_ms=SHORT_LOCK,
+    ),
+    Scenario(
+        "ack-of-other-members-record",
+        (Produce(2), Fetch("a"), Fetch("b", expect=False), Ack("b", ((0, 0, ACCEPT),))),
+    ),
+    Scenario(
+        "ack-of-unacquired-offset",
+        (Produce(1, batches=2), Fetch("a", max_records=1), Ack("a", ((1, 1, ACCEPT),))),
+    ),
+    Scenario(
+        "accept-twice",
+        (Produce(1), Fetch("a"), Ack("a", ((0, 0, ACCEPT),)), Ack("a", ((0, 0, ACCEPT),))),
+    ),
+    Scenario("batch-mode-soft-limit", (Produce(5), Fetch("a", max_records=2))),
+    Scenario(
+        "batch-mode-max-records-over-batches",
+        (Produce(1, batches=5), Fetch("a", max_records=3), Fetch("a", max_records=3)),
+    ),
+    Scenario(
+        "record-limit-mode",
+        (
+            Produce(5),
+            Fetch("a", max_records=2, record_limit=True),
+            Fetch("a", max_records=2, record_limit=True),
+        ),
+        min_minor=2,
+    ),
+    Scenario(
+        "record-limit-across-batches",
+        (Produce(3, batches=2), Fetch("a", max_records=4, record_limit=True)),
+        min_minor=2,
+    ),
+    Scenario(
+        "two-members-share",
+        (
+            Produce(1, batches=4),
+            Fetch("a", max_records=2),
+            Fetch("b", max_records=2),
+            Fetch("c", expect=False),
+        ),
+    ),
+    Scenario(
+        "delivery-limit-archives",
+        (
+            Produce(1),
+            Fetch("a"),
+            *_release_rounds("a", 0, 0, 4),
+            Ack("a", ((0, 0, RELEASE),)),
+            Fetch("a", expect=False),
+            Fetch("b", expect=False),
+        ),
+    ),
+    Scenario(
+        "delivery-limit-by-expiry",
+        (Produce(1), Fetch("a"), *_release_rounds("a", 0, 0, 4), EXPIRE, Fetch("b", expect=False)),
+        lock_ms=SHORT_LOCK,
+    ),
+    Scenario(
+        "last-attempts-single-batches",
+        (
+            Produce(1, batches=3),
+            Fetch("a"),
+            *_release_rounds("a", 0, 2, 2),
+            *_release_rounds("a", 0, 2, 1),
+            Ack("a", ((0, 0, RELEASE),)),
+            Fetch("a"),
+            Ack("a", ((0, 0, RELEASE),)),
+            Fetch("b"),
+            Fetch("c"),
+        ),
+    ),
+    Scenario(
+        "last-attempts-one-batch",
+        (
+            Produce(3),
+            Fetch("a"),
+            *_release_rounds("a", 0, 2, 2),
+            *_release_rounds("a", 0, 2, 1),
+            Fetch("b"),
+            Fetch("c", expect=False),
+        ),
+    ),
+    Scenario(
+        "throttle-halves-a-big-batch",
+        (Produce(8), Fetch("a"), *_release_rounds("a", 0, 7, 2), Fetch("b", expect=False)),
+    ),
+    Scenario(
+        "disconnect-releases",
+        (Produce(2), Fetch("a"), Disconnect("a"), Fetch("b")),
+    ),
+    Scenario(
+        "disconnect-after-accept",
+        (Produce(3), Fetch("a"), Ack("a", ((0, 0, ACCEPT),)), Disconnect("a"), Fetch("b")),
+    ),
+    Scenario(
+        "disconnect-one-of-two",
+        (
+            Produce(1, batches=2),
+            Fetch("a", max_records=1),
+            Fetch("b", max_records=1),
+            Disconnect("a"),
+            Fetch("c"),
+            Ack("b", ((1, 1, ACCEPT),)),
+        ),
+    ),
+    Scenario(
+        "disconnect-at-delivery-limit",
+        (Produce(1), Fetch("a"), *_release_rounds("a", 0, 0, 4), Disconnect("a"), Fetch("b")),
+    ),
+    Scenario(
+        "final-fetch-releases",
+        (
+            Produce(2),
+            Fetch("a"),
+            Fetch("a", acks=((0, 0, ACCEPT),), final=True),
+            Wait(0.3),
+            Fetch("b"),
+        ),
+    ),
+    Scenario(
+        "final-ack-releases",
+        (Produce(2), Fetch("a"), Ack("a", ((0, 0, ACCEPT),), final=True), Wait(0.3), Fetch("b")),
+    ),
+    Scenario(
+        "fetch-wrong-epoch",
+        (
+            Produce(1),
+            Fetch("a"),
+            Fetch("a", epoch=7, expect=False),
+            Fetch("a", expect=False),
+            Ack("a", ((0, 0, ACCEPT),)),
+        ),
+    ),
+    Scenario("fetch-unknown-session", (Produce(1), Fetch("a", epoch=3, expect=False))),
+    Scenario("final-fetch-unknown-session", (Fetch("a", final=True),)),
+    Scenario(
+        "ack-initial-epoch",
+        (Produce(1), Fetch("a"), Ack("a", ((0, 0, ACCEPT),), epoch=0)),
+    ),
+    Scenario(
+        "ack-wrong-epoch",
+        (Produce(1), Fetch("a"), Ack("a", ((0, 0, ACCEPT),), epoch=9), Ack("a", ((0, 0, ACCEPT),))),
+    ),
+    Scenario("ack-unknown-session", (Produce(1), Ack("a", ((0, 0, ACCEPT),), epoch=1))),
+    Scenario(
+        "initial-fetch-with-acks",
+        (Produce(1), Fetch("a", acks=((0, 0, ACCEPT),), expect=False)),
+    ),
+    Scenario(
+        "new-session-keeps-locks",
+        (
+            Produce(2),
+            Fetch("a"),
+            NewSession("a"),
+            Fetch("a", expect=False),
+            Fetch("b", expect=False),
+            Ack("a", ((0, 1, ACCEPT),)),
+        ),
+    ),
+    Scenario(
+        "renew-extends-lock",
+        (
+            Produce(1),
+            Fetch("a"),
+            Wait(0.6),
+            Ack("a", ((0, 0, RENEW),), renew=True),
+            Wait(0.7),
+            Ack("a", ((0, 0, ACCEPT),)),
+            Fetch("b", expect=False),
+        ),
+        lock_ms=SHORT_LOCK,
+        min_minor=2,
+    ),
+    Scenario(
+        "renew-in-fetch",
+        (
+            Produce(1),
+            Fetch("a"),
+            Fetch("a", acks=((0, 0, RENEW),), renew=True),
+            Fetch("b", expect=False),
+        ),
+        min_minor=2,
+    ),
+    Scenario(
+        "reject-all",
+        (Produce(2), Fetch("a"), Ack("a", ((0, 1, REJECT),)), Fetch("b", expect=False)),
+    ),
+    Scenario(
+        "release-to-another-member",
+        (Produce(2), Fetch("a"), Ack("a", ((0, 1, RELEASE),)), Fetch("b")),
+    ),
+    Scenario(
+        "gap-acknowledgement-archives",
+        (Produce(2), Fetch("a"), Ack("a", ((0, 0, GAP), (1, 1, ACCEPT))), Fetch("b", expect=False)),
+    ),
+    Scenario(
+        "unknown-acknowledge-type",
+        (Produce(1), Fetch("a"), Ack("a", ((0, 0, 7),)), Ack("a", ((0, 0, ACCEPT),))),
+    ),
+    Scenario(
+        "renew-after-expiry",
+        (Produce(1), Fetch("a"), EXPIRE, Ack("a", ((0, 0, RENEW),), renew=True), Fetch("b")),
+        lock_ms=SHORT_LOCK,
+        min_minor=2,
+    ),
+    Scenario(
+        "renew-disabled",
+        (
+            Produce(1),
+            Fetch("a"),
+            Ack("a", ((0, 0, RENEW),), renew=True),
+            Ack("a", ((0, 0, ACCEPT),)),
+        ),
+        renew_enabled=False,
+        min_minor=3,
+    ),
+)
+
+
+def scenarios_for(version: str) -> list[Scenario]:
+    """The scenarios meant for Kafka ``version``."""
+    return [s for s in SCENARIOS if s.applies_to(version)]

@@ -1,0 +1,317 @@
+"""The model broker on its own (no broker): the rules the conformance scenarios cannot reach
+on one real broker, and every scenario on every Kafka line it imitates."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from sharecon.protocol.error_codes import ErrorCode
+from sharecon.protocol.messages.share_acknowledge import (
+    AcknowledgementBatch as AckBatch,
+)
+from sharecon.protocol.messages.share_acknowledge import (
+    AcknowledgePartition,
+    AcknowledgeTopic,
+    ShareAcknowledgeRequest,
+)
+from sharecon.protocol.messages.share_fetch import (
+    FetchPartition,
+    FetchTopic,
+    ShareFetchRequest,
+    ShareFetchResponse,
+)
+from sharecon.protocol.records import decode_records
+from sharecon.testing.conformance.model_runner import run_on_model
+from sharecon.testing.conformance.scenarios import SCENARIOS
+from sharecon.testing.model import Behaviour, ModelBroker, RecordState
+
+GROUP = "g"
+
+
+def _broker(version: str, records: int = 3, **config: int) -> ModelBroker:
+    broker = ModelBroker(version)
+    broker.create_topic("t", 1)
+    broker.configure_group(GROUP, earliest=True, **config)  # type: ignore[arg-type]
+    broker.produce("t", 0, records)
+    return broker
+
+
+def _fetch(
+    broker: ModelBroker, member: str, conn: str, now: float, epoch: int = 0
+) -> ShareFetchResponse:
+    tid = broker.topics["t"]
+    return broker.share_fetch(
+        ShareFetchRequest(
+            group_id=GROUP,
+            member_id=member,
+            share_session_epoch=epoch,
+            max_wait_ms=500,
+            min_bytes=1,
+            max_records=500,
+            topics=(FetchTopic(topic_id=tid, partitions=(FetchPartition(partition_index=0),)),),
+        ),
+        conn,
+        now,
+    )
+
+
+def _got(resp: ShareFetchResponse) -> list[tuple[int, int]]:
+    return [
+        (o, r.delivery_count)
+        for t in resp.responses
+        for p in t.partitions
+        for r in p.acquired_records
+        for o in range(r.first_offset, r.last_offset + 1)
+    ]
+
+
+def _ack(
+    broker: ModelBroker, member: str, first: int, last: int, kind: int, epoch: int, now: float
+) -> int:
+    tid = broker.topics["t"]
+    resp = broker.share_acknowledge(
+        ShareAcknowledgeRequest(
+            group_id=GROUP,
+            member_id=member,
+            share_session_epoch=epoch,
+            topics=(
+                AcknowledgeTopic(
+                    topic_id=tid,
+                    partitions=(
+                        AcknowledgePartition(
+                            partition_index=0,
+                            acknowledgement_batches=(
+                                AckBatch(
+                                    first_offset=first, last_offset=last, acknowledge_types=(kind,)
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        "any",
+        now,
+    )
+    return resp.error_code or resp.responses[0].partitions[0].error_code
+
+
+@pytest.mark.parametrize("version", ["4.1", "4.2", "4.3", "4.4"])
+def test_every_scenario_plays_on_every_line(version: str) -> None:
+    for scenario in SCENARIOS:
+        if scenario.applies_to(version):
+            assert run_on_model(scenario, version), scenario.name
+
+
+def test_versions_outside_4_1_to_4_4_are_refused() -> None:
+    for bad in ("4.0", "5.0", "3.9.1", "x"):
+        with pytest.raises(ValueError, match="4.1 to 4.4"):
+            Behaviour.for_version(bad)
+    assert Behaviour.for_version("4.4.0").renew_config
+
+
+@pytest.mark.parametrize(("version", "count"), [("4.1", 1), ("4.4", 2)])
+def test_a_closed_connection_releases_lowering_the_count_only_on_4_1(
+    version: str, count: int
+) -> None:
+    broker = _broker(version)
+    assert _got(_fetch(broker, "a", "c1", 0.0)) == [(0, 1), (1, 1), (2, 1)]
+    broker.disconnect("c1", 1.0)
+    assert _got(_fetch(broker, "b", "c2", 1.1)) == [(0, count), (1, count), (2, count)]
+
+
+@pytest.mark.parametrize("version", ["4.1", "4.4"])
+def test_sessions_ending_together_lose_acquisitions_and_redeliver_with_the_same_count(
+    version: str,
+) -> None:
+    broker = _broker(version, records=1)
+    broker.produce("t", 0, 1)
+    broker.produce("t", 0, 1)
+    # Three members, one record each (one log batch of one record each).
+    for i, member in enumerate("abc"):
+        resp = broker.share_fetch(
+            ShareFetchRequest(
+                group_id=GROUP,
+                member_id=member,
+                share_session_epoch=0,
+                max_wait_ms=500,
+                min_bytes=1,
+                max_records=1,
+                topics=(
+                    FetchTopic(
+                        topic_id=broker.topics["t"], partitions=(FetchPartition(partition_index=0),)
+                    ),
+                ),
+            ),
+            f"c-{member}",
+            0.1 * i,
+        )
+        assert _got(resp) == [(i, 1)]
+    # A stall ends: the proxy closes every connection at once.
+    broker.disconnect_many(["c-a", "c-b", "c-c"], 5.0, concurrent=True)
+    log = [e.what for e in broker.events]
+    assert "Share partition removed from cache (group empty)" in log
+    assert log.count("No share partition found while releasing acquired topic partitions") == 3
+    assert _got(_fetch(broker, "d", "c-d", 5.5)) == [(0, 1), (1, 1), (2, 1)]
+    assert broker.events[-1].what == "Initialized share partition with persister read state"
+
+
+def test_sessions_ending_one_by_one_release_first() -> None:
+    broker = _broker("4.4")
+    _fetch(broker, "a", "c-a", 0.0)
+    broker.disconnect_many(["c-a"], 1.0, concurrent=False)
+    assert "No share partition found while releasing acquired topic partitions" not in [
+        e.what for e in broker.events
+    ]
+    assert _got(_fetch(broker, "b", "c-b", 1.5)) == [(0, 2), (1, 2), (2, 2)]
+
+
+def test_a_leader_change_reloads_persisted_state_and_forgets_acquisitions() -> None:
+    broker = _broker("4.4")
+    _fetch(broker, "a", "c-a", 0.0)
+    assert _ack(broker, "a", 0, 0, 1, 1, 0.1) == ErrorCode.NONE  # accepted: persisted
+    broker.move_leader("t", 0, 0.2)
+    resp = _fetch(broker, "b", "c-b", 0.3)
+    assert _got(resp) == [(1, 1), (2, 1)]  # same count: the acquisition was never persisted
+    assert resp.responses[0].partitions[0].current_leader.leader_epoch == 1
+    # The old holder's answer reaches a leader that never saw its acquisition.
+    assert _ack(broker, "a", 1, 1, 1, 2, 0.4) == ErrorCode.INVALID_RECORD_STATE
+
+
+def test_an_evicted_session_keeps_its_locks_until_they_end() -> None:
+    broker = _broker("4.4", lock_ms=1000)
+    _fetch(broker, "a", "c-a", 0.0)
+    assert broker.next_wakeup() == pytest.approx(1.0)
+    broker.evict_session(GROUP, "a", 0.5)
+    assert _fetch(broker, "a", "c-a", 0.5, epoch=1).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+    assert _got(_fetch(broker, "b", "c-b", 0.6)) == []
+    assert _got(_fetch(broker, "c", "c-c", 1.0)) == [(0, 2), (1, 2), (2, 2)]
+
+
+def test_the_delivery_limit_archives_on_lock_expiry() -> None:
+    broker = _broker("4.4", records=1, lock_ms=1000, delivery_limit=2)
+    assert _got(_fetch(broker, "a", "c-a", 0.0)) == [(0, 1)]
+    assert _got(_fetch(broker, "a", "c-a2", 1.0)) == [(0, 2)]
+    broker.advance(2.0)
+    sp = broker.share_partition(GROUP, "t", 0)
+    assert sp is not None and sp.state_of(0).state is RecordState.ARCHIVED
+    assert broker.next_wakeup() is None
+
+
+def test_an_answer_carries_the_whole_log_batches_of_what_it_acquired() -> None:
+    broker = ModelBroker("4.4")
+    broker.create_topic("t", 1)
+    broker.configure_group(GROUP, earliest=True)
+    broker.produce("t", 0, [b"a", b"b"])
+    broker.produce("t", 0, [b"c"])
+    resp = broker.share_fetch(
+        ShareFetchRequest(
+            group_id=GROUP,
+            member_id="m",
+            share_session_epoch=0,
+            max_wait_ms=500,
+            min_bytes=1,
+            max_records=2,
+            share_acquire_mode=1,  # record limit: offsets 0 and 1 only
+            topics=(
+                FetchTopic(
+                    topic_id=broker.topics["t"], partitions=(FetchPartition(partition_index=0),)
+                ),
+            ),
+        ),
+        "c",
+        0.0,
+    )
+    part = resp.responses[0].partitions[0]
+    assert _got(resp) == [(0, 1), (1, 1)]
+    assert part.records is not None
+    assert [(r.offset, r.value) for r in decode_records(part.records)] == [(0, b"a"), (1, b"b")]
+
+
+def _walk(seed: int, version: str, steps: int = 300) -> list[str]:
+    """A seeded random schedule of fetches, answers and faults; checks the model's own
+    invariants on the way and returns a trace (for determinism)."""
+    rng = random.Random(seed)
+    broker = ModelBroker(version)
+    broker.create_topic("t", 1)
+    broker.configure_group(GROUP, earliest=True, lock_ms=1000, delivery_limit=3)
+    for _ in range(8):
+        broker.produce("t", 0, rng.randint(1, 4))
+    end = broker.logs[(broker.topics["t"], 0)].end
+    held: dict[str, set[int]] = {}
+    sessions: dict[str, tuple[str, int]] = {}  # member -> (connection, next epoch)
+    accepted: set[int] = set()
+    trace: list[str] = []
+    now = 0.0
+    conns = 0
+    for _ in range(steps):
+        now += rng.uniform(0.0, 0.4)
+        op = rng.choice(("fetch", "fetch", "ack", "ack", "close", "stall", "leader", "evict"))
+        member = rng.choice("abc")
+        if op == "fetch":
+            conn, epoch = sessions.get(member, ("", 0))
+            if not conn:
+                conns += 1
+                conn = f"c{conns}"
+            resp = _fetch(broker, member, conn, now, epoch)
+            if resp.error_code:
+                sessions.pop(member, None)  # start again with epoch 0
+                trace.append(f"{member} fetch error {resp.error_code}")
+                continue
+            sessions[member] = (conn, epoch + 1)
+            for offset, count in _got(resp):
+                assert offset not in accepted, f"seed {seed}: accepted offset {offset} redelivered"
+                assert 1 <= count <= 3, f"seed {seed}: count {count}"
+                held.setdefault(member, set()).add(offset)
+            trace.append(f"{member} got {_got(resp)}")
+        elif op == "ack" and held.get(member) and member in sessions:
+            offset = rng.choice(sorted(held[member]))
+            kind = rng.choice((1, 1, 2, 3))
+            conn, epoch = sessions[member]
+            err = _ack(broker, member, offset, offset, kind, epoch, now)
+            held[member].discard(offset)
+            if err in (ErrorCode.INVALID_SHARE_SESSION_EPOCH, ErrorCode.SHARE_SESSION_NOT_FOUND):
+                sessions.pop(member, None)
+            else:
+                sessions[member] = (conn, epoch + 1)
+            if err == ErrorCode.NONE and kind == 1:
+                accepted.add(offset)
+            trace.append(f"{member} ack {offset} {kind} -> {err}")
+        elif op == "close" and member in sessions:
+            broker.disconnect(sessions.pop(member)[0], now)
+            held.pop(member, None)
+        elif op == "stall":
+            broker.disconnect_many([c for c, _ in sessions.values()], now, concurrent=True)
+            sessions.clear()
+            held.clear()
+        elif op == "leader":
+            broker.move_leader("t", 0, now)
+        elif op == "evict":
+            broker.evict_session(GROUP, member, now)
+    # Drain: a fresh member accepts whatever comes until nothing does.
+    for i in range(50):
+        now += 2.0
+        resp = _fetch(broker, "drain", f"drain-{i}", now)
+        got = _got(resp)
+        for offset, _ in got:
+            assert offset not in accepted, f"seed {seed}: accepted offset {offset} redelivered"
+        if got:
+            assert _ack(broker, "drain", got[0][0], got[-1][0], 1, 1, now) == ErrorCode.NONE
+            accepted.update(o for o, _ in got)
+        broker.disconnect(f"drain-{i}", now)
+    # The drain's last close emptied the group: what is left is the persisted state.
+    start, saved = broker.persister[(GROUP, (broker.topics["t"], 0))]
+    for offset in range(end):
+        state = RecordState.ARCHIVED if offset < start else saved.get(offset, (None, 0))[0]
+        assert offset in accepted or state in (RecordState.ARCHIVED, RecordState.ACKNOWLEDGED), (
+            f"seed {seed}: offset {offset} neither accepted nor archived ({state})"
+        )
+    return trace + [e.what for e in broker.events]
+
+
+@pytest.mark.parametrize("version", ["4.1", "4.4"])
+def test_seeded_schedules_are_deterministic_and_lose_nothing(version: str) -> None:
+    for seed in range(20):
+        assert _walk(seed, version) == _walk(seed, version)
