@@ -293,6 +293,20 @@ def _supersede(part: _Partition, first: int, last: int, failed: list[Run]) -> No
         old.states[lo : hi + 1] = view.translate(_SUPERSEDE)
 
 
+def _union(runs: list[Run]) -> list[Run]:
+    """Sorted runs of one type, overlaps merged: an offset can be dead in several
+    deliveries (its lock ended and it came again while the older copy was still buffered),
+    and it is reported once."""
+    out: list[Run] = []
+    for run in runs:
+        if out and run[0] <= out[-1][1]:
+            if run[1] > out[-1][1]:
+                out[-1] = (out[-1][0], run[1], out[-1][2])
+        else:
+            out.append(run)
+    return out
+
+
 def _superseded(tp: TopicIdPartition, failed: list[Run]) -> list[AckResult]:
     if not failed:
         return []
@@ -588,7 +602,7 @@ class AckLedger:
                 out.append(
                     AckResult(
                         tp,
-                        tuple(batches_from_runs(runs)),
+                        tuple(batches_from_runs(_union(runs))),
                         ErrorCode.INVALID_RECORD_STATE,
                         AckFailure.LOCK_LOST,
                     )

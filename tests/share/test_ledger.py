@@ -430,3 +430,18 @@ def test_mark_undelivered_answers_only_the_buffered_records_of_its_delivery() ->
     taken = ledger.take(TAG)
     assert taken is not None and taken.acks == {TP0: [b(0, 0, A), b(2, 2, A), b(4, 9, R)]}
     assert ledger.mark(TP0, 25, A, second) is MarkResult.OK
+
+
+def test_settle_dead_reports_an_offset_dead_in_two_deliveries_once() -> None:
+    """Simulation seed 272 (4.4): a slow handler left a chunk buffered while its lock
+    ended and the record came twice more; closing (release_held) then found the offset
+    dead in two deliveries and raised ValueError (overlapping runs) instead of reporting."""
+    ledger = AckLedger()
+    for _ in range(3):
+        ledger.add(TP0, TAG, [(0, 2)])
+        ledger.supersede(TP0, [(0, 2)])  # the next answer acquired them again
+    ledger.add(TP0, TAG, [(0, 2)])
+    [lost] = ledger.settle_dead(ack=AckType.RELEASE)
+    assert lost.reason is AckFailure.LOCK_LOST
+    assert lost.batches == (b(0, 2, AckType.RELEASE),)
+    assert ledger.settle_dead(ack=AckType.RELEASE) == []
