@@ -399,12 +399,18 @@ class AckLedger:
         part.prune()
         return _superseded(tp, failed)
 
-    def deliver(self, tp: TopicIdPartition, first: int, last: int) -> None:
-        """Note that offsets ``first..last`` of ``tp`` were handed to the application."""
+    def deliver(
+        self, tp: TopicIdPartition, first: int, last: int, delivery: Delivery | None = None
+    ) -> None:
+        """Note that offsets ``first..last`` of ``tp`` (of ``delivery`` only, if given)
+        were handed to the application. Another delivery of the same offsets, still
+        buffered, stays undelivered: a bulk answer to what was handed out must not reach it."""
         part = self._parts.get(tp)
         if part is None:
             return
         for seg in part.overlapping(first, last):
+            if delivery is not None and not delivery[0] <= seg.seq <= delivery[1]:
+                continue
             lo, hi = max(first, seg.first) - seg.first, min(last, seg.last) - seg.first
             seg.states[lo : hi + 1] = seg.states[lo : hi + 1].translate(_TO_DELIVERED)
 

@@ -633,9 +633,11 @@ class ShareMachine:
         """Whether the record is still this member's to answer (its lock not lost)."""
         return self.ledger.holds(tp, offset, delivery)
 
-    def deliver(self, tp: TopicIdPartition, first: int, last: int) -> None:
-        """Offsets ``first..last`` of ``tp`` were handed to the application."""
-        self.ledger.deliver(tp, first, last)
+    def deliver(
+        self, tp: TopicIdPartition, first: int, last: int, delivery: Delivery | None = None
+    ) -> None:
+        """Offsets ``first..last`` of ``tp`` (of ``delivery``) were handed to the application."""
+        self.ledger.deliver(tp, first, last, delivery)
 
     def forget(self, tp: TopicIdPartition, delivery: Delivery, first: int, last: int) -> None:
         """The buffer dropped ``first..last`` of ``delivery`` without handing them out."""
