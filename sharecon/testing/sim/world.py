@@ -29,6 +29,7 @@ import heapq
 import random
 import uuid
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from sharecon import errors
@@ -51,6 +52,7 @@ from sharecon._share.machine import ShareMachine
 from sharecon._share.requests import FetchParams
 from sharecon._share.session import RequestKind
 from sharecon.protocol import ShareAcknowledgeRequest, ShareFetchRequest
+from sharecon.record import Record
 from sharecon.testing.model import ModelBroker, RecordState
 from sharecon.testing.sim.checks import Checker, Violation
 from sharecon.types import AckType, TopicIdPartition
@@ -105,17 +107,46 @@ class Outcome:
         return f"python -m sharecon.testing.sim --seed {self.seed} --version {self.version}{extra}"
 
 
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """What the simulator knows of one buffered chunk: the checker's delivery id of each
+    offset (0: the broker never acquired it), the ledger's delivery, the session. It is
+    the owner of the chunk's records (the consumer's ``SessionOwner`` in its place)."""
+
+    ids: dict[int, int]
+    delivery: Delivery
+    tag: SessionTag
+
+    def acknowledge(self, record: Record[Any, Any], ack: AckType) -> None:
+        """Never called: the simulated application answers through the machine."""
+        raise AssertionError("the simulator answers records through the machine")
+
+
 @dataclass(slots=True)
 class SimRecord:
-    """A record as the application sees it (what the buffer's factory builds)."""
+    """A record the application holds: the buffer's :class:`~sharecon.record.Record` and
+    what the simulator knows of it."""
 
+    record: Record[Any, Any]
     offset: int
-    delivery_count: int
     tp: TopicIdPartition
     d: int  #: the checker's delivery id (0: the broker never acquired it)
     delivery: Delivery
     tag: SessionTag
-    deadline: float | None
+
+    @classmethod
+    def of(cls, record: Record[Any, Any]) -> SimRecord:
+        """The simulator's view of a record its buffer handed out."""
+        taken = cast("Taken", record._owner)
+        offset = record.offset
+        return cls(
+            record,
+            offset,
+            record.topic_partition,
+            taken.ids.get(offset, 0),
+            taken.delivery,
+            taken.tag,
+        )
 
 
 @dataclass(slots=True)
@@ -688,7 +719,7 @@ class Member:
                 self._wake(None)  # the loops read the new leaders when they plan
             elif isinstance(e, LocksRenewed):
                 for h in e.handles:
-                    cast("SimRecord", h).deadline = e.deadline
+                    cast("Record[Any, Any]", h).lock_deadline = e.deadline
             elif isinstance(e, Fail):
                 self.failed = True
                 w.faults.append(f"fail({e.error})@{w.now:.2f}")
@@ -723,13 +754,11 @@ class Member:
                 ids[o] = d
                 self.world.check.taken_in((tp, o), d, self.member_id, e.tag.node_id)
         tag, delivery, deadline = e.tag, e.delivery, e.deadline
-
-        def factory(
-            offset: int, _ts: int, _key: bytes | None, _value: bytes | None, _h: object
-        ) -> SimRecord:
-            return SimRecord(offset, 1, tp, ids.get(offset, 0), delivery, tag, deadline)
-
-        chunk = Chunk(e.intake, tag, deadline, factory, delivery)  # type: ignore[arg-type]
+        # Real records (the compiled buffer checks their type), owned by what the
+        # simulator knows of the chunk.
+        owner = Taken(ids, delivery, tag)
+        factory = partial(Record, TOPIC, tp.partition, tp, owner, deadline, None)
+        chunk = Chunk(e.intake, tag, deadline, factory, delivery)
         self._ids[(tp, delivery)] = ids
         self.buffer.push(chunk)
         self._app_wake()
@@ -791,12 +820,13 @@ class Member:
         if self.closing:
             self.app_busy = False
             return
-        rec = self.pop(self._clock)
-        if rec is None:
+        got = self.pop(self._clock)
+        if got is None:
             self.app_busy = False
             if self.buffer.has_room():
                 self._wake(None)
             return
+        rec = SimRecord.of(got)
         w.check.handed_out((rec.tp, rec.offset), rec.d, w.now)
         self.machine.deliver(rec.tp, rec.offset, rec.offset, rec.delivery)
         k = w.knobs
@@ -818,7 +848,9 @@ class Member:
 
     def _app_renew(self, rec: SimRecord) -> None:
         if rec in self.holding and not self.closing:
-            self.machine.answer(rec.tp, rec.offset, AckType.RENEW, rec.delivery, rec.tag, rec)
+            self.machine.answer(
+                rec.tp, rec.offset, AckType.RENEW, rec.delivery, rec.tag, rec.record
+            )
             self._apply(None)
 
     def _app_answer(self, rec: SimRecord, again: bool = False) -> None:
@@ -840,7 +872,7 @@ class Member:
             # The consumer refuses answers after close (InvalidRecordStateError).
             pass
         else:
-            result = self.machine.answer(rec.tp, rec.offset, ack, rec.delivery, rec.tag, rec)
+            result = self.machine.answer(rec.tp, rec.offset, ack, rec.delivery, rec.tag, rec.record)
             key = (rec.tp, rec.offset)
             if result is MarkResult.OK:
                 w.check.answered(key, rec.d)
