@@ -242,6 +242,10 @@ class World:
         for _ in range(rng.randint(0, 3)):
             kind = rng.choice(("cut", "move", "evict", "cut-all"))
             self.at(rng.uniform(0.0, FAULT_WINDOW), self._fault, kind)
+        # Drawn apart, so the other draws of a seed stay as they were before this knob.
+        strict = self.brokers[1].behaviour.record_limit and random.Random(~seed).random() < 0.3
+        #: acquire_mode="record_limit": the most records the member may hold (4.2+)
+        self.record_limit = random.Random(~seed).choice((1, 2, 4)) if strict else None
         self.member = Member(self, "m1")
         if self.knobs.close_at is not None:
             self.at(self.knobs.close_at, self._close_member, self.member)
@@ -360,7 +364,7 @@ class Member:
     def __init__(self, world: World, member_id: str) -> None:
         self.world = world
         self.member_id = member_id
-        self.machine = ShareMachine(GROUP, PARAMS)
+        self.machine = ShareMachine(GROUP, PARAMS, record_limit=world.record_limit)
         self.buffer = buffer = DeliveryBuffer(max_records=16, max_bytes=1 << 20)
         buffer.decoder = self._decode
         buffer.on_drop = self._dropped
