@@ -31,7 +31,7 @@ import anyio.lowlevel
 
 from sharecon import errors
 from sharecon._consumer.config import AcquireMode, ConsumerConfig, check_max_records, topics_tuple
-from sharecon._consumer.core import ConsumerCore
+from sharecon._consumer.core import ConsumerCore, SessionOwner
 from sharecon._consumer.fetcher import FetcherPool
 from sharecon._consumer.group_config import GROUP_RENEW_ENABLE, renewals_enabled
 from sharecon._consumer.group_config import lock_duration as group_lock_duration
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
     from sharecon._net.sasl import SaslConfig
     from sharecon._net.sasl_gssapi import GssapiConfig
-    from sharecon._share.ledger import AckResult
+    from sharecon._share.ledger import AckLedger, AckResult
     from sharecon.metrics import ConsumerMetrics
     from sharecon.producer import RecordMetadata
     from sharecon.record import Record
@@ -1433,15 +1433,27 @@ def _deliver(core: ConsumerCore, records: list[Record[Any, Any]]) -> None:
         # Records of one chunk share one TopicIdPartition object: identity is the fast path.
         # A run also ends at a hole: the offsets between may be another chunk's, still
         # buffered (not handed out, so not DELIVERED).
-        if rec.offset != prev.offset + 1 or (
-            rec.topic_partition is not start.topic_partition
-            and rec.topic_partition != start.topic_partition
+        # A run also ends where the chunk does (records of one chunk share one owner): each
+        # run is noted for its own delivery, never for another delivery of the same offsets.
+        if (
+            rec.offset != prev.offset + 1
+            or rec._owner is not start._owner
+            or (
+                rec.topic_partition is not start.topic_partition
+                and rec.topic_partition != start.topic_partition
+            )
         ):
             if rec is not start:
-                ledger.deliver(start.topic_partition, start.offset, prev.offset)
+                _deliver_run(ledger, start, prev.offset)
             start = rec
         prev = rec
-    ledger.deliver(start.topic_partition, start.offset, prev.offset)
+    _deliver_run(ledger, start, prev.offset)
+
+
+def _deliver_run(ledger: AckLedger, start: Record[Any, Any], last: int) -> None:
+    owner = start._owner
+    delivery = owner.delivery if type(owner) is SessionOwner else None
+    ledger.deliver(start.topic_partition, start.offset, last, delivery)
 
 
 def _describe_unacked(missing: Mapping[TopicIdPartition, list[int]]) -> str:

@@ -293,6 +293,20 @@ def _supersede(part: _Partition, first: int, last: int, failed: list[Run]) -> No
         old.states[lo : hi + 1] = view.translate(_SUPERSEDE)
 
 
+def _union(runs: list[Run]) -> list[Run]:
+    """Sorted runs of one type, overlaps merged: an offset can be dead in several
+    deliveries (its lock ended and it came again while the older copy was still buffered),
+    and it is reported once."""
+    out: list[Run] = []
+    for run in runs:
+        if out and run[0] <= out[-1][1]:
+            if run[1] > out[-1][1]:
+                out[-1] = (out[-1][0], run[1], out[-1][2])
+        else:
+            out.append(run)
+    return out
+
+
 def _superseded(tp: TopicIdPartition, failed: list[Run]) -> list[AckResult]:
     if not failed:
         return []
@@ -385,12 +399,18 @@ class AckLedger:
         part.prune()
         return _superseded(tp, failed)
 
-    def deliver(self, tp: TopicIdPartition, first: int, last: int) -> None:
-        """Note that offsets ``first..last`` of ``tp`` were handed to the application."""
+    def deliver(
+        self, tp: TopicIdPartition, first: int, last: int, delivery: Delivery | None = None
+    ) -> None:
+        """Note that offsets ``first..last`` of ``tp`` (of ``delivery`` only, if given)
+        were handed to the application. Another delivery of the same offsets, still
+        buffered, stays undelivered: a bulk answer to what was handed out must not reach it."""
         part = self._parts.get(tp)
         if part is None:
             return
         for seg in part.overlapping(first, last):
+            if delivery is not None and not delivery[0] <= seg.seq <= delivery[1]:
+                continue
             lo, hi = max(first, seg.first) - seg.first, min(last, seg.last) - seg.first
             seg.states[lo : hi + 1] = seg.states[lo : hi + 1].translate(_TO_DELIVERED)
 
@@ -588,7 +608,7 @@ class AckLedger:
                 out.append(
                     AckResult(
                         tp,
-                        tuple(batches_from_runs(runs)),
+                        tuple(batches_from_runs(_union(runs))),
                         ErrorCode.INVALID_RECORD_STATE,
                         AckFailure.LOCK_LOST,
                     )

@@ -181,6 +181,8 @@ class ShareMachine:
         self.renewing: dict[tuple[TopicIdPartition, int], tuple[SessionTag | None, object]] = {}
         #: RENEW answers the broker did not apply.
         self.renewals_failed = 0
+        #: Leaders the strict record budget refused records (the others yield to them).
+        self.starved: set[int] = set()
 
     # -- the driver's side ------------------------------------------------------------------
 
@@ -229,10 +231,24 @@ class ShareMachine:
         budget = self.budget
         granted = 0
         if budget is not None and room:
-            # Strict limit: ask only for what the member may still hold, counting what
-            # every leader's fetches in flight may bring.
-            granted = budget.grant(self.ledger.outstanding_all() + extra_records)
-            room = granted > 0
+            want = list(want)
+            starved = self.starved
+            if not want:
+                starved.discard(node_id)
+            elif starved and node_id not in starved:
+                # Another leader was refused records: this one yields its turn, so a
+                # leader whose waiting fetches come back empty cannot keep the whole
+                # budget while records wait at the other (found by simulation).
+                room = False
+            else:
+                # Strict limit: ask only for what the member may still hold, counting
+                # what every leader's fetches in flight may bring.
+                granted = budget.grant(self.ledger.outstanding_all() + extra_records)
+                room = granted > 0
+                if room:
+                    starved.discard(node_id)
+                else:
+                    starved.add(node_id)
         # Fetch sizing (how many records and bytes a fetch asks for) is decided here and
         # in request(): the leader's FetchSizer, cut to the granted budget.
         turn = planner.next(
@@ -683,9 +699,11 @@ class ShareMachine:
         """Whether the record is still this member's to answer (its lock not lost)."""
         return self.ledger.holds(tp, offset, delivery)
 
-    def deliver(self, tp: TopicIdPartition, first: int, last: int) -> None:
-        """Offsets ``first..last`` of ``tp`` were handed to the application."""
-        self.ledger.deliver(tp, first, last)
+    def deliver(
+        self, tp: TopicIdPartition, first: int, last: int, delivery: Delivery | None = None
+    ) -> None:
+        """Offsets ``first..last`` of ``tp`` (of ``delivery``) were handed to the application."""
+        self.ledger.deliver(tp, first, last, delivery)
 
     def forget(self, tp: TopicIdPartition, delivery: Delivery, first: int, last: int) -> None:
         """The buffer dropped ``first..last`` of ``delivery`` without handing them out."""
@@ -783,6 +801,8 @@ class ShareMachine:
     def _settle(self, granted: int) -> None:
         if granted and self.budget is not None:
             self.budget.settle(granted)
+            for node_id in sorted(self.starved):
+                self.effects.append(Wake(node_id))  # budget came free: try again
 
     def _settle_inflight(self, f: InFlight) -> None:
         # Answered (its records then count as held) or failed: the reservation ends once.

@@ -66,6 +66,7 @@ NOT_PUBLIC = {
     "sharecon.testing.demo": "scripts/demo's program (python -m sharecon.testing.demo)",
     "sharecon.testing.model": "speaks sharecon.protocol's message classes: docs/testing.md",
     "sharecon.testing.conformance": "speaks sharecon.protocol's message classes: docs/testing.md",
+    "sharecon.testing.sim": "drives sharecon's internal share machine: docs/testing.md",
 }
 
 _DIRECTIVE = re.compile(r"^::: ([\w.]+)\s*$((?:\n[ \t]+.*)*)", re.M)

@@ -430,3 +430,35 @@ def test_mark_undelivered_answers_only_the_buffered_records_of_its_delivery() ->
     taken = ledger.take(TAG)
     assert taken is not None and taken.acks == {TP0: [b(0, 0, A), b(2, 2, A), b(4, 9, R)]}
     assert ledger.mark(TP0, 25, A, second) is MarkResult.OK
+
+
+def test_settle_dead_reports_an_offset_dead_in_two_deliveries_once() -> None:
+    """Simulation seed 272 (4.4): a slow handler left a chunk buffered while its lock
+    ended and the record came twice more; closing (release_held) then found the offset
+    dead in two deliveries and raised ValueError (overlapping runs) instead of reporting."""
+    ledger = AckLedger()
+    for _ in range(3):
+        ledger.add(TP0, TAG, [(0, 2)])
+        ledger.supersede(TP0, [(0, 2)])  # the next answer acquired them again
+    ledger.add(TP0, TAG, [(0, 2)])
+    [lost] = ledger.settle_dead(ack=AckType.RELEASE)
+    assert lost.reason is AckFailure.LOCK_LOST
+    assert lost.batches == (b(0, 2, AckType.RELEASE),)
+    assert ledger.settle_dead(ack=AckType.RELEASE) == []
+
+
+def test_deliver_marks_only_its_own_delivery() -> None:
+    """Simulation seed 1974 (4.4): after a leader move the same offsets were held twice
+    (the old delivery handed out, the new one still buffered). Noting the old one as
+    handed out marked the buffered copy DELIVERED too, so a bulk answer (implicit mode's
+    accept, or close's release) would have reached records the application never saw."""
+    ledger = AckLedger()
+    ledger.add(TP0, TAG, [(0, 2)])
+    old = (ledger.sequence, ledger.sequence)
+    ledger.add(TP0, TAG_NEXT, [(0, 2)])  # a newer delivery of the same offsets, buffered
+    ledger.deliver(TP0, 1, 1, old)  # the old copy (its lock already lost) is handed out
+    assert ledger.mark_delivered(AckType.ACCEPT) == 0
+    assert ledger.take(TAG_NEXT) is None  # the buffered copy got no answer
+    new = (ledger.sequence, ledger.sequence)
+    ledger.deliver(TP0, 1, 1, new)
+    assert ledger.mark_delivered(AckType.ACCEPT) == 1

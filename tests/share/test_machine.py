@@ -331,6 +331,26 @@ def test_the_record_budget_is_granted_and_settled_once() -> None:
     assert m.next_turn(NODE, [TP], room=True).granted == 6  # 4 held
 
 
+def test_a_leader_refused_by_the_record_budget_gets_the_next_turn() -> None:
+    """Simulation (record_limit 1, two leaders; 610 of 3000 schedules on 4.4): a leader
+    whose waiting fetches came back empty re-planned at once and took the whole strict
+    budget again, so the records on the other leader were never fetched."""
+    m = machine(record_limit=1)
+    tp2 = TopicIdPartition(T, 1, "t")
+    turn = m.next_turn(NODE, [TP], room=True)
+    assert turn.granted == 1
+    f = m.sent(NODE, turn, 0.0)
+    assert m.next_turn(2, [tp2], room=True).granted == 0  # refused: all of it reserved
+    empty = ShareFetchResponse(acquisition_lock_timeout_ms=LOCK_MS)
+    assert m.fetch_answered(f, empty, NAMES, 0.5, pipeline=True).proceed
+    assert Wake(2) in m.drain()  # the budget came free: the refused leader tries again
+    assert m.next_turn(NODE, [TP], room=True).granted == 0  # this one yields its turn
+    turn2 = m.next_turn(2, [tp2], room=True)
+    assert turn2.granted == 1 and turn2.plan is not None
+    m.sent(2, turn2, 0.5)
+    assert m.starved == set()
+
+
 def test_closing_releases_records_answered_late_and_sends_the_final_request() -> None:
     m = machine()
     opened(m)

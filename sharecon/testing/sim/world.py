@@ -1,0 +1,975 @@
+"""One seeded fault schedule: the real share machine and buffer against the model broker.
+
+:func:`run` builds a small world from a seed: two model brokers (Kafka ``version``
+semantics), each leading one partition of a topic with a few records; a member whose
+decisions are made by the real :class:`~sharecon._share.machine.ShareMachine` and whose
+records wait in the real :class:`~sharecon._consumer.buffer.DeliveryBuffer`; and an
+application. A single-threaded loop runs events in (virtual time, sequence) order: no
+clock, no sockets, no event-loop library. The driver does what the consumer's fetch loops
+do (``sharecon/_consumer/fetcher.py``), in the same order: plan, send, answer in two
+steps with the pipelined next request in between, apply the effects in order.
+
+From the seed come: response delays (answers from the two leaders overtake each other),
+dropped answers (the connection breaks), stalls longer than the lock, connection cuts,
+leader moves, share-session evictions, hostile answers (acquired ranges outside the
+batch, duplicated, reversed), an application that is slow (longer than the lock), answers
+late, twice, or after closing, and slow handlers that renew their locks (``keep_locks``).
+After the faults, a quiet drain lets every record finish. :mod:`.checks` holds the
+invariants.
+
+There is no coordinator in this world: the machine knows nothing of group membership
+(heartbeats live in ``_share/membership.py``, outside it), so coordinator loss cannot
+reach it; an assignment taken away shows up to the machine as a session or leader change,
+which are injected.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import uuid
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import TYPE_CHECKING, Any, cast
+
+from sharecon import errors
+from sharecon._consumer.buffer import Chunk, DeliveryBuffer
+from sharecon._share.effects import (
+    BackOff,
+    Deliver,
+    Fail,
+    LockLost,
+    LocksRenewed,
+    PartitionLost,
+    Rediscover,
+    Report,
+    SessionLost,
+    Wake,
+)
+from sharecon._share.fetch_policy import Turn
+from sharecon._share.ledger import MarkResult
+from sharecon._share.machine import ShareMachine
+from sharecon._share.requests import FetchParams
+from sharecon._share.session import RequestKind
+from sharecon.protocol import ShareAcknowledgeRequest, ShareFetchRequest
+from sharecon.record import Record
+from sharecon.testing.model import ModelBroker, RecordState
+from sharecon.testing.sim.checks import Checker, Violation
+from sharecon.types import AckType, TopicIdPartition
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from sharecon._share.intake import Decoded
+    from sharecon._share.ledger import AckResult, Delivery
+    from sharecon._share.machine import InFlight
+    from sharecon._share.session import SessionTag
+    from sharecon.protocol import ShareAcknowledgeResponse, ShareFetchResponse
+
+__all__ = ["MUTANTS", "Outcome", "run"]
+
+GROUP = "g"
+TOPIC = "t"
+TOPIC_ID = uuid.UUID(int=0x5117)
+NAMES = {TOPIC_ID: TOPIC}
+NODES = (1, 2)
+LOCK_MS = 2000
+LOCK = LOCK_MS / 1000.0
+MAX_WAIT = 2.0
+ACK_LINGER = 0.1
+FAULT_WINDOW = 8.0  #: faults happen in [0, FAULT_WINDOW)
+DRAIN = 40.0  #: then this long without faults for every record to finish
+MAX_EVENTS = 5000
+PARAMS = FetchParams(
+    max_wait_ms=int(MAX_WAIT * 1000), min_bytes=1, max_bytes=1 << 20, max_records=8, batch_size=8
+)
+
+#: Deliberate bugs (for proving the simulator catches them): the pipelined answer's
+#: supersede rule skipped, and the buffer's per-record lock check skipped.
+MUTANTS = ("no-supersede", "no-record-lock-check")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one schedule did: its violation (``None``: every invariant held)."""
+
+    seed: int
+    version: str
+    violation: Violation | None
+    events: int
+    handed: int
+    ended: int
+    faults: tuple[str, ...]
+
+    def replay(self, mutant: str | None = None) -> str:
+        """The one-line command that replays this schedule."""
+        extra = f" --mutant {mutant}" if mutant else ""
+        return f"python -m sharecon.testing.sim --seed {self.seed} --version {self.version}{extra}"
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """What the simulator knows of one buffered chunk: the checker's delivery id of each
+    offset (0: the broker never acquired it), the ledger's delivery, the session. It is
+    the owner of the chunk's records (the consumer's ``SessionOwner`` in its place)."""
+
+    ids: dict[int, int]
+    delivery: Delivery
+    tag: SessionTag
+
+    def acknowledge(self, record: Record[Any, Any], ack: AckType) -> None:
+        """Never called: the simulated application answers through the machine."""
+        raise AssertionError("the simulator answers records through the machine")
+
+
+@dataclass(slots=True)
+class SimRecord:
+    """A record the application holds: the buffer's :class:`~sharecon.record.Record` and
+    what the simulator knows of it."""
+
+    record: Record[Any, Any]
+    offset: int
+    tp: TopicIdPartition
+    d: int  #: the checker's delivery id (0: the broker never acquired it)
+    delivery: Delivery
+    tag: SessionTag
+
+    @classmethod
+    def of(cls, record: Record[Any, Any]) -> SimRecord:
+        """The simulator's view of a record its buffer handed out."""
+        taken = cast("Taken", record._owner)
+        offset = record.offset
+        return cls(
+            record,
+            offset,
+            record.topic_partition,
+            taken.ids.get(offset, 0),
+            taken.delivery,
+            taken.tag,
+        )
+
+
+@dataclass(slots=True)
+class Wire:
+    """A request on the wire."""
+
+    f: InFlight
+    body: ShareFetchRequest | ShareAcknowledgeRequest
+    conn: str
+    #: offset -> the delivery the member meant each answer in it for (invariant 2)
+    meant: dict[tuple[TopicIdPartition, int], int | None]
+    closing: bool = False
+
+
+@dataclass(slots=True)
+class Loop:
+    """One leader's fetch loop (``NodeFetcher``)."""
+
+    node: int
+    inflight: Wire | None = None
+    conn: str | None = None
+    conn_dead: bool = False
+    conns: int = 0
+    backoff_until: float = 0.0
+    failures: int = 0
+    token: int = 0  #: the pending wake-up's; older ones are stale
+    stopped: bool = False
+
+
+@dataclass(slots=True)
+class Knobs:
+    """The schedule's fault rates and application habits, drawn from the seed."""
+
+    delay: float
+    drop: float
+    stall: float
+    hostile: float
+    slow: float
+    late: float
+    twice: float
+    keep_locks: bool
+    close_at: float | None
+    release: float
+    reject: float
+
+
+class World:
+    """The brokers, the member, the application and the event queue of one schedule."""
+
+    def __init__(
+        self, seed: int, version: str, mutant: str | None, trace: Callable[[str], None] | None
+    ) -> None:
+        self.trace = trace
+        if mutant is not None and mutant not in MUTANTS:
+            raise ValueError(f"unknown mutant {mutant!r}; one of {', '.join(MUTANTS)}")
+        self.seed = seed
+        self.version = version
+        self.mutant = mutant
+        self.rng = rng = random.Random(seed)
+        self.now = 0.0
+        self._queue: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
+        self._seq = 0
+        self.events = 0
+        self.check = Checker()
+        self.faults: list[str] = []
+        self.quiet = False
+        self.brokers = {n: ModelBroker(version, node_id=n) for n in NODES}
+        for b in self.brokers.values():
+            b.create_topic(TOPIC, 2, TOPIC_ID)
+            b.configure_group(GROUP, lock_ms=LOCK_MS, earliest=True, delivery_limit=5)
+        self.tps = [TopicIdPartition(TOPIC_ID, p, TOPIC) for p in (0, 1)]
+        #: the truth: which node leads each partition (partition p starts on node p + 1)
+        self.leader_of = {tp: NODES[tp.partition] for tp in self.tps}
+        for tp in self.tps:
+            other = self.brokers[NODES[1 - tp.partition]]
+            del other.logs[(TOPIC_ID, tp.partition)]  # only its leader has its log
+            for _ in range(rng.randint(1, 2)):
+                self.brokers[self.leader_of[tp]].produce(TOPIC, tp.partition, rng.randint(1, 3))
+        renew = self.brokers[1].behaviour.renew
+        self.knobs = Knobs(
+            delay=rng.choice((0.001, 0.01, 0.05)),
+            drop=rng.choice((0.0, 0.05, 0.15)),
+            stall=rng.choice((0.0, 0.05, 0.1)),
+            hostile=rng.choice((0.0, 0.0, 0.1)),
+            slow=rng.choice((0.0, 0.2, 0.5)),
+            late=rng.choice((0.0, 0.2)),
+            twice=rng.choice((0.0, 0.2)),
+            keep_locks=renew and rng.random() < 0.4,
+            close_at=rng.uniform(1.0, FAULT_WINDOW) if rng.random() < 0.3 else None,
+            release=rng.choice((0.0, 0.1, 0.3)),
+            reject=rng.choice((0.0, 0.05)),
+        )
+        for _ in range(rng.randint(0, 3)):
+            kind = rng.choice(("cut", "move", "evict", "cut-all"))
+            self.at(rng.uniform(0.0, FAULT_WINDOW), self._fault, kind)
+        # Drawn apart, so the other draws of a seed stay as they were before this knob.
+        strict = self.brokers[1].behaviour.record_limit and random.Random(~seed).random() < 0.3
+        #: acquire_mode="record_limit": the most records the member may hold (4.2+)
+        self.record_limit = random.Random(~seed).choice((1, 2, 4)) if strict else None
+        self.member = Member(self, "m1")
+        if self.knobs.close_at is not None:
+            self.at(self.knobs.close_at, self._close_member, self.member)
+        self.at(FAULT_WINDOW, self._quiet)
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def at(self, t: float, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` at virtual time ``t``."""
+        self._seq += 1
+        heapq.heappush(self._queue, (t, self._seq, fn, args))
+
+    def run(self) -> Outcome:
+        """Run events until the drain ends, a violation, or the event bound."""
+        queue = self._queue
+        check = self.check
+        end = FAULT_WINDOW + DRAIN
+        while queue and check.violation is None:
+            t, _, fn, args = heapq.heappop(queue)
+            if t > end:
+                break
+            self.now = t
+            self.events += 1
+            if self.trace is not None:
+                self.trace(f"{t:8.3f} {getattr(fn, '__name__', fn)} {_brief(args)}")
+            if self.events > MAX_EVENTS:
+                check.fail(5, t, f"no quiet after {MAX_EVENTS} events (a livelock?)")
+                break
+            try:
+                fn(*args)
+            except Exception as exc:  # the machine (or buffer) raised: a crash is a bug
+                check.fail(0, t, f"crash: {type(exc).__name__}: {exc}")
+                break
+            if self.quiet and self._finished():
+                break
+        if check.violation is None:
+            check.finish(self.now, self._unfinished())
+        return Outcome(
+            self.seed,
+            self.version,
+            check.violation,
+            self.events,
+            check.handed,
+            check.n_ended,
+            tuple(self.faults),
+        )
+
+    def _finished(self) -> bool:
+        m = self.member
+        if m.app_busy or len(m.buffer) or m.machine.pending_acks() or self.check.live:
+            return False
+        return not self._unfinished()
+
+    def _unfinished(self) -> list[tuple[TopicIdPartition, int]]:
+        out = []
+        for tp in self.tps:
+            b = self.brokers[self.leader_of[tp]]
+            sp = b._partition(GROUP, (TOPIC_ID, tp.partition), self.now)
+            assert sp is not None
+            log = b.logs[(TOPIC_ID, tp.partition)]
+            for o in range(log.start, log.end):
+                if sp.state_of(o).state not in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED):
+                    out.append((tp, o))
+        return out
+
+    # -- faults ------------------------------------------------------------------------------
+
+    def _quiet(self) -> None:
+        self.quiet = True
+        if self.member.closing:
+            # A fresh member drains what the first one left.
+            self.member = Member(self, "m2")
+
+    def _fault(self, kind: str) -> None:
+        if self.quiet:
+            return
+        self.faults.append(f"{kind}@{self.now:.2f}")
+        m = self.member
+        if kind == "cut":
+            m.cut(self.rng.choice(NODES))
+        elif kind == "cut-all":
+            conns = [lp.conn for lp in m.loops.values() if lp.conn is not None]
+            for b in self.brokers.values():
+                b.disconnect_many([c for c in conns if c is not None], self.now, concurrent=True)
+            for node in NODES:
+                m.cut(node, broker_side=False)
+        elif kind == "evict":
+            self.brokers[self.rng.choice(NODES)].evict_session(GROUP, m.member_id, self.now)
+        else:
+            self._move(self.rng.choice(self.tps))
+
+    def _move(self, tp: TopicIdPartition) -> None:
+        """Leadership of ``tp`` moves to the other broker; the new leader reads the
+        persisted state (acquisitions are forgotten)."""
+        old_node = self.leader_of[tp]
+        new_node = NODES[1 - NODES.index(old_node)]
+        old, new = self.brokers[old_node], self.brokers[new_node]
+        key = (TOPIC_ID, tp.partition)
+        old.move_leader(TOPIC, tp.partition, self.now)
+        new.logs[key] = old.logs.pop(key)
+        new.leader_epochs[key] = old.leader_epochs[key]
+        saved = old.persister.get((GROUP, key))
+        if saved is not None:
+            new.persister[(GROUP, key)] = saved
+        self.leader_of[tp] = new_node
+
+    def _close_member(self, m: Member) -> None:
+        if not self.quiet:
+            self.faults.append(f"close@{self.now:.2f}")
+            m.close()
+
+
+class Member:
+    """A share consumer: the machine, the buffer, the fetch loops and the application."""
+
+    def __init__(self, world: World, member_id: str) -> None:
+        self.world = world
+        self.member_id = member_id
+        self.machine = ShareMachine(GROUP, PARAMS, record_limit=world.record_limit)
+        self.buffer = buffer = DeliveryBuffer(max_records=16, max_bytes=1 << 20)
+        buffer.decoder = self._decode
+        buffer.on_drop = self._dropped
+        self.pop: Callable[[Callable[[], float]], Any] = (
+            buffer.pop_one if world.mutant != "no-record-lock-check" else self._pop_mutant
+        )
+        self.loops = {n: Loop(n) for n in NODES}
+        self.closed = False
+        self.closing = False
+        self.failed = False
+        self.app_busy = False
+        self.holding: list[SimRecord] = []  #: handed out, not answered yet
+        self._released = False
+        self._got: dict[Any, int] = {}  #: the answer being taken in: its delivery ids
+        #: per chunk (partition and ledger delivery): offset -> the checker's delivery id
+        self._ids: dict[tuple[TopicIdPartition, Delivery], dict[int, int]] = {}
+        for n in NODES:
+            world.at(world.now, self._loop, n, 0)
+
+    # -- the fetch loops (NodeFetcher) -------------------------------------------------------
+
+    def _wake(self, node: int | None) -> None:
+        w = self.world
+        for n in NODES if node is None else (node,):
+            lp = self.loops[n]
+            if lp.inflight is None and not lp.stopped:
+                lp.token += 1
+                w.at(max(w.now, lp.backoff_until), self._loop, n, lp.token)
+
+    def _loop(self, node: int, token: int, linger: bool = False) -> None:
+        lp = self.loops[node]
+        w = self.world
+        if lp.stopped or lp.inflight is not None or token != lp.token:
+            return
+        if w.now < lp.backoff_until:
+            lp.token += 1
+            w.at(lp.backoff_until, self._loop, node, lp.token)
+            return
+        if linger:
+            self.machine.linger_expired(node)
+        if lp.conn_dead:  # _check_connection
+            lp.conn_dead = False
+            lp.conn = None
+            self.machine.connection_lost(node)
+            self._apply(node)
+            if self.loops[node].stopped:  # a fatal error closed the member
+                return
+        want = [tp for tp in w.tps if w.leader_of[tp] == node] if not self.closing else []
+        turn = self.machine.next_turn(node, want, room=self.buffer.has_room())
+        if turn.plan is None:
+            wait = self.machine.idle_timeout(node, ACK_LINGER)
+            lp.token += 1
+            w.at(w.now + (wait if wait is not None else 1.0), self._loop, node, lp.token, True)
+            return
+        self._start(node, turn)
+
+    def _start(self, node: int, turn: Turn) -> Wire:
+        w = self.world
+        lp = self.loops[node]
+        body = self.machine.request(turn, self.member_id)
+        if lp.conn is None:
+            lp.conns += 1
+            lp.conn = f"{self.member_id}/{node}/{lp.conns}"
+        f = self.machine.sent(node, turn, w.now)
+        wire = Wire(f, body, lp.conn, self._meant(body, node))
+        lp.inflight = wire
+        w.at(w.now + self._delay(), self._arrive, node, wire)
+        return wire
+
+    def _meant(
+        self, body: ShareFetchRequest | ShareAcknowledgeRequest, node: int
+    ) -> dict[Any, int | None]:
+        out: dict[Any, int | None] = {}
+        check = self.world.check
+        for t in body.topics:
+            for p in t.partitions:
+                tp = TopicIdPartition(t.topic_id, p.partition_index, TOPIC)
+                for b in p.acknowledgement_batches:
+                    for i, o in enumerate(range(b.first_offset, b.last_offset + 1)):
+                        types = b.acknowledge_types
+                        kind = types[0] if len(types) == 1 else types[i]
+                        if kind in (1, 2, 3):
+                            out[(tp, o)] = check.meant((tp, o), self.member_id, node)
+        return out
+
+    def _delay(self) -> float:
+        w = self.world
+        return w.rng.uniform(0.0, w.knobs.delay) if not w.quiet else 0.001
+
+    def _arrive(self, node: int, wire: Wire) -> None:
+        """The request reaches the broker (unless its connection broke first)."""
+        w = self.world
+        lp = self.loops[node]
+        if wire.conn != lp.conn or lp.conn_dead:
+            # The connection is gone: the broker never read it.
+            if wire.closing and lp.inflight is wire:
+                self.machine.transport_failed(node, wire.f.plan, back_off=False)
+                self._apply(node)
+                self._closed(node)
+            return
+        broker = w.brokers[node]
+        body = wire.body
+        watched = self._before(broker, wire)
+        resp: ShareFetchResponse | ShareAcknowledgeResponse
+        if isinstance(body, ShareFetchRequest):
+            resp = broker.share_fetch(body, wire.conn, w.now)
+        else:
+            resp = broker.share_acknowledge(body, wire.conn, w.now)
+        self._after(broker, wire, watched)
+        delay = self._delay()
+        if isinstance(body, ShareFetchRequest):
+            got = self._acquired(broker, resp)  # type: ignore[arg-type]
+            if not got and body.max_wait_ms > 0 and not body.is_renew_ack:
+                # An empty fetch waits at the broker, here until a lock ends at the latest
+                # (then records may be acquirable again).
+                wait = body.max_wait_ms / 1000.0
+                expiry = broker.next_wakeup()
+                if expiry is not None:
+                    wait = min(wait, max(expiry - w.now, 0.0) + 0.001)
+                delay += wait
+        else:
+            got = {}
+        k = w.knobs
+        if not w.quiet and not wire.closing:
+            r = w.rng.random()
+            if r < k.drop:
+                # The answer is lost: the connection breaks; both sides see it.
+                w.faults.append(f"drop@{w.now:.2f}")
+                w.at(w.now + delay, self._broken, node, wire)
+                return
+            if r < k.drop + k.stall:
+                w.faults.append(f"stall@{w.now:.2f}")
+                delay += LOCK * w.rng.uniform(0.5, 1.5)
+            elif isinstance(body, ShareFetchRequest) and got and r < k.drop + k.stall + k.hostile:
+                resp = self._hostile(resp)  # type: ignore[arg-type]
+        w.at(w.now + delay, self._answer, node, wire, resp, got)
+
+    def _before(self, broker: ModelBroker, wire: Wire) -> list[tuple[Any, Any, float]]:
+        """The acknowledged offsets the broker holds for this member now (invariant 2)."""
+        out = []
+        now = self.world.now
+        for key in wire.meant:
+            tp, o = key
+            sp = broker.partitions.get((GROUP, (tp.topic_id, tp.partition)))
+            if sp is None:
+                continue
+            st = sp.states.get(o)
+            if (
+                st is not None
+                and st.state is RecordState.ACQUIRED
+                and st.member == self.member_id
+                and st.deadline > now
+            ):
+                out.append((key, sp, st.deadline))
+        return out
+
+    def _after(
+        self, broker: ModelBroker, wire: Wire, watched: list[tuple[Any, Any, float]]
+    ) -> None:
+        w = self.world
+        check = w.check
+        for key, sp, _ in watched:
+            st = sp.states.get(key[1])
+            if st is not None and st.state is RecordState.ACQUIRED and st.member == self.member_id:
+                continue  # not applied (all or nothing) or a renewal
+            accepted = st is None or st.state is RecordState.ACKNOWLEDGED
+            check.applied(key, wire.meant[key], accepted, w.now)
+        # Renewals move the broker's deadline.
+        for t in wire.body.topics:
+            for p in t.partitions:
+                if not p.acknowledgement_batches:
+                    continue
+                sp = broker.partitions.get((GROUP, (t.topic_id, p.partition_index)))
+                if sp is None:
+                    continue
+                tp = TopicIdPartition(t.topic_id, p.partition_index, TOPIC)
+                for b in p.acknowledgement_batches:
+                    if 4 not in b.acknowledge_types:
+                        continue
+                    for o in range(b.first_offset, b.last_offset + 1):
+                        st = sp.states.get(o)
+                        d = check.current.get((tp, o))
+                        if st is not None and st.state is RecordState.ACQUIRED and d is not None:
+                            check.deadline_of[d] = st.deadline
+
+    def _acquired(self, broker: ModelBroker, resp: ShareFetchResponse) -> dict[Any, int]:
+        """Number the deliveries an answer carries (before any fault touches it)."""
+        check = self.world.check
+        got: dict[Any, int] = {}
+        for t in resp.responses:
+            for p in t.partitions:
+                if not p.acquired_records:
+                    continue
+                tp = TopicIdPartition(t.topic_id, p.partition_index, TOPIC)
+                sp = broker.partitions[(GROUP, (t.topic_id, p.partition_index))]
+                for a in p.acquired_records:
+                    for o in range(a.first_offset, a.last_offset + 1):
+                        got[(tp, o)] = check.acquired(
+                            (tp, o), sp.states[o].deadline, self.world.now
+                        )
+        return got
+
+    def _hostile(self, resp: ShareFetchResponse) -> ShareFetchResponse:
+        """A broker answer no client should trust: acquired ranges outside the batch,
+        duplicated, or reversed."""
+        w = self.world
+        how = w.rng.choice(("outside", "duplicate", "reversed"))
+        w.faults.append(f"hostile-{how}@{w.now:.2f}")
+        topics = []
+        for t in resp.responses:
+            parts = []
+            for p in t.partitions:
+                ranges = list(p.acquired_records)
+                if ranges:
+                    a = ranges[0]
+                    if how == "outside":
+                        # Past every batch the answer carries (a range inside a batch that
+                        # the broker did not acquire is a lie no client can tell).
+                        ranges.append(replace(a, first_offset=1000, last_offset=1049))
+                    elif how == "duplicate":
+                        ranges.append(a)
+                    else:
+                        ranges[0] = replace(a, first_offset=a.last_offset + 1)
+                parts.append(replace(p, acquired_records=tuple(ranges)))
+            topics.append(replace(t, partitions=tuple(parts)))
+        return replace(resp, responses=tuple(topics))
+
+    def _broken(self, node: int, wire: Wire) -> None:
+        """The connection of ``wire`` broke with the request out."""
+        lp = self.loops[node]
+        if lp.inflight is not wire:
+            return
+        self.world.brokers[node].disconnect(wire.conn, self.world.now)
+        lp.inflight = None
+        lp.conn = None
+        lp.conn_dead = False
+        self.machine.request_failed(wire.f)
+        self._apply(node)
+        self._resume(node)
+
+    def cut(self, node: int, *, broker_side: bool = True) -> None:
+        """The network closes ``node``'s connection."""
+        lp = self.loops[node]
+        if lp.conn is None:
+            return
+        if broker_side:
+            self.world.brokers[node].disconnect(lp.conn, self.world.now)
+        wire = lp.inflight
+        if wire is not None and wire.conn == lp.conn:
+            lp.inflight = None
+            lp.conn = None
+            self.machine.request_failed(wire.f)
+            self._apply(node)
+            self._resume(node)
+        else:
+            lp.conn_dead = True  # the watcher wakes the loop
+            self._wake(node)
+
+    def _resume(self, node: int) -> None:
+        lp = self.loops[node]
+        if self.closing and lp.inflight is None:
+            self._loop_stopped(node)
+        else:
+            self._wake(node)
+
+    def _answer(self, node: int, wire: Wire, resp: Any, got: dict[Any, int]) -> None:
+        """The answer reaches the member (``_finish``)."""
+        lp = self.loops[node]
+        w = self.world
+        if lp.inflight is not wire:
+            return  # orphaned: its connection broke, or the loop gave it up
+        lp.inflight = None
+        f = wire.f
+        machine = self.machine
+        nxt: Wire | None = None
+        try:
+            if wire.closing:
+                machine.close_answered(f, resp, NAMES)
+                self._apply(node)
+                self._closed(node)
+                return
+            if f.plan.kind is RequestKind.SHARE_FETCH:
+                nxt = self._on_fetch(node, f, resp, got)
+            else:
+                machine.acknowledge_answered(f, resp, NAMES, w.now)
+                self._apply(node)
+            lp.failures = 0
+        except errors.KafkaError as exc:
+            machine.answer_failed(node, exc, f)
+            self._apply(node)
+        lp.inflight = nxt
+        if nxt is None:
+            self._resume(node)
+
+    def _on_fetch(
+        self, node: int, f: InFlight, resp: ShareFetchResponse, got: dict[Any, int]
+    ) -> Wire | None:
+        machine = self.machine
+        w = self.world
+        pipeline = not self.closing and not self.failed
+        mutant = w.mutant == "no-supersede"
+        answer = machine.fetch_answered(f, resp, NAMES, w.now, pipeline=pipeline and not mutant)
+        self._apply(node)
+        if not answer.proceed:
+            return None
+        nxt: Wire | None = None
+        if answer.pipeline or (mutant and pipeline and answer.acquired > 0):
+            want = [tp for tp in w.tps if w.leader_of[tp] == node]
+            turn = machine.next_turn(
+                node,
+                want,
+                room=self.buffer.has_room(answer.acquired, answer.size),
+                extra_records=answer.acquired,
+            )
+            if turn.plan is not None:
+                nxt = self._start(node, turn)
+        self._got = got
+        taking = f.plan.tag == machine.leader(node).session.tag
+        try:
+            machine.fetch_records(f, resp, NAMES, closing=self.closing)
+            self._apply(node)
+            if self.closing and taking:
+                # Taken in and released at once (no Deliver): they end when that is reported.
+                for key, d in got.items():
+                    w.check.taken_in(key, d, self.member_id, node)
+        finally:
+            self._got = {}
+        return nxt
+
+    # -- effects -----------------------------------------------------------------------------
+
+    def _apply(self, node: int | None) -> None:
+        """Carry out the machine's effects, in order (what ``ConsumerCore.apply`` and the
+        fetch loop do)."""
+        w = self.world
+        for e in self.machine.drain():
+            if w.trace is not None:
+                w.trace(f"         effect {e!r:.300}")
+            if isinstance(e, Deliver):
+                self._deliver(e)
+            elif isinstance(e, (Report, LockLost)):
+                lost = isinstance(e, LockLost)
+                for r in e.results:
+                    self._outcome(r, lost, node)
+            elif isinstance(e, SessionLost):
+                self.buffer.drop(_same_session(e.tag))
+            elif isinstance(e, PartitionLost):
+                self.buffer.drop(_same_partition(e.tp, e.node_id))
+            elif isinstance(e, Wake):
+                self._wake(e.node_id)
+            elif isinstance(e, BackOff):
+                lp = self.loops[e.node_id]
+                lp.backoff_until = w.now + min(0.1 * 2**lp.failures, 1.0)
+                lp.failures += 1
+            elif isinstance(e, Rediscover):
+                self._wake(None)  # the loops read the new leaders when they plan
+            elif isinstance(e, LocksRenewed):
+                for h in e.handles:
+                    cast("Record[Any, Any]", h).lock_deadline = e.deadline
+            elif isinstance(e, Fail):
+                self.failed = True
+                w.faults.append(f"fail({e.error})@{w.now:.2f}")
+                self.close()
+
+    def _outcome(self, r: AckResult, lost: bool, node: int | None) -> None:
+        w = self.world
+        how = "reported lost" if lost else ("acknowledged" if r.ok else "reported failed")
+        for b in r.batches:
+            for i, o in enumerate(range(b.first_offset, b.last_offset + 1)):
+                kind = b.types[0] if len(b.types) == 1 else b.types[i]
+                if kind is AckType.GAP:
+                    continue  # not a record: never taken in as a delivery
+                if lost or kind is not AckType.RENEW:
+                    # A lost answer (a renewal's too) ends the delivery the application
+                    # holds; an outcome ends the answered one, else the newest (the
+                    # machine's own release or gap).
+                    w.check.ended(
+                        (r.partition, o), w.now, how, self.member_id, newest=not lost, node=node
+                    )
+
+    def _deliver(self, e: Deliver) -> None:
+        tp = e.tp
+        got = self._got
+        ids = {}
+        gaps = {o for lo, hi in e.intake.gaps for o in range(lo, hi + 1)}
+        for r in e.intake.ranges:
+            for o in range(r.first_offset, r.last_offset + 1):
+                if o in gaps:
+                    continue  # the machine acknowledges it as a gap itself
+                d = got.get((tp, o), 0)
+                ids[o] = d
+                self.world.check.taken_in((tp, o), d, self.member_id, e.tag.node_id)
+        tag, delivery, deadline = e.tag, e.delivery, e.deadline
+        # Real records (the compiled buffer checks their type), owned by what the
+        # simulator knows of the chunk.
+        owner = Taken(ids, delivery, tag)
+        factory = partial(Record, TOPIC, tp.partition, tp, owner, deadline, None)
+        chunk = Chunk(e.intake, tag, deadline, factory, delivery)
+        self._ids[(tp, delivery)] = ids
+        self.buffer.push(chunk)
+        self._app_wake()
+
+    def _decode(self, chunk: Chunk) -> Decoded[Any] | None:
+        intake = chunk.intake
+        if intake.next_batch() is None:
+            return None
+        d = intake.decode_next(chunk.factory)  # type: ignore[arg-type]
+        if d is not None and (d.gaps or d.release):
+            self.machine.decoded(chunk.tag, intake.tp, d.gaps, d.release)
+            self._apply(None)
+        return d
+
+    def _dropped(self, chunk: Chunk, first: int) -> None:
+        tp = chunk.intake.tp
+        last = chunk.last_offset()
+        self.machine.forget(tp, chunk.delivery, first, last)
+        if self._released:
+            return
+        ids = self._ids.get((tp, chunk.delivery), {})
+        w = self.world
+        for o in range(first, last + 1):
+            if o in ids:
+                w.check.ended((tp, o), w.now, "dropped unhanded", self.member_id, d=ids[o])
+
+    def _pop_mutant(self, clock: Callable[[], float]) -> Any:
+        """``DeliveryBuffer.pop_one`` without its per-record lock check (a mutant)."""
+        buffer: Any = self.buffer
+        chunks = buffer._chunks
+        while chunks:
+            chunk = chunks[0]
+            pos = chunk.pos
+            if pos < len(chunk.records):
+                chunk.pos = pos + 1
+                buffer.records -= 1
+                return chunk.records[pos]
+            if chunk.records:
+                buffer._finish_batch(chunk)
+            if buffer._expired(chunk, clock):
+                continue
+            if not buffer._decode(chunk):
+                chunks.popleft()
+                buffer._room()
+        return None
+
+    # -- the application ---------------------------------------------------------------------
+
+    def _clock(self) -> float:
+        return self.world.now
+
+    def _app_wake(self) -> None:
+        if not self.app_busy and not self.closing:
+            self.app_busy = True
+            self.world.at(self.world.now, self._app_take)
+
+    def _app_take(self) -> None:
+        w = self.world
+        if self.closing:
+            self.app_busy = False
+            return
+        got = self.pop(self._clock)
+        if got is None:
+            self.app_busy = False
+            if self.buffer.has_room():
+                self._wake(None)
+            return
+        rec = SimRecord.of(got)
+        w.check.handed_out((rec.tp, rec.offset), rec.d, w.now)
+        self.machine.deliver(rec.tp, rec.offset, rec.offset, rec.delivery)
+        k = w.knobs
+        rng = w.rng
+        quiet = w.quiet
+        if not quiet and rng.random() < k.slow:
+            took = LOCK * rng.uniform(0.3, 2.0)
+        elif not quiet and rng.random() < k.late:
+            took = LOCK * rng.uniform(0.9, 1.1)
+        else:
+            took = rng.uniform(0.0, 0.05)
+        if k.keep_locks and not quiet and took > LOCK / 2:
+            t = LOCK / 2
+            while t < took:
+                w.at(w.now + t, self._app_renew, rec)
+                t += LOCK / 2
+        self.holding.append(rec)
+        w.at(w.now + took, self._app_answer, rec)
+
+    def _app_renew(self, rec: SimRecord) -> None:
+        if rec in self.holding and not self.closing:
+            self.machine.answer(
+                rec.tp, rec.offset, AckType.RENEW, rec.delivery, rec.tag, rec.record
+            )
+            self._apply(None)
+
+    def _app_answer(self, rec: SimRecord, again: bool = False) -> None:
+        w = self.world
+        k = w.knobs
+        rng = w.rng
+        if rec in self.holding:
+            self.holding.remove(rec)
+        r = rng.random()
+        if w.quiet:
+            ack = AckType.ACCEPT
+        elif r < k.reject:
+            ack = AckType.REJECT
+        elif r < k.reject + k.release:
+            ack = AckType.RELEASE
+        else:
+            ack = AckType.ACCEPT
+        if self.closing:
+            # The consumer refuses answers after close (InvalidRecordStateError).
+            pass
+        else:
+            result = self.machine.answer(rec.tp, rec.offset, ack, rec.delivery, rec.tag, rec.record)
+            key = (rec.tp, rec.offset)
+            if result is MarkResult.OK:
+                w.check.answered(key, rec.d)
+            elif result is MarkResult.UNKNOWN and w.check.is_handed(key, rec.d):
+                # Refused: its lock loss was reported already (the consumer raises).
+                w.check.ended(key, w.now, "refused", self.member_id, d=rec.d)
+            self._apply(None)
+        if not again and not w.quiet and rng.random() < k.twice:
+            w.at(w.now + rng.uniform(0.0, LOCK), self._app_answer, rec, True)
+        if not again:
+            self._app_take()
+
+    # -- closing -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close: release what is held and buffered, stop the loops, close each session."""
+        if self.closing:
+            return
+        self.closing = True
+        self.machine.release_held()
+        self._apply(None)
+        # What the buffer held was released just now: that release is how it ends.
+        self._released = True
+        self.buffer.clear()
+        self._released = False
+        for n in NODES:
+            lp = self.loops[n]
+            lp.token += 1
+            if lp.inflight is None:
+                self._loop_stopped(n)
+
+    def _loop_stopped(self, node: int) -> None:
+        lp = self.loops[node]
+        if lp.stopped:
+            return
+        lp.stopped = True
+        if lp.conn_dead:
+            lp.conn_dead = False
+            lp.conn = None
+            self.machine.connection_lost(node)
+            self._apply(node)
+        f = self.machine.close_session(node, self.world.now)
+        if f is None:
+            self._closed(node)
+            return
+        body = self.machine.request(Turn(f.plan), self.member_id)
+        conn = lp.conn or f"{self.member_id}/{node}/final"
+        wire = Wire(f, body, conn, self._meant(body, node), closing=True)
+        lp.conn = conn
+        lp.inflight = wire
+        self.world.at(self.world.now + self._delay(), self._arrive, node, wire)
+
+    def _closed(self, node: int) -> None:
+        lp = self.loops[node]
+        lp.inflight = None
+        if lp.conn is not None:
+            self.world.brokers[node].disconnect(lp.conn, self.world.now)
+            lp.conn = None
+        if all(x.stopped and x.inflight is None for x in self.loops.values()):
+            self.closed = True
+            self.world.check.closed(self.member_id)
+
+
+def run(
+    seed: int,
+    version: str = "4.4",
+    mutant: str | None = None,
+    trace: Callable[[str], None] | None = None,
+) -> Outcome:
+    """Run the schedule of ``seed`` on Kafka ``version`` semantics (with a ``mutant``;
+    ``trace`` is told every event and effect)."""
+    return World(seed, version, mutant, trace).run()
+
+
+def _same_session(tag: SessionTag) -> Callable[[Chunk], bool]:
+    return lambda c: c.tag == tag
+
+
+def _same_partition(tp: TopicIdPartition, node: int) -> Callable[[Chunk], bool]:
+    return lambda c: c.intake.tp == tp and c.tag.node_id == node
+
+
+def _brief(args: tuple[Any, ...]) -> str:
+    out = []
+    for a in args:
+        if isinstance(a, Wire):
+            plan = a.f.plan
+            acks = sum(len(p.acknowledgement_batches) for t in a.body.topics for p in t.partitions)
+            out.append(f"<{plan.kind.name} tag={plan.tag} epoch={plan.epoch} acks={acks}>")
+        elif isinstance(a, SimRecord):
+            out.append(f"<rec {a.tp.partition}@{a.offset} d={a.d}>")
+        elif isinstance(a, (int, str, float)):
+            out.append(repr(a))
+        else:
+            out.append(type(a).__name__)
+    return " ".join(out)
