@@ -131,7 +131,9 @@ async def test_wrong_client_secret_is_a_prompt_token_error(
             sasl=oauth(provider).sasl,
         ):
             pass
-    assert time.monotonic() - start < 2.0
+    # Prompt: one exchange, not retried until the 10 s connect timeout (loose bound: CI is
+    # a loaded 2-core machine).
+    assert time.monotonic() - start < 6.0
     assert "HTTP 401" in str(info.value) and "invalid_client" in str(info.value)
     assert "not-the-secret" not in str(info.value)
 
@@ -160,7 +162,7 @@ async def test_broker_rejects_bad_tokens_promptly(
             oauth_broker.bootstrap, group_id="g-bad-token", topics=["t"], sasl=oauth(provider).sasl
         ):
             pass
-    assert time.monotonic() - start < 2.0, case
+    assert time.monotonic() - start < 6.0, case  # one exchange, not retried
     message = str(info.value)
     assert "status 'invalid_token'" in message and oauth_broker.bootstrap in message
     assert value not in message

