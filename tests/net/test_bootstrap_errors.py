@@ -265,10 +265,13 @@ async def test_one_refusing_one_silent_waits_for_the_timeout_and_names_both() ->
 async def test_mixed_causes_are_each_named() -> None:
     port = closed_port()
     async with peer(answering(TLS_ALERT)) as tls:
+        # 5 s, not 1: on a loaded machine a 1 s budget could run out before the second
+        # address had answered at all (seen once in CI's Python 3.10 leg).
         message = await bootstrap_error(
-            f"127.0.0.1:{port},{tls}", ConnectionConfig(connect_timeout=5), bootstrap_timeout=1
+            f"127.0.0.1:{port},{tls}", ConnectionConfig(connect_timeout=5), bootstrap_timeout=5
         )
-    assert message.startswith("could not reach any bootstrap broker within 1 s: ")
+    # Both causes are final, so bootstrap ends before its budget and says no "within".
+    assert message.startswith("could not reach any bootstrap broker: ")
     assert f"127.0.0.1:{port} refused the connection; {tls} does not speak Kafka" in message
 
 
