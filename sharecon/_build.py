@@ -15,16 +15,18 @@ __all__ = ["MODULES", "compiled_modules"]
 #: The modules the compiled build compiles: those a record passes through. Decoding and
 #: the producer's batch encoder (records), the buffer between fetch loops and the
 #: iterator, the acknowledgement ranges and ledger, the consumer's per-record answers
-#: (core) and the share machine they go through (machine, effects), and the counters
-#: behind ``metrics()``.
+#: (core), the records' owners and factories (handout), the share machine they go through
+#: (machine, effects, answers), and the counters behind ``metrics()``.
 MODULES = (
     "sharecon.protocol.records",
     "sharecon._consumer.buffer",
     "sharecon._consumer.core",
+    "sharecon._consumer.handout",
     "sharecon._share.acks",
     "sharecon._share.ledger",
     "sharecon._share.effects",
     "sharecon._share.machine",
+    "sharecon._share.answers",
     "sharecon._stats",
 )
 

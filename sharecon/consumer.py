@@ -31,10 +31,11 @@ import anyio.lowlevel
 
 from sharecon import errors
 from sharecon._consumer.config import AcquireMode, ConsumerConfig, check_max_records, topics_tuple
-from sharecon._consumer.core import ConsumerCore, SessionOwner
+from sharecon._consumer.core import ConsumerCore
 from sharecon._consumer.fetcher import FetcherPool
 from sharecon._consumer.group_config import GROUP_RENEW_ENABLE, renewals_enabled
 from sharecon._consumer.group_config import lock_duration as group_lock_duration
+from sharecon._consumer.handout import SessionOwner
 from sharecon._consumer.heartbeat import heartbeat_loop
 from sharecon._lifecycle import Lifecycle
 from sharecon._net.clock import event_loop_clock
@@ -345,7 +346,7 @@ class ShareConsumer(Generic[K, V]):
                 cluster.versions.feature_level("share.version"),
             )
             if self._dead_letter is not None:
-                core.dlq_limit = self._dead_letter.max_deliveries
+                core.machine.dead_letter_limit = self._dead_letter.max_deliveries
                 tg.start_soon(self._route_dead_letters, core, name="sharecon dead letters")
             tg.start_soon(self._run_heartbeat, core, name="sharecon heartbeat")
             if self._config.keep_locks:
@@ -565,7 +566,7 @@ class ShareConsumer(Generic[K, V]):
         self._on_acknowledged = callback
         if self._core is not None:
             # The loops report through the core: it must see the new callback at once.
-            self._core.on_acknowledged = callback
+            self._core.outcomes.callback = callback
 
     def subscribe(self, topics: Iterable[str]) -> None:
         """Replace the subscription; the next heartbeat tells the coordinator.
@@ -579,8 +580,7 @@ class ShareConsumer(Generic[K, V]):
         for t in topics:
             validate_topic_name(t, param="topics")
         core = self._live()
-        core.membership.subscribe(topics)
-        core.heartbeat_wake.set()
+        core.subscribe(topics)
 
     async def lock_duration(self, *, timeout: float | None = None) -> float:
         """The group's acquisition lock duration, in seconds: how long each record stays
@@ -702,18 +702,16 @@ class ShareConsumer(Generic[K, V]):
         core = self._raise_if_failed()
         # Answers to records whose lock was already lost count as failures here (they
         # were reported to on_acknowledged when they were given).
-        collected: list[AckResult] = core.lost
-        core.lost = []
-        core.collectors.append(collected)
+        collected = core.outcomes.collect()
         try:
             if not self._explicit:
                 self._accept_current()
                 core.answer_all_delivered(AckType.ACCEPT)
         except BaseException:
-            core.collectors.remove(collected)
+            core.outcomes.stop(collected)
             raise
         if not core.pending_acks():
-            core.collectors.remove(collected)
+            core.outcomes.stop(collected)
             return _by_partition(collected)
         core.flush_requested += 1
         core.wake_all()
@@ -727,7 +725,7 @@ class ShareConsumer(Generic[K, V]):
                 while core.pending_acks() and core.fatal is None:
                     await core.progress.wait(timeout=0.5)
         finally:
-            core.collectors.remove(collected)
+            core.outcomes.stop(collected)
             core.flush_requested -= 1
         if core.fatal is not None:
             raise core.fatal
@@ -824,20 +822,20 @@ class ShareConsumer(Generic[K, V]):
 
     async def _route_dead_letters(self, core: ConsumerCore) -> None:
         """Route records past the policy's delivery limit (never raises into the group)."""
-        limit = core.dlq_limit
+        limit = core.machine.dead_letter_limit
         while not core.closing:
             if core.fatal is not None:
                 # The consumer failed (maybe this routing): the records still queued are
                 # released, not routed (close() would release them too).
-                batch, core.dead_letters = core.dead_letters, []
+                batch = cast("list[Record[Any, Any]]", core.machine.take_dead_letters())
                 for record in batch:
                     self._release_quietly(record)
                 await core.dead_letter_signal.wait(timeout=1.0)
                 continue
-            if not core.dead_letters:
+            if not core.machine.dead_letters:
                 await core.dead_letter_signal.wait(timeout=1.0)
                 continue
-            batch, core.dead_letters = core.dead_letters, []
+            batch = cast("list[Record[Any, Any]]", core.machine.take_dead_letters())
             for record in batch:
                 if core.is_closing():  # may have changed during the previous await
                     self._release_quietly(record)
@@ -1083,12 +1081,15 @@ class ShareConsumer(Generic[K, V]):
         while not core.closing and core.fatal is None:
             await anyio.sleep(_KEEP_TICK)
             for rec in keeper.keys():
-                if (rec.topic_partition, rec.offset) not in core.renewing and not core.holds(rec):
+                if (
+                    rec.topic_partition,
+                    rec.offset,
+                ) not in core.machine.renewing and not core.holds(rec):
                     keeper.drop(rec)  # answered, or its lock was lost
             held = keeper.keys()
             renew, given_up = keeper.due(core.clock(), {r: r.lock_deadline for r in held})
             for rec in renew:
-                if (rec.topic_partition, rec.offset) in core.renewing:
+                if (rec.topic_partition, rec.offset) in core.machine.renewing:
                     continue  # a renew of it is on its way
                 try:
                     core.answer(rec, AckType.RENEW)

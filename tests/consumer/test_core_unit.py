@@ -1,5 +1,6 @@
-"""The consumer core's bookkeeping without a broker: which offsets poll() marks handed out,
-lock-lost answers reported once, answers by position, and unsubscribing."""
+"""The consumer core's wiring without a broker: which offsets poll() marks handed out,
+answers by position through the buffer, and unsubscribing (the rules themselves are the
+machine's: tests/share/test_machine.py and tests/share/test_answers.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 
 from sharecon._consumer.buffer import Chunk
 from sharecon._consumer.config import ConsumerConfig
-from sharecon._consumer.core import ConsumerCore, SessionOwner
+from sharecon._consumer.core import ConsumerCore
+from sharecon._consumer.handout import SessionOwner
 from sharecon._share.acks import AckBatch, batches_from_runs
 from sharecon._share.intake import take_partition
 from sharecon._share.ledger import AckFailure, AckLedger, AckResult
@@ -44,23 +46,6 @@ def test_poll_marks_handed_out_only_what_it_handed_out() -> None:
 
 def lost(offset: int) -> AckResult:
     return AckResult(TP, tuple(batches_from_runs([(offset, offset, 1)])), 121, AckFailure.LOCK_LOST)
-
-
-def test_lock_lost_answers_reach_one_commit_only() -> None:
-    core = ConsumerCore(
-        cast("Any", None), ConsumerConfig(group_id="g", topics=("t",)), cast("Any", None)
-    )
-    seen: list[AckResult] = []
-    core.on_acknowledged = seen.extend
-    # No commit running: kept for the next one (and told to the callback now).
-    core.report_lost([lost(1)])
-    assert core.lost == [lost(1)] and seen == [lost(1)]
-    # A commit collecting right now gets it; it is not kept for the commit after.
-    collected: list[AckResult] = core.lost
-    core.lost = []
-    core.collectors.append(collected)
-    core.report_lost([lost(2)])
-    assert collected == [lost(1), lost(2)] and core.lost == []
 
 
 def _core() -> ConsumerCore:
@@ -106,7 +91,7 @@ async def test_acknowledge_offset_answers_only_records_handed_out() -> None:
     # Once the lock is lost the answer is reported, never raised (as for a Record).
     core.ledger.invalidate(AckFailure.SESSION_RESET, 13, tag=TAG)
     core.acknowledge_offset("t", 0, 0, AckType.ACCEPT)
-    assert core.lost == [lost(0)]
+    assert core.outcomes.lost == [lost(0)]
     core.closing = True
     with pytest.raises(InvalidRecordStateError, match="the consumer is closed"):
         core.acknowledge_offset("t", 0, 2, AckType.ACCEPT)
@@ -123,19 +108,15 @@ async def test_unsubscribe_releases_what_was_not_handed_out_and_fetches_nothing(
     assert core.membership.topics == () and core.buffer.records == 0
     assert core.buffer.pop_one(lambda: 0.0) is None
     assert core.partitions_for(1) == []
-    # An answer fetched before the unsubscribe reached the broker is released, not buffered.
-    _push(core, 20, 2)
-    assert core.buffer.pop_one(lambda: 0.0) is None
     # The record in hand is still the application's to answer.
     core.acknowledge(held, AckType.ACCEPT)
     assert _taken(core) == {
         TP: [
             AckBatch(0, 3, (AckType.ACCEPT, AckType.RELEASE, AckType.RELEASE, AckType.RELEASE)),
             AckBatch(10, 12, (AckType.RELEASE,)),
-            AckBatch(20, 21, (AckType.RELEASE,)),
         ]
     }
-    core.membership.subscribe(["t"])
+    core.subscribe(("t",))
     _push(core, 30, 1)
     again = core.buffer.pop_one(lambda: 0.0)
     assert again is not None and again.offset == 30
