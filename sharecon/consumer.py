@@ -334,7 +334,7 @@ class ShareConsumer(Generic[K, V]):
                 on_acknowledged=self._on_acknowledged,
                 client_id=self._connection.client_id,
             )
-            core.owner = self
+            core.handout.owner = self
             core.clock = event_loop_clock()  # read per record: looked up once, here
             core.fetchers = FetcherPool(core)
             self._core = core
@@ -641,7 +641,7 @@ class ShareConsumer(Generic[K, V]):
                 f"{record.topic}-{record.partition} offset {record.offset}: the consumer is "
                 "not started"
             )
-        core.acknowledge(record, ack)
+        core.handout.acknowledge(record, ack)
         if record is self._current and ack is not AckType.RENEW:
             self._current_answered = True
 
@@ -677,7 +677,7 @@ class ShareConsumer(Generic[K, V]):
             raise errors.InvalidRecordStateError(
                 f"{topic}-{partition} offset {offset}: the consumer is not started"
             )
-        core.acknowledge_offset(topic, partition, offset, ack)
+        core.handout.acknowledge_offset(topic, partition, offset, ack)
         cur = self._current
         if (
             cur is not None
@@ -776,7 +776,7 @@ class ShareConsumer(Generic[K, V]):
         # Also for the consumer's own routing, which may still run while it closes.
         router = self._router
         assert router is not None
-        if not core.holds(record):
+        if not core.handout.holds(record):
             # Lock lost (reported, not raised) or never ours / already answered (raised).
             self.acknowledge(record, AckType.REJECT)
             return None
@@ -1005,7 +1005,7 @@ class ShareConsumer(Generic[K, V]):
             else:
                 exc.dead_lettered = True
             return
-        core.answer(record, AckType.RELEASE)
+        core.handout.answer(record, AckType.RELEASE)
         core.wake_leader(record.topic_partition)
 
     async def _pop_deserialized(self, core: ConsumerCore, limit: int) -> list[Record[Any, Any]]:
@@ -1084,7 +1084,7 @@ class ShareConsumer(Generic[K, V]):
                 if (
                     rec.topic_partition,
                     rec.offset,
-                ) not in core.machine.renewing and not core.holds(rec):
+                ) not in core.machine.renewing and not core.handout.holds(rec):
                     keeper.drop(rec)  # answered, or its lock was lost
             held = keeper.keys()
             renew, given_up = keeper.due(core.clock(), {r: r.lock_deadline for r in held})
@@ -1092,7 +1092,7 @@ class ShareConsumer(Generic[K, V]):
                 if (rec.topic_partition, rec.offset) in core.machine.renewing:
                     continue  # a renew of it is on its way
                 try:
-                    core.answer(rec, AckType.RENEW)
+                    core.handout.answer(rec, AckType.RENEW)
                 except errors.KafkaError as exc:
                     keeper.drop(rec)
                     core.note_error(exc)
@@ -1173,14 +1173,14 @@ class ShareConsumer(Generic[K, V]):
     def _answer_if_open(self, record: Record[Any, Any], ack: AckType) -> None:
         # process(): the handler may have answered the record itself; that answer stands.
         assert self._core is not None
-        self._core.answer(record, ack)
+        self._core.handout.answer(record, ack)
 
     def _accept_current(self) -> None:
         cur = self._current
         if cur is not None and not self._current_answered:
             self._current_answered = True
             assert self._core is not None
-            self._core.answer(cur, AckType.ACCEPT)
+            self._core.handout.answer(cur, AckType.ACCEPT)
 
     def _raise_if_failed(self) -> ConsumerCore:
         core = self._live()
@@ -1198,7 +1198,7 @@ class ShareConsumer(Generic[K, V]):
         cur = self._current
         if cur is not None and not self._current_answered and self._core is not None:
             self._current_answered = True
-            self._core.answer(cur, AckType.RELEASE)
+            self._core.handout.answer(cur, AckType.RELEASE)
             self._core.wake_leader(cur.topic_partition)
         return self
 
@@ -1219,7 +1219,7 @@ class ShareConsumer(Generic[K, V]):
                         "explicit ack mode: answer the previous record before asking for the next: "
                         f"{cur.topic}-{cur.partition} offset {cur.offset}"
                     )
-                core.accept(cur)
+                core.handout.accept(cur)
             self._current = None
         if core.fatal is not None:
             raise core.fatal  # stop at once, not after the buffered records

@@ -18,34 +18,22 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Protocol, cast
 
 import anyio
 
+from sharecon._consumer import observe
 from sharecon._consumer.buffer import DeliveryBuffer
-from sharecon._consumer.handout import SessionOwner, chunk_of, decode_chunk, owner_of
+from sharecon._consumer.handout import Handout
 from sharecon._consumer.signal import Signal
+from sharecon._share import effects as fx
 from sharecon._share.answers import Outcomes, renew_refusal
-from sharecon._share.effects import (
-    DeadLetters,
-    Deliver,
-    Fail,
-    FetchLate,
-    LockLost,
-    LocksRenewed,
-    NoteError,
-    PartitionLost,
-    RenewFailed,
-    Report,
-    SessionLost,
-    Wake,
-)
 from sharecon._share.machine import ShareMachine
 from sharecon._share.membership import Membership
 from sharecon._share.requests import FetchParams
 from sharecon._stats import ConsumerStats
 from sharecon.protocol import ShareAcknowledgeRequest
-from sharecon.types import AckType
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -53,16 +41,12 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from sharecon import errors
-    from sharecon._consumer.buffer import Chunk
     from sharecon._consumer.config import ConsumerConfig
-    from sharecon._consumer.handout import Acknowledger
     from sharecon._net.cluster import Cluster
-    from sharecon._share.effects import Effect
-    from sharecon._share.intake import Decoded
-    from sharecon._share.ledger import AckLedger, AckResult, MarkResult
+    from sharecon._share.ledger import AckLedger, AckResult
     from sharecon.metrics import ConsumerMetrics
     from sharecon.record import Record
-    from sharecon.types import TopicIdPartition
+    from sharecon.types import AckType, TopicIdPartition
 
 logger = logging.getLogger("sharecon.consumer")
 
@@ -120,12 +104,15 @@ class ConsumerCore:
             max_records=config.buffer_records, max_bytes=config.buffer_bytes
         )
         self.buffer.on_room = self.wake_fetchers
-        self.buffer.decoder = self.decode
-        self.buffer.on_drop = self._dropped
+        #: The buffer's side: deliveries buffered, decoded, dropped (``handout.owner``: what
+        #: the records call back into, the public ShareConsumer).
+        self.handout = Handout(self.machine, self.buffer, self.apply_effects, self.check_renew)
+        #: The counters behind ShareConsumer.metrics(); their clock is time.monotonic.
+        self.stats = ConsumerStats(time.monotonic(), client_id=client_id, group_id=config.group_id)
         #: Where acknowledgement outcomes go: commits, listeners, ``on_acknowledged``.
         self.outcomes = Outcomes(on_acknowledged)
-        self.outcomes.on_failed = self._acks_failed
-        self.outcomes.on_raised = _log_raised
+        self.outcomes.on_failed = partial(observe.acks_failed, self.stats)
+        self.outcomes.on_raised = observe.raised
         #: The per-leader fetch loops; the consumer installs the real pool.
         self.fetchers: Fetchers = _NoFetchers()
         #: The assigned partitions, with topic names resolved.
@@ -139,11 +126,7 @@ class ConsumerCore:
         self.flush_requested = 0
         #: Errors that did not stop the consumer (corrupt batches, unreachable brokers...).
         self.errors: list[errors.KafkaError] = []
-        #: What delivered records call back into (the public ShareConsumer).
-        self.owner: Acknowledger | None = None
         self.dead_letter_signal = Signal()
-        #: The counters behind ShareConsumer.metrics(); their clock is time.monotonic.
-        self.stats = ConsumerStats(time.monotonic(), client_id=client_id, group_id=config.group_id)
         #: The event loop's clock (lock deadlines are on it), read per record: the consumer
         #: sets the cheap one of sharecon._net.clock when it starts, inside its loop.
         self.clock: Callable[[], float] = anyio.current_time
@@ -192,72 +175,7 @@ class ConsumerCore:
         self.errors.append(exc)
         del self.errors[:-100]
 
-    def _acks_failed(self, results: list[AckResult]) -> None:
-        for r in results:
-            if not r.ok:
-                logger.info("acknowledgements of %s failed: %s", r.partition, r.error())
-        self.stats.on_ack_results(time.monotonic(), results)
-
-    # -- the application's answers (the machine's rules 4 and 6) ----------------------------
-
-    def answer(self, record: Record, ack: AckType) -> MarkResult:
-        """Give the machine the application's answer for ``record``; raises nothing for a
-        lost lock (reported). :raises UnsupportedVersionError: RENEW on Kafka 4.1."""
-        if ack is AckType.RENEW:
-            self.check_renew()
-        owner = owner_of(record)
-        if owner is None:
-            result = self.machine.answer(record.topic_partition, record.offset, ack, None)
-        else:
-            result = self.machine.answer(
-                record.topic_partition, record.offset, ack, owner.delivery, owner.tag, record
-            )
-        if self.machine.effects:
-            self.apply_effects()
-        return result
-
-    def accept(self, record: Record) -> None:
-        """Implicit mode's once-per-record accept of the record the application left."""
-        owner = record._owner  # owner_of(), inlined: this runs once per record
-        machine = self.machine
-        machine.accept(
-            record.topic_partition,
-            record.offset,
-            owner.delivery if type(owner) is SessionOwner else None,
-        )
-        if machine.effects:
-            self.apply_effects()
-
-    def acknowledge(self, record: Record, ack: AckType) -> None:
-        """The application's explicit answer (refused as the machine's rule 6 says).
-
-        :raises UnsupportedVersionError: RENEW on a broker without ShareAcknowledge v2.
-        :raises InvalidRecordStateError: answered already, never held, or closed.
-        """
-        if ack is AckType.RENEW and not self.machine.closing:
-            self.check_renew()
-        owner = owner_of(record)
-        delivery, tag = (owner.delivery, owner.tag) if owner is not None else (None, None)
-        try:
-            self.machine.acknowledge(
-                record.topic_partition, record.offset, ack, delivery, tag, record
-            )
-        finally:
-            if self.machine.effects:
-                self.apply_effects()
-
-    def acknowledge_offset(self, topic: str, partition: int, offset: int, ack: AckType) -> None:
-        """The application's answer by position (refused as the machine's rule 6 says)."""
-        try:
-            self.machine.acknowledge_at(topic, partition, offset, ack, self.buffer.holds)
-        finally:
-            self.apply_effects()
-
-    def holds(self, record: Record) -> bool:
-        """Whether ``record`` is still this consumer's to answer (its lock not lost)."""
-        owner = owner_of(record)
-        delivery = owner.delivery if owner is not None else None
-        return self.machine.holds(record.topic_partition, record.offset, delivery)
+    # -- the application's answers (the records' own go through ``handout``) ---------------
 
     def answer_all_delivered(self, ack: AckType) -> int:
         """Answer every delivered, unanswered record with ``ack`` (implicit mode)."""
@@ -295,12 +213,7 @@ class ConsumerCore:
         """Subscribe to nothing: fetch nothing more, release every buffered record (records
         handed out stay answerable); returns how many were released."""
         self.membership.unsubscribe()
-        spans = []
-        for chunk in self.buffer.chunks():
-            first = chunk.next_offset()
-            if first is not None:
-                spans.append((chunk.intake.tp, chunk.delivery, first, chunk.last_offset()))
-        released = self.machine.unsubscribe(spans)
+        released = self.machine.unsubscribe(self.handout.waiting())
         self.buffer.clear()
         self.heartbeat_wake.set()
         self.apply_effects()  # the sessions carry the releases on their next request
@@ -313,88 +226,44 @@ class ConsumerCore:
         for e in self.machine.drain():
             self.apply(e)
 
-    def apply(self, e: Effect) -> None:
+    def apply(self, e: fx.Effect) -> None:
         """Carry out one effect that needs no I/O (the fetch loops carry out back-offs and
         re-routing themselves)."""
         kind = type(e)
-        if kind is Report:
-            self.outcomes.report(cast("Report", e).results)
-        elif kind is LockLost:
-            self.outcomes.report_lost(cast("LockLost", e).results)
-        elif kind is Deliver:
-            self.deliver(cast("Deliver", e))
-        elif kind is Wake:
-            self.fetchers.wake(cast("Wake", e).node_id)
-        elif kind is SessionLost:
-            lost = cast("SessionLost", e)
+        if kind is fx.Report:
+            self.outcomes.report(cast("fx.Report", e).results)
+        elif kind is fx.LockLost:
+            self.outcomes.report_lost(cast("fx.LockLost", e).results)
+        elif kind is fx.Deliver:
+            self.handout.deliver(cast("fx.Deliver", e))
+        elif kind is fx.Wake:
+            self.fetchers.wake(cast("fx.Wake", e).node_id)
+        elif kind is fx.SessionLost:
+            lost = cast("fx.SessionLost", e)
             dropped = self.buffer.drop(lambda c: c.tag == lost.tag)
-            logger.info(
-                "share consumer %s: share session %s reset (%s); dropped %d buffered chunks",
-                *(self.member_id, lost.tag, lost.reason, dropped),
-            )
+            observe.session_lost(self.member_id, lost, dropped)
             self.progress.set()
-        elif kind is PartitionLost:
-            gone = cast("PartitionLost", e)
+        elif kind is fx.PartitionLost:
+            gone = cast("fx.PartitionLost", e)
             self.buffer.drop(lambda c: c.intake.tp == gone.tp and c.tag.node_id == gone.node_id)
             self.progress.set()
-        elif kind is NoteError:
-            self.note_error(cast("NoteError", e).error)
-        elif kind is Fail:
-            self.fail(cast("Fail", e).error)
-        elif kind is DeadLetters:
+        elif kind is fx.NoteError:
+            self.note_error(cast("fx.NoteError", e).error)
+        elif kind is fx.Fail:
+            self.fail(cast("fx.Fail", e).error)
+        elif kind is fx.DeadLetters:
             self.dead_letter_signal.set()
-        elif kind is LocksRenewed:
-            renewed = cast("LocksRenewed", e)
+        elif kind is fx.LocksRenewed:
+            renewed = cast("fx.LocksRenewed", e)
             for handle in renewed.handles:
                 cast("Record", handle).lock_deadline = renewed.deadline
-        elif kind is FetchLate:
-            self._fetch_late(cast("FetchLate", e))
-        elif kind is RenewFailed:
-            failed = cast("RenewFailed", e)
+        elif kind is fx.FetchLate:
+            observe.fetch_late(self.stats, cast("fx.FetchLate", e))
+        elif kind is fx.RenewFailed:
             # The records keep their old lock: a slow handler may lose them to another member.
-            logger.warning(
-                "node %d: renewing the locks of %d records failed (partitions %s)",
-                *(failed.node_id, failed.count, ", ".join(str(tp) for tp in failed.partitions)),
-            )
+            observe.renew_failed(cast("fx.RenewFailed", e))
         else:  # a back-off or re-routing outside a fetch loop: let the loops look again
             self.wake_all()
-
-    def _fetch_late(self, e: FetchLate) -> None:
-        self.stats.fetches_late += 1
-        if e.too_slow:
-            logger.log(
-                logging.WARNING if e.warn else logging.DEBUG,
-                "node %d: %s, longer than the %.1f s acquisition lock: records from this "
-                "leader cannot arrive before their locks end (measured %.0f bytes/s)",
-                *(e.node_id, e.what, e.lock, e.bytes_per_second),
-            )
-
-    def deliver(self, e: Deliver) -> None:
-        """Buffer an answer's records for the application (the machine's Deliver)."""
-        chunk = chunk_of(e, self.owner)
-        if e.eager:
-            # Records past the dead-letter limit: decode at once, so they reach the router.
-            live: list[Record] = []
-            while (d := self.decode(chunk)) is not None:
-                live.extend(d.records)
-                chunk.decoded += d.nbytes
-            if not live:
-                return
-            chunk.records = live
-        self.buffer.push(chunk)
-
-    def decode(self, chunk: Chunk) -> Decoded[Record] | None:
-        """Decode a buffered chunk's next batch, and tell the machine what it found (the
-        buffer calls this as the application reaches the batch)."""
-        machine = self.machine
-        d = decode_chunk(chunk, machine.dead_letter_limit)
-        if d is not None and (d.gaps or d.release or d.error is not None or d.dead):
-            machine.batch_decoded(chunk.tag, chunk.intake.tp, d)
-            self.apply_effects()
-        return d
-
-    def _dropped(self, chunk: Chunk, first: int) -> None:
-        self.machine.forget(chunk.intake.tp, chunk.delivery, first, chunk.last_offset())
 
     # -- routing ----------------------------------------------------------------------------
 
@@ -434,28 +303,4 @@ class ConsumerCore:
 
     def metrics(self) -> ConsumerMetrics:
         """The counters, and the gauges read now. Safe from another thread: it only reads."""
-        buffered = self.buffer.records
-        outstanding = 0
-        for _ in range(3):
-            try:
-                outstanding = self.ledger.outstanding_all()
-                break
-            except RuntimeError:  # the loop changed the ledger while another thread read it
-                continue
-        machine = self.machine
-        self.stats.renewals_sent = machine.renewals_sent
-        return self.stats.snapshot(
-            time.monotonic(),
-            assigned_partitions=len(self.assignment),
-            buffered_records=buffered,
-            buffered_bytes=self.buffer.nbytes,
-            # What the member holds beyond its buffer: handed out, not yet confirmed.
-            held_records=max(0, outstanding - buffered),
-            lock_expired=self.buffer.expired,
-            renewals_failed=machine.renewals_failed,
-        )
-
-
-def _log_raised(who: str, exc: Exception) -> None:
-    what = "the on_acknowledged callback" if who == "callback" else "an acknowledgement listener"
-    logger.error("%s raised", what, exc_info=exc)
+        return observe.metrics(self.stats, self.machine, self.buffer, len(self.assignment))

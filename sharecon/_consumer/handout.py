@@ -1,9 +1,11 @@
-"""How the machine's deliveries become the application's records: who a record calls
-back into, and the factories the buffer's decoder calls per record.
+"""The records' way between the machine and the application, both ways: deliveries
+buffered and decoded into records, and the application's answers to them given back.
 
 Nothing here decides anything (the machine, :mod:`sharecon._share.machine`, does): a
-:class:`~sharecon._share.effects.Deliver` becomes a buffered :class:`Chunk`, and a batch
-of it becomes records when the application reaches it.
+:class:`~sharecon._share.effects.Deliver` becomes a buffered :class:`Chunk`, a batch of it
+becomes records when the application reaches it, and what the decoding found, what the
+buffer dropped and how the application answered go back to the machine (:class:`Handout`),
+whose effects are then carried out.
 
 Rules of this module:
 
@@ -23,17 +25,21 @@ import anyio
 
 from sharecon._consumer.buffer import Chunk
 from sharecon.record import BatchInfo, Record
+from sharecon.types import AckType
 
 if TYPE_CHECKING:
-    from sharecon._consumer.buffer import RecordFactory
+    from collections.abc import Callable
+
+    from sharecon._consumer.buffer import DeliveryBuffer, RecordFactory
     from sharecon._share.effects import Deliver
     from sharecon._share.intake import Decoded
-    from sharecon._share.ledger import Delivery
+    from sharecon._share.ledger import Delivery, MarkResult
+    from sharecon._share.machine import ShareMachine
     from sharecon._share.session import SessionTag
     from sharecon.protocol.records import RecordBatch
-    from sharecon.types import AckType
+    from sharecon.types import TopicIdPartition
 
-__all__ = ["Acknowledger", "SessionOwner", "chunk_of", "decode_chunk", "owner_of"]
+__all__ = ["Acknowledger", "Handout", "SessionOwner", "chunk_of", "decode_chunk", "owner_of"]
 
 
 class Acknowledger(Protocol):
@@ -82,6 +88,146 @@ def decode_chunk(chunk: Chunk, dead_letter_limit: int | None) -> Decoded[Record]
     if batch is None:
         return None
     return intake.decode_next(_batch_factory(chunk, batch), dead_letter_limit=dead_letter_limit)
+
+
+class Handout:
+    """One consumer's records between its machine and the application (rules 1-2).
+
+    :param settle: carries out the machine's pending effects.
+    :param renew_check: raises when the brokers cannot renew locks.
+    :ivar owner: what the records call back into (the public ShareConsumer).
+    """
+
+    __slots__ = ("buffer", "machine", "owner", "renew_check", "settle")
+
+    def __init__(
+        self,
+        machine: ShareMachine,
+        buffer: DeliveryBuffer,
+        settle: Callable[[], None],
+        renew_check: Callable[[], None],
+    ) -> None:
+        self.machine = machine
+        self.buffer = buffer
+        self.settle = settle
+        self.renew_check = renew_check
+        self.owner: Acknowledger | None = None
+        buffer.decoder = self.decode
+        buffer.on_drop = self.dropped
+        buffer.admit = self.admit
+
+    # -- the application's answers (the machine's rules 4 and 6) ----------------------------
+
+    def answer(self, record: Record, ack: AckType) -> MarkResult:
+        """Give the machine the application's answer for ``record``; raises nothing for a
+        lost lock (reported). :raises UnsupportedVersionError: RENEW on Kafka 4.1."""
+        if ack is AckType.RENEW:
+            self.renew_check()
+        machine = self.machine
+        owner = owner_of(record)
+        if owner is None:
+            result = machine.answer(record.topic_partition, record.offset, ack, None)
+        else:
+            result = machine.answer(
+                record.topic_partition, record.offset, ack, owner.delivery, owner.tag, record
+            )
+        if machine.effects:
+            self.settle()
+        return result
+
+    def accept(self, record: Record) -> None:
+        """Implicit mode's once-per-record accept of the record the application left."""
+        owner = record._owner  # owner_of(), inlined: this runs once per record
+        machine = self.machine
+        machine.accept(
+            record.topic_partition,
+            record.offset,
+            owner.delivery if type(owner) is SessionOwner else None,
+        )
+        if machine.effects:
+            self.settle()
+
+    def acknowledge(self, record: Record, ack: AckType) -> None:
+        """The application's explicit answer (refused as the machine's rule 6 says).
+
+        :raises UnsupportedVersionError: RENEW on a broker without ShareAcknowledge v2.
+        :raises InvalidRecordStateError: answered already, never held, or closed.
+        """
+        machine = self.machine
+        if ack is AckType.RENEW and not machine.closing:
+            self.renew_check()
+        owner = owner_of(record)
+        delivery, tag = (owner.delivery, owner.tag) if owner is not None else (None, None)
+        try:
+            machine.acknowledge(record.topic_partition, record.offset, ack, delivery, tag, record)
+        finally:
+            if machine.effects:
+                self.settle()
+
+    def acknowledge_offset(self, topic: str, partition: int, offset: int, ack: AckType) -> None:
+        """The application's answer by position (refused as the machine's rule 6 says)."""
+        try:
+            self.machine.acknowledge_at(topic, partition, offset, ack, self.buffer.holds)
+        finally:
+            self.settle()
+
+    def holds(self, record: Record) -> bool:
+        """Whether ``record`` is still this consumer's to answer (its lock not lost)."""
+        owner = owner_of(record)
+        delivery = owner.delivery if owner is not None else None
+        return self.machine.holds(record.topic_partition, record.offset, delivery)
+
+    # -- deliveries ---------------------------------------------------------------------------
+
+    def deliver(self, e: Deliver) -> None:
+        """Buffer an answer's records for the application (the machine's Deliver)."""
+        chunk = chunk_of(e, self.owner)
+        if e.eager:
+            # Records past the dead-letter limit: decode at once, so they reach the router.
+            live: list[Record] = []
+            while (d := self.decode(chunk)) is not None:
+                live.extend(d.records)
+                chunk.decoded += d.nbytes
+            if not live:
+                return
+            chunk.records = live
+        self.buffer.push(chunk)
+
+    def decode(self, chunk: Chunk) -> Decoded[Record] | None:
+        """Decode a chunk's next batch and tell the machine what it found (the buffer
+        calls this as the application reaches the batch)."""
+        machine = self.machine
+        d = decode_chunk(chunk, machine.dead_letter_limit)
+        if d is not None and (d.gaps or d.release or d.error is not None or d.dead):
+            machine.batch_decoded(chunk.tag, chunk.intake.tp, d)
+            self.settle()
+        return d
+
+    def admit(self, chunk: Chunk) -> bool:
+        """Whether the machine lets ``chunk`` into the buffer (not while unsubscribed)."""
+        machine = self.machine
+        first = chunk.next_offset()
+        if first is None:
+            return machine.subscribed
+        admitted = machine.admit(
+            chunk.tag, chunk.intake.tp, chunk.delivery, first, chunk.last_offset()
+        )
+        if machine.effects:
+            self.settle()
+        return admitted
+
+    def dropped(self, chunk: Chunk, first: int) -> None:
+        """The buffer dropped ``chunk`` from ``first`` on without handing it out."""
+        self.machine.forget(chunk.intake.tp, chunk.delivery, first, chunk.last_offset())
+
+    def waiting(self) -> list[tuple[TopicIdPartition, Delivery, int, int]]:
+        """What the buffer holds and never handed out: ``(tp, delivery, first, last)``."""
+        spans = []
+        for chunk in self.buffer.chunks():
+            first = chunk.next_offset()
+            if first is not None:
+                spans.append((chunk.intake.tp, chunk.delivery, first, chunk.last_offset()))
+        return spans
 
 
 def _batch_factory(chunk: Chunk, batch: RecordBatch) -> RecordFactory:

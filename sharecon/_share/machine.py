@@ -38,8 +38,9 @@ Rules of this module:
    handed out: they wait in :attr:`~ShareMachine.dead_letters` for the router
    (:class:`~.effects.DeadLetters`); an answer holding any is decoded at once
    (``Deliver.eager``).
-8. While unsubscribed (:attr:`~ShareMachine.subscribed` false), an answer's records are
-   released at once instead of delivered, like while closing.
+8. While unsubscribed (:attr:`~ShareMachine.subscribed` false), records are not buffered
+   for the application (:meth:`~ShareMachine.admit`): they are released instead (those
+   past the dead-letter limit still go to the router).
 """
 
 from __future__ import annotations
@@ -517,13 +518,6 @@ class ShareMachine:
             for r in intake.ranges:
                 ledger.mark_range(tp, r.first_offset, r.last_offset, AckType.RELEASE)
             return
-        if not self.subscribed:
-            # Answered after an unsubscribe (rule 8): released, never handed out.
-            ranges = intake.ranges
-            first, last = ranges[0].first_offset, ranges[-1].last_offset
-            if ledger.mark_undelivered(tp, delivery, first, last, AckType.RELEASE):
-                self.effects.append(Wake(plan.tag.node_id))
-            return
         limit = self.dead_letter_limit
         # Records past the dead-letter limit go to the router now, not when (or if) the
         # application reaches them: the driver decodes such an answer at once (rule 7).
@@ -807,6 +801,17 @@ class ShareMachine:
             released += self.ledger.mark_undelivered(tp, delivery, first, last, AckType.RELEASE)
         self.effects.append(Wake())
         return released
+
+    def admit(
+        self, tag: SessionTag, tp: TopicIdPartition, delivery: Delivery, first: int, last: int
+    ) -> bool:
+        """Whether the driver may buffer ``first..last`` of ``delivery`` for the application;
+        while unsubscribed they are released instead (rule 8), and ``False`` returned."""
+        if self.subscribed:
+            return True
+        if self.ledger.mark_undelivered(tp, delivery, first, last, AckType.RELEASE):
+            self.effects.append(Wake(tag.node_id))
+        return False
 
     def subscribe(self) -> None:
         """The member subscribes to topics again (rule 8)."""

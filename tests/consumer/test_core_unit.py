@@ -79,22 +79,22 @@ async def test_acknowledge_offset_answers_only_records_handed_out() -> None:
     _push(core, 0, 6)
     held = [core.buffer.pop_one(lambda: 0.0) for _ in range(2)]
     assert [r.offset for r in held if r is not None] == [0, 1]
-    core.acknowledge_offset("t", 0, 1, AckType.REJECT)
+    core.handout.acknowledge_offset("t", 0, 1, AckType.REJECT)
     with pytest.raises(InvalidRecordStateError, match="t-0 offset 1 was already acknowledged"):
-        core.acknowledge_offset("t", 0, 1, AckType.ACCEPT)
+        core.handout.acknowledge_offset("t", 0, 1, AckType.ACCEPT)
     with pytest.raises(InvalidRecordStateError, match="t-0 offset 3 was fetched but not handed"):
-        core.acknowledge_offset("t", 0, 3, AckType.ACCEPT)
+        core.handout.acknowledge_offset("t", 0, 3, AckType.ACCEPT)
     for topic, partition, offset in [("t", 1, 0), ("u", 0, 0), ("t", 0, 6)]:
         with pytest.raises(InvalidRecordStateError, match="is not held by this consumer"):
-            core.acknowledge_offset(topic, partition, offset, AckType.ACCEPT)
+            core.handout.acknowledge_offset(topic, partition, offset, AckType.ACCEPT)
     assert _taken(core) == {TP: [AckBatch(1, 1, (AckType.REJECT,))]}
     # Once the lock is lost the answer is reported, never raised (as for a Record).
     core.ledger.invalidate(AckFailure.SESSION_RESET, 13, tag=TAG)
-    core.acknowledge_offset("t", 0, 0, AckType.ACCEPT)
+    core.handout.acknowledge_offset("t", 0, 0, AckType.ACCEPT)
     assert core.outcomes.lost == [lost(0)]
     core.closing = True
     with pytest.raises(InvalidRecordStateError, match="the consumer is closed"):
-        core.acknowledge_offset("t", 0, 2, AckType.ACCEPT)
+        core.handout.acknowledge_offset("t", 0, 2, AckType.ACCEPT)
 
 
 @pytest.mark.anyio
@@ -108,12 +108,16 @@ async def test_unsubscribe_releases_what_was_not_handed_out_and_fetches_nothing(
     assert core.membership.topics == () and core.buffer.records == 0
     assert core.buffer.pop_one(lambda: 0.0) is None
     assert core.partitions_for(1) == []
+    # An answer fetched before the unsubscribe reached the broker is released, not buffered.
+    _push(core, 20, 2)
+    assert core.buffer.pop_one(lambda: 0.0) is None
     # The record in hand is still the application's to answer.
-    core.acknowledge(held, AckType.ACCEPT)
+    core.handout.acknowledge(held, AckType.ACCEPT)
     assert _taken(core) == {
         TP: [
             AckBatch(0, 3, (AckType.ACCEPT, AckType.RELEASE, AckType.RELEASE, AckType.RELEASE)),
             AckBatch(10, 12, (AckType.RELEASE,)),
+            AckBatch(20, 21, (AckType.RELEASE,)),
         ]
     }
     core.subscribe(("t",))
