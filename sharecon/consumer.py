@@ -37,7 +37,6 @@ from sharecon._consumer.dead_letters import route_dead_letters
 from sharecon._consumer.deserialize import Deserializers
 from sharecon._consumer.fetcher import FetcherPool
 from sharecon._consumer.group_config import lock_duration as group_lock_duration
-from sharecon._consumer.handout import SessionOwner
 from sharecon._consumer.heartbeat import heartbeat_loop
 from sharecon._consumer.liveness import Liveness
 from sharecon._consumer.lock_keeping import keep_locks, renewals_allowed
@@ -65,7 +64,7 @@ if TYPE_CHECKING:
 
     from sharecon._net.sasl import SaslConfig
     from sharecon._net.sasl_gssapi import GssapiConfig
-    from sharecon._share.ledger import AckLedger, AckResult
+    from sharecon._share.ledger import AckResult
     from sharecon.metrics import ConsumerMetrics
     from sharecon.producer import RecordMetadata
     from sharecon.record import Record
@@ -1125,7 +1124,7 @@ class ShareConsumer(Generic[K, V]):
                 else:
                     records = core.buffer.pop_many(limit, core.clock)
                 if records:
-                    _deliver(core, records)
+                    core.handout.handed_out(records)
                     self._batch_out = True
                     if self._keeper is not None:
                         now = core.clock()
@@ -1238,38 +1237,6 @@ def _by_partition(results: list[AckResult]) -> dict[TopicPartition, errors.Kafka
         if key not in out or (err is not None and out[key] is None):
             out[key] = err
     return out
-
-
-def _deliver(core: ConsumerCore, records: list[Record[Any, Any]]) -> None:
-    """Note records as handed to the application, one range per partition run."""
-    ledger = core.ledger
-    start = records[0]
-    prev = start
-    for rec in records:
-        # Records of one chunk share one TopicIdPartition object: identity is the fast path.
-        # A run also ends at a hole: the offsets between may be another chunk's, still
-        # buffered (not handed out, so not DELIVERED).
-        # A run also ends where the chunk does (records of one chunk share one owner): each
-        # run is noted for its own delivery, never for another delivery of the same offsets.
-        if (
-            rec.offset != prev.offset + 1
-            or rec._owner is not start._owner
-            or (
-                rec.topic_partition is not start.topic_partition
-                and rec.topic_partition != start.topic_partition
-            )
-        ):
-            if rec is not start:
-                _deliver_run(ledger, start, prev.offset)
-            start = rec
-        prev = rec
-    _deliver_run(ledger, start, prev.offset)
-
-
-def _deliver_run(ledger: AckLedger, start: Record[Any, Any], last: int) -> None:
-    owner = start._owner
-    delivery = owner.delivery if type(owner) is SessionOwner else None
-    ledger.deliver(start.topic_partition, start.offset, last, delivery)
 
 
 def _describe_unacked(missing: Mapping[TopicIdPartition, list[int]]) -> str:

@@ -171,6 +171,35 @@ class Handout:
         finally:
             self.settle()
 
+    def handed_out(self, records: list[Record]) -> None:
+        """Tell the machine ``records`` were handed to the application (``poll()``), one
+        range per run of consecutive offsets of one delivery."""
+        start = records[0]
+        prev = start
+        for rec in records:
+            # Records of one chunk share one TopicIdPartition object: identity is the fast
+            # path. A run also ends at a hole (the offsets between may be another chunk's,
+            # still buffered, not handed out), and where the chunk does (records of one
+            # chunk share one owner): each run is noted for its own delivery only.
+            if (
+                rec.offset != prev.offset + 1
+                or rec._owner is not start._owner
+                or (
+                    rec.topic_partition is not start.topic_partition
+                    and rec.topic_partition != start.topic_partition
+                )
+            ):
+                if rec is not start:
+                    self._handed_run(start, prev.offset)
+                start = rec
+            prev = rec
+        self._handed_run(start, prev.offset)
+
+    def _handed_run(self, start: Record, last: int) -> None:
+        owner = start._owner
+        delivery = owner.delivery if type(owner) is SessionOwner else None
+        self.machine.deliver(start.topic_partition, start.offset, last, delivery)
+
     def holds(self, record: Record) -> bool:
         """Whether ``record`` is still this consumer's to answer (its lock not lost)."""
         owner = owner_of(record)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import uuid
 from functools import partial
-from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -17,9 +16,8 @@ from sharecon._consumer.core import ConsumerCore
 from sharecon._consumer.handout import SessionOwner
 from sharecon._share.acks import AckBatch, batches_from_runs
 from sharecon._share.intake import take_partition
-from sharecon._share.ledger import AckFailure, AckLedger, AckResult
+from sharecon._share.ledger import AckFailure, AckResult
 from sharecon._share.session import SessionTag
-from sharecon.consumer import _deliver
 from sharecon.errors import InvalidRecordStateError
 from sharecon.protocol.records import Record as WireRecord
 from sharecon.protocol.records import encode_batch
@@ -36,11 +34,11 @@ def rec(offset: int) -> Record:
 
 def test_poll_marks_handed_out_only_what_it_handed_out() -> None:
     # Chunk 1 holds 0..9 and 50..59; another delivery of 10..49 is still buffered behind it.
-    ledger = AckLedger()
+    core = _core()
+    ledger = core.ledger
     ledger.add(TP, TAG, [(0, 9), (50, 59)])
     ledger.add(TP, TAG, [(10, 49)])
-    core = cast("Any", SimpleNamespace(ledger=ledger))
-    _deliver(core, [rec(o) for o in [*range(10), *range(50, 60)]])
+    core.handout.handed_out([rec(o) for o in [*range(10), *range(50, 60)]])
     assert ledger.unacknowledged() == {TP: [*range(10), *range(50, 60)]}
 
 
