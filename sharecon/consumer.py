@@ -626,6 +626,20 @@ class ShareConsumer(Generic[K, V]):
             released,
         )
 
+    def stop_fetching(self) -> None:
+        """Fetch no more records, for good; everything else goes on.
+
+        Records already fetched are still handed out, and answers are still sent (with
+        ShareAcknowledge). A fetch already on its way may still bring records (within
+        ``max_wait_ms``). For a drain that finishes what this member acquired instead of
+        releasing it, which would spend one of each record's delivery attempts
+        (``sharecon worker`` drains so); :meth:`close` afterwards.
+
+        :raises ClientClosedError: the consumer was closed.
+        """
+        core = self._live()
+        core.buffer.stopped = True
+
     # -- acknowledgements -----------------------------------------------------------------
 
     def acknowledge(self, record: Record[Any, Any], ack: AckType = AckType.ACCEPT) -> None:
