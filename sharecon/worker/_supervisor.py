@@ -156,8 +156,9 @@ class Supervisor:
         if policy is not None:
             count = max(policy.minimum, min(policy.maximum, count))
         self.slots = [_Slot(i) for i in range(count)]
-        #: Every change the autoscaler made, in order (also said on the stream).
-        self.scale_changes: list[Decision] = []
+        #: Every change made (``anyio.current_time()``, decision), in order (also said on
+        #: the stream).
+        self.scale_changes: list[tuple[float, Decision]] = []
         #: The group's backlog as last read (``None``: unknown).
         self.backlog: int | None = None
         self._slot_tg: Any = None
@@ -470,7 +471,7 @@ class Supervisor:
 
     def apply(self, decision: Decision) -> None:
         """Carry out one decision of the autoscaler (and say so)."""
-        self.scale_changes.append(decision)
+        self.scale_changes.append((anyio.current_time(), decision))
         self.say(
             f"autoscale: {decision.current} -> {decision.target} processes ({decision.reason})"
         )

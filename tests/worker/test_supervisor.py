@@ -231,7 +231,7 @@ async def test_autoscale_adds_busy_processes_and_drains_idle_ones(
             code = await _run_until(sup, done.is_set)
     assert code == 0, out.getvalue()
     assert counts == [1, 2, 3, 2, 1]
-    assert [(d.current, d.target) for d in sup.scale_changes] == [(1, 2), (2, 3), (3, 2), (2, 1)]
+    assert [(d.current, d.target) for _, d in sup.scale_changes] == [(1, 2), (2, 3), (3, 2), (2, 1)]
     lines = [line for line in out.getvalue().splitlines() if "autoscale:" in line]
     assert len(lines) == 4 and "autoscale: 1 -> 2 processes (handlers 100% busy" in lines[0]
     # The two processes scaled down drained (the newest first) and were not restarted.
