@@ -56,8 +56,10 @@ async def test_process_count_follows_a_step_in_the_feed_and_nothing_is_lost_or_r
         topic,
         "--concurrency",
         "2",
+        # Enough per fetch that the handlers, not the fetches, are the bottleneck: the
+        # rule adds a process for busy handlers.
         "--max-records",
-        "2",
+        "10",
         "--autoscale",
         "1:3",
         "--scale-up-after",
@@ -88,6 +90,7 @@ async def test_process_count_follows_a_step_in_the_feed_and_nothing_is_lost_or_r
     assert code == 0, worker.stderr
     seen = counts_seen()
     assert seen[0] == 1 and max(seen) >= 2 and seen[-1] == 1, seen
+    assert "| processes " in worker.stderr  # progress lines tell the count
     handled = counts(tmp_path)
     assert set(handled) == {f"r{i}" for i in range(n)}, "records lost"
     assert max(handled.values()) == 1, [v for v, c in handled.items() if c > 1]

@@ -15,7 +15,7 @@ import pytest
 from sharecon import errors
 from sharecon.worker import WorkerConfig, handler_spec, load_handler, load_toml
 from sharecon.worker._child import Stats, wrap_handler
-from sharecon.worker._config import config_from_sources
+from sharecon.worker._config import autoscale_policy, config_from_sources
 from sharecon.worker._supervisor import format_progress
 from tests.worker import handlers
 
@@ -351,6 +351,32 @@ def test_cli_config_file_with_an_unknown_key_exits_2(tmp_path: Path) -> None:
     done = _cli("tests.worker.handlers:record_id", "-t", "t", "--config", str(path))
     assert done.returncode == 2, done.stderr
     assert "unknown setting 'colour'" in done.stderr
+
+
+def test_cli_autoscale_range_is_checked_before_anything_starts() -> None:
+    done = _cli("tests.worker.handlers:record_id", "-g", "g", "-t", "t", "--autoscale", "3:2")
+    assert done.returncode == 2, done.stderr
+    assert "autoscale must be MIN:MAX with 1 <= MIN <= MAX" in done.stderr
+
+
+def test_autoscale_settings_make_the_policy() -> None:
+    config = WorkerConfig(
+        handler="m:f",
+        group="g",
+        topics=("t",),
+        concurrency=8,
+        autoscale="2:5",
+        scale_cooldown=4.0,
+        scale_up_after=1.0,
+        scale_down_after=9.0,
+    )
+    policy = autoscale_policy(config)
+    assert policy is not None
+    assert (policy.minimum, policy.maximum, policy.cooldown) == (2, 5, 4.0)
+    assert (policy.up_after, policy.down_after) == (1.0, 9.0)
+    # The backlog threshold defaults to one process's worth of handler slots.
+    assert policy.backlog_high == policy.backlog_low == 8
+    assert autoscale_policy(WorkerConfig(handler="m:f", group="g", topics=("t",))) is None
 
 
 # -- TLS files and --command-config -------------------------------------------------------------
