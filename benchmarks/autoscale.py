@@ -17,18 +17,23 @@ Measured on this project's CI machine (2 cores shared with the broker and other 
 defaults: step 50 -> 500 records/s for 20 s, ``1:3``, up after 1 s, down after 3 s,
 cool-down 2 s, ``--max-records 4``)::
 
-    step up -> first decision to add          4.98 s   (1 -> 2; 2 -> 3 at 7.48 s)
-    step up -> 3 processes all ready         10.81 s
-    feed end -> backlog worked off           12.44 s   (10,134 records in the run)
-    feed end -> back to 1 process            19.56 s   (3 -> 2 at +16.2 s, 2 -> 1 at +19.7 s)
-    20 scale-downs under a 200/s feed:       21,136 written, 21,136 handled,
+    step up -> first decision to add          2.94 s   (1 -> 2; 2 -> 3 at 8.57 s)
+    step up -> that process joined and ready  5.87 s   (starting one takes about 3 s)
+    step up -> 3 processes ready             10.92 s
+    feed end -> backlog worked off            8.55 s   (10,147 records in the run)
+    feed end -> back to 1 process            15.66 s   (3 -> 2 at +12.2 s, 2 -> 1 at +15.7 s)
+    20 scale-downs under a 200/s feed:       17,912 written, 17,912 handled,
                                              0 with a delivery count above 1,
-                                             118 fetched records finished while draining
-    drain time                               2.02 s avg, 2.27 s max
+                                             111 fetched records finished while draining
+    drain time                               2.02 s avg, 2.24 s max
+
+An earlier run on the same machine under heavier load: first decision 4.98 s, back to 1
+process 19.56 s, 20 scale-downs with 21,136 records handled, none redelivered, 118
+finished while draining.
 
 The first decision waits for busyness to pass 75 %: with ``--max-records`` equal to the
 concurrency, a process also waits on its fetches, so its handler slots fill more slowly
-than the backlog grows. The 118 records finished while draining are what drains used to
+than the backlog grows. The records finished while draining are what drains used to
 release, one delivery attempt each.
 
 Usage::
@@ -152,13 +157,13 @@ async def run_step(bootstrap: str, args: argparse.Namespace) -> dict[str, Any]:
         step = anyio.current_time()
 
         async def watch() -> None:
+            # (seconds after the step, processes joined and running) at each change.
             last = -1
             while True:
-                n = len(sup._active())
                 ready = sum(1 for s in sup._active() if s.ready)
-                if (n, ready) != (last, -1) and ready == n and n != last:
-                    timeline.append((anyio.current_time() - step, n))
-                    last = n
+                if ready != last:
+                    timeline.append((anyio.current_time() - step, ready))
+                    last = ready
                 await anyio.sleep(0.05)
 
         tg.start_soon(watch)
@@ -175,6 +180,7 @@ async def run_step(bootstrap: str, args: argparse.Namespace) -> dict[str, Any]:
     out["scale_up_decisions"] = ups
     out["ready_timeline"] = timeline
     out["first_added_ready_s"] = next((t for t, n in timeline if n >= 2), None)
+    out["max_ready_s"] = next((t for t, n in timeline if n == max(n for _, n in timeline)), None)
     out["max_processes"] = max(n for _, n in timeline) if timeline else 1
     out["caught_up_after_feed_s"] = caught_up - fed
     out["back_to_one_after_feed_s"] = back - fed
@@ -272,6 +278,7 @@ def main() -> None:
                     else "none",
                 ],
                 ["most processes", step["max_processes"]],
+                ["step up -> most processes ready (s)", f"{step['max_ready_s']:.2f}"],
                 ["feed end -> backlog worked off (s)", f"{step['caught_up_after_feed_s']:.2f}"],
                 ["feed end -> back to 1 process (s)", f"{step['back_to_one_after_feed_s']:.2f}"],
                 [f"scale-downs under a {args.cycle_rate:g}/s feed", cycles["cycles"]],
