@@ -46,8 +46,11 @@ and restarts.
 Settings come from flags, else SHARECON_* variables (SHARECON_GROUP, SHARECON_TOPICS
 (comma-separated), SHARECON_PROCESSES, SHARECON_CONCURRENCY, SHARECON_DLQ_AFTER,
 SHARECON_DLQ_TOPIC, SHARECON_HANDLER_TIMEOUT, SHARECON_GRACE, SHARECON_INTERVAL,
-SHARECON_HANDLER, and the connection ones below), else the --config TOML file (keys named
-like the flags: group = "billing", topics = ["invoices"], processes = 4; Python 3.11+).
+SHARECON_MAX_RECORDS, SHARECON_AUTOSCALE, SHARECON_SCALE_BACKLOG,
+SHARECON_SCALE_UP_AFTER, SHARECON_SCALE_DOWN_AFTER, SHARECON_SCALE_COOLDOWN,
+SHARECON_HANDLER, and the connection ones below), else the --config TOML file (keys
+named like the flags: group = "billing", topics = ["invoices"], processes = 4; Python
+3.11+).
 """
 
 _EPILOG = """\
