@@ -135,8 +135,8 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     "sharecon._stats": ({"sharecon.metrics"}, IO_MODULES),
     # The public names of the settings objects (defined in the layers below).
     "sharecon.config": ({"sharecon._backoff", "sharecon._net"}, set()),
-    # The clients' shared lifecycle states and errors: pure.
-    "sharecon._lifecycle": ({"sharecon.errors"}, IO_MODULES),
+    # The clients' one runtime: lifecycle states and errors, task group, cluster, shutdown.
+    "sharecon._lifecycle": (SANS_IO_BASE | {"sharecon.protocol", "sharecon._net"}, set()),
     # Serializer helpers: pure functions over bytes (no I/O, no clock).
     "sharecon.serde": ({"sharecon.errors"}, IO_MODULES),
     # ``python -m sharecon``: the command line and nothing else.
@@ -162,6 +162,7 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon.record",
             "sharecon.admin",
             "sharecon.producer",
+            "sharecon._lifecycle",
         },
         set(),
     ),
