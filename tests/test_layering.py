@@ -122,8 +122,8 @@ CLIENTS = {"sharecon.admin", "sharecon.producer", "sharecon.consumer", "sharecon
 TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     # top-level module: (sharecon modules it may import, modules it must not import)
     # Plain data and pure helpers, importable from every layer: they import (almost) nothing.
-    # The error table's codes by name (ErrorCode): a generated, standard-library-only module.
-    "sharecon.errors": ({"sharecon.protocol.error_codes"}, IO_MODULES),
+    # The bottom: the exception hierarchy and the generated error-code enum import nothing.
+    "sharecon.errors": (set(), IO_MODULES),
     "sharecon.types": ({"sharecon.errors"}, IO_MODULES),
     "sharecon._version": (set(), IO_MODULES),
     # Which build is running: names the compiled modules, imports none of sharecon itself
