@@ -67,6 +67,7 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
         | {
             "sharecon._net.sasl",
             "sharecon._net.oauth",  # OAUTHBEARER settings build an OidcTokenProvider
+            "sharecon._net.environment",  # the connection variables, as the CLI's
             "sharecon.config",
             "sharecon.admin",
             "sharecon.consumer",
