@@ -101,7 +101,7 @@ class ClientRuntime:
             await runtime.shutdown()
     """
 
-    __slots__ = ("life", "_stack", "_tg", "_cluster", "_on_close")
+    __slots__ = ("life", "_stack", "_tg", "current", "_on_close")
 
     def __init__(self, name: str, *, on_close: Callable[[], None] | None = None) -> None:
         """:param name: the client's class name, for error messages.
@@ -110,7 +110,9 @@ class ClientRuntime:
         self.life = Lifecycle(name)
         self._stack: contextlib.AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
-        self._cluster: Cluster | None = None
+        #: The cluster while held, else ``None``: for a hot path that checks it per call
+        #: (:attr:`cluster` raises the state error instead).
+        self.current: Cluster | None = None
         self._on_close = on_close
 
     @property
@@ -130,9 +132,10 @@ class ClientRuntime:
         :raises ClientNotStartedError: before :meth:`start`.
         :raises ClientClosedError: after shutdown.
         """
-        if self._cluster is None:
+        cluster = self.current
+        if cluster is None:
             raise self.life.error()
-        return self._cluster
+        return cluster
 
     @property
     def task_group(self) -> TaskGroup:
@@ -164,7 +167,7 @@ class ClientRuntime:
             tg = await stack.enter_async_context(anyio.create_task_group())
             self._tg = tg
             cluster = make_cluster(tg)
-            self._cluster = cluster
+            self.current = cluster
             await cluster.connect()
             yield cluster, tg
         except BaseException:
@@ -201,7 +204,7 @@ class ClientRuntime:
         stack, self._stack = self._stack, None
         if stack is None:
             return False
-        cluster, tg = self._cluster, self._tg
+        cluster, tg = self.current, self._tg
         try:
             if self._on_close is not None:
                 self._on_close()
@@ -223,7 +226,7 @@ class ClientRuntime:
                 # The background tasks (and connection readers) end here; their cleanup
                 # is theirs to bound.
                 tg.cancel_scope.cancel()
-            self._cluster = self._tg = None
+            self.current = self._tg = None
             # No body exception goes into the group (it would come back in an
             # ExceptionGroup), and no scope opened after it wraps its exit.
             await stack.aclose()

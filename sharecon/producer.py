@@ -982,8 +982,8 @@ class Producer(Generic[KT, VT]):
     # -- enqueueing --------------------------------------------------------------------------
 
     def _check_open(self) -> Cluster:
-        cluster = self._runtime.cluster  # raises before start and after close
-        if self._closing:
+        cluster = self._runtime.current  # per record: an attribute, not a property
+        if cluster is None or self._closing:
             raise self._runtime.error()
         if self._fatal is not None:
             raise errors.KafkaError(f"the producer failed: {self._fatal}") from self._fatal
