@@ -185,3 +185,17 @@ async def test_hosting_that_fails_to_enter_exits_what_it_entered(anyio_backend: 
     assert not hosting.started
     with anyio.fail_after(1):
         await hosting.stop()  # never started: returns at once
+
+
+@pytest.mark.broker
+async def test_the_producers_close_timeout_bounds_its_closing(
+    anyio_backend: str, kafka_bootstrap: str
+) -> None:
+    """``Producer(close_timeout=...)`` reaches the cluster's closing (it once was ignored)."""
+    from sharecon import Producer
+
+    async with Producer(kafka_bootstrap, close_timeout=0.7) as producer:
+        cluster = producer._runtime.cluster
+        assert cluster._close_timeout == 0.7
+    with pytest.raises(errors.ClientClosedError):
+        _ = producer._runtime.cluster
