@@ -35,6 +35,7 @@ from sharecon._consumer.fetcher import FetcherPool
 from sharecon._consumer.group_config import GROUP_RENEW_ENABLE, renewals_enabled
 from sharecon._consumer.group_config import lock_duration as group_lock_duration
 from sharecon._consumer.heartbeat import heartbeat_loop
+from sharecon._consumer.telemetry import TelemetryPusher, consumer_points
 from sharecon._lifecycle import ClientRuntime
 from sharecon._net.clock import event_loop_clock
 from sharecon._net.cluster import Cluster, require_record_limit, require_share_groups
@@ -139,6 +140,9 @@ class ShareConsumer(Generic[K, V]):
         have handed it out raises :class:`~sharecon.errors.DeserializationError` and the
         record is released (or, on its last allowed delivery under ``dead_letter``,
         routed to the dead-letter topic); the next call goes on with the next record.
+    :param enable_metrics_push: push this consumer's metrics to brokers that ask for
+        them (KIP-714 client telemetry, as Java's ``enable.metrics.push``): nothing is
+        sent unless a client-metrics subscription on the cluster matches this client.
     :raises ConfigError: for a wrong argument, naming it.
     """
 
@@ -173,7 +177,10 @@ class ShareConsumer(Generic[K, V]):
         max_poll_interval: float | None = 300.0,
         key_deserializer: Callable[[bytes], K] | None = None,
         value_deserializer: Callable[[bytes], V] | None = None,
+        enable_metrics_push: bool = True,
     ) -> None:
+        self._enable_metrics_push = enable_metrics_push
+        self._telemetry: TelemetryPusher | None = None
         self._config = ConsumerConfig(
             group_id=group_id,
             topics=topics_tuple(topics),
@@ -336,6 +343,17 @@ class ShareConsumer(Generic[K, V]):
                 core.dlq_limit = self._dead_letter.max_deliveries
                 tg.start_soon(self._route_dead_letters, core, name="sharecon dead letters")
             tg.start_soon(self._run_heartbeat, core, name="sharecon heartbeat")
+            if self._enable_metrics_push:
+                self._telemetry = TelemetryPusher(
+                    cluster,
+                    lambda: consumer_points(core.metrics()),
+                    resource={
+                        "client_id": self._connection.client_id,
+                        "group_id": self._config.group_id,
+                    },
+                    request_timeout=self._config.request_timeout,
+                )
+                tg.start_soon(self._telemetry.run, name="sharecon telemetry")
             if self._config.keep_locks:
                 core.check_renew()
                 await self._check_renewals(core, explicit=True)
@@ -396,6 +414,8 @@ class ShareConsumer(Generic[K, V]):
         await self.close()
 
     async def _leave(self, core: ConsumerCore) -> None:
+        if self._telemetry is not None:
+            await self._telemetry.terminate()  # bounded; before the member's goodbye
         core.closing = True
         core.dead_letter_signal.set()
         if self._router is not None:
@@ -588,6 +608,20 @@ class ShareConsumer(Generic[K, V]):
             core.member_id,
             released,
         )
+
+    def stop_fetching(self) -> None:
+        """Fetch no more records, for good; everything else goes on.
+
+        Records already fetched are still handed out, and answers are still sent (with
+        ShareAcknowledge). A fetch already on its way may still bring records (within
+        ``max_wait_ms``). For a drain that finishes what this member acquired instead of
+        releasing it, which would spend one of each record's delivery attempts
+        (``sharecon worker`` drains so); :meth:`close` afterwards.
+
+        :raises ClientClosedError: the consumer was closed.
+        """
+        core = self._live()
+        core.buffer.stopped = True
 
     # -- acknowledgements -----------------------------------------------------------------
 

@@ -55,7 +55,7 @@ from sharecon.testing._provision import (
 from sharecon.testing.tools import KafkaTools
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from typing_extensions import Self
 
@@ -242,6 +242,8 @@ class KafkaBroker(Server):
         4.1 gets ``share.version=1`` unless told otherwise; 4.2+ finalize share groups by default.
     :param start_timeout: seconds to wait for the broker to serve.
     :param jvm_opts: JVM options replacing the defaults (small heap, serial GC).
+    :param plugins: jars or class folders added to the broker's classpath (after Kafka's
+        own), for plugins named in ``extra_config`` such as a ``metric.reporters`` class.
 
     Tools for arranging tests (topics, group configs, producing) are at :attr:`tools`.
     When SASL or TLS is on they use a separate PLAINTEXT listener, :attr:`plaintext_bootstrap`.
@@ -260,8 +262,10 @@ class KafkaBroker(Server):
         features: Mapping[str, int] | None = None,
         start_timeout: float | None = None,
         jvm_opts: list[str] | None = None,
+        plugins: Sequence[str | os.PathLike[str]] = (),
     ) -> None:
         self.version = resolve_version(version)
+        self._plugins = tuple(os.fspath(p) for p in plugins)
         if not 0 <= port <= 65535:
             raise BrokerStartError(f"port {port} is outside 0..65535")
         self._want_port = port
@@ -619,7 +623,7 @@ class KafkaBroker(Server):
         if self.gssapi is not None:
             # The realm comes from the KDC's krb5.conf, not the machine's /etc/krb5.conf.
             jvm_opts.append(f"-Djava.security.krb5.conf={self.gssapi.krb5_conf}")
-        offset = self._res.launch(self._java, jvm_opts, self._install)
+        offset = self._res.launch(self._java, jvm_opts, self._install, self._plugins)
         try:
             self._res.wait_ready(
                 offset,

@@ -57,6 +57,7 @@ PUBLIC_MODULES = (
     "sharecon.testing.pytest_plugin",
     "sharecon.testing.image",
     "sharecon.testing.oidc",
+    "sharecon.testing.telemetry",
 )
 
 #: Module prefixes left out of the reference, and why (docs/reference/index.md says so too).
