@@ -410,6 +410,62 @@ class ModelBroker:
         """The loaded share partition, if the broker holds it in memory now."""
         return self.partitions.get((group, (self.topics[topic], partition)))
 
+    # -- administration (what an admin client changes; FakeKafka uses these) ------------------
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic: its logs and every group's share state for it go."""
+        tid = self.topics.pop(name)
+        for tp in [k for k in self.logs if k[0] == tid]:
+            del self.logs[tp]
+            del self.leader_epochs[tp]
+        for key in [k for k in self.partitions if k[1][0] == tid]:
+            del self.partitions[key]
+        for key in [k for k in self.persister if k[1][0] == tid]:
+            del self.persister[key]
+
+    def initialize_group_state(self, group: str, topic: str, partition: int) -> int:
+        """The group's share state for the partition, written the first time the partition
+        is assigned in the group (Kafka's InitializeShareGroupState): the start offset from
+        ``share.auto.offset.reset`` at that moment. Returns the start offset (an existing
+        state is kept)."""
+        tp = (self.topics[topic], partition)
+        sp = self.partitions.get((group, tp))
+        if sp is not None:
+            return sp.start
+        saved = self.persister.get((group, tp))
+        if saved is not None:
+            return saved[0]
+        log = self.logs[tp]
+        settings = self.groups.setdefault(group, GroupSettings())
+        start = log.start if settings.earliest else log.end
+        self.persister[(group, tp)] = (start, {})
+        return start
+
+    def set_start_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
+        """Reset the group's share state of the partition to start at ``offset``
+        (AlterShareGroupOffsets on a group without members)."""
+        tp = (self.topics[topic], partition)
+        self.partitions.pop((group, tp), None)
+        self.persister[(group, tp)] = (offset, {})
+
+    def delete_group_state(self, group: str, topic: str | None = None) -> None:
+        """Forget the group's share state, for one topic or all of them."""
+        tid = None if topic is None else self.topics[topic]
+        for store in (self.partitions, self.persister):
+            for key in [k for k in store if k[0] == group and (tid is None or k[1][0] == tid)]:
+                del store[key]
+
+    def group_state(
+        self, group: str, topic: str, partition: int
+    ) -> tuple[int, dict[int, tuple[RecordState, int]]] | None:
+        """The group's share state of the partition, loaded or persisted: the start offset
+        and ``(state, delivery count)`` per tracked offset; None if it has none."""
+        tp = (self.topics[topic], partition)
+        sp = self.partitions.get((group, tp))
+        if sp is not None:
+            return sp.start, {o: (s.state, s.count) for o, s in sp.states.items()}
+        return self.persister.get((group, tp))
+
     # -- internals ---------------------------------------------------------------------------
 
     def _event(self, now: float, what: str, group: str = "", member: str = "") -> None:
