@@ -46,7 +46,7 @@ from sharecon.testing.model import ModelBroker, RecordState
 if TYPE_CHECKING:
     from sharecon.protocol.messages._base import Request, Response
 
-__all__ = ["FakeCluster", "GROUP_CONFIG_DEFAULTS"]
+__all__ = ["GROUP_CONFIG_DEFAULTS", "GROUP_CONFIG_DEFAULTS_4_3", "FakeCluster"]
 
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _SASL_KEYS = frozenset({17, 36})
@@ -54,18 +54,21 @@ _EARLIEST, _LATEST = -2, -1
 _GROUP_RESOURCE, _TOPIC_RESOURCE, _BROKER_RESOURCE = 32, 2, 4
 _SET, _DELETE = 0, 1
 
-#: Share-group configs a group may set, with the defaults of sharecon's test broker.
+#: Share-group configs a group may set on every line, with the test broker's defaults.
 GROUP_CONFIG_DEFAULTS: dict[str, str] = {
     "share.auto.offset.reset": "latest",
     "share.record.lock.duration.ms": "15000",
-    "share.delivery.count.limit": "5",
-    "share.partition.max.record.locks": "2000",
     "share.session.timeout.ms": "10000",
     "share.heartbeat.interval.ms": "1000",
     "share.isolation.level": "read_uncommitted",
 }
-#: 4.3 and later: renewing locks can be turned off per group (KIP-1240).
 _RENEW_CONFIG = "share.renew.acknowledge.enable"
+#: Group configs from Kafka 4.3 on (before that these are broker-wide only).
+GROUP_CONFIG_DEFAULTS_4_3: dict[str, str] = {
+    "share.delivery.count.limit": "5",
+    "share.partition.max.record.locks": "2000",
+    _RENEW_CONFIG: "true",
+}
 #: The range the test broker allows for a group's lock duration (ms).
 _LOCK_RANGE = (1000, 3_600_000)
 
@@ -720,13 +723,15 @@ class FakeCluster:
         for t in resp.responses:
             parts = []
             for p in t.partitions:
+                data = b""
                 if p.acquired_records:
                     log = self.logs[(t.topic_id, p.partition_index)]
                     data = log.covering(
                         [(r.first_offset, r.last_offset) for r in p.acquired_records]
                     )
-                    p = dataclasses.replace(p, records=data)
-                parts.append(p)
+                # The model's records are its own (values only); a client gets the
+                # producer's batches. Records are not nullable from v1 on.
+                parts.append(dataclasses.replace(p, records=data))
             topics.append(dataclasses.replace(t, partitions=tuple(parts)))
         return dataclasses.replace(resp, responses=tuple(topics))
 
@@ -787,11 +792,13 @@ class FakeCluster:
             )
         return iac.IncrementalAlterConfigsResponse(responses=tuple(out))
 
+    def _group_config_defaults(self) -> dict[str, str]:
+        if self.minor >= 3:
+            return {**GROUP_CONFIG_DEFAULTS, **GROUP_CONFIG_DEFAULTS_4_3}
+        return dict(GROUP_CONFIG_DEFAULTS)
+
     def _group_config_names(self) -> set[str]:
-        names = set(GROUP_CONFIG_DEFAULTS)
-        if self.model.behaviour.renew_config:
-            names.add(_RENEW_CONFIG)
-        return names
+        return set(self._group_config_defaults())
 
     def _alter(self, r: Any, validate_only: bool) -> tuple[int, str | None]:
         if r.resource_type == _GROUP_RESOURCE:
@@ -840,14 +847,18 @@ class FakeCluster:
         return ErrorCode.NONE, None
 
     def _apply_group_configs(self, gid: str) -> None:
-        c = {**GROUP_CONFIG_DEFAULTS, **self.group_configs.get(gid, {})}
+        c = {
+            **GROUP_CONFIG_DEFAULTS,
+            **GROUP_CONFIG_DEFAULTS_4_3,
+            **self.group_configs.get(gid, {}),
+        }
         self.model.configure_group(
             gid,
             lock_ms=int(c["share.record.lock.duration.ms"]),
             delivery_limit=int(c["share.delivery.count.limit"]),
             max_locks=int(c["share.partition.max.record.locks"]),
             earliest=c["share.auto.offset.reset"] == "earliest",
-            renew_enabled=c.get(_RENEW_CONFIG, "true") == "true",
+            renew_enabled=c[_RENEW_CONFIG] == "true",
         )
 
     def _h32(self, body: Any, version: int, conn: str, now: float) -> Response:  # DescribeConfigs
@@ -856,9 +867,7 @@ class FakeCluster:
         for r in body.resources:
             if r.resource_type == _GROUP_RESOURCE:
                 mine = self.group_configs.get(r.resource_name, {})
-                values = {
-                    n: GROUP_CONFIG_DEFAULTS.get(n, "true") for n in self._group_config_names()
-                }
+                values = self._group_config_defaults()
                 entries = [
                     dc.DescribeConfigsResourceResult(
                         name=n,
@@ -912,7 +921,7 @@ class FakeCluster:
                     t.name: list(range(t.partitions))
                     for t in self.topics.values()
                     if any(
-                        self.model.group_state(gid, t.name, p) is not None
+                        self.model.share_offsets(gid, t.name, p) is not None
                         for p in range(t.partitions)
                     )
                 }
@@ -935,7 +944,7 @@ class FakeCluster:
                             )
                         )
                         continue
-                    state = self.model.group_state(gid, name, p)
+                    state = self.model.share_offsets(gid, name, p)
                     if state is None:
                         rows.append(
                             dsgo.DescribeShareGroupOffsetsResponsePartition(
@@ -943,14 +952,9 @@ class FakeCluster:
                             )
                         )
                         continue
-                    start, offsets = state
-                    end = self.model.logs[(t.topic_id, p)].end
-                    done = sum(
-                        1
-                        for o, (s, _) in offsets.items()
-                        if o >= start and s in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
-                    )
-                    lag = max(end - start - done, 0) if version >= 1 else 0
+                    start, lag = state
+                    if version < 1:
+                        lag = 0
                     rows.append(
                         dsgo.DescribeShareGroupOffsetsResponsePartition(
                             partition_index=p,
@@ -976,6 +980,26 @@ class FakeCluster:
     ) -> Response:  # AlterShareGroupOffsets
         del version, conn, now
         group = self.groups.get(body.group_id)
+        if self.minor < 2:
+            # Kafka 4.1 answers success and changes nothing, members or not (seen by the
+            # differential suite).
+            return aso.AlterShareGroupOffsetsResponse(
+                responses=tuple(
+                    aso.AlterShareGroupOffsetsResponseTopic(
+                        topic_name=rt.topic_name,
+                        topic_id=self.topics[rt.topic_name].topic_id
+                        if rt.topic_name in self.topics
+                        else uuid.UUID(int=0),
+                        partitions=tuple(
+                            aso.AlterShareGroupOffsetsResponsePartition(
+                                partition_index=rp.partition_index
+                            )
+                            for rp in rt.partitions
+                        ),
+                    )
+                    for rt in body.topics
+                )
+            )
         if group is not None and group.members:
             return aso.AlterShareGroupOffsetsResponse(
                 error_code=ErrorCode.NON_EMPTY_GROUP, error_message="The group is not empty."

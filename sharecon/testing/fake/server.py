@@ -23,7 +23,6 @@ import anyio
 import anyio.abc
 import anyio.from_thread
 
-from sharecon.errors import KafkaError
 from sharecon.protocol.api import decode_request, encode_response
 from sharecon.protocol.framing import NEED_DATA, FrameDecoder
 from sharecon.protocol.messages import REQUESTS
@@ -96,6 +95,8 @@ class FakeKafka:
         self._changed: anyio.Event | None = None
         self._stopped = threading.Event()
         self.requests_served = 0
+        #: what went wrong inside the fake (a request it could not read or answer)
+        self.errors: list[Exception] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -311,8 +312,11 @@ class FakeKafka:
                             await self._answer_later(conn, header, body)
                         else:
                             await self._answer(conn, header, body)
-        except KafkaError:
-            logger.exception("fake broker: a request on %s could not be read", name)
+        except Exception as exc:
+            # A request the fake cannot read or answer: the connection closes (as a broker
+            # closes it on a malformed request) and the test can see why in ``errors``.
+            logger.exception("fake broker: connection %s failed", name)
+            self.errors.append(exc)
         finally:
             self._conns.pop(name, None)
             with anyio.CancelScope(shield=True):

@@ -125,6 +125,11 @@ class ModelBroker:
     #: connection -> (session key, stale); stale once the session was replaced or closed
     connections: dict[str, tuple[SessionKey, bool]] = field(default_factory=dict, init=False)
     events: list[BrokerEvent] = field(default_factory=list, init=False)
+    #: the start offset each share state was last written with (what an admin reads;
+    #: see ``SharePartitionModel.written_start``), kept while a partition is not loaded
+    written_starts: dict[tuple[str, TopicPartitionId], int] = field(
+        default_factory=dict, init=False
+    )
 
     def __post_init__(self) -> None:
         self.behaviour = Behaviour.for_version(self.version)
@@ -422,6 +427,7 @@ class ModelBroker:
             del self.partitions[key]
         for key in [k for k in self.persister if k[1][0] == tid]:
             del self.persister[key]
+            self.written_starts.pop(key, None)
 
     def initialize_group_state(self, group: str, topic: str, partition: int) -> int:
         """The group's share state for the partition, written the first time the partition
@@ -447,24 +453,32 @@ class ModelBroker:
         tp = (self.topics[topic], partition)
         self.partitions.pop((group, tp), None)
         self.persister[(group, tp)] = (offset, {})
+        self.written_starts[(group, tp)] = offset
 
     def delete_group_state(self, group: str, topic: str | None = None) -> None:
         """Forget the group's share state, for one topic or all of them."""
         tid = None if topic is None else self.topics[topic]
-        for store in (self.partitions, self.persister):
+        for store in (self.partitions, self.persister, self.written_starts):
             for key in [k for k in store if k[0] == group and (tid is None or k[1][0] == tid)]:
                 del store[key]
 
-    def group_state(
-        self, group: str, topic: str, partition: int
-    ) -> tuple[int, dict[int, tuple[RecordState, int]]] | None:
-        """The group's share state of the partition, loaded or persisted: the start offset
-        and ``(state, delivery count)`` per tracked offset; None if it has none."""
+    def share_offsets(self, group: str, topic: str, partition: int) -> tuple[int, int] | None:
+        """The group's start offset on the partition as an admin sees it, and its lag (the
+        records from the start offset to the log end not yet acknowledged or archived);
+        None if the group has no state there."""
         tp = (self.topics[topic], partition)
+        end = self.logs[tp].end
+        done = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
         sp = self.partitions.get((group, tp))
         if sp is not None:
-            return sp.start, {o: (s.state, s.count) for o, s in sp.states.items()}
-        return self.persister.get((group, tp))
+            finished = sum(1 for s in sp.states.values() if s.state in done)
+            return sp.written_start, max(end - sp.start - finished, 0)
+        saved = self.persister.get((group, tp))
+        if saved is None:
+            return None
+        start, states = saved
+        finished = sum(1 for o, (state, _) in states.items() if o >= start and state in done)
+        return self.written_starts.get((group, tp), start), max(end - start - finished, 0)
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -488,6 +502,7 @@ class ModelBroker:
                 persisted=saved,
             )
             self.partitions[key] = sp
+            sp.written_start = self.written_starts.get(key, sp.written_start)
             self.persister[key] = sp.snapshot()
             self._event(
                 now,
@@ -560,6 +575,7 @@ class ModelBroker:
     def _drop_partition(self, key: tuple[str, TopicPartitionId], now: float, why: str) -> None:
         sp = self.partitions.pop(key, None)
         if sp is not None:
+            self.written_starts[key] = sp.written_start
             self.persister[key] = sp.snapshot()
             self._event(now, f"Share partition removed from cache ({why})", key[0])
 
