@@ -1122,6 +1122,17 @@ def _error_response(body: Request[Response], code: int) -> Response:
                 for td in body.topic_data
             )
         )
+    if isinstance(body, ct.CreateTopicsRequest):
+        return ct.CreateTopicsResponse(
+            topics=tuple(ct.CreatableTopicResult(name=t.name, error_code=code) for t in body.topics)
+        )
+    if isinstance(body, dt.DeleteTopicsRequest):
+        return dt.DeleteTopicsResponse(
+            responses=tuple(
+                dt.DeletableTopicResult(name=n, error_code=code)
+                for n in [*body.topic_names, *(t.name for t in body.topics)]
+            )
+        )
     if isinstance(body, fc.FindCoordinatorRequest):
         return fc.FindCoordinatorResponse(
             coordinators=tuple(
@@ -1146,4 +1157,24 @@ def _error_response(body: Request[Response], code: int) -> Response:
                 for t in (body.topics or ())
             )
         )
-    raise ValueError(f"the fake cannot fail {cls.api_name} requests with an error code")
+    raise AssertionError(f"{cls.api_name} is not in FAILABLE")
+
+
+#: API keys :meth:`FakeKafka.fail_next` can fail: those with a top-level error code, and
+#: those whose per-item error codes the fake fills in.
+FAILABLE: frozenset[int] = frozenset(
+    {
+        k
+        for k, req in REQUESTS.items()
+        if any(f.name == "error_code" for f in req.response_type.kafka_fields)
+    }
+    | {
+        pr.ProduceRequest.api_key,
+        ct.CreateTopicsRequest.api_key,
+        dt.DeleteTopicsRequest.api_key,
+        fc.FindCoordinatorRequest.api_key,
+        sgd.ShareGroupDescribeRequest.api_key,
+        dg.DeleteGroupsRequest.api_key,
+        md.MetadataRequest.api_key,
+    }
+)

@@ -28,7 +28,7 @@ from sharecon.protocol.framing import NEED_DATA, FrameDecoder
 from sharecon.protocol.messages import REQUESTS
 from sharecon.protocol.messages.fetch import FetchRequest
 from sharecon.protocol.messages.share_fetch import ShareFetchRequest
-from sharecon.testing.fake.cluster import Failure, FakeCluster
+from sharecon.testing.fake.cluster import FAILABLE, Failure, FakeCluster
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -203,8 +203,12 @@ class FakeKafka:
 
     def fail_next(self, api: int | str, count: int, error_code: int) -> None:
         """Answer the next ``count`` requests of ``api`` (key or name, e.g.
-        ``"ShareFetch"``) with ``error_code``, without acting on them."""
+        ``"ShareFetch"``) with ``error_code``, without acting on them.
+
+        :raises ValueError: an API the fake cannot fail (it has no error code to set)."""
         key = _api_key(api)
+        if key not in FAILABLE:
+            raise ValueError(f"FakeKafka cannot fail {api!r} requests with an error code")
         self.call(lambda c: c.failures.append(Failure(key, count, int(error_code))))
 
     def cut(self, member_id: str) -> int:
@@ -264,7 +268,7 @@ class FakeKafka:
             session_timeout_ms=self._session_timeout_ms,
             heartbeat_interval_ms=self._heartbeat_interval_ms,
         )
-        async with anyio.create_task_group() as tg:
+        async with listener, anyio.create_task_group() as tg:
             self._tg = tg
             tg.start_soon(listener.serve, self._serve_conn)
             task_status.started()

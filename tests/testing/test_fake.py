@@ -1,0 +1,239 @@
+"""FakeKafka without a broker: sharecon's clients run against it unchanged, fast.
+
+What the fake answers is held true against real Kafka 4.1 and 4.4 by
+tests/testing/test_fake_differential.py; here: lifecycle, speed, the test controls (clock,
+fault hooks), the CLI, the pytest fixture, and the wire-level conformance scripts on the
+lines the differential suite does not start a broker for (4.2, 4.3).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+from sharecon import Admin, Producer, ShareConsumer, errors
+from sharecon.producer import ProducerRecord
+from sharecon.protocol.error_codes import ErrorCode
+from sharecon.testing.conformance.runner import compare
+from sharecon.testing.fake import FakeKafka
+from sharecon.testing.fake.log import TopicLog
+from sharecon.types import AckType
+
+if TYPE_CHECKING:
+    from sharecon.testing.pytest_plugin import FakeKafkaFactory
+
+pytestmark = pytest.mark.anyio
+
+EARLIEST = {"share.auto.offset.reset": "earliest"}
+
+
+async def _records(fake: FakeKafka, topic: str, n: int, partitions: int = 1) -> None:
+    fake.create_topic(topic, partitions)
+    async with Producer(fake.bootstrap) as p:
+        await p.send_batch(
+            [ProducerRecord(topic, f"v{i}".encode(), key=f"k{i}".encode()) for i in range(n)]
+        )
+
+
+def test_starts_in_under_50_ms_and_stops() -> None:
+    took = []
+    for _ in range(3):
+        started = time.perf_counter()
+        fake = FakeKafka()
+        fake.start()
+        took.append(time.perf_counter() - started)
+        fake.stop()
+        fake.stop()  # twice does nothing
+    assert min(took) < 0.05, f"FakeKafka took {min(took) * 1000:.1f} ms to start"
+
+
+async def test_async_context_manager_serves_admin(fake_kafka_factory: FakeKafkaFactory) -> None:
+    async with FakeKafka("4.2") as fake:
+        async with Admin(fake.bootstrap) as admin:
+            await admin.create_topics(["t"], num_partitions=2)
+            (d,) = (await admin.describe_topics(["t"])).values()
+            assert [p.partition for p in d.partitions] == [0, 1]
+            cluster = await admin.describe_cluster()
+            assert [b.node_id for b in cluster.brokers] == [1]
+    with pytest.raises(RuntimeError, match="not running"):
+        fake.advance(1)
+
+
+async def test_produce_consume_accept_1000_records_well_under_a_second(
+    fake_kafka: FakeKafka,
+) -> None:
+    fake_kafka.create_topic("speed")
+    fake_kafka.configure_group("g", EARLIEST)
+    started = time.perf_counter()
+    async with Producer(fake_kafka.bootstrap) as p:
+        await p.send_batch([ProducerRecord("speed", b"x" * 100) for _ in range(1000)])
+    got = 0
+    async with ShareConsumer(fake_kafka.bootstrap, group_id="g", topics=["speed"]) as c:
+        while got < 1000:
+            got += len(await c.poll(5))
+        await c.commit()
+    took = time.perf_counter() - started
+    assert got == 1000
+    assert took < 1.0, f"1,000 records took {took:.2f} s"
+    offsets = fake_kafka.call(lambda cl: cl.model.share_offsets("g", "speed", 0))
+    assert offsets is not None and offsets[1] == 0  # nothing left to deliver
+
+
+async def test_advance_ends_locks_and_the_late_answer_fails(fake_kafka: FakeKafka) -> None:
+    await _records(fake_kafka, "t", 3)
+    fake_kafka.configure_group("g", EARLIEST)
+    async with ShareConsumer(
+        fake_kafka.bootstrap, group_id="g", topics=["t"], ack_mode="explicit", max_records=3
+    ) as c:
+        got = await c.poll(5)
+        assert [r.delivery_count for r in got] == [1, 1, 1]
+        fake_kafka.advance(16)  # past the 15 s lock: the handler was too slow
+        for r in got:
+            c.acknowledge(r, AckType.ACCEPT)
+        verdicts = await c.commit()
+        assert any(isinstance(e, errors.InvalidRecordStateError) for e in verdicts.values())
+    # The records went back and come again (the open consumer may have taken them once
+    # more before it closed: at least a second delivery).
+    async with ShareConsumer(fake_kafka.bootstrap, group_id="g", topics=["t"]) as c:
+        again = await c.poll(5)
+        assert [r.offset for r in again] == [0, 1, 2]
+        assert all(r.delivery_count >= 2 for r in again)
+
+
+async def test_fail_next_answers_with_the_error_code(fake_kafka: FakeKafka) -> None:
+    fake_kafka.fail_next("CreateTopics", 1, ErrorCode.POLICY_VIOLATION)
+    async with Admin(fake_kafka.bootstrap) as admin:
+        with pytest.raises(errors.PolicyViolationError):
+            await admin.create_topics(["refused"])
+        await admin.create_topics(["refused"])  # only the next one failed
+        assert "refused" in await admin.list_topics()
+
+
+async def test_share_fetch_errors_are_retried_and_nothing_is_lost(fake_kafka: FakeKafka) -> None:
+    await _records(fake_kafka, "t", 5)
+    fake_kafka.configure_group("g", EARLIEST)
+    fake_kafka.fail_next("ShareFetch", 2, ErrorCode.UNKNOWN_SERVER_ERROR)
+    seen: list[tuple[int, int]] = []
+    async with ShareConsumer(fake_kafka.bootstrap, group_id="g", topics=["t"]) as c:
+        with anyio.fail_after(10):
+            while len(seen) < 5:
+                seen.extend((r.offset, r.delivery_count) for r in await c.poll(5))
+    assert seen == [(o, 1) for o in range(5)]
+
+
+async def test_cut_member_releases_its_records(fake_kafka: FakeKafka) -> None:
+    await _records(fake_kafka, "t", 4)
+    fake_kafka.configure_group("g", EARLIEST)
+    async with ShareConsumer(
+        fake_kafka.bootstrap, group_id="g", topics=["t"], ack_mode="explicit"
+    ) as c:
+        got = await c.poll(5)
+        assert len(got) == 4
+        assert fake_kafka.cut(c.member_id) >= 1
+        # The session that held them is gone: answering them now fails.
+        for r in got:
+            c.acknowledge(r, AckType.ACCEPT)
+        verdicts = await c.commit()
+        assert any(e is not None for e in verdicts.values())
+        with anyio.fail_after(10):
+            while not (again := await c.poll(5)):
+                pass
+    # 4.4 keeps the delivery count of records a closing session held.
+    assert [(r.offset, r.delivery_count) for r in again] == [(o, 2) for o in range(4)]
+
+
+async def test_move_leader_and_restart_keep_records_flowing(fake_kafka: FakeKafka) -> None:
+    await _records(fake_kafka, "t", 6)
+    fake_kafka.configure_group("g", EARLIEST)
+    seen: set[int] = set()
+    async with ShareConsumer(fake_kafka.bootstrap, group_id="g", topics=["t"], max_records=2) as c:
+        seen.update(r.offset for r in await c.poll(5))
+        fake_kafka.move_leader("t", 0)
+        fake_kafka.restart()
+        with anyio.fail_after(15):
+            while len(seen) < 6:
+                seen.update(r.offset for r in await c.poll(5))
+    async with Admin(fake_kafka.bootstrap) as admin:
+        (d,) = (await admin.describe_topics(["t"])).values()
+        assert d.partitions[0].leader_epoch == 2  # one move, one restart
+
+
+def test_idempotent_retry_is_answered_without_a_second_append() -> None:
+    log = TopicLog()
+    assert log.check_producer(7, 0, 0, 5) == (ErrorCode.NONE, None)
+    log.note_producer(7, 0, 0, 5, base_offset=10)
+    assert log.check_producer(7, 0, 0, 5) == (ErrorCode.NONE, 10)  # the retry
+    assert log.check_producer(7, 0, 5, 5) == (ErrorCode.NONE, None)  # the next batch
+    assert log.check_producer(7, 0, 9, 1)[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    log.note_producer(7, 1, 0, 1, base_offset=20)
+    assert log.check_producer(7, 0, 1, 1)[0] == ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+async def test_fake_plays_the_conformance_scripts_as_the_model_on_4_2_and_4_3() -> None:
+    # 4.1 and 4.4 are played against real brokers by the differential suite.
+    async def line(version: str) -> None:
+        with FakeKafka(version) as fake:
+            outcomes = await compare(fake.bootstrap, version, concurrency=50)
+        wrong = [o.explain() for o in outcomes if not o.agrees]
+        assert len(outcomes) >= 40 and not wrong, "\n".join(wrong)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(line, "4.2")
+        tg.start_soon(line, "4.3")
+
+
+def test_the_cli_runs_against_the_fake(fake_kafka: FakeKafka) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHARECON_")}
+    b = ("-b", fake_kafka.bootstrap)
+
+    def cli(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "sharecon.cli", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+
+    assert cli("topics", "create", "clitopic", "--partitions", "1", *b).returncode == 0
+    fake_kafka.configure_group("cli", EARLIEST)
+    proc = cli("produce", "clitopic", "--key-separator", ":", *b, input="a:1\nb:2\n")
+    assert proc.returncode == 0, proc.stderr
+    proc = cli("consume", "clitopic", "-g", "cli", "--max", "2", "--json", *b)
+    assert proc.returncode == 0, proc.stderr
+    assert '"key": "a"' in proc.stdout and '"value": "2"' in proc.stdout
+    assert cli("topics", "delete", "clitopic", *b).returncode == 0
+
+
+def test_the_fixture_serves_a_users_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import anyio
+        from sharecon import Producer, ShareConsumer
+
+        def test_handler(fake_kafka):
+            fake_kafka.create_topic("orders")
+            fake_kafka.configure_group("billing", {"share.auto.offset.reset": "earliest"})
+
+            async def main():
+                async with Producer(fake_kafka.bootstrap) as p:
+                    await p.send("orders", b"order-1")
+                async with ShareConsumer(
+                    fake_kafka.bootstrap, group_id="billing", topics=["orders"]
+                ) as c:
+                    (record,) = await c.poll(5)
+                    return record.value
+
+            assert anyio.run(main) == b"order-1"
+        """
+    )
+    result = pytester.runpytest_subprocess("-m", "not broker", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
