@@ -8,8 +8,8 @@ lines the differential suite does not start a broker for (4.2, 4.3).
 
 from __future__ import annotations
 
-import os
-import subprocess
+import io
+import json
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -18,6 +18,8 @@ import anyio
 import pytest
 
 from sharecon import Admin, Producer, ShareConsumer, errors
+from sharecon._net.sasl import SaslConfig
+from sharecon.cli import main
 from sharecon.producer import ProducerRecord
 from sharecon.protocol.error_codes import ErrorCode
 from sharecon.testing.conformance.runner import compare
@@ -175,6 +177,7 @@ def test_idempotent_retry_is_answered_without_a_second_append() -> None:
     assert log.check_producer(7, 0, 1, 1)[0] == ErrorCode.INVALID_PRODUCER_EPOCH
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_fake_plays_the_conformance_scripts_as_the_model_on_4_2_and_4_3() -> None:
     # 4.1 and 4.4 are played against real brokers by the differential suite.
     async def line(version: str) -> None:
@@ -188,52 +191,39 @@ async def test_fake_plays_the_conformance_scripts_as_the_model_on_4_2_and_4_3() 
         tg.start_soon(line, "4.3")
 
 
-def test_the_cli_runs_against_the_fake(fake_kafka: FakeKafka) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHARECON_")}
+def test_the_cli_runs_against_the_fake(
+    fake_kafka: FakeKafka, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In this process (the fake serves from its own thread): as `sharecon ...` would.
     b = ("-b", fake_kafka.bootstrap)
-
-    def cli(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "sharecon.cli", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-            check=False,
-        )
-
-    assert cli("topics", "create", "clitopic", "--partitions", "1", *b).returncode == 0
+    assert main(["topics", "create", "clitopic", "--partitions", "1", *b]) == 0
     fake_kafka.configure_group("cli", EARLIEST)
-    proc = cli("produce", "clitopic", "--key-separator", ":", *b, input="a:1\nb:2\n")
-    assert proc.returncode == 0, proc.stderr
-    proc = cli("consume", "clitopic", "-g", "cli", "--max", "2", "--json", *b)
-    assert proc.returncode == 0, proc.stderr
-    assert '"key": "a"' in proc.stdout and '"value": "2"' in proc.stdout
-    assert cli("topics", "delete", "clitopic", *b).returncode == 0
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"a:1\nb:2\n")))
+    assert main(["produce", "clitopic", "--key-separator", ":", *b]) == 0
+    capsys.readouterr()
+    assert main(["consume", "clitopic", "-g", "cli", "--max", "2", "--json", *b]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["key"], r["value"], r["delivery_count"]) for r in rows] == [
+        ("a", "1", 1),
+        ("b", "2", 1),
+    ]
 
 
-def test_the_fixture_serves_a_users_test(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(
-        """
-        import anyio
-        from sharecon import Producer, ShareConsumer
+# -- documented limits (docs/testing.md, "FakeKafka") -----------------------------------------
 
-        def test_handler(fake_kafka):
-            fake_kafka.create_topic("orders")
-            fake_kafka.configure_group("billing", {"share.auto.offset.reset": "earliest"})
 
-            async def main():
-                async with Producer(fake_kafka.bootstrap) as p:
-                    await p.send("orders", b"order-1")
-                async with ShareConsumer(
-                    fake_kafka.bootstrap, group_id="billing", topics=["orders"]
-                ) as c:
-                    (record,) = await c.poll(5)
-                    return record.value
+async def test_limit_no_sasl_is_said_plainly(fake_kafka: FakeKafka) -> None:
+    with pytest.raises(errors.IncompatibleBrokerError, match="SaslHandshake"):
+        async with Admin(fake_kafka.bootstrap, sasl=SaslConfig("PLAIN", "u", "p")):
+            pass
 
-            assert anyio.run(main) == b"order-1"
-        """
-    )
-    result = pytester.runpytest_subprocess("-m", "not broker", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1)
+
+async def test_limit_one_node_and_no_broker_side_dlq(fake_kafka: FakeKafka) -> None:
+    async with Admin(fake_kafka.bootstrap) as admin:
+        with pytest.raises(errors.InvalidReplicationFactorError):
+            await admin.create_topics(["replicated"], replication_factor=2)
+        assert len((await admin.describe_cluster()).brokers) == 1
+    # Kafka 4.4 finalizes share.version=2 (broker-side dead-letter queues); the fake
+    # finalizes 1 on every line, so a client sees no broker DLQ.
+    features = fake_kafka.call(lambda c: c._h18(None, 4, "", 0.0).finalized_features)
+    assert {f.name: f.max_version_level for f in features}["share.version"] == 1
