@@ -9,7 +9,6 @@ Kafka 4.1 and 4.4. See "FakeKafka" in ``docs/testing.md`` for when to use it and
 
 from __future__ import annotations
 
-from sharecon.testing.fake.cluster import FakeCluster
 from sharecon.testing.fake.server import FakeKafka
 
-__all__ = ["FakeCluster", "FakeKafka"]
+__all__ = ["FakeKafka"]
