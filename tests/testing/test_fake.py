@@ -26,8 +26,11 @@ from sharecon.testing.conformance.runner import compare
 from sharecon.testing.fake import FakeKafka
 from sharecon.testing.fake.log import TopicLog
 from sharecon.types import AckType
+from tests.worker._harness import counts, running_worker
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from sharecon.testing.pytest_plugin import FakeKafkaFactory
 
 pytestmark = pytest.mark.anyio
@@ -214,6 +217,22 @@ def test_the_cli_runs_against_the_fake(
         ("a", "1", 1),
         ("b", "2", 1),
     ]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_the_worker_runs_against_the_fake(fake_kafka: FakeKafka, tmp_path: Path) -> None:
+    await _records(fake_kafka, "work", 40, partitions=2)
+    fake_kafka.configure_group("workers", EARLIEST)
+    args = ("--group", "workers", "--topic", "work", "--processes", "1", "--concurrency", "4")
+    async with running_worker(
+        fake_kafka.bootstrap, tmp_path, "tests.worker.handlers:record_id", *args
+    ) as worker:
+        await worker.wait_for("every record handled", lambda: len(counts(tmp_path)) == 40, 60)
+        code = await worker.terminate()
+    assert code == 0, worker.stderr
+    handled = counts(tmp_path)
+    assert set(handled) == {f"v{i}" for i in range(40)}
+    assert max(handled.values()) == 1
 
 
 # -- documented limits (docs/testing.md, "FakeKafka") -----------------------------------------

@@ -40,6 +40,7 @@ async def test_the_fake_answers_as_the_broker_does(
         wire = await compare_wire(fake.bootstrap, broker.bootstrap, version)
         assert not fake.errors, fake.errors
     took = time.monotonic() - start
+    print(f"differential {version}: {len(clients)} client + {len(wire)} wire scenarios, {took:.1f} s")
     assert len(clients) == len(CLIENT_SCENARIOS)
     assert len(wire) == len(scenarios_for(version))
     assert len(clients) + len(wire) >= 60
