@@ -111,6 +111,8 @@ class FakeCluster:
     failures: list[Failure] = field(default_factory=list, init=False)
     #: connection -> member id of the last share request on it (for ``cut``)
     connection_members: dict[str, str] = field(default_factory=dict, init=False)
+    #: the client id of the request being answered (members are described with it)
+    client_id: str = field(default="", init=False)
     _next_producer_id: int = field(default=1000, init=False)
 
     def __post_init__(self) -> None:
@@ -138,9 +140,16 @@ class FakeCluster:
     # -- dispatch ----------------------------------------------------------------------------
 
     def handle(
-        self, api_key: int, version: int, body: Request[Response], connection: str, now: float
+        self,
+        api_key: int,
+        version: int,
+        body: Request[Response],
+        connection: str,
+        now: float,
+        client_id: str | None = None,
     ) -> Response | None:
         """Answer one request (None: no answer, as for ``acks=0``)."""
+        self.client_id = client_id or ""
         failure = next((f for f in self.failures if f.api_key == api_key), None)
         if failure is not None:
             failure.count -= 1
@@ -566,7 +575,11 @@ class FakeCluster:
             member = group.members.get(mid)
             if member is None:
                 member = group.members[mid] = FakeMember(
-                    mid, "", "/127.0.0.1", body.rack_id, tuple(body.subscribed_topic_names)
+                    mid,
+                    self.client_id,
+                    "/127.0.0.1",
+                    body.rack_id,
+                    tuple(body.subscribed_topic_names),
                 )
             member.sent = None
         else:

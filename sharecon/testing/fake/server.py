@@ -355,7 +355,9 @@ class FakeKafka:
 
     async def _answer(self, conn: _Conn, header: RequestHeader, body: Request[Response]) -> None:
         cluster = self.cluster
-        response = cluster.handle(header.api_key, header.api_version, body, conn.name, self.now())
+        response = cluster.handle(
+            header.api_key, header.api_version, body, conn.name, self.now(), header.client_id
+        )
         self.requests_served += 1
         self._notify()
         if response is None:
