@@ -18,10 +18,14 @@ import anyio
 import pytest
 
 from sharecon import Admin, Producer, ShareConsumer, errors
+from sharecon._net.connect import ConnectionConfig, open_connection
+from sharecon._net.connection import BrokerAddress
 from sharecon._net.sasl import SaslConfig
 from sharecon.cli import main
 from sharecon.producer import ProducerRecord
 from sharecon.protocol.error_codes import ErrorCode
+from sharecon.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from sharecon.protocol.records import decode_records
 from sharecon.testing.conformance.runner import compare
 from sharecon.testing.fake import FakeKafka
 from sharecon.testing.fake.log import TopicLog
@@ -217,6 +221,47 @@ def test_the_cli_runs_against_the_fake(
         ("a", "1", 1),
         ("b", "2", 1),
     ]
+
+
+async def test_fetch_reads_the_producers_batches_and_waits_for_more(fake_kafka: FakeKafka) -> None:
+    await _records(fake_kafka, "log", 3)
+    topic_id = fake_kafka.call(lambda c: c.topics["log"].topic_id)
+
+    def fetch(offset: int, wait_ms: int) -> FetchRequest:
+        return FetchRequest(
+            max_wait_ms=wait_ms,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            topics=(
+                FetchTopic(
+                    topic="log",
+                    topic_id=topic_id,
+                    partitions=(
+                        FetchPartition(
+                            partition=0, fetch_offset=offset, partition_max_bytes=1 << 20
+                        ),
+                    ),
+                ),
+            ),
+        )
+
+    host, _, port = fake_kafka.bootstrap.rpartition(":")
+    async with anyio.create_task_group() as tg:
+        conn = await open_connection(BrokerAddress(host, int(port)), ConnectionConfig(), tg)
+        resp = await conn.request(fetch(1, 0))
+        (part,) = resp.responses[0].partitions
+        records = decode_records(part.records)
+        assert part.high_watermark == 3
+        assert [(r.offset, r.key, r.value) for r in records if r.offset >= 1] == [
+            (1, b"k1", b"v1"),
+            (2, b"k2", b"v2"),
+        ]
+        started = anyio.current_time()
+        resp = await conn.request(fetch(3, 300))  # nothing new: it waits, then answers
+        assert anyio.current_time() - started >= 0.25
+        assert not resp.responses[0].partitions[0].records
+        await conn.aclose()
+        tg.cancel_scope.cancel()
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
