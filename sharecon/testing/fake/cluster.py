@@ -41,7 +41,7 @@ from sharecon.protocol.messages import share_group_heartbeat as sgh
 from sharecon.protocol.versions import CLIENT_VERSIONS
 from sharecon.testing.fake.groups import FakeGroup, FakeMember
 from sharecon.testing.fake.log import TopicLog, split_batches
-from sharecon.testing.model import ModelBroker, RecordState
+from sharecon.testing.model import ModelBroker
 
 if TYPE_CHECKING:
     from sharecon.protocol.messages._base import Request, Response
@@ -686,44 +686,8 @@ class FakeCluster:
         return sgd.ShareGroupDescribeResponse(groups=tuple(out))
 
     def share_fetch_ready(self, body: sf.ShareFetchRequest, arrived: float, now: float) -> bool:
-        """Whether a ShareFetch should be answered now rather than wait for records: it
-        acknowledges or closes, its session is wrong, or something is acquirable."""
-        if (
-            body.share_session_epoch == -1
-            or body.is_renew_ack
-            or body.max_wait_ms <= 0
-            or body.min_bytes <= 0
-            or body.max_records <= 0
-            or any(p.acknowledgement_batches for t in body.topics for p in t.partitions)
-        ):
-            return True
-        group, member = body.group_id or "", body.member_id or ""
-        tps = [(t.topic_id, p.partition_index) for t in body.topics for p in t.partitions]
-        if body.share_session_epoch != 0:
-            session = self.model.sessions.get((group, member))
-            if session is None or session.epoch != body.share_session_epoch:
-                return True
-            forgotten = {(t.topic_id, p) for t in body.forgotten_topics_data for p in t.partitions}
-            tps = [tp for tp in [*session.partitions, *tps] if tp not in forgotten]
-        self.model.advance(now)
-        persisted_wakes = self.model.behaviour.wakes_on_persist
-        for tp in tps:
-            mlog = self.model.logs.get(tp)
-            if mlog is None:
-                return True
-            sp = self.model.partitions.get((group, tp))
-            if sp is None:
-                return True  # the model loads it: let it answer
-            hi = min(mlog.end, sp.start + sp.settings.max_locks)
-            tracked = [o for o in sp.states if o < hi]
-            if len(tracked) < hi - sp.start:
-                return True  # an offset never acquired yet
-            for o in tracked:
-                st = sp.states[o]
-                if st.state is RecordState.AVAILABLE and st.ready_at <= now:
-                    if persisted_wakes or st.ready_at <= arrived:
-                        return True
-        return False
+        """Whether a ShareFetch should be answered now rather than wait for records."""
+        return not self.model.fetch_would_wait(body, now, arrived)
 
     def _h78(self, body: Any, version: int, conn: str, now: float) -> Response:  # ShareFetch
         del version

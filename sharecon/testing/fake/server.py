@@ -232,13 +232,7 @@ class FakeKafka:
         partitions are lost (nothing is released first), persisted state and records stay."""
 
         def go(c: FakeCluster) -> None:
-            now = self.now()
-            for key in list(c.model.sessions):
-                c.model.evict_session(key[0], key[1], now)
-            c.model.connections.clear()
-            for name, t in c.topics.items():
-                for p in range(t.partitions):
-                    c.model.move_leader(name, p, now)
+            c.model.restart(self.now())
 
         self.call(go)
         self._close_conns(list(self._conns), silent=True)

@@ -480,6 +480,65 @@ class ModelBroker:
         finished = sum(1 for o, (state, _) in states.items() if o >= start and state in done)
         return self.written_starts.get((group, tp), start), max(end - start - finished, 0)
 
+    # -- waiting (what a server around the model needs; FakeKafka uses these) ----------------
+
+    def fetch_would_wait(self, request: ShareFetchRequest, now: float, arrived: float) -> bool:
+        """Whether a ShareFetch that arrived at ``arrived`` would still be waiting at
+        ``now`` for records to acquire (the model itself answers at once; a server holds
+        such a fetch up to its ``max_wait_ms``).
+
+        False for a fetch that acknowledges, closes or renews, does not wait, names a wrong
+        session, or finds a record to acquire. A record released and still being persisted
+        counts from when it is persisted on 4.2+; on 4.1 only if it was persisted before
+        the fetch arrived (see :attr:`Behaviour.wakes_on_persist`).
+        """
+        if (
+            request.share_session_epoch == FINAL_EPOCH
+            or request.is_renew_ack
+            or request.max_wait_ms <= 0
+            or request.min_bytes <= 0
+            or request.max_records <= 0
+            or any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
+        ):
+            return False
+        group, member = request.group_id or "", request.member_id or ""
+        tps = [(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions]
+        if request.share_session_epoch != INITIAL_EPOCH:
+            session = self.sessions.get((group, member))
+            if session is None or session.epoch != request.share_session_epoch:
+                return False
+            gone = {(t.topic_id, p) for t in request.forgotten_topics_data for p in t.partitions}
+            tps = [tp for tp in [*session.partitions, *tps] if tp not in gone]
+        self.advance(now)
+        for tp in tps:
+            log = self.logs.get(tp)
+            sp = self.partitions.get((group, tp))
+            if log is None or sp is None:
+                return False  # an error, or a share partition to load: answer now
+            hi = min(log.end, sp.start + sp.settings.max_locks)
+            tracked = [o for o in sp.states if o < hi]
+            if len(tracked) < hi - sp.start:
+                return False  # an offset never acquired yet
+            for o in tracked:
+                st = sp.states[o]
+                if st.state is RecordState.AVAILABLE and st.ready_at <= now:
+                    if self.behaviour.wakes_on_persist or st.ready_at <= arrived:
+                        return False
+        return True
+
+    def restart(self, now: float) -> None:
+        """The broker restarts: share sessions and loaded share partitions are lost without
+        a release (rebuilt from the persisted state on the next fetch), leader epochs go up;
+        logs and persisted state stay."""
+        self.advance(now)
+        for session_key in list(self.sessions):
+            self._remove_session(session_key)
+        self.connections.clear()
+        for tp in self.leader_epochs:
+            self.leader_epochs[tp] += 1
+        for key in list(self.partitions):
+            self._drop_partition(key, now, "broker restarted")
+
     # -- internals ---------------------------------------------------------------------------
 
     def _event(self, now: float, what: str, group: str = "", member: str = "") -> None:
