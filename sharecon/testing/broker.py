@@ -33,9 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import anyio
-import anyio.to_thread
-
 from sharecon.testing._jvm import (
     DEFAULT_JVM_OPTS,
     NodeProcess,
@@ -44,6 +41,7 @@ from sharecon.testing._jvm import (
     minor,
     new_cluster_id,
 )
+from sharecon.testing._managed import Server
 from sharecon.testing._provision import (
     DEFAULT_KAFKA_VERSION,
     BrokerStartError,
@@ -58,7 +56,6 @@ from sharecon.testing.tools import KafkaTools
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from types import TracebackType
 
     from typing_extensions import Self
 
@@ -227,7 +224,7 @@ def _oauth_config(oauth: OAuthSetup) -> dict[str, str]:
     return conf
 
 
-class KafkaBroker:
+class KafkaBroker(Server):
     """One Kafka broker+controller process on 127.0.0.1 with share groups enabled.
 
     :param version: a Kafka 4.1+ version (``"4.4.0"``) or line (``"4.2"`` = newest known patch).
@@ -420,35 +417,6 @@ class KafkaBroker:
             raise BrokerStartError("restart() needs a broker that was started")
         self._res.stop_jvm(graceful=True)
         self._launch_and_wait()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> Self:
-        # Blocking start in a worker thread; a cancelled start still cleans up via stop().
-        try:
-            return await anyio.to_thread.run_sync(self.start)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self.stop)
-            raise
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self.stop)
 
     # -- internals ------------------------------------------------------------
 

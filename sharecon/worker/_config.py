@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sharecon import errors
+from sharecon._net.environment import CONNECTION_ENV, FILE_SECURITY_SETTINGS, KERBEROS_SETTINGS
 from sharecon._net.oauth import OidcTokenProvider
 from sharecon._net.sasl import SaslConfig
 from sharecon.config import ConnectionConfig, GssapiConfig, TlsConfig, from_properties
@@ -56,28 +57,10 @@ ENV = {
     "grace": "SHARECON_GRACE",
     "interval": "SHARECON_INTERVAL",
     "max_records": "SHARECON_MAX_RECORDS",
-    "bootstrap": "SHARECON_BOOTSTRAP",
-    "client_id": "SHARECON_CLIENT_ID",
-    "timeout": "SHARECON_TIMEOUT",
-    "tls": "SHARECON_TLS",
-    "tls_ca": "SHARECON_TLS_CA",
-    "tls_cert": "SHARECON_TLS_CERT",
-    "tls_key": "SHARECON_TLS_KEY",
-    "tls_key_password": "SHARECON_TLS_KEY_PASSWORD",
-    "command_config": "SHARECON_COMMAND_CONFIG",
-    "sasl_mechanism": "SHARECON_SASL_MECHANISM",
-    "sasl_username": "SHARECON_SASL_USERNAME",
-    "sasl_password": "SHARECON_SASL_PASSWORD",
-    "oauth_token_url": "SHARECON_OAUTH_TOKEN_URL",
-    "oauth_client_id": "SHARECON_OAUTH_CLIENT_ID",
-    "oauth_scope": "SHARECON_OAUTH_SCOPE",
-    "oauth_client_secret": "SHARECON_OAUTH_CLIENT_SECRET",
-    "kerberos_principal": "SHARECON_KERBEROS_PRINCIPAL",
-    "kerberos_keytab": "SHARECON_KERBEROS_KEYTAB",
-    "kerberos_service_name": "SHARECON_KERBEROS_SERVICE_NAME",
+    **CONNECTION_ENV,
 }
 
-_KERBEROS = ("kerberos_principal", "kerberos_keytab", "kerberos_service_name")
+_KERBEROS = KERBEROS_SETTINGS
 _GSSAPI = GssapiConfig.mechanism
 
 
@@ -187,21 +170,9 @@ class WorkerConfig:
         if self.tls_key is not None and self.tls_cert is None:
             raise errors.ConfigError("tls_key needs tls_cert (the certificate it belongs to)")
         if self.command_config is not None:
-            mixed = [
-                name
-                for name in (
-                    "tls_ca",
-                    "tls_cert",
-                    "tls_key",
-                    "sasl_mechanism",
-                    "sasl_username",
-                    "oauth_token_url",
-                    "oauth_client_id",
-                    "oauth_scope",
-                    *_KERBEROS,
-                )
-                if getattr(self, name) is not None
-            ] + (["tls"] if self.tls else [])
+            mixed = [name for name in FILE_SECURITY_SETTINGS if getattr(self, name) is not None] + (
+                ["tls"] if self.tls else []
+            )
             if mixed:
                 raise errors.ConfigError(
                     f"command_config gives the TLS and SASL settings; drop {', '.join(mixed)}"

@@ -28,11 +28,11 @@ from sharecon.protocol.framing import NEED_DATA, FrameDecoder
 from sharecon.protocol.messages import REQUESTS
 from sharecon.protocol.messages.fetch import FetchRequest
 from sharecon.protocol.messages.share_fetch import ShareFetchRequest
+from sharecon.testing._managed import Server
 from sharecon.testing.fake.cluster import FAILABLE, Failure, FakeCluster
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from types import TracebackType
 
     from anyio.abc import SocketStream, TaskGroup, TaskStatus
     from typing_extensions import Self
@@ -57,7 +57,7 @@ class _Conn:
     silent: bool = False
 
 
-class FakeKafka:
+class FakeKafka(Server):
     """A fake Kafka broker imitating one Kafka line (4.1 to 4.4), in this process.
 
     Use it as a context manager (``with FakeKafka() as fake`` or ``async with``), or
@@ -123,29 +123,6 @@ class FakeKafka:
         with contextlib.suppress(Exception):
             portal.call(self._close)
         cm.__exit__(None, None, None)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> Self:
-        return self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        # Stopping joins the server's thread; do it off this event loop.
-        await anyio.to_thread.run_sync(self.stop)
 
     @property
     def bootstrap(self) -> str:
