@@ -78,6 +78,17 @@ async def test_async_context_manager_serves_admin(fake_kafka_factory: FakeKafkaF
         fake.advance(1)
 
 
+def test_the_fixture_line_comes_from_the_environment(
+    fake_kafka_factory: FakeKafkaFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SHARECON_FAKE_KAFKA_VERSION", "4.1")
+    fake = fake_kafka_factory()
+    ranges = fake.call(lambda c: c.api_ranges())
+    assert fake.version == "4.1"
+    assert ranges[78][1] == 1  # ShareFetch v1: no renew, no record limits on 4.1
+    assert fake_kafka_factory("4.4").call(lambda c: c.api_ranges())[78][1] == 2
+
+
 async def test_produce_consume_accept_1000_records_well_under_a_second(
     fake_kafka: FakeKafka,
 ) -> None:

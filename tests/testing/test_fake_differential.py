@@ -69,4 +69,5 @@ async def test_the_fake_answers_as_the_broker_does(
     assert len(client_outcomes) == len(CLIENT_SCENARIOS)
     assert len(wire_outcomes) == len(scenarios_for(version))
     assert len(client_outcomes) + len(wire_outcomes) >= 60
-    assert took < 40, f"the differential run of {version} took {took:.0f} s"
+    # A guard on CI cost, loose for busy machines (about 15 s on a quiet one).
+    assert took < 90, f"the differential run of {version} took {took:.0f} s"
