@@ -444,6 +444,30 @@ async def _values_and_nulls(env: Env) -> object:
     return await env.consume(group, topic, 3)
 
 
+async def _renew(env: Env) -> object:
+    topic, group = await env.setup("renew", config={"share.record.lock.duration.ms": "2000"})
+    await env.produce(topic, 1)
+    async with env.consumer(group, topic) as c:
+        got: list[Any] = []
+        with anyio.move_on_after(15):
+            while not got:
+                got = await c.poll(0.5)
+        await anyio.sleep(1.2)
+        try:
+            c.acknowledge(got[0], AckType.RENEW)  # Kafka 4.2 and later
+        except errors.KafkaError as exc:
+            return type(exc).__name__
+        renewed = await c.commit()
+        await anyio.sleep(1.2)  # past the first lock's end, within the renewed one
+        c.acknowledge(got[0], AckType.ACCEPT)
+        accepted = await c.commit()
+    return (
+        [type(e).__name__ for e in renewed.values() if e is not None],
+        [type(e).__name__ for e in accepted.values() if e is not None],
+        await env.fresh(group, topic),
+    )
+
+
 CLIENT_SCENARIOS: tuple[ClientScenario, ...] = (
     ClientScenario("roundtrip", _roundtrip),
     ClientScenario("release-redelivers", _release_redelivers),
@@ -469,6 +493,7 @@ CLIENT_SCENARIOS: tuple[ClientScenario, ...] = (
     ClientScenario("record-limit", _record_limit),
     ClientScenario("implicit-mode", _implicit_mode),
     ClientScenario("values-and-nulls", _values_and_nulls),
+    ClientScenario("renew-keeps-the-lock", _renew),
 )
 
 
