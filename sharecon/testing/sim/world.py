@@ -187,6 +187,8 @@ class Loop:
     backoff_until: float = 0.0
     failures: int = 0
     token: int = 0  #: the pending wake-up's; older ones are stale
+    #: when the pending wake-up (a plain one, not an idle timer) runs, if there is one
+    wake_at: float | None = None
     stopped: bool = False
 
 
@@ -519,16 +521,24 @@ class Member:
         for n in NODES if node is None else (node,):
             lp = self.loops[n]
             if lp.inflight is None and not lp.stopped:
+                t = max(w.now, lp.backoff_until)
+                if lp.wake_at is not None and lp.wake_at <= t:
+                    continue  # the pending wake-up comes as soon: one is enough
                 lp.token += 1
-                w.at(max(w.now, lp.backoff_until), self._loop, n, lp.token)
+                lp.wake_at = t
+                w.at(t, self._loop, n, lp.token)
 
     def _loop(self, node: int, token: int, linger: bool = False) -> None:
         lp = self.loops[node]
         w = self.world
-        if lp.stopped or lp.inflight is not None or token != lp.token:
+        if lp.stopped or token != lp.token:
+            return
+        lp.wake_at = None  # this is the pending wake-up
+        if lp.inflight is not None:
             return
         if w.now < lp.backoff_until:
             lp.token += 1
+            lp.wake_at = lp.backoff_until
             w.at(lp.backoff_until, self._loop, node, lp.token)
             return
         if linger:
@@ -549,6 +559,7 @@ class Member:
         if turn.plan is None:
             wait = self.machine.idle_timeout(node, ACK_LINGER)
             lp.token += 1
+            lp.wake_at = None
             w.at(w.now + (wait if wait is not None else 1.0), self._loop, node, lp.token, True)
             return
         self._start(node, turn)
@@ -557,6 +568,7 @@ class Member:
         w = self.world
         lp = self.loops[node]
         body = self.machine.request(turn, self.member_id)
+        lp.wake_at = None  # a wake-up still pending finds the request in flight
         if lp.conn is None:
             lp.conns += 1
             lp.conn = f"{self.member_id}/{node}/{lp.conns}"
@@ -1039,6 +1051,7 @@ class Member:
         for n in NODES:
             lp = self.loops[n]
             lp.token += 1
+            lp.wake_at = None
             if lp.inflight is None:
                 self._loop_stopped(n)
 
