@@ -684,13 +684,18 @@ def _batches(log: PartitionLog, got: list[tuple[int, int]]) -> bytes:
     """The log batches holding the acquired offsets, whole, as a broker sends them."""
     wanted = {o for o, _ in got}
     out = []
-    for first, last in log.batches:
+    cache = log.encoded
+    for batch in log.batches:
+        first, last = batch
         if any(first <= o <= last for o in wanted):
-            records = [
-                Record(offset=o, timestamp=0, key=None, value=log.values.get(o))
-                for o in range(first, last + 1)
-            ]
-            out.append(encode_batch(records, base_offset=first))
+            data = cache.get(batch)
+            if data is None:
+                records = [
+                    Record(offset=o, timestamp=0, key=None, value=log.values.get(o))
+                    for o in range(first, last + 1)
+                ]
+                data = cache[batch] = encode_batch(records, base_offset=first)
+            out.append(data)
     return b"".join(out)
 
 

@@ -68,6 +68,8 @@ class PartitionLog:
     batches: list[tuple[int, int]] = field(default_factory=list)
     values: dict[int, bytes] = field(default_factory=dict)
     start: int = 0  #: log start offset
+    #: each batch's encoding by its (first, last) offsets: batches never change once written
+    encoded: dict[tuple[int, int], bytes] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def end(self) -> int:
