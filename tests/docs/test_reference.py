@@ -44,6 +44,7 @@ PUBLIC_MODULES = (
     "sharecon.metrics",
     "sharecon.otel",
     "sharecon.prometheus",
+    "sharecon.exporter",
     "sharecon.testing",
     "sharecon.testing.broker",
     "sharecon.testing.cluster",
