@@ -58,6 +58,7 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon.record",
             "sharecon.partitioner",
             "sharecon.worker",
+            "sharecon.exporter",
         },
         set(),
     ),
@@ -187,6 +188,8 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
         set(),
     ),
     "sharecon.prometheus": (SANS_IO_BASE | METRICS | CLIENTS, set()),
+    # The share-group exporter: a client of Admin (sharecon exporter serves it).
+    "sharecon.exporter": (SANS_IO_BASE | {"sharecon.admin"}, set()),
     # The package root re-exports the public API.
     ROOT: (
         SANS_IO_BASE
