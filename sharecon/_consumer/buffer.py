@@ -111,8 +111,10 @@ class DeliveryBuffer:
         self.records = 0
         #: Bytes held (undecoded answer bytes + decoded bytes not handed out).
         self.nbytes = 0
-        #: Records dropped because their lock ended while they waited here (rule 3).
+        #: Records dropped because their lock ended while they waited here (rule 3), in
+        #: all and per partition.
         self.expired = 0
+        self.expired_by: dict[TopicIdPartition, int] = {}
         #: Set when records arrive (or the consumer fails/closes): the application waits on it.
         self.data = Signal()
         #: Called when the buffer drops below its bounds (the consumer wakes its fetchers).
@@ -179,7 +181,10 @@ class DeliveryBuffer:
             return False
         before = self.records
         self._remove(chunk)
-        self.expired += before - self.records
+        lost = before - self.records
+        self.expired += lost
+        tp = chunk.intake.tp
+        self.expired_by[tp] = self.expired_by.get(tp, 0) + lost
         return True
 
     def _remove(self, chunk: Chunk) -> None:
