@@ -57,6 +57,7 @@ PUBLIC_MODULES = (
     "sharecon.testing.env",
     "sharecon.testing.pytest_plugin",
     "sharecon.testing.image",
+    "sharecon.testing.app_image",
     "sharecon.testing.oidc",
 )
 
