@@ -117,8 +117,8 @@ class LagBoard:
             with anyio.fail_after(self.interval):
                 node = await cluster.coordinator(group_id)
                 response = await cluster.request(node, request)
-        except (errors.KafkaError, TimeoutError) as exc:
-            logger.debug("share group %s: lag not fetched: %s", group_id, exc)
+        except Exception as exc:  # rule 4: whatever went wrong, the consumer goes on
+            logger.debug("share group %s: lag not fetched: %r", group_id, exc)
             if isinstance(exc, errors.BrokerDisconnectedError | errors.NotCoordinatorError):
                 cluster.invalidate_coordinator(group_id)
             return
