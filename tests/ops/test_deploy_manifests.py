@@ -20,8 +20,9 @@ GUIDE = ROOT / "docs" / "deploy.md"
 #: The Kubernetes version the manifests are checked against (kubernetes-validate ships it).
 KUBERNETES = "1.33.0"
 
-# KEDA's ScaledObject (keda.sh/v1alpha1), the fields the guide uses, as KEDA documents
-# them (https://keda.sh/docs/latest/reference/scaledobject-spec/ and the prometheus scaler).
+# KEDA's ScaledObject (keda.sh/v1alpha1) as KEDA documents it (the ScaledObject
+# specification and the prometheus scaler: serverAddress, query and threshold required,
+# metadata values are strings); nested objects the guide does not use are not described.
 SCALED_OBJECT = {
     "type": "object",
     "required": ["apiVersion", "kind", "metadata", "spec"],
@@ -55,6 +56,9 @@ SCALED_OBJECT = {
                 "pollingInterval": {"type": "integer", "minimum": 1},
                 "cooldownPeriod": {"type": "integer", "minimum": 0},
                 "idleReplicaCount": {"type": "integer", "minimum": 0},
+                "initialCooldownPeriod": {"type": "integer", "minimum": 0},
+                "advanced": {"type": "object"},
+                "fallback": {"type": "object"},
                 "triggers": {
                     "type": "array",
                     "minItems": 1,
