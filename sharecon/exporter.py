@@ -8,7 +8,8 @@
 
 Each scrape asks the group coordinators afresh: ShareGroupDescribe (state, members and
 their assignments) and DescribeShareGroupOffsets (each share-partition's start offset and,
-on Kafka 4.2+ (KIP-1226), its lag: the records not yet delivery-complete). Nothing is
+on Kafka 4.2+ (KIP-1226), its lag: the records not yet delivery-complete); then one Fetch
+per partition leader reads the record at each pending start offset, for its age. Nothing is
 counted in between, so the exporter holds no state a restart could lose.
 
 Families (every sample labelled ``group``):
@@ -29,9 +30,14 @@ Families (every sample labelled ``group``):
 * ``sharecon_share_group_up``: 1 if the group could be described, 0 if not (its error is
   logged); ``sharecon_share_group_scrape_duration_seconds``.
 
-The age of the oldest unacknowledged record is not reported: no Kafka 4.x API gives it
-(DescribeShareGroupOffsets has the start offset and lag, not a time; the broker's
-in-flight state with its delivery times is not readable by clients).
+* ``sharecon_share_partition_oldest_record_age_seconds{topic,partition}`` and
+  ``sharecon_share_group_oldest_record_age_seconds`` (their maximum): seconds since the
+  timestamp of the record at the start offset, the oldest record not yet
+  delivery-complete, on partitions with a lag above 0. No Kafka 4.x API reports this age
+  (DescribeShareGroupOffsets gives offsets and lag, not times): the exporter reads that
+  one record with a plain Fetch from the partition's leader (which takes nothing from the
+  group) and uses its timestamp (CreateTime: the producer's clock; LogAppendTime: the
+  broker's). Absent when nothing is pending or the record could not be read.
 """
 
 from __future__ import annotations
@@ -46,6 +52,9 @@ import anyio
 import anyio.abc
 
 from sharecon import errors
+from sharecon.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from sharecon.protocol.records import decode_records
+from sharecon.types import TopicPartition
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -53,7 +62,6 @@ if TYPE_CHECKING:
     from anyio.abc import SocketStream
 
     from sharecon.admin import Admin, ShareGroupDescription, SharePartitionOffset
-    from sharecon.types import TopicPartition
 
 __all__ = ["Exporter", "GroupState", "collect_groups", "render"]
 
@@ -69,6 +77,8 @@ class GroupState:
     :ivar offsets: each share-partition's start offset and lag.
     :ivar error: why the group could not be read (None when it was).
     :ivar seconds: how long reading it took.
+    :ivar oldest_age: per partition with records pending, seconds since the timestamp of
+        the record at its start offset: the oldest record not yet delivery-complete.
     """
 
     group_id: str
@@ -76,6 +86,7 @@ class GroupState:
     offsets: dict[TopicPartition, SharePartitionOffset] = field(default_factory=dict)
     error: str | None = None
     seconds: float = 0.0
+    oldest_age: dict[TopicPartition, float] = field(default_factory=dict)
 
     @property
     def lag(self) -> int:
@@ -98,7 +109,80 @@ async def _collect_one(admin: Admin, group_id: str, timeout: float) -> GroupStat
         reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         logger.warning("share group %r could not be read: %s", group_id, reason)
         return GroupState(group_id, None, error=reason, seconds=time.monotonic() - started)
-    return GroupState(group_id, description, offsets, seconds=time.monotonic() - started)
+    try:
+        with anyio.fail_after(timeout):
+            ages = await _oldest_ages(admin, offsets)
+    except (errors.KafkaError, TimeoutError) as exc:
+        logger.info("share group %r: oldest records not read: %s", group_id, exc)
+        ages = {}
+    return GroupState(
+        group_id, description, offsets, seconds=time.monotonic() - started, oldest_age=ages
+    )
+
+
+#: Bytes read per partition to find the record at its start offset (the broker returns
+#: at least one whole batch even when it is larger).
+_PEEK_BYTES = 64 * 1024
+
+
+async def _oldest_ages(
+    admin: Admin, offsets: dict[TopicPartition, SharePartitionOffset]
+) -> dict[TopicPartition, float]:
+    """Seconds since the timestamp of the record at each pending partition's start offset,
+    read with a plain Fetch (it takes nothing from the group) from each partition's leader."""
+    pending = {tp: o.start_offset for tp, o in offsets.items() if o.lag > 0 and o.start_offset >= 0}
+    if not pending:
+        return {}
+    cluster = admin._open_cluster
+    meta = await cluster.refresh_metadata(sorted({tp.topic for tp in pending}))
+    by_leader: dict[int, dict[str, list[FetchPartition]]] = {}
+    for tp, start in pending.items():
+        info = next(
+            (p for p in meta.partitions.get(tp.topic, ()) if p.partition == tp.partition), None
+        )
+        if info is None or info.leader_id < 0:
+            continue
+        by_leader.setdefault(info.leader_id, {}).setdefault(tp.topic, []).append(
+            FetchPartition(
+                partition=tp.partition,
+                current_leader_epoch=-1,
+                fetch_offset=start,
+                last_fetched_epoch=-1,
+                log_start_offset=-1,
+                partition_max_bytes=_PEEK_BYTES,
+            )
+        )
+    out: dict[TopicPartition, float] = {}
+    for leader, topics in by_leader.items():
+        request = FetchRequest(
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=_PEEK_BYTES * sum(len(ps) for ps in topics.values()),
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=tuple(
+                FetchTopic(topic=name, topic_id=meta.topic_ids[name], partitions=tuple(ps))
+                for name, ps in topics.items()
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+        response = await cluster.request(leader, request)
+        now_ms = time.time() * 1000.0
+        for t in response.responses:
+            name = t.topic or meta.topic_names.get(t.topic_id, "")
+            for p in t.partitions:
+                tp = TopicPartition(name, p.partition_index)
+                if p.error_code or not p.records or tp not in pending:
+                    continue
+                first = next(
+                    (r for r in decode_records(p.records) if r.offset >= pending[tp]), None
+                )
+                if first is not None:
+                    out[tp] = max(0.0, (now_ms - first.timestamp) / 1000.0)
+    return out
 
 
 async def collect_groups(
@@ -141,6 +225,14 @@ _FAMILIES: tuple[tuple[str, str], ...] = (
     (
         "sharecon_share_partition_lag",
         "Records of the share-partition not yet delivery-complete (KIP-1226, Kafka 4.2+).",
+    ),
+    (
+        "sharecon_share_group_oldest_record_age_seconds",
+        "Seconds since the timestamp of the group's oldest record not yet delivery-complete.",
+    ),
+    (
+        "sharecon_share_partition_oldest_record_age_seconds",
+        "Seconds since the timestamp of the share-partition's record at its start offset.",
     ),
     (
         "sharecon_share_partition_start_offset",
@@ -190,12 +282,16 @@ def render(states: Sequence[GroupState]) -> str:
         add("sharecon_share_group_partitions", g, len(s.offsets))
         add("sharecon_share_group_lag", g, s.lag)
         add("sharecon_share_group_lag_unknown_partitions", g, s.unknown_lag_partitions)
+        if s.oldest_age:
+            add("sharecon_share_group_oldest_record_age_seconds", g, max(s.oldest_age.values()))
         for tp in sorted(s.offsets, key=lambda tp: (tp.topic, tp.partition)):
             o = s.offsets[tp]
             where = (*g, ("topic", tp.topic), ("partition", str(tp.partition)))
             if o.lag >= 0:
                 add("sharecon_share_partition_lag", where, o.lag)
             add("sharecon_share_partition_start_offset", where, o.start_offset)
+            if tp in s.oldest_age:
+                add("sharecon_share_partition_oldest_record_age_seconds", where, s.oldest_age[tp])
         for m in sorted(d.members, key=lambda m: m.member_id):
             who = (*g, ("member_id", m.member_id), ("client_id", m.client_id))
             add(

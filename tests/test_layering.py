@@ -188,8 +188,9 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
         set(),
     ),
     "sharecon.prometheus": (SANS_IO_BASE | METRICS | CLIENTS, set()),
-    # The share-group exporter: a client of Admin (sharecon exporter serves it).
-    "sharecon.exporter": (SANS_IO_BASE | {"sharecon.admin"}, set()),
+    # The share-group exporter: a client of Admin, plus one plain Fetch of the protocol
+    # for the oldest pending record's timestamp (sharecon exporter serves it).
+    "sharecon.exporter": (SANS_IO_BASE | {"sharecon.admin", "sharecon.protocol"}, set()),
     # The package root re-exports the public API.
     ROOT: (
         SANS_IO_BASE

@@ -18,7 +18,8 @@ __all__ = ["register"]
 _DESCRIPTION = """\
 Serve the share groups named with --group (repeatable) as Prometheus text on
 http://HOST:PORT/metrics, read from the broker at each scrape (ShareGroupDescribe and
-DescribeShareGroupOffsets): lag per partition and per group (Kafka 4.2+), start offsets,
+DescribeShareGroupOffsets, and a Fetch of the record at each pending start offset): lag
+per partition and per group (Kafka 4.2+), the oldest pending record's age, start offsets,
 state, members and their assignments. /healthz answers "ok" without asking the broker.
 Scrapes within --min-interval seconds of a read share it. Runs until Ctrl-C or SIGTERM.
 """

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from typing import TYPE_CHECKING
 
@@ -81,6 +82,7 @@ async def test_scrapes_follow_a_group_fed_then_drained(
             assert _samples(text)[("sharecon_share_group_up", g)] == 0
             assert (await _scrape(port, "/healthz")) == (200, "ok\n")
 
+            fed = time.time()
             async with Producer(kafka_bootstrap) as producer:
                 await producer.send_batch(
                     [ProducerRecord(topic, b"v", partition=i % 3) for i in range(n)]
@@ -120,6 +122,16 @@ async def test_scrapes_follow_a_group_fed_then_drained(
                 assert s[("sharecon_share_group_up", g)] == 1
                 assert s[("sharecon_share_group_members", g)] == 1
                 assert s[("sharecon_share_group_lag_unknown_partitions", g)] == 0
+                # The oldest pending record's age: from its timestamp, read at the start
+                # offset; every record was written after `fed`.
+                age = s[("sharecon_share_group_oldest_record_age_seconds", g)]
+                assert 0 <= age <= time.time() - fed + 1
+                ages = [
+                    v
+                    for (name, _), v in s.items()
+                    if name.endswith("partition_oldest_record_age_seconds")
+                ]
+                assert len(ages) == sum(1 for v in remaining.values() if v) and max(ages) == age
                 for p in range(3):
                     where = (("group", share_group), ("partition", str(p)), ("topic", topic))
                     assert s[("sharecon_share_partition_lag", where)] == remaining[p]
@@ -143,6 +155,8 @@ async def test_scrapes_follow_a_group_fed_then_drained(
                         break
                     await anyio.sleep(0.2)
                 assert s[("sharecon_share_group_members", g)] == 1
+                # Nothing pending: no age.
+                assert ("sharecon_share_group_oldest_record_age_seconds", g) not in s
             tg.cancel_scope.cancel()
 
 
