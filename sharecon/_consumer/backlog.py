@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
 from typing import TYPE_CHECKING
 
 import anyio
@@ -138,8 +137,9 @@ class LagBoard:
 board = LagBoard()
 
 
-#: Each running member's entry (weak: the core goes with its consumer).
-_entry_of: weakref.WeakKeyDictionary[ConsumerCore, LagEntry] = weakref.WeakKeyDictionary()
+#: Each running member's entry, by ``id()`` of its core: the compiled build's core takes
+#: no weak reference, and :func:`keep_lag` removes the key before the core can go.
+_entry_of: dict[int, LagEntry] = {}
 
 
 def _cluster_key(cluster: Cluster) -> str:
@@ -150,17 +150,18 @@ async def keep_lag(core: ConsumerCore) -> None:
     """The member's part of the board (rule 1): joined while the consumer runs."""
     key, group_id = _cluster_key(core.cluster), core.config.group_id
     entry = board.join(key, group_id)
-    _entry_of[core] = entry
+    _entry_of[id(core)] = entry
     try:
         await board.keep(entry, core.cluster, group_id)
     finally:
+        del _entry_of[id(core)]
         board.leave(key, group_id)
 
 
 def partition_metrics(core: ConsumerCore) -> tuple[PartitionMetrics, ...]:
     """Every partition assigned to the member or holding its records, sorted (read-only:
     safe from another thread, like ``metrics()``)."""
-    entry = _entry_of.get(core)
+    entry = _entry_of.get(id(core))
     lags = entry.read(time.monotonic()) if entry is not None else {}
     counts: dict[tuple[str, int], tuple[int, int, int]] = {}
     for _ in range(3):
