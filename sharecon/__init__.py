@@ -24,7 +24,7 @@ from sharecon.config import Backoff, ConnectionConfig, SaslConfig, TlsConfig
 from sharecon.consumer import ConsumerHealth, ShareConsumer
 from sharecon.dlq import DeadLetterInfo, DeadLetterPolicy
 from sharecon.errors import KafkaError
-from sharecon.metrics import ConsumerMetrics, ProducerMetrics
+from sharecon.metrics import ConsumerMetrics, PartitionMetrics, ProducerMetrics
 from sharecon.producer import Producer, ProducerRecord, RecordFuture, RecordMetadata
 from sharecon.record import Record, RecordedAcks, TimestampType
 from sharecon.types import AckType, Header, TopicIdPartition, TopicPartition
@@ -46,6 +46,7 @@ __all__ = [
     "Header",
     "KafkaError",
     "Producer",
+    "PartitionMetrics",
     "ProducerMetrics",
     "ProducerRecord",
     "Record",

@@ -29,6 +29,7 @@ import anyio
 import anyio.lowlevel
 
 from sharecon import errors
+from sharecon._consumer.backlog import keep_lag, partition_metrics
 from sharecon._consumer.config import AcquireMode, ConsumerConfig, check_max_records, topics_tuple
 from sharecon._consumer.core import ConsumerCore, SessionOwner
 from sharecon._consumer.fetcher import FetcherPool
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
     from sharecon._net.sasl import SaslConfig
     from sharecon._net.sasl_gssapi import GssapiConfig
     from sharecon._share.ledger import AckLedger, AckResult
-    from sharecon.metrics import ConsumerMetrics
+    from sharecon.metrics import ConsumerMetrics, PartitionMetrics
     from sharecon.producer import RecordMetadata
     from sharecon.record import Record
 
@@ -354,6 +355,7 @@ class ShareConsumer(Generic[K, V]):
                     request_timeout=self._config.request_timeout,
                 )
                 tg.start_soon(self._telemetry.run, name="sharecon telemetry")
+            tg.start_soon(keep_lag, core, name="sharecon lag")
             if self._config.keep_locks:
                 core.check_renew()
                 await self._check_renewals(core, explicit=True)
@@ -526,6 +528,17 @@ class ShareConsumer(Generic[K, V]):
         consumer's (see :mod:`sharecon.metrics`); readable after :meth:`close` too, and
         from any thread (an exporter's)."""
         return self._running().metrics()
+
+    def partition_metrics(self) -> tuple[PartitionMetrics, ...]:
+        """Per partition assigned to this member (or still holding its records): the
+        share-partition lag the broker reports, and this member's buffered, held and
+        in-flight records and lock expiries (see :class:`~sharecon.metrics.PartitionMetrics`).
+
+        The lag is fetched in the background while this is read (at most every 10 s per
+        group, shared by the group's members in this process): the first reads give ``-1``
+        until it has been fetched. Readable from any thread, and after :meth:`close`.
+        """
+        return partition_metrics(self._running())
 
     @property
     def on_acknowledged(self) -> Callable[[list[AckResult]], None] | None:

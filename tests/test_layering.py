@@ -58,6 +58,7 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon.record",
             "sharecon.partitioner",
             "sharecon.worker",
+            "sharecon.exporter",
         },
         set(),
     ),
@@ -189,6 +190,9 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
         set(),
     ),
     "sharecon.prometheus": (SANS_IO_BASE | METRICS | CLIENTS, set()),
+    # The share-group exporter: a client of Admin, plus one plain Fetch of the protocol
+    # for the oldest pending record's timestamp (sharecon exporter serves it).
+    "sharecon.exporter": (SANS_IO_BASE | {"sharecon.admin", "sharecon.protocol"}, set()),
     # The package root re-exports the public API.
     ROOT: (
         SANS_IO_BASE

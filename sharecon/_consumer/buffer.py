@@ -111,10 +111,12 @@ class DeliveryBuffer:
         self.records = 0
         #: Bytes held (undecoded answer bytes + decoded bytes not handed out).
         self.nbytes = 0
-        #: Records dropped because their lock ended while they waited here (rule 3).
+        #: Records dropped because their lock ended while they waited here (rule 3), in
+        #: all and per partition.
         self.expired = 0
         #: No more fetching, for good (``ShareConsumer.stop_fetching()``).
         self.stopped = False
+        self.expired_by: dict[TopicIdPartition, int] = {}
         #: Set when records arrive (or the consumer fails/closes): the application waits on it.
         self.data = Signal()
         #: Called when the buffer drops below its bounds (the consumer wakes its fetchers).
@@ -182,7 +184,10 @@ class DeliveryBuffer:
             return False
         before = self.records
         self._remove(chunk)
-        self.expired += before - self.records
+        lost = before - self.records
+        self.expired += lost
+        tp = chunk.intake.tp
+        self.expired_by[tp] = self.expired_by.get(tp, 0) + lost
         return True
 
     def _remove(self, chunk: Chunk) -> None:
