@@ -70,6 +70,9 @@ async def test_renew_on_kafka_41_is_unsupported(kafka_broker_factory: BrokerFact
             record = await c.__anext__()
         with pytest.raises(errors.UnsupportedVersionError, match="4.2"):
             record.renew()
+        # A delayed release keeps the lock by renewing it: the same clear error.
+        with pytest.raises(errors.UnsupportedVersionError, match="4.2"):
+            record.release(delay=5.0)
         record.accept()
 
 
