@@ -901,7 +901,11 @@ class ShareConsumer(Generic[K, V]):
         Each record is accepted when ``handler`` returns. When it raises an ``Exception``,
         the record is released, or, on its last allowed delivery under a
         :class:`~sharecon.dlq.DeadLetterPolicy`, routed to the dead-letter topic with the
-        exception as the reason. Answers the handler gives itself are kept. A record the
+        exception as the reason; with the policy's ``retry_backoff``, an error before the
+        last allowed delivery releases the record after the backoff's delay instead. A
+        handler that raises or returns :class:`~sharecon.record.RetryLater` releases the
+        record after its delay (``record.release(delay=...)``, Kafka 4.2+). Answers the
+        handler gives itself are kept. A record the
         deserializers fail for never reaches ``handler``: it is released (or routed) the
         same way, and the :class:`~sharecon.errors.DeserializationError` is logged
         (WARNING) and kept in :attr:`recent_errors` instead of ending ``process()``.
