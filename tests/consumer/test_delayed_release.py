@@ -155,3 +155,26 @@ async def test_a_member_killed_during_the_delay_loses_nothing(
         await other.commit()
     assert (record.offset, record.delivery_count) == (offset, 2)
     assert back_after < 20, back_after
+
+
+async def test_a_clean_close_releases_delayed_records_at_once(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group_factory: ShareGroupFactory
+) -> None:
+    topic = topic_factory(1)
+    # A long lock: the record can come back this soon only by the close's release.
+    group = share_group_factory({"share.record.lock.duration.ms": "60000"})
+    await produce(kafka_bootstrap, topic, [b"closing"])
+    async with ShareConsumer(
+        kafka_bootstrap, group_id=group, topics=[topic], ack_mode="explicit"
+    ) as a:
+        with anyio.fail_after(30):
+            record = await a.__anext__()
+        record.release(delay=600.0)
+    closed_at = anyio.current_time()
+    async with ShareConsumer(kafka_bootstrap, group_id=group, topics=[topic]) as b:
+        with anyio.fail_after(30):
+            back = await b.__anext__()
+        back_after = anyio.current_time() - closed_at
+        await b.commit()
+    assert (back.offset, back.delivery_count) == (record.offset, 2)
+    assert back_after < 20, back_after  # neither the 600 s delay nor the 60 s lock
