@@ -26,7 +26,7 @@ from sharecon.dlq import DeadLetterInfo, DeadLetterPolicy
 from sharecon.errors import KafkaError
 from sharecon.metrics import ConsumerMetrics, PartitionMetrics, ProducerMetrics
 from sharecon.producer import Producer, ProducerRecord, RecordFuture, RecordMetadata
-from sharecon.record import Record, RecordedAcks, TimestampType
+from sharecon.record import Record, RecordedAcks, RetryLater, TimestampType
 from sharecon.types import AckType, Header, TopicIdPartition, TopicPartition
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
     "RecordFuture",
     "RecordMetadata",
     "RecordedAcks",
+    "RetryLater",
     "SaslConfig",
     "ShareConsumer",
     "TimestampType",

@@ -32,6 +32,7 @@ from sharecon import errors
 from sharecon._consumer.backlog import keep_lag, partition_metrics
 from sharecon._consumer.config import AcquireMode, ConsumerConfig, check_max_records, topics_tuple
 from sharecon._consumer.core import ConsumerCore, SessionOwner
+from sharecon._consumer.delayed import DelayedReleaser
 from sharecon._consumer.fetcher import FetcherPool
 from sharecon._consumer.group_config import GROUP_RENEW_ENABLE, renewals_enabled
 from sharecon._consumer.group_config import lock_duration as group_lock_duration
@@ -47,7 +48,7 @@ from sharecon._share.membership import MemberState
 from sharecon.dlq import DeadLetterPolicy, DeadLetterRouter, routing_error
 from sharecon.protocol import ShareGroupHeartbeatRequest
 from sharecon.protocol.names import validate_topic_name
-from sharecon.record import K, V
+from sharecon.record import K, RetryLater, V, check_delay
 from sharecon.types import AckType, TopicIdPartition, TopicPartition
 
 if TYPE_CHECKING:
@@ -259,6 +260,10 @@ class ShareConsumer(Generic[K, V]):
         self._served = 0
         #: Records handed out and not answered, whose locks are renewed (``keep_locks``).
         self._keeper: LockKeeper[Record[Any, Any]] | None = None
+        #: Records released with a delay (``record.release(delay=...)``), made on first use.
+        self._delayed: DelayedReleaser | None = None
+        #: process() calls running (a delayed release in implicit mode needs one).
+        self._processing = 0
         #: Liveness (``max_poll_interval``): how often the application asked for records,
         #: how many of its tasks wait for records now, and whether it was made to leave.
         self._asks = 0
@@ -697,6 +702,40 @@ class ShareConsumer(Generic[K, V]):
         ):
             self._current_answered = True
 
+    def release_later(self, record: Record[Any, Any], delay: float) -> None:
+        """Release ``record`` ``delay`` seconds from now (what ``record.release(delay=...)``
+        calls): its lock is renewed meanwhile, so no member gets it before.
+
+        :raises ConfigError: ``delay`` is not a finite number of seconds >= 0.
+        :raises UnsupportedVersionError: the broker cannot renew locks (Kafka 4.1).
+        :raises InvalidRecordStateError: the record is not this consumer's to answer (or
+            is waiting for a delayed release already); in implicit mode, a record of
+            :meth:`poll` or :meth:`batches` (their next call accepts it).
+        """
+        delay = check_delay(delay)
+        core = self._core
+        if core is None or core.closing:
+            raise errors.InvalidRecordStateError(
+                f"{record.topic}-{record.partition} offset {record.offset}: the consumer is "
+                "not running"
+            )
+        if not self._explicit and record is not self._current and not self._processing:
+            raise errors.InvalidRecordStateError(
+                "implicit ack mode: release(delay=...) only for the record of `async for` or "
+                "process(); poll() and batches() accept the rest of their records"
+            )
+        if delay == 0:
+            self.acknowledge(record, AckType.RELEASE)
+            return
+        delayed = self._delayed
+        if delayed is None:
+            delayed = self._delayed = DelayedReleaser(core)
+        delayed.add(record, delay)
+        if self._keeper is not None:
+            self._keeper.drop(record)  # the delayed releases renew it, up to the release
+        if record is self._current:
+            self._current_answered = True
+
     async def commit(
         self, timeout: float | None = None
     ) -> dict[TopicPartition, errors.KafkaError | None]:
@@ -875,7 +914,11 @@ class ShareConsumer(Generic[K, V]):
         Each record is accepted when ``handler`` returns. When it raises an ``Exception``,
         the record is released, or, on its last allowed delivery under a
         :class:`~sharecon.dlq.DeadLetterPolicy`, routed to the dead-letter topic with the
-        exception as the reason. Answers the handler gives itself are kept. A record the
+        exception as the reason; with the policy's ``retry_backoff``, an error before the
+        last allowed delivery releases the record after the backoff's delay instead. A
+        handler that raises or returns :class:`~sharecon.record.RetryLater` releases the
+        record after its delay (``record.release(delay=...)``, Kafka 4.2+). Answers the
+        handler gives itself are kept. A record the
         deserializers fail for never reaches ``handler``: it is released (or routed) the
         same way, and the :class:`~sharecon.errors.DeserializationError` is logged
         (WARNING) and kept in :attr:`recent_errors` instead of ending ``process()``.
@@ -891,6 +934,9 @@ class ShareConsumer(Generic[K, V]):
             raise errors.ConfigError(f"concurrency must be at least 1, not {concurrency}")
         core = self._raise_if_failed()
         limit = self._dead_letter.max_deliveries if self._dead_letter is not None else None
+        backoff = self._dead_letter.retry_backoff if self._dead_letter is not None else None
+        if backoff is not None:
+            core.check_renew()  # delayed releases renew locks: Kafka 4.2+
         keeper = self._keeper
         if keeper is None and keep_locks is not False:
             if keep_locks or core.can_renew():
@@ -927,7 +973,9 @@ class ShareConsumer(Generic[K, V]):
                     if hold is not None:
                         hold(record, clock(), record.lock_deadline)
                 try:
-                    await handler(record)
+                    result = await handler(record)
+                except RetryLater as retry:
+                    self._release_later_if_open(record, retry.delay)
                 except Exception as exc:
                     if limit is not None and record.delivery_count >= limit:
                         try:
@@ -938,18 +986,28 @@ class ShareConsumer(Generic[K, V]):
                             if _failed(core):
                                 return  # it stopped the consumer: raised below
                             core.note_error(dlq_exc)
+                    elif backoff is not None:
+                        delay = backoff.delay(record.delivery_count - 1)
+                        self._release_later_if_open(record, delay)
                     else:
                         self._answer_if_open(record, AckType.RELEASE)
                 else:
-                    self._answer_if_open(record, AckType.ACCEPT)
+                    if isinstance(result, RetryLater):
+                        self._release_later_if_open(record, result.delay)
+                    else:
+                        self._answer_if_open(record, AckType.ACCEPT)
 
-        async with anyio.create_task_group() as tg:
-            if keeper is not None and keeper is not self._keeper:
-                tg.start_soon(self._keep_locks, core, keeper)
-            async with anyio.create_task_group() as workers:
-                for _ in range(concurrency):
-                    workers.start_soon(worker)
-            tg.cancel_scope.cancel()  # the workers are done: so is this keeper
+        self._processing += 1
+        try:
+            async with anyio.create_task_group() as tg:
+                if keeper is not None and keeper is not self._keeper:
+                    tg.start_soon(self._keep_locks, core, keeper)
+                async with anyio.create_task_group() as workers:
+                    for _ in range(concurrency):
+                        workers.start_soon(worker)
+                tg.cancel_scope.cancel()  # the workers are done: so is this keeper
+        finally:
+            self._processing -= 1
         if core.fatal is not None:
             raise core.fatal
 
@@ -1092,9 +1150,12 @@ class ShareConsumer(Generic[K, V]):
         """Renew the locks of held records as they near their end (see ``keep_locks``)."""
         while not core.closing and core.fatal is None:
             await anyio.sleep(_KEEP_TICK)
+            delayed = self._delayed
             for rec in keeper.keys():
                 if (rec.topic_partition, rec.offset) not in core.renewing and not core.holds(rec):
                     keeper.drop(rec)  # answered, or its lock was lost
+                elif delayed is not None and rec in delayed:
+                    keeper.drop(rec)  # released with a delay: the delayed releases keep it
             held = keeper.keys()
             renew, given_up = keeper.due(core.clock(), {r: r.lock_deadline for r in held})
             for rec in renew:
@@ -1181,9 +1242,26 @@ class ShareConsumer(Generic[K, V]):
         logger.info("share consumer %s: rejoining the group", core.member_id)
 
     def _answer_if_open(self, record: Record[Any, Any], ack: AckType) -> None:
-        # process(): the handler may have answered the record itself; that answer stands.
+        # process(): the handler may have answered the record itself; that answer stands,
+        # a delayed release included.
         assert self._core is not None
+        delayed = self._delayed
+        if delayed is not None and record in delayed:
+            return
         self._core.answer(record, ack)
+
+    def _release_later_if_open(self, record: Record[Any, Any], delay: float) -> None:
+        # process(): a RetryLater (or the policy's backoff) for a record the handler did
+        # not answer itself; a record it answered, or whose lock was lost, keeps that.
+        core = self._core
+        assert core is not None
+        delayed = self._delayed
+        if (delayed is not None and record in delayed) or not core.holds(record):
+            return
+        if core.closing:
+            core.answer(record, AckType.RELEASE)
+            return
+        self.release_later(record, delay)
 
     def _accept_current(self) -> None:
         cur = self._current

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from sharecon import errors
+from sharecon._backoff import Backoff
 from sharecon._lifecycle import Hosting
 from sharecon.protocol.names import validate_topic_name
 
@@ -180,6 +181,12 @@ class DeadLetterPolicy:
     :param partitions: partitions of a topic created on first use.
     :param use_broker_dlq: let a Kafka 4.4 broker with its own dead-letter queue for this
         group and topic do the copy (``"auto"``), always copy in the client (``False``).
+    :param retry_backoff: in :meth:`ShareConsumer.process`, a handler error before the
+        last allowed delivery releases the record after a delay,
+        ``retry_backoff.delay(delivery_count - 1)`` seconds (e.g.
+        ``Backoff(initial=1.0, maximum=60.0, multiplier=2.0)``: 1 s, 2 s, 4 s, ... at
+        most 60 s), as ``record.release(delay=...)`` does (Kafka 4.2+). ``None``
+        (default): released at once.
     """
 
     topic: str | None = None
@@ -187,6 +194,7 @@ class DeadLetterPolicy:
     create_topic: bool = True
     partitions: int = 1
     use_broker_dlq: bool | str = "auto"
+    retry_backoff: Backoff | None = None
 
     def __post_init__(self) -> None:
         if self.max_deliveries < 1:
@@ -199,6 +207,10 @@ class DeadLetterPolicy:
             raise errors.ConfigError("use_broker_dlq must be True, False or 'auto'")
         if self.topic is not None:
             validate_topic_name(self.topic, param="DeadLetterPolicy.topic")
+        if self.retry_backoff is not None and not isinstance(self.retry_backoff, Backoff):
+            raise errors.ConfigError(
+                f"retry_backoff must be a sharecon.Backoff or None, not {self.retry_backoff!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
