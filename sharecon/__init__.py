@@ -24,9 +24,9 @@ from sharecon.config import Backoff, ConnectionConfig, SaslConfig, TlsConfig
 from sharecon.consumer import ConsumerHealth, ShareConsumer
 from sharecon.dlq import DeadLetterInfo, DeadLetterPolicy
 from sharecon.errors import KafkaError
-from sharecon.metrics import ConsumerMetrics, ProducerMetrics
+from sharecon.metrics import ConsumerMetrics, PartitionMetrics, ProducerMetrics
 from sharecon.producer import Producer, ProducerRecord, RecordFuture, RecordMetadata
-from sharecon.record import Record, RecordedAcks, TimestampType
+from sharecon.record import Record, RecordedAcks, RetryLater, TimestampType
 from sharecon.types import AckType, Header, TopicIdPartition, TopicPartition
 
 __all__ = [
@@ -46,12 +46,14 @@ __all__ = [
     "Header",
     "KafkaError",
     "Producer",
+    "PartitionMetrics",
     "ProducerMetrics",
     "ProducerRecord",
     "Record",
     "RecordFuture",
     "RecordMetadata",
     "RecordedAcks",
+    "RetryLater",
     "SaslConfig",
     "ShareConsumer",
     "TimestampType",

@@ -19,7 +19,6 @@ Acknowledgement modes:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 from dataclasses import dataclass, replace
@@ -31,9 +30,11 @@ import anyio
 import anyio.lowlevel
 
 from sharecon import errors
+from sharecon._consumer.backlog import keep_lag, partition_metrics
 from sharecon._consumer.config import AcquireMode, ConsumerConfig, check_max_records, topics_tuple
 from sharecon._consumer.core import ConsumerCore
 from sharecon._consumer.dead_letters import route_dead_letters
+from sharecon._consumer.delayed import DelayedReleaser
 from sharecon._consumer.deserialize import Deserializers
 from sharecon._consumer.fetcher import FetcherPool
 from sharecon._consumer.group_config import lock_duration as group_lock_duration
@@ -41,7 +42,8 @@ from sharecon._consumer.heartbeat import heartbeat_loop
 from sharecon._consumer.liveness import Liveness
 from sharecon._consumer.lock_keeping import keep_locks, renewals_allowed
 from sharecon._consumer.process import Host, run_workers
-from sharecon._lifecycle import Lifecycle
+from sharecon._consumer.telemetry import TelemetryPusher, consumer_points
+from sharecon._lifecycle import ClientRuntime
 from sharecon._net.clock import event_loop_clock
 from sharecon._net.cluster import Cluster, require_record_limit, require_share_groups
 from sharecon._net.connect import ConnectionConfig
@@ -51,7 +53,7 @@ from sharecon._share.membership import MemberState
 from sharecon.dlq import DeadLetterPolicy, DeadLetterRouter, routing_error
 from sharecon.protocol import ShareGroupHeartbeatRequest
 from sharecon.protocol.names import validate_topic_name
-from sharecon.record import K, V
+from sharecon.record import K, V, check_delay
 from sharecon.types import AckType, TopicIdPartition, TopicPartition
 
 if TYPE_CHECKING:
@@ -59,13 +61,12 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
     from types import TracebackType
 
-    from anyio.abc import TaskGroup
     from typing_extensions import Self
 
     from sharecon._net.sasl import SaslConfig
     from sharecon._net.sasl_gssapi import GssapiConfig
     from sharecon._share.ledger import AckResult
-    from sharecon.metrics import ConsumerMetrics
+    from sharecon.metrics import ConsumerMetrics, PartitionMetrics
     from sharecon.producer import RecordMetadata
     from sharecon.record import Record
 
@@ -144,6 +145,9 @@ class ShareConsumer(Generic[K, V]):
         have handed it out raises :class:`~sharecon.errors.DeserializationError` and the
         record is released (or, on its last allowed delivery under ``dead_letter``,
         routed to the dead-letter topic); the next call goes on with the next record.
+    :param enable_metrics_push: push this consumer's metrics to brokers that ask for
+        them (KIP-714 client telemetry, as Java's ``enable.metrics.push``): nothing is
+        sent unless a client-metrics subscription on the cluster matches this client.
     :raises ConfigError: for a wrong argument, naming it.
     """
 
@@ -178,7 +182,10 @@ class ShareConsumer(Generic[K, V]):
         max_poll_interval: float | None = 300.0,
         key_deserializer: Callable[[bytes], K] | None = None,
         value_deserializer: Callable[[bytes], V] | None = None,
+        enable_metrics_push: bool = True,
     ) -> None:
+        self._enable_metrics_push = enable_metrics_push
+        self._telemetry: TelemetryPusher | None = None
         self._config = ConsumerConfig(
             group_id=group_id,
             topics=topics_tuple(topics),
@@ -245,13 +252,10 @@ class ShareConsumer(Generic[K, V]):
         policy = dead_letter or DeadLetterPolicy()
         self._dlq_policy = replace(policy, topic=policy.topic or dlq_topic)
         self._router: DeadLetterRouter | None = None
-        self._life = Lifecycle("ShareConsumer")
-        self._stack: contextlib.AsyncExitStack | None = None
-        self._tg: TaskGroup | None = None
+        self._runtime = ClientRuntime("ShareConsumer")
+        self._life = self._runtime.life
         self._core: ConsumerCore | None = None
-        self._cluster: Cluster | None = None
         self._heartbeat_done = anyio.Event()
-        self._closed = False
         self._explicit = ack_mode == "explicit"
         self._current: Record[Any, Any] | None = None
         self._current_answered = False
@@ -259,6 +263,10 @@ class ShareConsumer(Generic[K, V]):
         self._served = 0
         #: Records handed out and not answered, whose locks are renewed (``keep_locks``).
         self._keeper: LockKeeper[Record[Any, Any]] | None = None
+        #: Records released with a delay (``record.release(delay=...)``), made on first use.
+        self._delayed: DelayedReleaser | None = None
+        #: process() calls running (a delayed release in implicit mode needs one).
+        self._processing = 0
         #: Liveness (``max_poll_interval``): how often the application asked for records,
         #: how many of its tasks wait for records now, and whether it was made to leave.
         self._liveness = Liveness(self._config.max_poll_interval, self._config.request_timeout)
@@ -291,15 +299,8 @@ class ShareConsumer(Generic[K, V]):
         """
         # A second life would be a new member nobody closes: it would heartbeat and hold
         # records until the process exits. So a closed consumer never starts again.
-        self._life.begin_start()
-        stack = contextlib.AsyncExitStack()
-        self._stack = stack
-        try:
-            tg = await stack.enter_async_context(anyio.create_task_group())
-            self._tg = tg
-            cluster = Cluster(self._bootstrap, self._connection, tg)
-            self._cluster = cluster
-            await cluster.connect()
+        connect = self._runtime.starting(lambda g: Cluster(self._bootstrap, self._connection, g))
+        async with connect as (cluster, tg):
             require_share_groups(cluster.versions, cluster.bootstrap_addresses[0])
             if self._config.acquire_mode == "record_limit":
                 require_record_limit(cluster.versions)
@@ -349,6 +350,18 @@ class ShareConsumer(Generic[K, V]):
                 core.machine.dead_letter_limit = self._dead_letter.max_deliveries
                 tg.start_soon(self._route_dead_letters, core, name="sharecon dead letters")
             tg.start_soon(self._run_heartbeat, core, name="sharecon heartbeat")
+            if self._enable_metrics_push:
+                self._telemetry = TelemetryPusher(
+                    cluster,
+                    lambda: consumer_points(core.metrics()),
+                    resource={
+                        "client_id": self._connection.client_id,
+                        "group_id": self._config.group_id,
+                    },
+                    request_timeout=self._config.request_timeout,
+                )
+                tg.start_soon(self._telemetry.run, name="sharecon telemetry")
+            tg.start_soon(keep_lag, core, name="sharecon lag")
             if self._config.keep_locks:
                 core.check_renew()
                 await self._check_renewals(core, explicit=True)
@@ -368,11 +381,10 @@ class ShareConsumer(Generic[K, V]):
             if core.fatal is not None:
                 raise core.fatal
             core.stats.poll_timer_from(_monotonic())
-        except BaseException:
-            self._closed = True
-            self._life.begin_close()
-            await self._teardown()
-            raise
+
+    @property
+    def _closed(self) -> bool:
+        return self._runtime.state == "closed"
 
     async def _run_heartbeat(self, core: ConsumerCore) -> None:
         try:
@@ -393,34 +405,25 @@ class ShareConsumer(Generic[K, V]):
         waiting :meth:`poll`) ends when the consumer closes; a call made after the
         close raises :class:`~sharecon.errors.ClientClosedError`.
         """
-        if self._closed:
+        if not self._runtime.begin_close():
             return
-        self._closed = True
-        self._life.begin_close()
         core = self._core
         limit = self._config.close_timeout if timeout is None else timeout
-        if core is not None:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(limit) as scope:
-                # The farewell gets a task group of its own: if an enclosing cancel scope
-                # cancelled the consumer's loops and connection readers, the last requests
-                # reconnect here, shielded, instead of never being sent.
-                async with anyio.create_task_group() as farewell:
-                    core.cluster.rebind(farewell)
-                    try:
-                        await self._leave(core)
-                    finally:
-                        await core.cluster.aclose()
-            if scope.cancelled_caught:
-                logger.warning(
-                    "share consumer %s: close timed out after %g s", core.member_id, limit
-                )
-        await self._teardown()
+        if core is None:
+            await self._runtime.shutdown(timeout=limit)
+            return
+        # The farewell reconnects in a task group of the closing task if an enclosing
+        # cancel scope cancelled the consumer's loops and connection readers.
+        if await self._runtime.shutdown(lambda _: self._leave(core), limit):
+            logger.warning("share consumer %s: close timed out after %g s", core.member_id, limit)
 
     async def aclose(self) -> None:
         """:meth:`close` with the default timeout (the name every sharecon client has)."""
         await self.close()
 
     async def _leave(self, core: ConsumerCore) -> None:
+        if self._telemetry is not None:
+            await self._telemetry.terminate()  # bounded; before the member's goodbye
         core.closing = True
         core.dead_letter_signal.set()
         if self._router is not None:
@@ -455,19 +458,6 @@ class ShareConsumer(Generic[K, V]):
             membership.on_error(anyio.current_time())
             return
         membership.on_response(anyio.current_time(), error_code=resp.error_code)
-
-    async def _teardown(self) -> None:
-        stack, self._stack = self._stack, None
-        if stack is None:
-            return
-        with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
-            if self._cluster is not None:
-                await self._cluster.aclose()
-        if self._tg is not None:
-            # The loops (and connection readers) end here; their cleanup is bounded.
-            self._tg.cancel_scope.cancel()
-        # Exiting the task group must happen outside any scope opened after it.
-        await stack.aclose()
 
     # -- state --------------------------------------------------------------------------
 
@@ -544,6 +534,17 @@ class ShareConsumer(Generic[K, V]):
         consumer's (see :mod:`sharecon.metrics`); readable after :meth:`close` too, and
         from any thread (an exporter's)."""
         return self._running().metrics()
+
+    def partition_metrics(self) -> tuple[PartitionMetrics, ...]:
+        """Per partition assigned to this member (or still holding its records): the
+        share-partition lag the broker reports, and this member's buffered, held and
+        in-flight records and lock expiries (see :class:`~sharecon.metrics.PartitionMetrics`).
+
+        The lag is fetched in the background while this is read (at most every 10 s per
+        group, shared by the group's members in this process): the first reads give ``-1``
+        until it has been fetched. Readable from any thread, and after :meth:`close`.
+        """
+        return partition_metrics(self._running())
 
     @property
     def on_acknowledged(self) -> Callable[[list[AckResult]], None] | None:
@@ -626,6 +627,20 @@ class ShareConsumer(Generic[K, V]):
             released,
         )
 
+    def stop_fetching(self) -> None:
+        """Fetch no more records, for good; everything else goes on.
+
+        Records already fetched are still handed out, and answers are still sent (with
+        ShareAcknowledge). A fetch already on its way may still bring records (within
+        ``max_wait_ms``). For a drain that finishes what this member acquired instead of
+        releasing it, which would spend one of each record's delivery attempts
+        (``sharecon worker`` drains so); :meth:`close` afterwards.
+
+        :raises ClientClosedError: the consumer was closed.
+        """
+        core = self._live()
+        core.buffer.stopped = True
+
     # -- acknowledgements -----------------------------------------------------------------
 
     def acknowledge(self, record: Record[Any, Any], ack: AckType = AckType.ACCEPT) -> None:
@@ -685,6 +700,40 @@ class ShareConsumer(Generic[K, V]):
             and cur.partition == partition
             and cur.topic == topic
         ):
+            self._current_answered = True
+
+    def release_later(self, record: Record[Any, Any], delay: float) -> None:
+        """Release ``record`` ``delay`` seconds from now (what ``record.release(delay=...)``
+        calls): its lock is renewed meanwhile, so no member gets it before.
+
+        :raises ConfigError: ``delay`` is not a finite number of seconds >= 0.
+        :raises UnsupportedVersionError: the broker cannot renew locks (Kafka 4.1).
+        :raises InvalidRecordStateError: the record is not this consumer's to answer (or
+            is waiting for a delayed release already); in implicit mode, a record of
+            :meth:`poll` or :meth:`batches` (their next call accepts it).
+        """
+        delay = check_delay(delay)
+        core = self._core
+        if core is None or core.closing:
+            raise errors.InvalidRecordStateError(
+                f"{record.topic}-{record.partition} offset {record.offset}: the consumer is "
+                "not running"
+            )
+        if not self._explicit and record is not self._current and not self._processing:
+            raise errors.InvalidRecordStateError(
+                "implicit ack mode: release(delay=...) only for the record of `async for` or "
+                "process(); poll() and batches() accept the rest of their records"
+            )
+        if delay == 0:
+            self.acknowledge(record, AckType.RELEASE)
+            return
+        delayed = self._delayed
+        if delayed is None:
+            delayed = self._delayed = DelayedReleaser(core)
+        delayed.add(record, delay)
+        if self._keeper is not None:
+            self._keeper.drop(record)  # the delayed releases renew it, up to the release
+        if record is self._current:
             self._current_answered = True
 
     async def commit(
@@ -841,7 +890,11 @@ class ShareConsumer(Generic[K, V]):
         Each record is accepted when ``handler`` returns. When it raises an ``Exception``,
         the record is released, or, on its last allowed delivery under a
         :class:`~sharecon.dlq.DeadLetterPolicy`, routed to the dead-letter topic with the
-        exception as the reason. Answers the handler gives itself are kept. A record the
+        exception as the reason; with the policy's ``retry_backoff``, an error before the
+        last allowed delivery releases the record after the backoff's delay instead. A
+        handler that raises or returns :class:`~sharecon.record.RetryLater` releases the
+        record after its delay (``record.release(delay=...)``, Kafka 4.2+). Answers the
+        handler gives itself are kept. A record the
         deserializers fail for never reaches ``handler``: it is released (or routed) the
         same way, and the :class:`~sharecon.errors.DeserializationError` is logged
         (WARNING) and kept in :attr:`recent_errors` instead of ending ``process()``.
@@ -857,6 +910,9 @@ class ShareConsumer(Generic[K, V]):
             raise errors.ConfigError(f"concurrency must be at least 1, not {concurrency}")
         core = self._raise_if_failed()
         limit = self._dead_letter.max_deliveries if self._dead_letter is not None else None
+        backoff = self._dead_letter.retry_backoff if self._dead_letter is not None else None
+        if backoff is not None:
+            core.check_renew()  # delayed releases renew locks: Kafka 4.2+
         keeper = self._keeper
         if keeper is None and keep_locks is not False:
             if keep_locks or core.can_renew():
@@ -871,17 +927,23 @@ class ShareConsumer(Generic[K, V]):
             dispose=self._dispose_undeserializable,
             to_dead_letters=partial(self._reject_to_dlq, topic=None),
             answer=self._answer_if_open,
+            release_later=self._release_later_if_open,
             keep_locks=self._keep_locks,
         )
-        await run_workers(
-            core,
-            host,
-            handler,
-            concurrency=concurrency,
-            keeper=keeper,
-            own_keeper=keeper is not self._keeper,
-            dead_letter_limit=limit,
-        )
+        self._processing += 1
+        try:
+            await run_workers(
+                core,
+                host,
+                handler,
+                concurrency=concurrency,
+                keeper=keeper,
+                own_keeper=keeper is not self._keeper,
+                dead_letter_limit=limit,
+                retry_backoff=backoff,
+            )
+        finally:
+            self._processing -= 1
         if core.fatal is not None:
             raise core.fatal
 
@@ -955,7 +1017,12 @@ class ShareConsumer(Generic[K, V]):
         return await renewals_allowed(core, explicit=explicit)
 
     async def _keep_locks(self, core: ConsumerCore, keeper: LockKeeper[Record[Any, Any]]) -> None:
-        await keep_locks(core, keeper, self._config.max_hold)
+        await keep_locks(core, keeper, self._config.max_hold, self._delayed_holds)
+
+    def _delayed_holds(self, record: Record[Any, Any]) -> bool:
+        # Released with a delay: the delayed releases keep its lock, not the keeper.
+        delayed = self._delayed
+        return delayed is not None and record in delayed
 
     async def _watch_liveness(self, core: ConsumerCore) -> None:
         """Leave the group when the application stops asking for records (``max_poll_interval``)."""
@@ -980,13 +1047,31 @@ class ShareConsumer(Generic[K, V]):
     def _restart_heartbeat(self, core: ConsumerCore) -> None:
         if self._heartbeat_done.is_set():
             self._heartbeat_done = anyio.Event()
-            assert self._tg is not None
-            self._tg.start_soon(self._run_heartbeat, core, name="sharecon heartbeat")
+            self._runtime.task_group.start_soon(
+                self._run_heartbeat, core, name="sharecon heartbeat"
+            )
 
     def _answer_if_open(self, record: Record[Any, Any], ack: AckType) -> None:
-        # process(): the handler may have answered the record itself; that answer stands.
+        # process(): the handler may have answered the record itself; that answer stands,
+        # a delayed release included.
         assert self._core is not None
+        delayed = self._delayed
+        if delayed is not None and record in delayed:
+            return
         self._core.handout.answer(record, ack)
+
+    def _release_later_if_open(self, record: Record[Any, Any], delay: float) -> None:
+        # process(): a RetryLater (or the policy's backoff) for a record the handler did
+        # not answer itself; a record it answered, or whose lock was lost, keeps that.
+        core = self._core
+        assert core is not None
+        delayed = self._delayed
+        if (delayed is not None and record in delayed) or not core.handout.holds(record):
+            return
+        if core.closing:
+            core.handout.answer(record, AckType.RELEASE)
+            return
+        self.release_later(record, delay)
 
     def _accept_current(self) -> None:
         cur = self._current

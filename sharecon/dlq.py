@@ -40,10 +40,13 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from sharecon import errors
+from sharecon._backoff import Backoff
+from sharecon._lifecycle import Hosting
 from sharecon.protocol.names import validate_topic_name
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from contextlib import AbstractAsyncContextManager
 
     from anyio.abc import TaskStatus
 
@@ -178,6 +181,12 @@ class DeadLetterPolicy:
     :param partitions: partitions of a topic created on first use.
     :param use_broker_dlq: let a Kafka 4.4 broker with its own dead-letter queue for this
         group and topic do the copy (``"auto"``), always copy in the client (``False``).
+    :param retry_backoff: in :meth:`ShareConsumer.process`, a handler error before the
+        last allowed delivery releases the record after a delay,
+        ``retry_backoff.delay(delivery_count - 1)`` seconds (e.g.
+        ``Backoff(initial=1.0, maximum=60.0, multiplier=2.0)``: 1 s, 2 s, 4 s, ... at
+        most 60 s), as ``record.release(delay=...)`` does (Kafka 4.2+). ``None``
+        (default): released at once.
     """
 
     topic: str | None = None
@@ -185,6 +194,7 @@ class DeadLetterPolicy:
     create_topic: bool = True
     partitions: int = 1
     use_broker_dlq: bool | str = "auto"
+    retry_backoff: Backoff | None = None
 
     def __post_init__(self) -> None:
         if self.max_deliveries < 1:
@@ -197,6 +207,10 @@ class DeadLetterPolicy:
             raise errors.ConfigError("use_broker_dlq must be True, False or 'auto'")
         if self.topic is not None:
             validate_topic_name(self.topic, param="DeadLetterPolicy.topic")
+        if self.retry_backoff is not None and not isinstance(self.retry_backoff, Backoff):
+            raise errors.ConfigError(
+                f"retry_backoff must be a sharecon.Backoff or None, not {self.retry_backoff!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,37 +334,35 @@ class DeadLetterRouter:
         self._share_version = share_version
         self._producer: Producer | None = None
         self._admin: Admin | None = None
-        self._stop = anyio.Event()
-        self._stopped = anyio.Event()
-        self.started = False
+        self._hosting = Hosting()
         self._known_topics: set[str] = set()
         self._broker_dlq = BrokerDlqCache()
+
+    @property
+    def started(self) -> bool:
+        """Whether the producer and admin client are up (rule 4)."""
+        return self._hosting.started
 
     async def host(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Run the router's producer and admin until :meth:`stop` (rule 4)."""
         from sharecon.admin import Admin
         from sharecon.producer import Producer
 
+        clients: list[AbstractAsyncContextManager[Any]] = [
+            Producer(self._bootstrap, config=self._connection, client_id="sharecon-dlq"),
+            Admin(self._bootstrap, config=self._connection),
+        ]
         try:
-            async with (
-                Producer(
-                    self._bootstrap, config=self._connection, client_id="sharecon-dlq"
-                ) as producer,
-                Admin(self._bootstrap, config=self._connection) as admin,
-            ):
-                self._producer, self._admin = producer, admin
-                self.started = True
-                task_status.started()
-                await self._stop.wait()
+            await self._hosting.run(clients, self._on_ready, task_status=task_status)
         finally:
             self._producer = self._admin = None
-            self._stopped.set()
+
+    def _on_ready(self, clients: list[Any]) -> None:
+        self._producer, self._admin = clients
 
     async def stop(self) -> None:
         """Flush and stop the producer and admin (bounded by the caller)."""
-        self._stop.set()
-        if self.started:
-            await self._stopped.wait()
+        await self._hosting.stop()
 
     async def _broker_routes(self, topic: str) -> bool:
         """Rule 3: does the broker copy rejected records of this group to ``topic``?"""

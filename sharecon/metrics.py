@@ -18,9 +18,11 @@ from typing import Literal
 
 __all__ = [
     "CONSUMER_METRICS",
+    "PARTITION_METRICS",
     "PRODUCER_METRICS",
     "ConsumerMetrics",
     "MetricInfo",
+    "PartitionMetrics",
     "ProducerMetrics",
 ]
 
@@ -175,6 +177,47 @@ CONSUMER_METRICS: tuple[MetricInfo, ...] = _table(
     ],
 )
 
+#: Every per-partition consumer metric, in :class:`PartitionMetrics` field order (after
+#: ``topic`` and ``partition``). ``records-lag`` is the Java consumer's per-partition name
+#: (``consumer-fetch-manager-metrics``); for a share group it is the broker's share-partition
+#: lag (KIP-1226).
+PARTITION_METRICS: tuple[MetricInfo, ...] = _table(
+    [
+        (
+            "records_lag",
+            "1",
+            _FETCH,
+            "Records of the share-partition not yet delivery-complete, as the broker last "
+            "reported (-1: not reported).",
+        ),
+        (
+            "buffered_records",
+            "1",
+            _OURS,
+            "Records of the partition fetched and waiting for the application.",
+        ),
+        (
+            "held_records",
+            "1",
+            _OURS,
+            "Records of the partition handed to the application and not answered yet, or "
+            "answered and not sent.",
+        ),
+        (
+            "in_flight_records",
+            "1",
+            _OURS,
+            "Records of the partition whose answers were sent and not confirmed yet.",
+        ),
+        (
+            "lock_expired_records_total",
+            "1",
+            _OURS,
+            "Records of the partition dropped before being handed out because their lock ended.",
+        ),
+    ],
+)
+
 #: Every producer metric, in :class:`ProducerMetrics` field order.
 PRODUCER_METRICS: tuple[MetricInfo, ...] = _table(
     [
@@ -267,6 +310,33 @@ class ConsumerMetrics:
     def as_dict(self) -> dict[str, float]:
         """Every metric keyed by its Java-style name (``records-consumed-rate``)."""
         return {m.name: getattr(self, m.field) for m in CONSUMER_METRICS}
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetrics:
+    """One assigned partition's backlog as a share consumer sees it (see
+    :data:`PARTITION_METRICS`): what ``consumer.partition_metrics()`` returns, one per
+    partition assigned or still holding records.
+
+    ``records_lag`` comes from the broker (DescribeShareGroupOffsets, Kafka 4.2+), fetched
+    at most every 10 s per group and shared by every member of the group in the process;
+    it is ``-1`` until the broker reported it. The other fields are this member's own.
+
+    :ivar topic: the topic.
+    :ivar partition: the partition.
+    """
+
+    topic: str
+    partition: int
+    records_lag: float
+    buffered_records: float
+    held_records: float
+    in_flight_records: float
+    lock_expired_records_total: float
+
+    def as_dict(self) -> dict[str, float]:
+        """Every metric keyed by its Java-style name (``records-lag``)."""
+        return {m.name: getattr(self, m.field) for m in PARTITION_METRICS}
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,8 +33,15 @@ times the share group delivered the record; the conventions have no Kafka name f
 
 Metrics: every field of ``consumer.metrics()`` and ``producer.metrics()`` as an
 asynchronous instrument named ``sharecon.consumer.<field>`` / ``sharecon.producer.<field>``
-(counters without their ``_total`` suffix), plus the conventions'
-``messaging.client.consumed.messages`` and ``messaging.client.sent.messages``.
+(counters without their ``_total`` suffix); every field of ``consumer.partition_metrics()``
+as ``sharecon.consumer.partition.<field>`` with ``messaging.destination.name`` and
+``messaging.destination.partition.id`` (``records_lag``: the broker's share-partition lag);
+plus the conventions' ``messaging.client.consumed.messages`` and
+``messaging.client.sent.messages`` counters and two histograms, in seconds:
+``messaging.process.duration`` (each handler call that :meth:`ShareConsumer.process` or
+:func:`process_span` wraps) and ``messaging.client.operation.duration`` (each ``send``:
+``send_and_wait``, ``send`` until its future is done, ``send_batch``; and each ``receive``:
+a record from ``async for`` or a non-empty ``poll``), with ``error.type`` on failures.
 
 The instrumentor wraps methods of :class:`ShareConsumer` and :class:`Producer` (every
 instance, like OpenTelemetry's own Kafka instrumentations); :meth:`uninstrument` restores
@@ -59,7 +66,7 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from sharecon import errors
 from sharecon._version import __version__
 from sharecon.consumer import ShareConsumer
-from sharecon.metrics import CONSUMER_METRICS, PRODUCER_METRICS, MetricInfo
+from sharecon.metrics import CONSUMER_METRICS, PARTITION_METRICS, PRODUCER_METRICS, MetricInfo
 from sharecon.producer import Producer, ProducerRecord
 from sharecon.types import Header
 
@@ -67,6 +74,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
 
     from opentelemetry.context import Context
+    from opentelemetry.metrics import Histogram
     from opentelemetry.trace import Span, Tracer, TracerProvider
     from opentelemetry.util.types import AttributeValue
 
@@ -77,6 +85,8 @@ if TYPE_CHECKING:
 __all__ = ["ShareconInstrumentor", "process_span"]
 
 _SCOPE = "sharecon"
+#: The semantic conventions' advised buckets for messaging durations (seconds).
+_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10)
 #: Links per receive span of a polled batch: enough to follow, bounded for huge batches.
 _MAX_LINKS = 128
 
@@ -154,6 +164,8 @@ class ShareconInstrumentor:
         self._originals: dict[tuple[type[Any], str], Any] = {}
         self._consumers: weakref.WeakSet[ShareConsumer] = weakref.WeakSet()
         self._producers: weakref.WeakSet[Producer] = weakref.WeakSet()
+        self._process_duration: Histogram | None = None
+        self._operation_duration: Histogram | None = None
 
     @property
     def is_instrumented(self) -> bool:
@@ -233,8 +245,10 @@ class ShareconInstrumentor:
 
     def _wrap_anext(self, original: Callable[[ShareConsumer], Awaitable[Record]]) -> Any:
         async def __anext__(consumer: ShareConsumer) -> Record:
+            started = time.perf_counter()
             record = await original(consumer)
             self._received(consumer, [record], None)
+            self._operation(started, self._receive_attributes(consumer, [record]))
             return record
 
         return __anext__
@@ -242,9 +256,11 @@ class ShareconInstrumentor:
     def _wrap_poll(self, original: Callable[..., Awaitable[list[Record]]]) -> Any:
         async def poll(consumer: ShareConsumer, *args: Any, **kwargs: Any) -> list[Record]:
             started = time.time_ns()  # OpenTelemetry's timestamps
+            clock = time.perf_counter()
             records = await original(consumer, *args, **kwargs)
             if records:
                 self._received(consumer, records, started)
+                self._operation(clock, self._receive_attributes(consumer, records))
             return records
 
         return poll
@@ -278,6 +294,8 @@ class ShareconInstrumentor:
             if value is None:
                 attrs["messaging.kafka.message.tombstone"] = True
             span = self._t.start_span(f"send {topic}", kind=SpanKind.PRODUCER, attributes=attrs)
+            started = time.perf_counter()
+            measured = self._send_metric_attributes(producer, topic)
             with trace.use_span(span, end_on_exit=False):
                 carrier: dict[str, str] = {}
                 propagate.inject(carrier)
@@ -287,13 +305,15 @@ class ShareconInstrumentor:
                 except BaseException as exc:
                     _fail_span(span, exc)
                     span.end()
+                    self._operation(started, measured, exc)
                     raise
             span.set_attribute("messaging.destination.partition.id", str(out.partition))
             if waits:
                 span.set_attribute("messaging.kafka.offset", out.offset)
                 span.end()
+                self._operation(started, measured)
             else:
-                out.add_done_callback(partial(_end_send_span, span))
+                out.add_done_callback(partial(self._end_send, span, started, measured))
             return out
 
         return send
@@ -308,6 +328,10 @@ class ShareconInstrumentor:
             name = f"send {topics[0]}" if len(topics) == 1 else "send"
             attrs = self._send_attributes(producer, topics[0] if len(topics) == 1 else None)
             attrs["messaging.batch.message_count"] = len(records)
+            started = time.perf_counter()
+            measured = self._send_metric_attributes(
+                producer, topics[0] if len(topics) == 1 else None
+            )
             with self._t.start_as_current_span(
                 name, kind=SpanKind.PRODUCER, attributes=attrs
             ) as span:
@@ -324,6 +348,7 @@ class ShareconInstrumentor:
                     out = await original(producer, records, *args, **kwargs)
                 except BaseException as exc:
                     span.set_attribute("error.type", type(exc).__qualname__)
+                    self._operation(started, measured, exc)
                     raise
                 failed = [r for r in out if isinstance(r, errors.KafkaError)]
                 if failed:
@@ -331,6 +356,7 @@ class ShareconInstrumentor:
                     span.set_status(
                         Status(StatusCode.ERROR, f"{len(failed)} of {len(out)} records failed")
                     )
+                self._operation(started, measured, failed[0] if failed else None)
                 return out
 
         return send_batch
@@ -404,14 +430,35 @@ class ShareconInstrumentor:
     def _process_span(self, record: Record, consumer: ShareConsumer | None) -> Iterator[Span]:
         attrs = self._record_attributes(record, consumer, "process")
         parent = _creation_context(record)
-        with self._t.start_as_current_span(
-            f"process {record.topic}", context=parent, kind=SpanKind.CONSUMER, attributes=attrs
-        ) as span:
-            try:
-                yield span
-            except BaseException as exc:
-                span.set_attribute("error.type", type(exc).__qualname__)
-                raise
+        started = time.perf_counter()
+        failure: BaseException | None = None
+        try:
+            with self._t.start_as_current_span(
+                f"process {record.topic}",
+                context=parent,
+                kind=SpanKind.CONSUMER,
+                attributes=attrs,
+            ) as span:
+                try:
+                    yield span
+                except BaseException as exc:
+                    span.set_attribute("error.type", type(exc).__qualname__)
+                    failure = exc
+                    raise
+        finally:
+            histogram = self._process_duration
+            if histogram is not None and self.is_instrumented:
+                measured: dict[str, AttributeValue] = {
+                    "messaging.system": "kafka",
+                    "messaging.operation.name": "process",
+                    "messaging.destination.name": record.topic,
+                    "messaging.destination.partition.id": str(record.partition),
+                }
+                if consumer is not None:
+                    measured["messaging.consumer.group.name"] = consumer.group_id
+                if failure is not None:
+                    measured["error.type"] = type(failure).__qualname__
+                histogram.record(time.perf_counter() - started, measured)
 
     def _settled(self, consumer: ShareConsumer, results: list[AckResult]) -> None:
         if not self.is_instrumented:
@@ -443,6 +490,20 @@ class ShareconInstrumentor:
     def _register_instruments(self, meter: Meter) -> None:
         for info in CONSUMER_METRICS:
             self._instrument(meter, "sharecon.consumer", info, self._consumer_values)
+        for info in PARTITION_METRICS:
+            self._instrument(meter, "sharecon.consumer.partition", info, self._partition_values)
+        self._process_duration = meter.create_histogram(
+            "messaging.process.duration",
+            unit="s",
+            description="Duration of processing operation.",
+            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
+        )
+        self._operation_duration = meter.create_histogram(
+            "messaging.client.operation.duration",
+            unit="s",
+            description="Duration of messaging operation initiated by a producer or consumer client.",
+            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
+        )
         for info in PRODUCER_METRICS:
             self._instrument(meter, "sharecon.producer", info, self._producer_values)
         meter.create_observable_counter(
@@ -506,6 +567,85 @@ class ShareconInstrumentor:
                 )
             )
         return out
+
+    def _partition_values(self) -> list[tuple[Any, dict[str, AttributeValue]]]:
+        if not self.is_instrumented:
+            return []
+        out: list[tuple[Any, dict[str, AttributeValue]]] = []
+        for consumer in list(self._consumers):
+            client_id = consumer._connection.client_id
+            for p in consumer.partition_metrics():
+                out.append(
+                    (
+                        p,
+                        {
+                            "messaging.system": "kafka",
+                            "messaging.client.id": client_id,
+                            "messaging.consumer.group.name": consumer.group_id,
+                            "messaging.destination.name": p.topic,
+                            "messaging.destination.partition.id": str(p.partition),
+                        },
+                    )
+                )
+        return out
+
+    # -- duration histograms --------------------------------------------------------------
+
+    def _operation(
+        self,
+        started: float,
+        attrs: dict[str, AttributeValue],
+        failure: BaseException | None = None,
+    ) -> None:
+        """Record one operation's duration in ``messaging.client.operation.duration``."""
+        histogram = self._operation_duration
+        if histogram is None or not self.is_instrumented:
+            return
+        if failure is not None:
+            attrs = {**attrs, "error.type": type(failure).__qualname__}
+        histogram.record(time.perf_counter() - started, attrs)
+
+    def _end_send(
+        self,
+        span: Span,
+        started: float,
+        attrs: dict[str, AttributeValue],
+        future: RecordFuture,
+    ) -> None:
+        """A ``send()``'s record is delivered or given up on: end its span, measure it."""
+        _end_send_span(span, future)
+        failure: BaseException | None = None
+        try:
+            future.result()
+        except errors.KafkaError as exc:
+            failure = exc
+        self._operation(started, attrs, failure)
+
+    @staticmethod
+    def _send_metric_attributes(producer: Producer, topic: str | None) -> dict[str, AttributeValue]:
+        attrs: dict[str, AttributeValue] = {
+            "messaging.system": "kafka",
+            "messaging.operation.type": "send",
+            "messaging.operation.name": "send",
+        }
+        if topic is not None:
+            attrs["messaging.destination.name"] = topic
+        return attrs
+
+    @staticmethod
+    def _receive_attributes(
+        consumer: ShareConsumer, records: list[Record]
+    ) -> dict[str, AttributeValue]:
+        attrs: dict[str, AttributeValue] = {
+            "messaging.system": "kafka",
+            "messaging.operation.type": "receive",
+            "messaging.operation.name": "receive",
+            "messaging.consumer.group.name": consumer.group_id,
+        }
+        topic = records[0].topic
+        if all(r.topic == topic for r in records):
+            attrs["messaging.destination.name"] = topic
+        return attrs
 
     def _producer_values(self) -> list[tuple[Any, dict[str, AttributeValue]]]:
         if not self.is_instrumented:

@@ -17,7 +17,10 @@ exported in seconds with a ``_seconds`` suffix (``fetch_latency_avg`` ->
 ``sharecon_consumer_fetch_latency_avg_seconds``), and byte sizes get ``_bytes``
 (``fetch_size_avg`` -> ``sharecon_consumer_fetch_size_avg_bytes``). Consumer samples carry
 the labels ``client_id``, ``group`` and ``member_id``; producer samples ``client_id``
-(give producers distinct ``client_id`` values, or their samples collide).
+(give producers distinct ``client_id`` values, or their samples collide). Each field of
+``consumer.partition_metrics()`` becomes ``sharecon_consumer_partition_<field>`` with the
+consumer's labels plus ``topic`` and ``partition`` (``records_lag``: the share-partition lag
+the broker reports).
 
 Values are read when Prometheus scrapes: nothing runs between scrapes. Clients are held
 weakly: a client that is garbage-collected drops out of the output.
@@ -32,7 +35,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from sharecon.consumer import ShareConsumer
-from sharecon.metrics import CONSUMER_METRICS, PRODUCER_METRICS, MetricInfo
+from sharecon.metrics import CONSUMER_METRICS, PARTITION_METRICS, PRODUCER_METRICS, MetricInfo
 from sharecon.producer import Producer
 
 if TYPE_CHECKING:
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["ShareconCollector", "metric_name"]
 
 _CONSUMER_LABELS = ("client_id", "group", "member_id")
+_PARTITION_LABELS = (*_CONSUMER_LABELS, "topic", "partition")
 _PRODUCER_LABELS = ("client_id",)
 
 
@@ -107,14 +111,18 @@ class ShareconCollector(Collector):
 
     def _families(self, *, with_samples: bool) -> Iterator[Metric]:
         consumers = []
+        partitions: list[tuple[tuple[str, ...], object]] = []
         producers = []
         if with_samples:
             for consumer in list(self._consumers):
                 try:
                     m = consumer.metrics()
+                    per_partition = consumer.partition_metrics()
                 except RuntimeError:
                     continue  # not started yet
-                consumers.append(((m.client_id, m.group_id, consumer.member_id), m))
+                labels = (m.client_id, m.group_id, consumer.member_id)
+                consumers.append((labels, m))
+                partitions.extend(((*labels, p.topic, str(p.partition)), p) for p in per_partition)
             for producer in list(self._producers):
                 try:
                     pm = producer.metrics()
@@ -123,6 +131,12 @@ class ShareconCollector(Collector):
                 producers.append(((pm.client_id,), pm))
         yield from self._build(
             f"{self._namespace}_consumer", CONSUMER_METRICS, _CONSUMER_LABELS, consumers
+        )
+        yield from self._build(
+            f"{self._namespace}_consumer_partition",
+            PARTITION_METRICS,
+            _PARTITION_LABELS,
+            partitions,
         )
         yield from self._build(
             f"{self._namespace}_producer", PRODUCER_METRICS, _PRODUCER_LABELS, producers

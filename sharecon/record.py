@@ -14,6 +14,7 @@ answers it is given.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Generic, Protocol
 
@@ -28,7 +29,16 @@ if TYPE_CHECKING:
 
     from sharecon.protocol.records import Headers
 
-__all__ = ["Acknowledger", "BatchInfo", "K", "Record", "RecordedAcks", "TimestampType", "V"]
+__all__ = [
+    "Acknowledger",
+    "BatchInfo",
+    "K",
+    "Record",
+    "RecordedAcks",
+    "RetryLater",
+    "TimestampType",
+    "V",
+]
 
 #: The type of a record's key after the consumer's ``key_deserializer`` (default ``bytes``).
 K = TypeVar("K", default=bytes)
@@ -235,9 +245,32 @@ class Record(Generic[K, V]):
         """Processed: the broker marks the record done."""
         self._ack(AckType.ACCEPT)
 
-    def release(self) -> None:
-        """Give it back: the broker delivers it again (its delivery count goes up)."""
-        self._ack(AckType.RELEASE)
+    def release(self, delay: float | None = None) -> None:
+        """Give it back: the broker delivers it again (its delivery count goes up).
+
+        With ``delay`` (seconds), a visibility timeout: the record stays locked to this
+        consumer, its lock renewed, for ``delay`` seconds, and is released then, so no
+        member gets it again before (Kafka 4.2+, as :meth:`renew`). It is one delivery,
+        as an immediate release. A consumer that closes releases it at once; one that
+        dies leaves it to come back when its lock ends.
+
+        :raises ConfigError: ``delay`` is not a finite number of seconds >= 0.
+        :raises UnsupportedVersionError: ``delay`` against a broker older than Kafka 4.2.
+        """
+        if delay is None:
+            self._ack(AckType.RELEASE)
+            return
+        delay = check_delay(delay)
+        owner = self._owner
+        release_later = getattr(owner, "release_later", None)
+        if release_later is None:
+            if owner is None:
+                self._ack(AckType.RELEASE)  # raises: built without a consumer
+            raise errors.InvalidRecordStateError(
+                f"{self.topic}-{self.partition} offset {self.offset}: its acknowledger "
+                f"{type(owner).__name__} takes no delayed release"
+            )
+        release_later(self, delay)
 
     def reject(self) -> None:
         """Poison: the broker archives the record; it is never delivered again."""
@@ -314,6 +347,38 @@ class Record(Generic[K, V]):
         return record
 
 
+class RetryLater(Exception):
+    """A :meth:`ShareConsumer.process <sharecon.consumer.ShareConsumer.process>` handler's
+    answer: release the record with a delay, as ``record.release(delay=delay)``.
+
+    Raise it, or return it, from the handler::
+
+        async def handle(record):
+            if not ready(record):
+                raise RetryLater(30.0)   # or: return RetryLater(30.0)
+
+    :param delay: seconds before the record is released (a finite number >= 0).
+    :raises ConfigError: ``delay`` is not a finite number of seconds >= 0.
+    """
+
+    def __init__(self, delay: float) -> None:
+        self.delay = check_delay(delay)
+        super().__init__(f"retry in {self.delay:g} s")
+
+
+def check_delay(delay: object) -> float:
+    """``delay`` as seconds, or a :class:`~sharecon.errors.ConfigError` naming what was wrong.
+
+    :raises ConfigError: not a real number, negative, NaN or infinite.
+    """
+    if isinstance(delay, bool) or not isinstance(delay, (int, float)):
+        raise errors.ConfigError(f"delay must be a number of seconds, not {delay!r}")
+    seconds = float(delay)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise errors.ConfigError(f"delay must be a finite number of seconds >= 0, not {delay!r}")
+    return seconds
+
+
 def _as_bytes(data: object) -> bytes | None:
     # A record built by hand (Record.build) may hold anything: only bytes are "serialized".
     return data if data is None or isinstance(data, bytes) else None
@@ -327,12 +392,16 @@ class RecordedAcks:
     RENEW may come any number of times before the final answer.
 
     :ivar answers: every answer in the order given, as ``(record, ack)`` pairs.
+    :ivar delays: the delays of ``release(delay=...)`` answers, by ``id(record)``
+        (:meth:`delay` reads them).
     """
 
-    __slots__ = ("_final", "answers")
+    __slots__ = ("_final", "answers", "delays")
 
     def __init__(self) -> None:
         self.answers: list[tuple[Record[Any, Any], AckType]] = []
+        #: ``id(record)`` -> seconds, for records released with a delay.
+        self.delays: dict[int, float] = {}
         self._final: dict[int, AckType] = {}
 
     def acknowledge(self, record: Record[Any, Any], ack: AckType) -> None:
@@ -350,6 +419,21 @@ class RecordedAcks:
         self.answers.append((record, ack))
         if ack is not AckType.RENEW:
             self._final[id(record)] = ack
+
+    def release_later(self, record: Record[Any, Any], delay: float) -> None:
+        """Take ``record.release(delay=...)``: a RELEASE answer, its delay kept in
+        :attr:`delays`.
+
+        :raises ConfigError: ``delay`` is not a finite number of seconds >= 0.
+        :raises InvalidRecordStateError: ``record`` already has a final answer.
+        """
+        seconds = check_delay(delay)
+        self.acknowledge(record, AckType.RELEASE)
+        self.delays[id(record)] = seconds
+
+    def delay(self, record: Record[Any, Any]) -> float | None:
+        """The delay ``record`` was released with (``None``: not released with a delay)."""
+        return self.delays.get(id(record))
 
     def answer(self, record: Record[Any, Any]) -> AckType | None:
         """The final answer given for ``record`` (ACCEPT, RELEASE or REJECT), or ``None``."""

@@ -111,8 +111,12 @@ class DeliveryBuffer:
         self.records = 0
         #: Bytes held (undecoded answer bytes + decoded bytes not handed out).
         self.nbytes = 0
-        #: Records dropped because their lock ended while they waited here (rule 3).
+        #: Records dropped because their lock ended while they waited here (rule 3), in
+        #: all and per partition.
         self.expired = 0
+        #: No more fetching, for good (``ShareConsumer.stop_fetching()``).
+        self.stopped = False
+        self.expired_by: dict[TopicIdPartition, int] = {}
         #: Set when records arrive (or the consumer fails/closes): the application waits on it.
         self.data = Signal()
         #: Called when the buffer drops below its bounds (the consumer wakes its fetchers).
@@ -132,7 +136,8 @@ class DeliveryBuffer:
     def has_room(self, extra_records: int = 0, extra_bytes: int = 0) -> bool:
         """Whether fetchers may fetch more (counting ``extra_*`` about to be pushed)."""
         return (
-            self.records + extra_records < self.max_records
+            not self.stopped
+            and self.records + extra_records < self.max_records
             and self.nbytes + extra_bytes < self.max_bytes
         )
 
@@ -179,7 +184,10 @@ class DeliveryBuffer:
             return False
         before = self.records
         self._remove(chunk)
-        self.expired += before - self.records
+        lost = before - self.records
+        self.expired += lost
+        tp = chunk.intake.tp
+        self.expired_by[tp] = self.expired_by.get(tp, 0) + lost
         return True
 
     def _remove(self, chunk: Chunk) -> None:

@@ -48,6 +48,9 @@ class Acknowledger(Protocol):
     def acknowledge(self, record: Record, ack: AckType) -> None:
         """Apply ``ack`` to ``record``."""
 
+    def release_later(self, record: Record, delay: float) -> None:
+        """Release ``record`` ``delay`` seconds from now, keeping its lock meanwhile."""
+
 
 class SessionOwner:
     """What the records of one delivery call back into: the consumer, plus the session and
@@ -63,6 +66,10 @@ class SessionOwner:
     def acknowledge(self, record: Record, ack: AckType) -> None:
         """Pass the answer on to the consumer."""
         self.consumer.acknowledge(record, ack)
+
+    def release_later(self, record: Record, delay: float) -> None:
+        """Pass a delayed release (``record.release(delay=...)``) on to the consumer."""
+        self.consumer.release_later(record, delay)
 
 
 def owner_of(record: Record) -> SessionOwner | None:

@@ -27,6 +27,8 @@ from sharecon._consumer.group_config import GROUP_RENEW_ENABLE, renewals_enabled
 from sharecon.types import AckType
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sharecon._consumer.core import ConsumerCore
     from sharecon._share.lock_keeper import LockKeeper
     from sharecon.record import Record
@@ -39,13 +41,24 @@ __all__ = ["KEEP_TICK", "keep_locks", "renew_due", "renewals_allowed"]
 KEEP_TICK = 0.5
 
 
-def renew_due(core: ConsumerCore, keeper: LockKeeper[Record[Any, Any]], max_hold: float) -> int:
-    """One pass of the keeper (rules 1-2); returns how many RENEWs it gave the machine."""
+def renew_due(
+    core: ConsumerCore,
+    keeper: LockKeeper[Record[Any, Any]],
+    max_hold: float,
+    kept_elsewhere: Callable[[Record[Any, Any]], bool] | None = None,
+) -> int:
+    """One pass of the keeper (rules 1-2); returns how many RENEWs it gave the machine.
+
+    :param kept_elsewhere: whether another job keeps a record's lock now (a delayed
+        release): the keeper drops it.
+    """
     renewing = core.machine.renewing
     handout = core.handout
     for rec in keeper.keys():
         if (rec.topic_partition, rec.offset) not in renewing and not handout.holds(rec):
             keeper.drop(rec)  # answered, or its lock was lost
+        elif kept_elsewhere is not None and kept_elsewhere(rec):
+            keeper.drop(rec)  # released with a delay: the delayed releases keep it
     held = keeper.keys()
     renew, given_up = keeper.due(core.clock(), {r: r.lock_deadline for r in held})
     sent = 0
@@ -71,13 +84,16 @@ def renew_due(core: ConsumerCore, keeper: LockKeeper[Record[Any, Any]], max_hold
 
 
 async def keep_locks(
-    core: ConsumerCore, keeper: LockKeeper[Record[Any, Any]], max_hold: float
+    core: ConsumerCore,
+    keeper: LockKeeper[Record[Any, Any]],
+    max_hold: float,
+    kept_elsewhere: Callable[[Record[Any, Any]], bool] | None = None,
 ) -> None:
     """Renew held records' locks as they near their end, until the consumer closes or
     fails (rule 4)."""
     while not core.closing and core.fatal is None:
         await anyio.sleep(KEEP_TICK)
-        renew_due(core, keeper, max_hold)
+        renew_due(core, keeper, max_hold, kept_elsewhere)
 
 
 async def renewals_allowed(core: ConsumerCore, *, explicit: bool) -> bool:

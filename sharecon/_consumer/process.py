@@ -5,8 +5,10 @@ Rules of this module:
 
 1. Each record is accepted when the handler returns; when it raises an ``Exception`` the
    record is released, or, on its last allowed delivery under a dead-letter policy,
-   routed to the dead-letter topic with the exception as the reason. An answer the
-   handler gave itself stands.
+   routed to the dead-letter topic with the exception as the reason; with the policy's
+   ``retry_backoff``, an error before the last allowed delivery releases it after the
+   backoff's delay. A handler that raises or returns :class:`~sharecon.record.RetryLater`
+   releases the record after its delay. An answer the handler gave itself stands.
 2. A record the deserializers fail for never reaches the handler: it is disposed of (see
    ``Host.dispose``), and the error logged (WARNING) and kept for ``recent_errors``.
 3. One test per record decides whether there is anything to prepare: a consumer without
@@ -26,11 +28,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from sharecon import errors
+from sharecon.record import RetryLater
 from sharecon.types import AckType
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine
 
+    from sharecon._backoff import Backoff
     from sharecon._consumer.core import ConsumerCore
     from sharecon._share.lock_keeper import LockKeeper
     from sharecon.record import Record
@@ -60,6 +64,8 @@ class Host:
     to_dead_letters: Callable[[ConsumerCore, Record[Any, Any], str], Awaitable[object]]
     #: Answer a record for the handler.
     answer: Callable[[Record[Any, Any], AckType], None]
+    #: Release a record after a delay, for the handler.
+    release_later: Callable[[Record[Any, Any], float], None]
     #: Renew held records' locks until cancelled (for a keeper of this call's own).
     keep_locks: Callable[[ConsumerCore, LockKeeper[Record[Any, Any]]], Coroutine[Any, Any, None]]
 
@@ -73,6 +79,7 @@ async def run_workers(
     keeper: LockKeeper[Record[Any, Any]] | None,
     own_keeper: bool,
     dead_letter_limit: int | None,
+    retry_backoff: Backoff | None = None,
 ) -> None:
     """Run ``concurrency`` workers until the consumer closes or fails (rules 1-5).
 
@@ -82,6 +89,7 @@ async def run_workers(
     deserialize = host.deserialize
     prepare = hold is not None or deserialize is not None  # rule 3
     limit = dead_letter_limit
+    backoff = retry_backoff
 
     async def worker() -> None:
         buffer = core.buffer
@@ -108,7 +116,9 @@ async def run_workers(
                 if hold is not None:
                     hold(record, clock(), record.lock_deadline)
             try:
-                await handler(record)
+                result = await handler(record)
+            except RetryLater as retry:
+                host.release_later(record, retry.delay)
             except Exception as exc:
                 if limit is not None and record.delivery_count >= limit:
                     try:
@@ -117,10 +127,15 @@ async def run_workers(
                         if _failed(core):
                             return  # it stopped the consumer (rule 4)
                         core.note_error(dlq_exc)
+                elif backoff is not None:
+                    host.release_later(record, backoff.delay(record.delivery_count - 1))
                 else:
                     host.answer(record, AckType.RELEASE)
             else:
-                host.answer(record, AckType.ACCEPT)
+                if isinstance(result, RetryLater):
+                    host.release_later(record, result.delay)
+                else:
+                    host.answer(record, AckType.ACCEPT)
 
     async with anyio.create_task_group() as tg:
         if keeper is not None and own_keeper:

@@ -71,6 +71,10 @@ _DELIVERED_RUN = re.compile(rb"\x11+")
 _NOT_DONE = re.compile(rb"[^\x40]")
 _OUTSTANDING = re.compile(rb"[\x00-\x04\x10\x11\x20-\x24]")
 _SENT_RUN = re.compile(rb"([\x20-\x24])\1*")
+# Per-partition gauges: buffered (acquired, not handed out); held (handed out, or answered
+# and not sent yet); in flight (answers sent, the broker's reply awaited).
+_HELD_STATE = re.compile(rb"[\x00-\x04\x11]")
+_SENT_STATE = re.compile(rb"[\x20-\x24]")
 
 
 def _table(mapping: Mapping[int, int]) -> bytes:
@@ -644,6 +648,20 @@ class AckLedger:
             for part in self._parts.values()
             for seg in part.segments
         )
+
+    def counts_by_partition(self) -> dict[TopicIdPartition, tuple[int, int, int]]:
+        """``(buffered, held, in flight)`` offsets per partition: acquired and not handed
+        out; handed out, or answered and not sent yet; answers sent and not confirmed."""
+        out = {}
+        for tp, part in self._parts.items():
+            buffered = held = sent = 0
+            for seg in part.segments:
+                states = seg.states
+                buffered += states.count(_ACQUIRED)
+                held += len(_HELD_STATE.findall(states))
+                sent += len(_SENT_STATE.findall(states))
+            out[tp] = (buffered, held, sent)
+        return out
 
     def in_flight(self, tag: SessionTag) -> bool:
         """Whether a request with acknowledgements is in flight on session ``tag``."""

@@ -1,4 +1,5 @@
-"""The ``sharecon`` command line: consume, produce, groups, topics, dlq, bench, worker.
+"""The ``sharecon`` command line: consume, produce, groups, topics, dlq, bench, worker,
+exporter.
 
 Run ``sharecon --help`` (or ``python -m sharecon.cli --help``); every subcommand has its
 own ``--help``. See docs/cli.md for examples.
@@ -30,7 +31,7 @@ import anyio
 
 from sharecon import errors
 from sharecon._version import __version__
-from sharecon.cli import bench, consume, dlq, groups, produce, topics, worker
+from sharecon.cli import bench, consume, dlq, exporter, groups, produce, topics, worker
 from sharecon.cli._common import (
     ENV_HELP,
     EXIT_CODES_HELP,
@@ -84,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"sharecon {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (consume, produce, groups, topics, dlq, bench, worker):
+    for module in (consume, produce, groups, topics, dlq, bench, worker, exporter):
         module.register(sub, [common])
     _document_exit_codes(parser)
     return parser
@@ -117,7 +118,7 @@ def _command_parser(
 
 
 # Commands that print nothing on stdout (messages go to stderr): they run with it closed.
-_NO_STDOUT = frozenset({"produce", "worker"})
+_NO_STDOUT = frozenset({"produce", "worker", "exporter"})
 # Arguments that name files (--file, --tls-ca, --config, a worker's handler file...).
 _PATH_DEST = re.compile(r"file|tls|config|path|handler|dir")
 

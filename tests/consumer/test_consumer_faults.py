@@ -14,7 +14,7 @@ import anyio
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from sharecon import errors
+from sharecon import Backoff, DeadLetterPolicy, errors
 from sharecon.consumer import ShareConsumer
 from sharecon.types import TopicPartition
 from tests.consumer.conftest import assert_clean_commit, produce
@@ -70,7 +70,20 @@ async def test_renew_on_kafka_41_is_unsupported(kafka_broker_factory: BrokerFact
             record = await c.__anext__()
         with pytest.raises(errors.UnsupportedVersionError, match="4.2"):
             record.renew()
+        # A delayed release keeps the lock by renewing it: the same clear error.
+        with pytest.raises(errors.UnsupportedVersionError, match="4.2"):
+            record.release(delay=5.0)
         record.accept()
+    policy = DeadLetterPolicy(retry_backoff=Backoff(initial=1.0, maximum=5.0))
+    async with ShareConsumer(
+        broker.bootstrap, group_id=group, topics=[topic], dead_letter=policy
+    ) as c:
+        with pytest.raises(errors.UnsupportedVersionError, match="4.2"), anyio.fail_after(30):
+            await c.process(_never_called)
+
+
+async def _never_called(record: object) -> None:
+    raise AssertionError("process() with retry_backoff must refuse to start on 4.1")
 
 
 _VICTIM = textwrap.dedent(

@@ -30,7 +30,7 @@ from sharecon._share.session import SessionTag
 from sharecon.protocol import ShareAcknowledgeRequest
 from sharecon.protocol.records import Record as WireRecord
 from sharecon.protocol.records import encode_batch
-from sharecon.record import Record
+from sharecon.record import Record, RetryLater
 from sharecon.types import AckType, TopicIdPartition
 
 TP = TopicIdPartition(uuid.uuid4(), 0, "t")
@@ -275,6 +275,7 @@ async def test_workers_answer_for_the_handler_and_never_hand_over_what_fails_to_
         dispose=dispose,
         to_dead_letters=to_dead_letters,
         answer=lambda record, ack: answers.__setitem__(record.offset, ack),
+        release_later=lambda record, delay: answers.__setitem__(record.offset, AckType.RENEW),
         keep_locks=no_keeper,
     )
     with anyio.fail_after(5.0):
@@ -299,11 +300,15 @@ async def test_a_failed_handler_below_the_limit_releases_and_a_failed_consumer_e
     core = _core()
     _buffer(core, 3)
     answers: dict[int, AckType] = {}
+    later: list[tuple[int, float]] = []
 
-    async def handler(record: Record[Any, Any]) -> None:
+    async def handler(record: Record[Any, Any]) -> object:
+        if record.offset == 0:
+            return RetryLater(2.0)  # returned: released after its delay
         if record.offset == 1:
             core.fatal = errors.KafkaError("stopped")
             raise ValueError("and the handler failed")
+        return None
 
     async def never(*args: Any) -> Any:
         raise AssertionError("not called")
@@ -316,6 +321,7 @@ async def test_a_failed_handler_below_the_limit_releases_and_a_failed_consumer_e
         dispose=never,
         to_dead_letters=never,
         answer=lambda record, ack: answers.__setitem__(record.offset, ack),
+        release_later=lambda record, delay: later.append((record.offset, delay)),
         keep_locks=never,
     )
     with anyio.fail_after(5.0):
@@ -329,4 +335,4 @@ async def test_a_failed_handler_below_the_limit_releases_and_a_failed_consumer_e
             dead_letter_limit=3,
         )
     # Offset 1 is below the limit: released. Offset 2 is never taken: the consumer failed.
-    assert answers == {0: AckType.ACCEPT, 1: AckType.RELEASE}
+    assert answers == {1: AckType.RELEASE} and later == [(0, 2.0)]
