@@ -81,14 +81,16 @@ from sharecon._produce.accumulator import Accumulator
 from sharecon._produce.batch import Batch
 from sharecon._produce.metadata import RecordMetadata
 from sharecon._produce.settings import check_settings
-from sharecon._producer.sender import Sender, run_callback
+from sharecon._producer.future import RecordFuture
+from sharecon._producer.sender import Sender
+from sharecon._producer.serialize import serialize
 from sharecon._stats import ProducerStats
 from sharecon.protocol import InitProducerIdRequest
 from sharecon.protocol.versions import PRODUCER_APIS
 
 if TYPE_CHECKING:
     import ssl
-    from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
     from types import TracebackType
 
     from anyio.abc import TaskGroup
@@ -129,121 +131,10 @@ _VT_co = TypeVar("_VT_co", covariant=True, default=bytes | bytearray | memoryvie
 _YIELD_EVERY = 64
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+_new = object.__new__
 
 
 # -- public value types --------------------------------------------------------------------
-
-
-class RecordFuture:
-    """The outcome of one record queued by :meth:`Producer.send`: await it for the
-    record's :class:`RecordMetadata`.
-
-    ``await future`` waits until the broker acknowledged the record and returns where it was
-    written, or raises the typed error that made its delivery fail
-    (:class:`~sharecon.errors.MessageTooLargeError`,
-    :class:`~sharecon.errors.KafkaTimeoutError` after ``delivery_timeout``, ...). It can
-    be awaited any number of times, by several tasks, under asyncio and trio alike; each
-    gets the same result. Cancelling a wait does not take the record back.
-
-    A record whose delivery fails while no one has awaited its future yet is not lost
-    silently: the producer logs a WARNING (logger ``sharecon.producer``) once for its
-    batch. Awaiting the future later still raises the error.
-    """
-
-    __slots__ = ("_batch", "_claimed", "_index")
-
-    _batch: Batch
-    _index: int
-    _claimed: bool
-
-    def __init__(self) -> None:
-        raise TypeError("RecordFuture objects are made by Producer.send()")
-
-    @classmethod
-    def _for(cls, batch: Batch, index: int) -> RecordFuture:
-        future = object.__new__(cls)
-        future._batch = batch
-        future._index = index
-        future._claimed = False
-        batch.unclaimed += 1
-        return future
-
-    @property
-    def topic(self) -> str:
-        """The record's topic."""
-        return self._batch.topic
-
-    @property
-    def partition(self) -> int:
-        """The partition the record was queued for (known before it is written)."""
-        return self._batch.partition
-
-    def done(self) -> bool:
-        """Whether the record's delivery is over (written, or failed for good)."""
-        return self._batch.done
-
-    def result(self) -> RecordMetadata:
-        """Where the record was written, without waiting.
-
-        :raises RuntimeError: the delivery is not done yet (see :meth:`done`).
-        :raises KafkaError: the delivery failed (the same error ``await`` raises).
-        """
-        batch = self._batch
-        if not batch.done:
-            raise RuntimeError(
-                f"the record for {batch.topic}-{batch.partition} is not delivered yet: "
-                "await the future (or producer.flush()) first"
-            )
-        self._claim()
-        outcome = batch.outcome(self._index)
-        if isinstance(outcome, errors.KafkaError):
-            raise outcome
-        return outcome
-
-    def _claim(self) -> None:
-        if not self._claimed:
-            self._claimed = True
-            self._batch.unclaimed -= 1
-
-    def add_done_callback(self, callback: Callable[[RecordFuture], object]) -> None:
-        """Call ``callback(future)`` once the delivery is over (at once if it already is).
-
-        The callback runs in the producer's own task, so it must be quick and must not
-        block; read the outcome with :meth:`result`. An exception it raises is logged
-        (logger ``sharecon.producer``) and otherwise ignored. A future with a callback
-        counts as awaited: its failure is the callback's to report.
-        """
-        self._claim()
-        batch = self._batch
-        if batch.done:
-            run_callback(callback, self)
-        elif batch.callbacks is None:
-            batch.callbacks = [(self, callback)]
-        else:
-            batch.callbacks.append((self, callback))
-
-    async def _wait(self) -> RecordMetadata:
-        self._claim()
-        await Sender.wait_done(self._batch)
-        return self.result()
-
-    def __await__(self) -> Generator[Any, None, RecordMetadata]:
-        return self._wait().__await__()
-
-    def __repr__(self) -> str:
-        batch = self._batch
-        if not batch.done:
-            state = "pending"
-        else:
-            outcome = batch.outcome(self._index)
-            state = (
-                f"failed: {type(outcome).__name__}"
-                if isinstance(outcome, errors.KafkaError)
-                else f"offset {outcome.offset}"
-            )
-        return f"<RecordFuture {batch.topic}-{batch.partition} {state}>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,9 +273,17 @@ class Producer(Generic[KT, VT]):
         self._stats = ProducerStats(time.monotonic(), client_id=self._config.client_id)
         self._sender = sender = Sender(settings, self._stats)
         self._acc = sender.acc = Accumulator(
-            settings, sender, clock=anyio.current_time, randrange=random.randrange
+            settings,
+            sender,
+            clock=anyio.current_time,
+            wall_ns=time.time_ns,
+            randrange=random.randrange,
         )
         self._unyielded = 0  # send() calls since the last one that checkpointed
+        # Whether a record may take the short path (open, not closing, not failed, no
+        # serializers); else it goes through _place, which checks and says why not.
+        self._plain = False
+        sender.on_fatal = self._no_short_path
 
     def __repr__(self) -> str:
         state = self._life.state
@@ -422,18 +321,23 @@ class Producer(Generic[KT, VT]):
                 self._acc.restart_sequences(pid, epoch)
             tg.start_soon(self._sender.dispatch_loop, cluster, tg)
             tg.start_soon(self._sender.metadata_loop, cluster)
+            self._plain = not self._serializing
         except BaseException:
             # Close the task group cleanly (nothing of ours is left running in it) so the
             # caller gets the error itself, not an ExceptionGroup around it.
-            self._acc.closing = True
+            self._no_short_path()
             self._life.begin_close()
             await stack.__aexit__(None, None, None)
             self._cluster = None
             raise
         self._stack, self._tg = stack, tg
 
+    def _no_short_path(self, closing: bool = True) -> None:
+        self._plain = False
+        self._acc.closing = self._acc.closing or closing
+
     async def _shutdown(self, cluster: Cluster, tg: TaskGroup) -> None:
-        self._acc.closing = True
+        self._no_short_path()
         self._sender.fail_all(
             errors.KafkaError("the producer was closed before the record was sent")
         )
@@ -454,7 +358,7 @@ class Producer(Generic[KT, VT]):
             if exc_type is None and self._sender.fatal is None:
                 await self._sender.flush(None)
         finally:
-            self._acc.closing = True
+            self._no_short_path()
             try:
                 # The body's exception is not passed into the task group: it would come back
                 # wrapped in an ExceptionGroup. No wrapping cancel scope either: the group
@@ -544,12 +448,25 @@ class Producer(Generic[KT, VT]):
         # tight loop of sends still lets the dispatcher and every other task run, without
         # paying for a checkpoint per record. A send cancelled there has queued nothing.
         self._unyielded += 1
-        if self._unyielded >= _YIELD_EVERY or self._sender.wake_event.is_set():
+        if self._unyielded >= _YIELD_EVERY or self._sender.work:
             self._unyielded = 0
             await anyio.lowlevel.checkpoint()
-        placed = self._place(topic, value, key, headers, partition, timestamp, _now_ms())
-        batch = placed if type(placed) is Batch else await placed  # type: ignore[misc]
-        return RecordFuture._for(batch, len(batch.timestamps) - 1)
+        # The per-record path, inlined: the common record goes straight into the engine.
+        cluster = self._cluster
+        batch = None
+        if cluster is not None and self._plain:
+            batch = self._acc.place(
+                topic, value, key, headers, partition, timestamp, -1, cluster.metadata.partitions
+            )
+        if batch is None:
+            placed = self._place(topic, value, key, headers, partition, timestamp, -1)
+            batch = placed if type(placed) is Batch else await placed  # type: ignore[misc]
+        future: RecordFuture = _new(RecordFuture)
+        future._batch = batch
+        future._index = len(batch.timestamps) - 1
+        future._claimed = False
+        batch.unclaimed += 1
+        return future
 
     def send_nowait(
         self,
@@ -576,12 +493,24 @@ class Producer(Generic[KT, VT]):
 
         :raises WouldBlockError: the record cannot be queued without waiting.
         """
-        placed = self._place(topic, value, key, headers, partition, timestamp, _now_ms())
-        if type(placed) is not Batch:
-            placed.close()  # type: ignore[union-attr]  # the waiting half is not run
-            raise self._would_block(topic)
-        batch: Batch = placed
-        return RecordFuture._for(batch, len(batch.timestamps) - 1)
+        cluster = self._cluster
+        batch = None
+        if cluster is not None and self._plain:
+            batch = self._acc.place(
+                topic, value, key, headers, partition, timestamp, -1, cluster.metadata.partitions
+            )
+        if batch is None:
+            placed = self._place(topic, value, key, headers, partition, timestamp, -1)
+            if type(placed) is not Batch:
+                placed.close()  # type: ignore[union-attr]  # the waiting half is not run
+                raise self._would_block(topic)
+            batch = placed
+        future: RecordFuture = _new(RecordFuture)
+        future._batch = batch
+        future._index = len(batch.timestamps) - 1
+        future._claimed = False
+        batch.unclaimed += 1
+        return future
 
     def _would_block(self, topic: str) -> errors.WouldBlockError:
         if self._cluster is not None and self._cluster.metadata.partitions.get(topic):
@@ -622,7 +551,7 @@ class Producer(Generic[KT, VT]):
         :raises ConfigError: a wrong argument (type, partition out of range).
         :raises SerializationError: a serializer failed (nothing was sent).
         """
-        placed = self._place(topic, value, key, headers, partition, timestamp, _now_ms())
+        placed = self._place(topic, value, key, headers, partition, timestamp, -1)
         batch = placed if type(placed) is Batch else await placed  # type: ignore[misc]
         index = len(batch.timestamps) - 1
         await Sender.wait_done(batch)
@@ -663,7 +592,7 @@ class Producer(Generic[KT, VT]):
         runs: list[tuple[Batch, int, int]] = []
         place = self._place
         # Records of one call are created together: they share the default timestamp.
-        now_ms = _now_ms()
+        now_ms = time.time_ns() // 1_000_000
         run_batch: Batch | None = None
         run_start = run_stop = 0
         for rec in records:
@@ -746,10 +675,11 @@ class Producer(Generic[KT, VT]):
         suspending: the per-record path of every send. Returns the batch (the record is
         its last); or, when the record must wait (a topic or partition the metadata does
         not know yet, a full buffer), a coroutine that finishes the job, for the caller to
-        await. Every argument error is raised here, at once."""
+        await. Every argument error is raised here, at once. ``now_ms`` is the create time
+        of a record without ``timestamp`` (-1: now)."""
         cluster = self._check_open()
         if self._serializing:
-            key, value = self._serialize(topic, key, value)
+            key, value = serialize(topic, key, value, self._key_serializer, self._value_serializer)
         batch = self._acc.place(
             topic, value, key, headers, partition, timestamp, now_ms, cluster.metadata.partitions
         )
@@ -757,37 +687,3 @@ class Producer(Generic[KT, VT]):
             return batch
         record = self._acc.prepare(topic, value, key, headers, timestamp, now_ms)
         return self._sender.place_later(cluster, topic, record, partition, self._check_open)  # type: ignore[arg-type]
-
-    def _serialize(self, topic: object, key: Any, value: Any) -> tuple[bytes | None, bytes | None]:
-        """The key and value through their serializers (``None`` stays ``None``).
-
-        :raises SerializationError: a serializer raised or returned something else than
-            bytes or ``None``.
-        """
-        if type(topic) is not str or not topic:
-            raise errors.ConfigError(f"topic must be a non-empty str, not {topic!r}")
-        out: list[bytes | None] = []
-        fields: tuple[tuple[Literal["key", "value"], Any, Callable[[Any], object] | None], ...]
-        fields = (("key", key, self._key_serializer), ("value", value, self._value_serializer))
-        for field, data, serializer in fields:
-            if data is None or serializer is None:
-                out.append(data)
-                continue
-            try:
-                result = serializer(data)
-            except Exception as exc:
-                raise errors.SerializationError(
-                    f"topic {topic!r}: the {field}_serializer failed on a "
-                    f"{type(data).__name__}: {type(exc).__name__}: {exc}",
-                    topic=topic,
-                    field=field,
-                ) from exc
-            if result is not None and not isinstance(result, bytes | bytearray | memoryview):
-                raise errors.SerializationError(
-                    f"topic {topic!r}: the {field}_serializer returned a "
-                    f"{type(result).__name__}; it must return bytes or None",
-                    topic=topic,
-                    field=field,
-                )
-            out.append(result if result is None or type(result) is bytes else bytes(result))
-        return out[0], out[1]

@@ -24,7 +24,8 @@ Rules of this module:
 
 Time: :meth:`Accumulator.ready` and the outcome methods take ``now`` (the I/O layer's
 monotonic clock, seconds); the clock given at construction is read only when a new
-batch is opened. Records' create times (milliseconds since the epoch) come in with them.
+batch is opened. Records' create times (milliseconds since the epoch) come in with them,
+or are read from the wall clock given at construction.
 """
 
 from __future__ import annotations
@@ -124,6 +125,7 @@ class Accumulator:
         "_max_buffer",
         "_max_request",
         "_randrange",
+        "_wall_ns",
         "buffered",
         "closing",
         "flushing",
@@ -143,10 +145,12 @@ class Accumulator:
         hooks: Hooks,
         *,
         clock: Callable[[], float],
+        wall_ns: Callable[[], int],
         randrange: Callable[[int], int],
     ) -> None:
         self._hooks = hooks
         self._clock = clock
+        self._wall_ns = wall_ns
         self._randrange = randrange
         self._max_batch = settings.max_batch
         self._max_buffer = settings.max_buffer
@@ -188,7 +192,9 @@ class Accumulator:
         """Check one record and append it to its partition's open batch; its index there
         is ``len(batch.timestamps) - 1``.
 
-        ``known`` maps each topic the metadata knows to its partitions. Returns ``None``
+        ``now_ms`` is the create time of a record without ``timestamp`` (-1: read the
+        wall clock given at construction). ``known`` maps each topic the metadata knows
+        to its partitions. Returns ``None``
         when the record must wait (its topic or partition is not known yet, or the buffer
         is full): the caller then uses :meth:`prepare`, waits, and :meth:`append`.
 
@@ -197,10 +203,15 @@ class Accumulator:
         """
         if type(topic) is not str or not topic:
             raise errors.ConfigError(f"topic must be a non-empty str, not {topic!r}")
-        v = value if value is None or type(value) is bytes else as_bytes(value, "value")
-        k = key if key is None or type(key) is bytes else as_bytes(key, "key")
+        v: bytes | None = (
+            value if value is None or type(value) is bytes else as_bytes(value, "value")
+        )
+        k: bytes | None = key if key is None or type(key) is bytes else as_bytes(key, "key")
         hs = normalise_headers(headers) if headers else NO_HEADERS
-        ts = now_ms if timestamp is None else _timestamp(timestamp, now_ms)
+        if timestamp is None:
+            ts = now_ms if now_ms >= 0 else self._wall_ns() // 1_000_000
+        else:
+            ts = _timestamp(timestamp, now_ms)
         size = RECORD_OVERHEAD + (len(k) if k else 0) + (len(v) if v else 0)
         if hs:
             size = record_size(k, v, hs)
@@ -255,6 +266,8 @@ class Accumulator:
         v = as_bytes(value, "value")
         k = as_bytes(key, "key")
         hs = normalise_headers(headers) if headers else NO_HEADERS
+        if timestamp is None and now_ms < 0:
+            now_ms = self._wall_ns() // 1_000_000
         return Prepared(k, v, hs, _timestamp(timestamp, now_ms), record_size(k, v, hs))
 
     def choose_partition(

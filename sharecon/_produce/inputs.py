@@ -60,6 +60,9 @@ def normalise_headers(headers: object) -> tuple[tuple[str, bytes | None], ...]:
         headers.items() if isinstance(headers, Mapping) else headers  # type: ignore[assignment]
     )
     out: list[tuple[str, bytes | None]] = []
+    # Declared as object: the compiled build checks each assignment against the type.
+    hkey: object
+    hvalue: object
     try:
         for item in items:
             if isinstance(item, Header):

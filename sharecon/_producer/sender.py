@@ -82,6 +82,8 @@ class Sender:
         self.cluster: Cluster | None = None
         self.tg: TaskGroup | None = None
         self.wake_event = anyio.Event()
+        #: Whether wake_event is set (a plain flag: send() reads it once per record).
+        self.work = False
         self.space = anyio.Event()
         self.idle = anyio.Event()
         self.metadata_wanted = anyio.Event()
@@ -89,11 +91,14 @@ class Sender:
         self.resetting = False
         #: Why the producer cannot go on (a producer id could not be replaced), if it can't.
         self.fatal: BaseException | None = None
+        #: Called with ``closing=False`` when :attr:`fatal` is set.
+        self.on_fatal: Callable[..., None] | None = None
 
     # -- the accumulator's hooks -------------------------------------------------------------
 
     def wake(self) -> None:
         """The dispatcher has work."""
+        self.work = True
         self.wake_event.set()
 
     def batch_done(self, batch: Batch) -> None:
@@ -153,7 +158,7 @@ class Sender:
         if self.space.is_set():
             self.space = anyio.Event()
         self.acc.space_wanted += 1
-        self.wake_event.set()
+        self.wake()
         try:
             await self.space.wait()
         finally:
@@ -198,7 +203,7 @@ class Sender:
         if not pending:
             return
         self.acc.flushing += 1
-        self.wake_event.set()
+        self.wake()
         try:
             with anyio.fail_after(math.inf if timeout is None else timeout):
                 for batch in pending:
@@ -269,7 +274,7 @@ class Sender:
                 logger.info("metadata refresh failed: %s", exc)
                 self.metadata_wanted.set()
                 attempt += 1
-            self.wake_event.set()
+            self.wake()
             await anyio.sleep(self.settings.backoff.delay(attempt))
 
     # -- idempotence -------------------------------------------------------------------------
@@ -329,12 +334,14 @@ class Sender:
             acc.restart_sequences(pid, epoch)
         except errors.KafkaError as exc:
             self.fatal = exc
+            if self.on_fatal is not None:
+                self.on_fatal(closing=False)
             acc.fail_all(exc)
             self.space.set()
         finally:
             acc.reset_wanted = False
             self.resetting = False
-            self.wake_event.set()
+            self.wake()
 
     # -- dispatching -------------------------------------------------------------------------
 
@@ -343,6 +350,7 @@ class Sender:
         try:
             while True:
                 self.wake_event = anyio.Event()
+                self.work = False
                 wait = self._dispatch_round(cluster, tg)
                 if wait > 0:
                     with anyio.move_on_after(wait):
@@ -383,7 +391,7 @@ class Sender:
             self.acc.request_done(len(batches))
             if not self.acc.in_flight:
                 self.idle.set()
-            self.wake_event.set()
+            self.wake()
 
     async def _send_request(self, cluster: Cluster, node: int, batches: list[Batch]) -> None:
         meta = cluster.metadata

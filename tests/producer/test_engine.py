@@ -83,7 +83,13 @@ def make(**options: Any) -> tuple[Accumulator, Hooks, Clock, list[int]]:
     def randrange(n: int) -> int:
         return picks.pop(0) % n if picks else 0
 
-    acc = Accumulator(check_settings(**args), hooks, clock=clock, randrange=randrange)
+    acc = Accumulator(
+        check_settings(**args),
+        hooks,
+        clock=clock,
+        wall_ns=lambda: (NOW_MS + 1) * 1_000_000,
+        randrange=randrange,
+    )
     return acc, hooks, clock, picks
 
 
@@ -181,6 +187,10 @@ def test_unknown_topic_or_partition_and_a_full_buffer_hand_the_record_back() -> 
     # The slow path's pieces: prepare, choose, append.
     record = acc.prepare("other", "v", None, None, None, NOW_MS)
     assert (record.value, record.timestamp, record.size) == (b"v", NOW_MS, RECORD_OVERHEAD + 1)
+    # Without a create time from the caller (-1), the wall clock given is read.
+    assert acc.prepare("other", b"v", None, None, None, -1).timestamp == NOW_MS + 1
+    batch = acc.place("t", b"v", None, None, 1, None, -1, KNOWN)
+    assert batch is not None and batch.timestamps == [NOW_MS + 1]
     assert acc.choose_partition("other", b"key", None, 5, record.size) == partition_for_key(
         b"key", 5
     )
