@@ -590,7 +590,7 @@ class Producer(Generic[KT, VT]):
         # Where the records went, as runs of consecutive records in one batch:
         # (batch, first index, index after the last).
         runs: list[tuple[Batch, int, int]] = []
-        place = self._place
+        place, fast = self._place, self._acc.place
         # Records of one call are created together: they share the default timestamp.
         now_ms = time.time_ns() // 1_000_000
         run_batch: Batch | None = None
@@ -600,10 +600,24 @@ class Producer(Generic[KT, VT]):
                 raise errors.ConfigError(
                     f"send_batch takes ProducerRecord items, not {type(rec).__name__}"
                 )
-            placed = place(
-                rec.topic, rec.value, rec.key, rec.headers, rec.partition, rec.timestamp, now_ms
-            )
-            batch = placed if type(placed) is Batch else await placed  # type: ignore[misc]
+            topic, value, key = rec.topic, rec.value, rec.key
+            headers, partition, timestamp = rec.headers, rec.partition, rec.timestamp
+            cluster = self._cluster
+            batch = None
+            if cluster is not None and self._plain:  # the short path, as in send()
+                batch = fast(
+                    topic,
+                    value,
+                    key,
+                    headers,
+                    partition,
+                    timestamp,
+                    now_ms,
+                    cluster.metadata.partitions,
+                )
+            if batch is None:
+                placed = place(topic, value, key, headers, partition, timestamp, now_ms)
+                batch = placed if type(placed) is Batch else await placed  # type: ignore[misc]
             index = len(batch.timestamps) - 1
             if batch is not run_batch or index != run_stop:
                 if run_batch is not None:

@@ -12,6 +12,12 @@ from sharecon.protocol.records import BatchBuilder
 from .inputs import BATCH_OVERHEAD
 from .metadata import RecordMetadata, new_metadata
 
+_new: Any = object.__new__
+_set_topic: Any = RecordMetadata.__dict__["topic"].__set__
+_set_partition: Any = RecordMetadata.__dict__["partition"].__set__
+_set_offset: Any = RecordMetadata.__dict__["offset"].__set__
+_set_timestamp: Any = RecordMetadata.__dict__["timestamp"].__set__
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
@@ -114,10 +120,10 @@ class Batch:
         if self.children is not None:
             first, second = self.children
             cut = len(first.timestamps)
-            out = first.outcomes(start, min(stop, cut)) if start < cut else []
+            both = first.outcomes(start, min(stop, cut)) if start < cut else []
             if stop > cut:
-                out += second.outcomes(max(start, cut) - cut, stop - cut)
-            return out
+                both += second.outcomes(max(start, cut) - cut, stop - cut)
+            return both
         if self.error is not None:
             return [self.error] * (stop - start)
         topic, partition = self.topic, self.partition
@@ -130,7 +136,17 @@ class Batch:
             stamps: Iterable[int] = itertools.repeat(self.log_append_time, stop - start)
         else:
             stamps = self.timestamps[start:stop]
-        return [new_metadata(topic, partition, o, t) for o, t in zip(offsets, stamps, strict=True)]
+        # new_metadata inlined: in the compiled build these are calls of C slots, with no
+        # Python frame per record.
+        out: list[RecordMetadata | errors.KafkaError] = []
+        for o, t in zip(offsets, stamps, strict=True):
+            meta = _new(RecordMetadata)
+            _set_topic(meta, topic)
+            _set_partition(meta, partition)
+            _set_offset(meta, o)
+            _set_timestamp(meta, t)
+            out.append(meta)
+        return out
 
 
 class PartitionQueue:
