@@ -62,7 +62,6 @@ The Java client has the same window.
 
 from __future__ import annotations
 
-import contextlib
 import random
 import time
 from dataclasses import dataclass
@@ -74,7 +73,7 @@ from typing_extensions import TypeVar
 
 from sharecon import errors
 from sharecon._backoff import RETRY_BACKOFF, Backoff
-from sharecon._lifecycle import Lifecycle
+from sharecon._lifecycle import ClientRuntime
 from sharecon._net.cluster import Cluster, parse_bootstrap
 from sharecon._net.connect import ConnectionConfig
 from sharecon._produce.accumulator import Accumulator
@@ -265,10 +264,7 @@ class Producer(Generic[KT, VT]):
             sasl=sasl,
         )
 
-        self._life = Lifecycle("Producer")
-        self._stack: contextlib.AsyncExitStack | None = None
-        self._tg: TaskGroup | None = None
-        self._cluster: Cluster | None = None
+        self._runtime = ClientRuntime("Producer", on_close=self._on_close)
         #: The counters behind metrics() (on time.monotonic: see sharecon._stats).
         self._stats = ProducerStats(time.monotonic(), client_id=self._config.client_id)
         self._sender = sender = Sender(settings, self._stats)
@@ -286,7 +282,7 @@ class Producer(Generic[KT, VT]):
         sender.on_fatal = self._no_short_path
 
     def __repr__(self) -> str:
-        state = self._life.state
+        state = self._runtime.state
         return f"<Producer {state} pid={self._acc.producer_id} buffered={self._acc.buffered}B>"
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -304,45 +300,37 @@ class Producer(Generic[KT, VT]):
         :raises ClientStateError: it was started already; :class:`ClientClosedError`
             (a subclass) once it was closed.
         """
-        self._life.begin_start()
-        stack = contextlib.AsyncExitStack()
-        await stack.__aenter__()
-        try:
-            tg = await stack.enter_async_context(anyio.create_task_group())
-            required = set(PRODUCER_APIS)
-            if self._acc.idempotent:
-                required.add(InitProducerIdRequest.api_key)
-            cluster = Cluster(self._bootstrap, self._config, tg, required_apis=required)
-            stack.push_async_callback(self._shutdown, cluster, tg)
-            self._cluster = cluster
-            await cluster.connect()
-            if self._acc.idempotent:
-                pid, epoch = await self._sender.init_producer_id(cluster)
-                self._acc.restart_sequences(pid, epoch)
-            tg.start_soon(self._sender.dispatch_loop, cluster, tg)
-            tg.start_soon(self._sender.metadata_loop, cluster)
-            self._plain = not self._serializing
-        except BaseException:
-            # Close the task group cleanly (nothing of ours is left running in it) so the
-            # caller gets the error itself, not an ExceptionGroup around it.
-            self._no_short_path()
-            self._life.begin_close()
-            await stack.__aexit__(None, None, None)
-            self._cluster = None
-            raise
-        self._stack, self._tg = stack, tg
+        required = set(PRODUCER_APIS)
+        if self._acc.idempotent:
+            required.add(InitProducerIdRequest.api_key)
+        await self._runtime.start(
+            lambda tg: Cluster(
+                self._bootstrap,
+                self._config,
+                tg,
+                required_apis=required,
+                close_timeout=self._close_timeout,
+            ),
+            self._on_connected,
+        )
+        self._plain = not self._serializing
+
+    async def _on_connected(self, cluster: Cluster, tg: TaskGroup) -> None:
+        if self._acc.idempotent:
+            pid, epoch = await self._sender.init_producer_id(cluster)
+            self._acc.restart_sequences(pid, epoch)
+        tg.start_soon(self._sender.dispatch_loop, cluster, tg)
+        tg.start_soon(self._sender.metadata_loop, cluster)
 
     def _no_short_path(self, closing: bool = True) -> None:
         self._plain = False
         self._acc.closing = self._acc.closing or closing
 
-    async def _shutdown(self, cluster: Cluster, tg: TaskGroup) -> None:
+    def _on_close(self) -> None:
         self._no_short_path()
         self._sender.fail_all(
             errors.KafkaError("the producer was closed before the record was sent")
         )
-        await cluster.aclose()
-        tg.cancel_scope.cancel()
 
     async def __aexit__(
         self,
@@ -350,22 +338,15 @@ class Producer(Generic[KT, VT]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._life.begin_close()
-        stack, self._stack = self._stack, None
-        if stack is None:
+        runtime = self._runtime
+        if not runtime.begin_close() or not runtime.held:
             return
         try:
             if exc_type is None and self._sender.fatal is None:
                 await self._sender.flush(None)
         finally:
             self._no_short_path()
-            try:
-                # The body's exception is not passed into the task group: it would come back
-                # wrapped in an ExceptionGroup. No wrapping cancel scope either: the group
-                # must exit in the scope it was entered in. _shutdown is shielded and bounded.
-                await stack.__aexit__(None, None, None)
-            finally:
-                self._cluster, self._tg = None, None
+            await runtime.shutdown(timeout=self._close_timeout)
 
     async def aclose(self) -> None:
         """Flush, then close (what leaving ``async with`` normally does). Closing again,
@@ -379,9 +360,7 @@ class Producer(Generic[KT, VT]):
         :raises ClientNotStartedError: before :meth:`start`.
         :raises ClientClosedError: after it was closed.
         """
-        if self._cluster is None:
-            raise self._life.error()
-        return self._cluster
+        return self._runtime.cluster
 
     def metrics(self) -> ProducerMetrics:
         """A snapshot of this producer's metrics, named and meant as the Java producer's
@@ -452,7 +431,7 @@ class Producer(Generic[KT, VT]):
             self._unyielded = 0
             await anyio.lowlevel.checkpoint()
         # The per-record path, inlined: the common record goes straight into the engine.
-        cluster = self._cluster
+        cluster = self._runtime.current
         batch = None
         if cluster is not None and self._plain:
             batch = self._acc.place(
@@ -493,7 +472,7 @@ class Producer(Generic[KT, VT]):
 
         :raises WouldBlockError: the record cannot be queued without waiting.
         """
-        cluster = self._cluster
+        cluster = self._runtime.current
         batch = None
         if cluster is not None and self._plain:
             batch = self._acc.place(
@@ -513,7 +492,8 @@ class Producer(Generic[KT, VT]):
         return future
 
     def _would_block(self, topic: str) -> errors.WouldBlockError:
-        if self._cluster is not None and self._cluster.metadata.partitions.get(topic):
+        cluster = self._runtime.current
+        if cluster is not None and cluster.metadata.partitions.get(topic):
             size = self._settings.max_buffer
             return errors.WouldBlockError(
                 f"send_nowait: the buffer is full ({self._acc.buffered} of "
@@ -602,7 +582,7 @@ class Producer(Generic[KT, VT]):
                 )
             topic, value, key = rec.topic, rec.value, rec.key
             headers, partition, timestamp = rec.headers, rec.partition, rec.timestamp
-            cluster = self._cluster
+            cluster = self._runtime.current
             batch = None
             if cluster is not None and self._plain:  # the short path, as in send()
                 batch = fast(
@@ -654,8 +634,8 @@ class Producer(Generic[KT, VT]):
         :raises KafkaTimeoutError: ``timeout`` passed first.
         :raises ClientStateError: the producer is not started, or closed.
         """
-        if self._life.state != "running" or self._acc.closing:
-            raise self._life.error()
+        if self._runtime.state != "running" or self._acc.closing:
+            raise self._runtime.error()
         await self._sender.flush(timeout)
 
     async def partitions_for(self, topic: str) -> int:
@@ -668,12 +648,13 @@ class Producer(Generic[KT, VT]):
     # -- enqueueing --------------------------------------------------------------------------
 
     def _check_open(self) -> Cluster:
-        if self._cluster is None or self._acc.closing:
-            raise self._life.error()
+        cluster = self._runtime.current  # per record: an attribute, not a property
+        if cluster is None or self._acc.closing:
+            raise self._runtime.error()
         fatal = self._sender.fatal
         if fatal is not None:
             raise errors.KafkaError(f"the producer failed: {fatal}") from fatal
-        return self._cluster
+        return cluster
 
     def _place(
         self,
