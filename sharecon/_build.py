@@ -15,10 +15,13 @@ __all__ = ["MODULES", "compiled_modules"]
 #: The modules the compiled build compiles: those a record passes through. Decoding and
 #: the producer's batch encoder (records), the buffer between fetch loops and the
 #: iterator, the acknowledgement ranges and ledger, the consumer's per-record answers
-#: (core) and the share machine they go through (machine, effects), and the counters
-#: behind ``metrics()``.
+#: (core) and the share machine they go through (machine, effects), the counters
+#: behind ``metrics()``; the producer's engine (record inputs, batches, accumulator).
 MODULES = (
     "sharecon.protocol.records",
+    "sharecon._produce.inputs",
+    "sharecon._produce.batch",
+    "sharecon._produce.accumulator",
     "sharecon._consumer.buffer",
     "sharecon._consumer.core",
     "sharecon._share.acks",

@@ -43,6 +43,19 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     "protocol": (SANS_IO_BASE | {"sharecon.protocol"}, IO_MODULES),
     "_share": (SANS_IO_BASE | {"sharecon.protocol", "sharecon._share"}, IO_MODULES),
     "_net": (SANS_IO_BASE | {"sharecon.protocol", "sharecon._net"}, set()),
+    # The producer's engine: sans-I/O like _share (time and wake-ups passed in); it may use
+    # the pure partitioner (murmur2 of keys).
+    "_produce": (
+        SANS_IO_BASE | {"sharecon.protocol", "sharecon.partitioner", "sharecon._produce"},
+        IO_MODULES,
+    ),
+    # The producer's I/O side (layer 4 internals): the engine, the network, the counters.
+    "_producer": (
+        SANS_IO_BASE
+        | METRICS
+        | {"sharecon.protocol", "sharecon._net", "sharecon._produce", "sharecon._producer"},
+        set(),
+    ),
     # The command line is a client of the public layer-4 API; it must not reach into tests.
     "cli": (
         SANS_IO_BASE
@@ -153,7 +166,13 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     "sharecon.producer": (
         SANS_IO_BASE
         | METRICS
-        | {"sharecon.protocol", "sharecon._net", "sharecon.partitioner", "sharecon._lifecycle"},
+        | {
+            "sharecon.protocol",
+            "sharecon._net",
+            "sharecon._produce",
+            "sharecon._producer",
+            "sharecon._lifecycle",
+        },
         set(),
     ),
     "sharecon.dlq": (
