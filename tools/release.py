@@ -305,6 +305,8 @@ def build(pythons: Sequence[str], jobs: int) -> Artifacts:
     shutil.rmtree(LOGS, ignore_errors=True)
     DIST.mkdir(parents=True)
     ver = version()
+    # Taken before the sdist: an edit made while the build runs makes dist/ stale.
+    source_fingerprint = fingerprint()
     with step("sdist and pure wheel (python -m build)", "build-sdist-pure"):
         sdist, pure = build_sdist_and_pure(ver)
     art = Artifacts(sdist, pure)
@@ -318,7 +320,7 @@ def build(pythons: Sequence[str], jobs: int) -> Artifacts:
     MANIFEST.write_text(
         json.dumps(
             {
-                "fingerprint": fingerprint(),
+                "fingerprint": source_fingerprint,
                 "version": ver,
                 "artifacts": [p.name for p in art.all()],
             },
