@@ -1,21 +1,44 @@
-"""The one lifecycle of sharecon's clients (ShareConsumer, Producer, Admin), and its errors.
+"""The one lifecycle and runtime of sharecon's clients (ShareConsumer, Producer, Admin,
+and the dead-letter router's pair of them), and the errors of misuse.
 
 Rules of this module:
 
-1. A client is ``new`` until :meth:`start` (or ``async with``), ``running`` from then,
-   and ``closed`` once closed, or once a start failed: it never starts twice.
+1. A client is ``new`` until :meth:`ClientRuntime.start` (or ``async with``), ``running``
+   from then, and ``closed`` once closed, or once a start failed: it never starts twice.
 2. Using a client that is not running raises :class:`~sharecon.errors.ClientNotStartedError`
    (before start) or :class:`~sharecon.errors.ClientClosedError` (after close); a second
    start raises :class:`~sharecon.errors.ClientStateError`; closing is idempotent.
+3. A running client owns an exit stack holding one anyio task group, and one
+   :class:`~sharecon._net.cluster.Cluster` whose connection readers run in that group. A
+   start that fails (or is cancelled) undoes all of it before the error propagates, so the
+   caller gets the error itself, never an ``ExceptionGroup`` around it.
+4. Shutdown is shielded from cancellation and bounded: an optional farewell (last requests
+   to the cluster) runs in a task group of the closing task, so it can reconnect even when
+   the client's own group was cancelled from outside; then the cluster closes, the group is
+   cancelled and exited. The farewell and the closing together never take longer than the
+   timeout given; the group is exited in the scope it was entered in (anyio requires it).
+5. Clients that another task hosts (the dead-letter router's producer and admin, run in a
+   task of the consumer's group) are entered and exited by :class:`Hosting`, which
+   started/stopped handshake the host and its owner share.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import contextlib
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
 
 from sharecon import errors
 
-__all__ = ["Lifecycle"]
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+
+    from anyio.abc import TaskGroup, TaskStatus
+
+    from sharecon._net.cluster import Cluster
+
+__all__ = ["ClientRuntime", "Hosting", "Lifecycle"]
 
 State = Literal["new", "running", "closed"]
 
@@ -64,3 +87,192 @@ class Lifecycle:
                 f"the {self.name} is closed; make a new {self.name} to use it again"
             )
         return errors.ClientStateError(f"the {self.name} is {self.state}")  # pragma: no cover
+
+
+class ClientRuntime:
+    """What one client owns while it runs: exit stack, task group, cluster (rules 1-4).
+
+    ::
+
+        runtime = ClientRuntime("Admin")
+        await runtime.start(lambda tg: Cluster(bootstrap, config, tg))
+        await runtime.cluster.request_any(...)
+        if runtime.begin_close():
+            await runtime.shutdown()
+    """
+
+    __slots__ = ("life", "_stack", "_tg", "current", "_on_close")
+
+    def __init__(self, name: str, *, on_close: Callable[[], None] | None = None) -> None:
+        """:param name: the client's class name, for error messages.
+        :param on_close: called first thing in every shutdown, before the farewell (the
+            producer fails what it still holds there); it must not raise."""
+        self.life = Lifecycle(name)
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._tg: TaskGroup | None = None
+        #: The cluster while held, else ``None``: for a hot path that checks it per call
+        #: (:attr:`cluster` raises the state error instead).
+        self.current: Cluster | None = None
+        self._on_close = on_close
+
+    @property
+    def state(self) -> State:
+        """``new``, ``running`` or ``closed`` (rule 1)."""
+        return self.life.state
+
+    @property
+    def held(self) -> bool:
+        """Whether the task group and cluster are still held (until :meth:`shutdown`)."""
+        return self._stack is not None
+
+    @property
+    def cluster(self) -> Cluster:
+        """The cluster, from the start of :meth:`start` until :meth:`shutdown`.
+
+        :raises ClientNotStartedError: before :meth:`start`.
+        :raises ClientClosedError: after shutdown.
+        """
+        cluster = self.current
+        if cluster is None:
+            raise self.life.error()
+        return cluster
+
+    @property
+    def task_group(self) -> TaskGroup:
+        """The client's task group, for its background tasks (errors as :attr:`cluster`)."""
+        if self._tg is None:
+            raise self.life.error()
+        return self._tg
+
+    def error(self) -> errors.ClientStateError:
+        """The error for using the client now that it is not running (rule 2)."""
+        return self.life.error()
+
+    @contextlib.asynccontextmanager
+    async def starting(
+        self, make_cluster: Callable[[TaskGroup], Cluster]
+    ) -> AsyncIterator[tuple[Cluster, TaskGroup]]:
+        """Enter the task group, make the cluster and connect it; the body sets the client up.
+
+        Any error in either (a cancellation too) shuts down what was entered, marks the
+        client closed and propagates unwrapped (rule 3).
+
+        :raises ClientStateError: started already; :class:`ClientClosedError` once closed.
+        """
+        self.life.begin_start()
+        stack = contextlib.AsyncExitStack()
+        await stack.__aenter__()
+        self._stack = stack
+        try:
+            tg = await stack.enter_async_context(anyio.create_task_group())
+            self._tg = tg
+            cluster = make_cluster(tg)
+            self.current = cluster
+            await cluster.connect()
+            yield cluster, tg
+        except BaseException:
+            self.life.begin_close()
+            await self.shutdown()
+            raise
+
+    async def start(
+        self,
+        make_cluster: Callable[[TaskGroup], Cluster],
+        setup: Callable[[Cluster, TaskGroup], Awaitable[None]] | None = None,
+    ) -> None:
+        """:meth:`starting`, with ``setup`` as its body."""
+        async with self.starting(make_cluster) as (cluster, tg):
+            if setup is not None:
+                await setup(cluster, tg)
+
+    def begin_close(self) -> bool:
+        """Mark the client closed; ``False`` if it already was (rule 2)."""
+        return self.life.begin_close()
+
+    async def shutdown(
+        self,
+        farewell: Callable[[Cluster], Awaitable[None]] | None = None,
+        timeout: float = 5.0,
+    ) -> bool:
+        """Say farewell, close the cluster, cancel and exit the task group (rule 4).
+
+        Shielded, and the farewell plus the closing bounded by ``timeout`` seconds. Does
+        nothing when nothing is held (never started, or shut down already).
+
+        :returns: ``True`` if the timeout cut the farewell or the closing short.
+        """
+        stack, self._stack = self._stack, None
+        if stack is None:
+            return False
+        cluster, tg = self.current, self._tg
+        try:
+            if self._on_close is not None:
+                self._on_close()
+            timed_out = False
+            if cluster is not None:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(timeout) as scope:
+                    if farewell is None:
+                        await cluster.aclose()
+                    else:
+                        async with anyio.create_task_group() as last:
+                            cluster.rebind(last)
+                            try:
+                                await farewell(cluster)
+                            finally:
+                                await cluster.aclose()
+                timed_out = scope.cancelled_caught
+        finally:
+            if tg is not None:
+                # The background tasks (and connection readers) end here; their cleanup
+                # is theirs to bound.
+                tg.cancel_scope.cancel()
+            self.current = self._tg = None
+            # No body exception goes into the group (it would come back in an
+            # ExceptionGroup), and no scope opened after it wraps its exit.
+            await stack.aclose()
+        return timed_out
+
+
+class Hosting:
+    """Clients entered and run by a task of another's task group, until :meth:`stop` (rule 5).
+
+    ::
+
+        hosting = Hosting()
+        await tg.start(hosting.run, [Producer(...), Admin(...)], on_ready)
+        ...
+        await hosting.stop()
+    """
+
+    __slots__ = ("_stop", "_stopped", "started")
+
+    def __init__(self) -> None:
+        self._stop = anyio.Event()
+        self._stopped = anyio.Event()
+        #: Whether every client was entered (and ``on_ready`` called).
+        self.started = False
+
+    async def run(
+        self,
+        clients: list[contextlib.AbstractAsyncContextManager[Any]],
+        on_ready: Callable[[list[Any]], None],
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Enter ``clients`` in order, hand what they entered to ``on_ready``, report started,
+        and hold them until :meth:`stop`; they are exited in reverse order."""
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                entered = [await stack.enter_async_context(c) for c in clients]
+                on_ready(entered)
+                self.started = True
+                task_status.started()
+                await self._stop.wait()
+        finally:
+            self._stopped.set()
+
+    async def stop(self) -> None:
+        """Let the clients be exited, and wait until they are (bounded by the caller)."""
+        self._stop.set()
+        if self.started:
+            await self._stopped.wait()

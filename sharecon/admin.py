@@ -25,7 +25,6 @@ Rules of this module:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ import anyio
 
 from sharecon import errors
 from sharecon._backoff import RETRY_BACKOFF
-from sharecon._lifecycle import Lifecycle
+from sharecon._lifecycle import ClientRuntime
 from sharecon._net.cluster import Cluster, ClusterMetadata, PartitionInfo
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.connection import BrokerAddress
@@ -84,7 +83,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
     from types import TracebackType
 
-    from anyio.abc import TaskGroup
     from typing_extensions import Self
 
     from sharecon._net.sasl import SaslConfig
@@ -318,10 +316,7 @@ class Admin:
             ssl_context=ssl_context,
             sasl=sasl,
         )
-        self._life = Lifecycle("Admin")
-        self._stack: contextlib.AsyncExitStack | None = None
-        self._tg: TaskGroup | None = None
-        self._cluster: Cluster | None = None
+        self._runtime = ClientRuntime("Admin")
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -338,26 +333,9 @@ class Admin:
         :raises ClientStateError: it was started already; :class:`ClientClosedError`
             (a subclass) once it was closed.
         """
-        self._life.begin_start()
-        stack = contextlib.AsyncExitStack()
-        await stack.__aenter__()
-        try:
-            tg = await stack.enter_async_context(anyio.create_task_group())
-            cluster = Cluster(self._bootstrap, self._config, tg, metadata_max_age=0)
-            stack.push_async_callback(self._shutdown, cluster, tg)
-            await cluster.connect()
-        except BaseException:
-            # Close the task group cleanly (it has nothing of ours left running) so the
-            # caller gets the error itself, not an ExceptionGroup around it.
-            self._life.begin_close()
-            await stack.__aexit__(None, None, None)
-            raise
-        self._stack, self._tg, self._cluster = stack, tg, cluster
-
-    @staticmethod
-    async def _shutdown(cluster: Cluster, tg: TaskGroup) -> None:
-        await cluster.aclose()
-        tg.cancel_scope.cancel()
+        await self._runtime.start(
+            lambda tg: Cluster(self._bootstrap, self._config, tg, metadata_max_age=0)
+        )
 
     async def __aexit__(
         self,
@@ -365,12 +343,8 @@ class Admin:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        # The body's exception is not passed into the task group: it would come back wrapped
-        # in an ExceptionGroup. The group only runs connection readers, which never raise.
-        self._life.begin_close()
-        stack, self._stack, self._cluster, self._tg = self._stack, None, None, None
-        if stack is not None:
-            await stack.__aexit__(None, None, None)
+        self._runtime.begin_close()
+        await self._runtime.shutdown()
 
     async def aclose(self) -> None:
         """Close the client (what leaving ``async with`` does). Closing again, or closing a
@@ -379,14 +353,8 @@ class Admin:
 
     @property
     def _open_cluster(self) -> Cluster:
-        """The underlying cluster view (for metadata and raw requests).
-
-        :raises ClientNotStartedError: before :meth:`start`.
-        :raises ClientClosedError: after it was closed.
-        """
-        if self._cluster is None:
-            raise self._life.error()
-        return self._cluster
+        """The underlying cluster view (errors as :attr:`ClientRuntime.cluster`)."""
+        return self._runtime.cluster
 
     def _timeout(self, timeout: float | None) -> float:
         return self._config.request_timeout if timeout is None else timeout

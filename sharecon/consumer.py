@@ -19,7 +19,6 @@ Acknowledgement modes:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 from dataclasses import dataclass, replace
@@ -36,7 +35,8 @@ from sharecon._consumer.fetcher import FetcherPool
 from sharecon._consumer.group_config import GROUP_RENEW_ENABLE, renewals_enabled
 from sharecon._consumer.group_config import lock_duration as group_lock_duration
 from sharecon._consumer.heartbeat import heartbeat_loop
-from sharecon._lifecycle import Lifecycle
+from sharecon._consumer.telemetry import TelemetryPusher, consumer_points
+from sharecon._lifecycle import ClientRuntime
 from sharecon._net.clock import event_loop_clock
 from sharecon._net.cluster import Cluster, require_record_limit, require_share_groups
 from sharecon._net.connect import ConnectionConfig
@@ -54,7 +54,6 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
     from types import TracebackType
 
-    from anyio.abc import TaskGroup
     from typing_extensions import Self
 
     from sharecon._net.sasl import SaslConfig
@@ -141,6 +140,9 @@ class ShareConsumer(Generic[K, V]):
         have handed it out raises :class:`~sharecon.errors.DeserializationError` and the
         record is released (or, on its last allowed delivery under ``dead_letter``,
         routed to the dead-letter topic); the next call goes on with the next record.
+    :param enable_metrics_push: push this consumer's metrics to brokers that ask for
+        them (KIP-714 client telemetry, as Java's ``enable.metrics.push``): nothing is
+        sent unless a client-metrics subscription on the cluster matches this client.
     :raises ConfigError: for a wrong argument, naming it.
     """
 
@@ -175,7 +177,10 @@ class ShareConsumer(Generic[K, V]):
         max_poll_interval: float | None = 300.0,
         key_deserializer: Callable[[bytes], K] | None = None,
         value_deserializer: Callable[[bytes], V] | None = None,
+        enable_metrics_push: bool = True,
     ) -> None:
+        self._enable_metrics_push = enable_metrics_push
+        self._telemetry: TelemetryPusher | None = None
         self._config = ConsumerConfig(
             group_id=group_id,
             topics=topics_tuple(topics),
@@ -242,13 +247,10 @@ class ShareConsumer(Generic[K, V]):
         policy = dead_letter or DeadLetterPolicy()
         self._dlq_policy = replace(policy, topic=policy.topic or dlq_topic)
         self._router: DeadLetterRouter | None = None
-        self._life = Lifecycle("ShareConsumer")
-        self._stack: contextlib.AsyncExitStack | None = None
-        self._tg: TaskGroup | None = None
+        self._runtime = ClientRuntime("ShareConsumer")
+        self._life = self._runtime.life
         self._core: ConsumerCore | None = None
-        self._cluster: Cluster | None = None
         self._heartbeat_done = anyio.Event()
-        self._closed = False
         self._explicit = ack_mode == "explicit"
         self._current: Record[Any, Any] | None = None
         self._current_answered = False
@@ -290,15 +292,8 @@ class ShareConsumer(Generic[K, V]):
         """
         # A second life would be a new member nobody closes: it would heartbeat and hold
         # records until the process exits. So a closed consumer never starts again.
-        self._life.begin_start()
-        stack = contextlib.AsyncExitStack()
-        self._stack = stack
-        try:
-            tg = await stack.enter_async_context(anyio.create_task_group())
-            self._tg = tg
-            cluster = Cluster(self._bootstrap, self._connection, tg)
-            self._cluster = cluster
-            await cluster.connect()
+        connect = self._runtime.starting(lambda g: Cluster(self._bootstrap, self._connection, g))
+        async with connect as (cluster, tg):
             require_share_groups(cluster.versions, cluster.bootstrap_addresses[0])
             if self._config.acquire_mode == "record_limit":
                 require_record_limit(cluster.versions)
@@ -348,6 +343,17 @@ class ShareConsumer(Generic[K, V]):
                 core.dlq_limit = self._dead_letter.max_deliveries
                 tg.start_soon(self._route_dead_letters, core, name="sharecon dead letters")
             tg.start_soon(self._run_heartbeat, core, name="sharecon heartbeat")
+            if self._enable_metrics_push:
+                self._telemetry = TelemetryPusher(
+                    cluster,
+                    lambda: consumer_points(core.metrics()),
+                    resource={
+                        "client_id": self._connection.client_id,
+                        "group_id": self._config.group_id,
+                    },
+                    request_timeout=self._config.request_timeout,
+                )
+                tg.start_soon(self._telemetry.run, name="sharecon telemetry")
             if self._config.keep_locks:
                 core.check_renew()
                 await self._check_renewals(core, explicit=True)
@@ -367,11 +373,10 @@ class ShareConsumer(Generic[K, V]):
             if core.fatal is not None:
                 raise core.fatal
             core.stats.poll_timer_from(_monotonic())
-        except BaseException:
-            self._closed = True
-            self._life.begin_close()
-            await self._teardown()
-            raise
+
+    @property
+    def _closed(self) -> bool:
+        return self._runtime.state == "closed"
 
     async def _run_heartbeat(self, core: ConsumerCore) -> None:
         try:
@@ -392,34 +397,25 @@ class ShareConsumer(Generic[K, V]):
         waiting :meth:`poll`) ends when the consumer closes; a call made after the
         close raises :class:`~sharecon.errors.ClientClosedError`.
         """
-        if self._closed:
+        if not self._runtime.begin_close():
             return
-        self._closed = True
-        self._life.begin_close()
         core = self._core
         limit = self._config.close_timeout if timeout is None else timeout
-        if core is not None:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(limit) as scope:
-                # The farewell gets a task group of its own: if an enclosing cancel scope
-                # cancelled the consumer's loops and connection readers, the last requests
-                # reconnect here, shielded, instead of never being sent.
-                async with anyio.create_task_group() as farewell:
-                    core.cluster.rebind(farewell)
-                    try:
-                        await self._leave(core)
-                    finally:
-                        await core.cluster.aclose()
-            if scope.cancelled_caught:
-                logger.warning(
-                    "share consumer %s: close timed out after %g s", core.member_id, limit
-                )
-        await self._teardown()
+        if core is None:
+            await self._runtime.shutdown(timeout=limit)
+            return
+        # The farewell reconnects in a task group of the closing task if an enclosing
+        # cancel scope cancelled the consumer's loops and connection readers.
+        if await self._runtime.shutdown(lambda _: self._leave(core), limit):
+            logger.warning("share consumer %s: close timed out after %g s", core.member_id, limit)
 
     async def aclose(self) -> None:
         """:meth:`close` with the default timeout (the name every sharecon client has)."""
         await self.close()
 
     async def _leave(self, core: ConsumerCore) -> None:
+        if self._telemetry is not None:
+            await self._telemetry.terminate()  # bounded; before the member's goodbye
         core.closing = True
         core.dead_letter_signal.set()
         if self._router is not None:
@@ -454,19 +450,6 @@ class ShareConsumer(Generic[K, V]):
             membership.on_error(anyio.current_time())
             return
         membership.on_response(anyio.current_time(), error_code=resp.error_code)
-
-    async def _teardown(self) -> None:
-        stack, self._stack = self._stack, None
-        if stack is None:
-            return
-        with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
-            if self._cluster is not None:
-                await self._cluster.aclose()
-        if self._tg is not None:
-            # The loops (and connection readers) end here; their cleanup is bounded.
-            self._tg.cancel_scope.cancel()
-        # Exiting the task group must happen outside any scope opened after it.
-        await stack.aclose()
 
     # -- state --------------------------------------------------------------------------
 
@@ -625,6 +608,20 @@ class ShareConsumer(Generic[K, V]):
             core.member_id,
             released,
         )
+
+    def stop_fetching(self) -> None:
+        """Fetch no more records, for good; everything else goes on.
+
+        Records already fetched are still handed out, and answers are still sent (with
+        ShareAcknowledge). A fetch already on its way may still bring records (within
+        ``max_wait_ms``). For a drain that finishes what this member acquired instead of
+        releasing it, which would spend one of each record's delivery attempts
+        (``sharecon worker`` drains so); :meth:`close` afterwards.
+
+        :raises ClientClosedError: the consumer was closed.
+        """
+        core = self._live()
+        core.buffer.stopped = True
 
     # -- acknowledgements -----------------------------------------------------------------
 
@@ -1164,8 +1161,9 @@ class ShareConsumer(Generic[K, V]):
             core.membership.rejoin()
         if self._heartbeat_done.is_set():
             self._heartbeat_done = anyio.Event()
-            assert self._tg is not None
-            self._tg.start_soon(self._run_heartbeat, core, name="sharecon heartbeat")
+            self._runtime.task_group.start_soon(
+                self._run_heartbeat, core, name="sharecon heartbeat"
+            )
         core.heartbeat_wake.set()
         logger.info("share consumer %s: rejoining the group", core.member_id)
 

@@ -40,10 +40,12 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from sharecon import errors
+from sharecon._lifecycle import Hosting
 from sharecon.protocol.names import validate_topic_name
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from contextlib import AbstractAsyncContextManager
 
     from anyio.abc import TaskStatus
 
@@ -320,37 +322,35 @@ class DeadLetterRouter:
         self._share_version = share_version
         self._producer: Producer | None = None
         self._admin: Admin | None = None
-        self._stop = anyio.Event()
-        self._stopped = anyio.Event()
-        self.started = False
+        self._hosting = Hosting()
         self._known_topics: set[str] = set()
         self._broker_dlq = BrokerDlqCache()
+
+    @property
+    def started(self) -> bool:
+        """Whether the producer and admin client are up (rule 4)."""
+        return self._hosting.started
 
     async def host(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Run the router's producer and admin until :meth:`stop` (rule 4)."""
         from sharecon.admin import Admin
         from sharecon.producer import Producer
 
+        clients: list[AbstractAsyncContextManager[Any]] = [
+            Producer(self._bootstrap, config=self._connection, client_id="sharecon-dlq"),
+            Admin(self._bootstrap, config=self._connection),
+        ]
         try:
-            async with (
-                Producer(
-                    self._bootstrap, config=self._connection, client_id="sharecon-dlq"
-                ) as producer,
-                Admin(self._bootstrap, config=self._connection) as admin,
-            ):
-                self._producer, self._admin = producer, admin
-                self.started = True
-                task_status.started()
-                await self._stop.wait()
+            await self._hosting.run(clients, self._on_ready, task_status=task_status)
         finally:
             self._producer = self._admin = None
-            self._stopped.set()
+
+    def _on_ready(self, clients: list[Any]) -> None:
+        self._producer, self._admin = clients
 
     async def stop(self) -> None:
         """Flush and stop the producer and admin (bounded by the caller)."""
-        self._stop.set()
-        if self.started:
-            await self._stopped.wait()
+        await self._hosting.stop()
 
     async def _broker_routes(self, topic: str) -> bool:
         """Rule 3: does the broker copy rejected records of this group to ``topic``?"""

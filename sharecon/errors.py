@@ -26,10 +26,11 @@ Layout::
     └── BrokerError                   the broker answered with a non-zero error code
         └── one class per code (``UnknownTopicOrPartitionError``, ``InvalidRecordStateError``, ...)
 
-Each broker error code is mapped exactly once, in :data:`ERROR_CODES`; use
-:func:`error_for_code` to turn a code into an exception instance, and
-:class:`ErrorCode` (an ``IntEnum`` generated from the same table, defined in
-``sharecon.protocol.error_codes`` and re-exported here) to name a code in code. Codes the broker
+Each broker error code is mapped exactly once, in the table ``tools/spec/errors/`` from
+which ``tools/gen_errors.py`` generates the classes below, :class:`ErrorCode` (an
+``IntEnum`` that ``sharecon.protocol.error_codes`` re-exports for the protocol layer) and
+:data:`ERROR_CODES`. Use :func:`error_for_code` to turn a code into an exception instance,
+and :class:`ErrorCode` to name a code in code. Codes the broker
 may send that this table does not know become :class:`UnknownServerError`, keeping
 the number.
 """
@@ -37,6 +38,7 @@ the number.
 from __future__ import annotations
 
 import builtins
+from enum import IntEnum
 from typing import ClassVar, Literal, NamedTuple
 
 __all__ = [
@@ -290,261 +292,283 @@ class ErrorSpec(NamedTuple):
     description: str
 
 
-# Code, name, retriable, description. Retriable follows the broker's own classification
-# (its RetriableException subclasses, InvalidMetadataException included).
-# Descriptions are ours: short, and written for someone reading a traceback.
-_TABLE: tuple[tuple[int, str, bool, str], ...] = (
-    (-1, "UNKNOWN_SERVER_ERROR", False, "The broker hit an unexpected error handling the request."),
-    (1, "OFFSET_OUT_OF_RANGE", False, "The offset is outside the partition's log."),
-    (
-        2,
-        "CORRUPT_MESSAGE",
-        True,
-        "A message failed its CRC, its size check, or is otherwise corrupt.",
-    ),
-    (3, "UNKNOWN_TOPIC_OR_PARTITION", True, "The broker does not host this topic-partition."),
-    (4, "INVALID_FETCH_SIZE", False, "The fetch size is invalid."),
-    (
-        5,
-        "LEADER_NOT_AVAILABLE",
-        True,
-        "The partition has no leader right now (an election is under way).",
-    ),
-    (
-        6,
-        "NOT_LEADER_OR_FOLLOWER",
-        True,
-        "This broker is not the partition's leader (or not a replica).",
-    ),
-    (7, "REQUEST_TIMED_OUT", True, "The request timed out on the broker."),
-    (8, "BROKER_NOT_AVAILABLE", False, "The broker is not available."),
-    (9, "REPLICA_NOT_AVAILABLE", True, "The replica is not available for the partition."),
-    (10, "MESSAGE_TOO_LARGE", False, "A message is larger than the broker accepts."),
-    (11, "STALE_CONTROLLER_EPOCH", False, "The controller moved to another broker."),
-    (12, "OFFSET_METADATA_TOO_LARGE", False, "The offset metadata is too large."),
-    (13, "NETWORK_EXCEPTION", True, "The connection closed before a response arrived."),
-    (14, "COORDINATOR_LOAD_IN_PROGRESS", True, "The coordinator is still loading its state."),
-    (15, "COORDINATOR_NOT_AVAILABLE", True, "The coordinator is not available."),
-    (16, "NOT_COORDINATOR", True, "This broker is not the coordinator for the group."),
-    (17, "INVALID_TOPIC_EXCEPTION", False, "The topic name or operation is invalid."),
-    (
-        18,
-        "RECORD_LIST_TOO_LARGE",
-        False,
-        "A record batch is larger than the broker's segment size.",
-    ),
-    (19, "NOT_ENOUGH_REPLICAS", True, "Fewer in-sync replicas than required; nothing was written."),
-    (
-        20,
-        "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
-        True,
-        "Written, but to fewer in-sync replicas than required.",
-    ),
-    (21, "INVALID_REQUIRED_ACKS", False, "The produce request's acks value is invalid."),
-    (22, "ILLEGAL_GENERATION", False, "The group generation is not valid."),
-    (23, "INCONSISTENT_GROUP_PROTOCOL", False, "The member's protocols do not match the group's."),
-    (24, "INVALID_GROUP_ID", False, "The group id is invalid."),
-    (25, "UNKNOWN_MEMBER_ID", False, "The coordinator does not know this member."),
-    (
-        26,
-        "INVALID_SESSION_TIMEOUT",
-        False,
-        "The session timeout is outside the broker's allowed range.",
-    ),
-    (27, "REBALANCE_IN_PROGRESS", False, "The group is rebalancing."),
-    (28, "INVALID_COMMIT_OFFSET_SIZE", False, "The committed offset data size is invalid."),
-    (29, "TOPIC_AUTHORIZATION_FAILED", False, "Not authorized to access the topic."),
-    (30, "GROUP_AUTHORIZATION_FAILED", False, "Not authorized to access the group."),
-    (31, "CLUSTER_AUTHORIZATION_FAILED", False, "Not authorized for the cluster operation."),
-    (32, "INVALID_TIMESTAMP", False, "A timestamp is out of the accepted range."),
-    (33, "UNSUPPORTED_SASL_MECHANISM", False, "The broker does not support this SASL mechanism."),
-    (34, "ILLEGAL_SASL_STATE", False, "The request is not valid in the current SASL state."),
-    (35, "UNSUPPORTED_VERSION", False, "The broker does not support this API version or feature."),
-    (36, "TOPIC_ALREADY_EXISTS", False, "A topic with this name already exists."),
-    (37, "INVALID_PARTITIONS", False, "The partition count is invalid."),
-    (
-        38,
-        "INVALID_REPLICATION_FACTOR",
-        False,
-        "The replication factor is invalid for this cluster.",
-    ),
-    (39, "INVALID_REPLICA_ASSIGNMENT", False, "The replica assignment is invalid."),
-    (40, "INVALID_CONFIG", False, "A configuration value is invalid."),
-    (41, "NOT_CONTROLLER", True, "This broker is not the controller."),
-    (
-        42,
-        "INVALID_REQUEST",
-        False,
-        "The broker found the request malformed or not allowed; see its log.",
-    ),
-    (
-        43,
-        "UNSUPPORTED_FOR_MESSAGE_FORMAT",
-        False,
-        "The message format does not support the request.",
-    ),
-    (44, "POLICY_VIOLATION", False, "The request violates a configured policy."),
-    (
-        45,
-        "OUT_OF_ORDER_SEQUENCE_NUMBER",
-        False,
-        "The broker received an out-of-order sequence number.",
-    ),
-    (46, "DUPLICATE_SEQUENCE_NUMBER", False, "The broker received a duplicate sequence number."),
-    (47, "INVALID_PRODUCER_EPOCH", False, "The producer epoch is old."),
-    (48, "INVALID_TXN_STATE", False, "The transactional operation is invalid in this state."),
-    (
-        49,
-        "INVALID_PRODUCER_ID_MAPPING",
-        False,
-        "The producer id is not assigned to this transactional id.",
-    ),
-    (
-        50,
-        "INVALID_TRANSACTION_TIMEOUT",
-        False,
-        "The transaction timeout exceeds the broker's maximum.",
-    ),
-    (51, "CONCURRENT_TRANSACTIONS", False, "Another operation on this transaction is under way."),
-    (52, "TRANSACTION_COORDINATOR_FENCED", False, "The transaction coordinator has been fenced."),
-    (
-        53,
-        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
-        False,
-        "Not authorized for the transactional id.",
-    ),
-    (54, "SECURITY_DISABLED", False, "Security features are disabled on the broker."),
-    (55, "OPERATION_NOT_ATTEMPTED", False, "The broker did not attempt this operation."),
-    (56, "KAFKA_STORAGE_ERROR", True, "The broker hit a disk error."),
-    (57, "LOG_DIR_NOT_FOUND", False, "The log directory is not configured on the broker."),
-    (58, "SASL_AUTHENTICATION_FAILED", False, "SASL authentication failed."),
-    (59, "UNKNOWN_PRODUCER_ID", False, "The broker has no state for this producer id."),
-    (60, "REASSIGNMENT_IN_PROGRESS", False, "A partition reassignment is in progress."),
-    (61, "DELEGATION_TOKEN_AUTH_DISABLED", False, "Delegation tokens are disabled."),
-    (62, "DELEGATION_TOKEN_NOT_FOUND", False, "The delegation token was not found."),
-    (
-        63,
-        "DELEGATION_TOKEN_OWNER_MISMATCH",
-        False,
-        "The principal is not the token's owner or renewer.",
-    ),
-    (
-        64,
-        "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED",
-        False,
-        "Delegation token requests are not allowed on this channel.",
-    ),
-    (65, "DELEGATION_TOKEN_AUTHORIZATION_FAILED", False, "Delegation token authorization failed."),
-    (66, "DELEGATION_TOKEN_EXPIRED", False, "The delegation token has expired."),
-    (67, "INVALID_PRINCIPAL_TYPE", False, "The principal type is not supported."),
-    (68, "NON_EMPTY_GROUP", False, "The group still has members."),
-    (69, "GROUP_ID_NOT_FOUND", False, "The group does not exist."),
-    (70, "FETCH_SESSION_ID_NOT_FOUND", True, "The fetch session was not found."),
-    (71, "INVALID_FETCH_SESSION_EPOCH", True, "The fetch session epoch is invalid."),
-    (
-        72,
-        "LISTENER_NOT_FOUND",
-        True,
-        "The leader has no listener matching the one used for metadata.",
-    ),
-    (73, "TOPIC_DELETION_DISABLED", False, "Topic deletion is disabled on the broker."),
-    (74, "FENCED_LEADER_EPOCH", True, "The request's leader epoch is older than the broker's."),
-    (75, "UNKNOWN_LEADER_EPOCH", True, "The request's leader epoch is newer than the broker's."),
-    (
-        76,
-        "UNSUPPORTED_COMPRESSION_TYPE",
-        False,
-        "The client does not support the partition's compression.",
-    ),
-    (77, "STALE_BROKER_EPOCH", False, "The broker epoch has changed."),
-    (78, "OFFSET_NOT_AVAILABLE", True, "The leader's high watermark has not caught up yet."),
-    (79, "MEMBER_ID_REQUIRED", False, "The member needs a member id first."),
-    (80, "PREFERRED_LEADER_NOT_AVAILABLE", True, "The preferred leader is not available."),
-    (81, "GROUP_MAX_SIZE_REACHED", False, "The group has reached its maximum number of members."),
-    (82, "FENCED_INSTANCE_ID", False, "Another member registered with the same group.instance.id."),
-    (83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", True, "No eligible leaders are available."),
-    (84, "ELECTION_NOT_NEEDED", True, "A leader election is not needed."),
-    (85, "NO_REASSIGNMENT_IN_PROGRESS", False, "No partition reassignment is in progress."),
-    (86, "GROUP_SUBSCRIBED_TO_TOPIC", False, "The group is still subscribed to the topic."),
-    (87, "INVALID_RECORD", False, "The broker rejected a record as invalid."),
-    (88, "UNSTABLE_OFFSET_COMMIT", True, "There are unstable offsets to clear first."),
-    (89, "THROTTLING_QUOTA_EXCEEDED", True, "A throttling quota was exceeded."),
-    (
-        90,
-        "PRODUCER_FENCED",
-        False,
-        "A newer producer with the same transactional id fenced this one.",
-    ),
-    (91, "RESOURCE_NOT_FOUND", False, "The resource does not exist."),
-    (92, "DUPLICATE_RESOURCE", False, "The request named the same resource twice."),
-    (93, "UNACCEPTABLE_CREDENTIAL", False, "The credential does not meet the broker's criteria."),
-    (94, "INCONSISTENT_VOTER_SET", False, "The voter set is inconsistent."),
-    (95, "INVALID_UPDATE_VERSION", False, "The update version is invalid."),
-    (96, "FEATURE_UPDATE_FAILED", False, "Finalized features could not be updated."),
-    (
-        97,
-        "PRINCIPAL_DESERIALIZATION_FAILURE",
-        False,
-        "The request principal could not be deserialized.",
-    ),
-    (98, "SNAPSHOT_NOT_FOUND", False, "The snapshot was not found."),
-    (99, "POSITION_OUT_OF_RANGE", False, "The snapshot position is out of range."),
-    (100, "UNKNOWN_TOPIC_ID", True, "The broker does not host this topic id."),
-    (101, "DUPLICATE_BROKER_REGISTRATION", False, "This broker id is already registered."),
-    (102, "BROKER_ID_NOT_REGISTERED", False, "This broker id is not registered."),
-    (103, "INCONSISTENT_TOPIC_ID", False, "The log's topic id does not match the request's."),
-    (104, "INCONSISTENT_CLUSTER_ID", False, "The cluster id does not match the broker's."),
-    (105, "TRANSACTIONAL_ID_NOT_FOUND", False, "The transactional id was not found."),
-    (106, "FETCH_SESSION_TOPIC_ID_ERROR", True, "The fetch session used topic ids inconsistently."),
-    (107, "INELIGIBLE_REPLICA", False, "The new ISR contains an ineligible replica."),
-    (108, "NEW_LEADER_ELECTED", False, "The partition state changed but a new leader was elected."),
-    (109, "OFFSET_MOVED_TO_TIERED_STORAGE", False, "The offset has moved to tiered storage."),
-    (110, "FENCED_MEMBER_EPOCH", False, "The member epoch was fenced; the member must rejoin."),
-    (111, "UNRELEASED_INSTANCE_ID", False, "The instance id is still used by another member."),
-    (112, "UNSUPPORTED_ASSIGNOR", False, "The group does not support the assignor."),
-    (113, "STALE_MEMBER_EPOCH", False, "The member epoch is stale."),
-    (114, "MISMATCHED_ENDPOINT_TYPE", False, "The request went to an endpoint of the wrong type."),
-    (115, "UNSUPPORTED_ENDPOINT_TYPE", False, "This endpoint type is not supported."),
-    (116, "UNKNOWN_CONTROLLER_ID", False, "The controller id is not known."),
-    (
-        117,
-        "UNKNOWN_SUBSCRIPTION_ID",
-        False,
-        "The telemetry subscription id is unknown or outdated.",
-    ),
-    (118, "TELEMETRY_TOO_LARGE", False, "The telemetry push is larger than the broker accepts."),
-    (119, "INVALID_REGISTRATION", False, "The broker registration is invalid."),
-    (120, "TRANSACTION_ABORTABLE", False, "The transaction hit an error and can be aborted."),
-    (
-        121,
-        "INVALID_RECORD_STATE",
-        False,
-        "The record is not acquired by this member (lock expired, or not ours).",
-    ),
-    (122, "SHARE_SESSION_NOT_FOUND", True, "The share session was not found."),
-    (
-        123,
-        "INVALID_SHARE_SESSION_EPOCH",
-        True,
-        "The share session epoch is not the one the broker expects.",
-    ),
-    (124, "FENCED_STATE_EPOCH", False, "The share-group state epoch did not match."),
-    (125, "INVALID_VOTER_KEY", False, "The voter key does not match the replica's."),
-    (126, "DUPLICATE_VOTER", False, "The voter is already in the voter set."),
-    (127, "VOTER_NOT_FOUND", False, "The voter is not in the voter set."),
-    (128, "INVALID_REGULAR_EXPRESSION", False, "The regular expression is invalid."),
-    (129, "REBOOTSTRAP_REQUIRED", False, "Client metadata is stale; the client must rebootstrap."),
-    (130, "STREAMS_INVALID_TOPOLOGY", False, "The streams topology is invalid."),
-    (131, "STREAMS_INVALID_TOPOLOGY_EPOCH", False, "The streams topology epoch is invalid."),
-    (132, "STREAMS_TOPOLOGY_FENCED", False, "The streams topology epoch is outdated."),
-    (133, "SHARE_SESSION_LIMIT_REACHED", True, "The broker's share-session cache is full."),
-)
-
-#: Every broker error code we know, by number.
-ERROR_CODES: dict[int, ErrorSpec] = {row[0]: ErrorSpec(*row) for row in _TABLE}
-
-
 # --- BEGIN GENERATED by tools/gen_errors.py: do not edit by hand ---
+
+
+class ErrorCode(IntEnum):
+    """A broker error code; ``NONE`` (0) means success. Members are ints, so
+    ``response.error_code == ErrorCode.NOT_COORDINATOR`` works on a decoded int16."""
+
+    #: No error.
+    NONE = 0
+    #: The broker hit an unexpected error handling the request.
+    UNKNOWN_SERVER_ERROR = -1
+    #: The offset is outside the partition's log.
+    OFFSET_OUT_OF_RANGE = 1
+    #: A message failed its CRC, its size check, or is otherwise corrupt.
+    CORRUPT_MESSAGE = 2
+    #: The broker does not host this topic-partition.
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    #: The fetch size is invalid.
+    INVALID_FETCH_SIZE = 4
+    #: The partition has no leader right now (an election is under way).
+    LEADER_NOT_AVAILABLE = 5
+    #: This broker is not the partition's leader (or not a replica).
+    NOT_LEADER_OR_FOLLOWER = 6
+    #: The request timed out on the broker.
+    REQUEST_TIMED_OUT = 7
+    #: The broker is not available.
+    BROKER_NOT_AVAILABLE = 8
+    #: The replica is not available for the partition.
+    REPLICA_NOT_AVAILABLE = 9
+    #: A message is larger than the broker accepts.
+    MESSAGE_TOO_LARGE = 10
+    #: The controller moved to another broker.
+    STALE_CONTROLLER_EPOCH = 11
+    #: The offset metadata is too large.
+    OFFSET_METADATA_TOO_LARGE = 12
+    #: The connection closed before a response arrived.
+    NETWORK_EXCEPTION = 13
+    #: The coordinator is still loading its state.
+    COORDINATOR_LOAD_IN_PROGRESS = 14
+    #: The coordinator is not available.
+    COORDINATOR_NOT_AVAILABLE = 15
+    #: This broker is not the coordinator for the group.
+    NOT_COORDINATOR = 16
+    #: The topic name or operation is invalid.
+    INVALID_TOPIC_EXCEPTION = 17
+    #: A record batch is larger than the broker's segment size.
+    RECORD_LIST_TOO_LARGE = 18
+    #: Fewer in-sync replicas than required; nothing was written.
+    NOT_ENOUGH_REPLICAS = 19
+    #: Written, but to fewer in-sync replicas than required.
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    #: The produce request's acks value is invalid.
+    INVALID_REQUIRED_ACKS = 21
+    #: The group generation is not valid.
+    ILLEGAL_GENERATION = 22
+    #: The member's protocols do not match the group's.
+    INCONSISTENT_GROUP_PROTOCOL = 23
+    #: The group id is invalid.
+    INVALID_GROUP_ID = 24
+    #: The coordinator does not know this member.
+    UNKNOWN_MEMBER_ID = 25
+    #: The session timeout is outside the broker's allowed range.
+    INVALID_SESSION_TIMEOUT = 26
+    #: The group is rebalancing.
+    REBALANCE_IN_PROGRESS = 27
+    #: The committed offset data size is invalid.
+    INVALID_COMMIT_OFFSET_SIZE = 28
+    #: Not authorized to access the topic.
+    TOPIC_AUTHORIZATION_FAILED = 29
+    #: Not authorized to access the group.
+    GROUP_AUTHORIZATION_FAILED = 30
+    #: Not authorized for the cluster operation.
+    CLUSTER_AUTHORIZATION_FAILED = 31
+    #: A timestamp is out of the accepted range.
+    INVALID_TIMESTAMP = 32
+    #: The broker does not support this SASL mechanism.
+    UNSUPPORTED_SASL_MECHANISM = 33
+    #: The request is not valid in the current SASL state.
+    ILLEGAL_SASL_STATE = 34
+    #: The broker does not support this API version or feature.
+    UNSUPPORTED_VERSION = 35
+    #: A topic with this name already exists.
+    TOPIC_ALREADY_EXISTS = 36
+    #: The partition count is invalid.
+    INVALID_PARTITIONS = 37
+    #: The replication factor is invalid for this cluster.
+    INVALID_REPLICATION_FACTOR = 38
+    #: The replica assignment is invalid.
+    INVALID_REPLICA_ASSIGNMENT = 39
+    #: A configuration value is invalid.
+    INVALID_CONFIG = 40
+    #: This broker is not the controller.
+    NOT_CONTROLLER = 41
+    #: The broker found the request malformed or not allowed; see its log.
+    INVALID_REQUEST = 42
+    #: The message format does not support the request.
+    UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+    #: The request violates a configured policy.
+    POLICY_VIOLATION = 44
+    #: The broker received an out-of-order sequence number.
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    #: The broker received a duplicate sequence number.
+    DUPLICATE_SEQUENCE_NUMBER = 46
+    #: The producer epoch is old.
+    INVALID_PRODUCER_EPOCH = 47
+    #: The transactional operation is invalid in this state.
+    INVALID_TXN_STATE = 48
+    #: The producer id is not assigned to this transactional id.
+    INVALID_PRODUCER_ID_MAPPING = 49
+    #: The transaction timeout exceeds the broker's maximum.
+    INVALID_TRANSACTION_TIMEOUT = 50
+    #: Another operation on this transaction is under way.
+    CONCURRENT_TRANSACTIONS = 51
+    #: The transaction coordinator has been fenced.
+    TRANSACTION_COORDINATOR_FENCED = 52
+    #: Not authorized for the transactional id.
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+    #: Security features are disabled on the broker.
+    SECURITY_DISABLED = 54
+    #: The broker did not attempt this operation.
+    OPERATION_NOT_ATTEMPTED = 55
+    #: The broker hit a disk error.
+    KAFKA_STORAGE_ERROR = 56
+    #: The log directory is not configured on the broker.
+    LOG_DIR_NOT_FOUND = 57
+    #: SASL authentication failed.
+    SASL_AUTHENTICATION_FAILED = 58
+    #: The broker has no state for this producer id.
+    UNKNOWN_PRODUCER_ID = 59
+    #: A partition reassignment is in progress.
+    REASSIGNMENT_IN_PROGRESS = 60
+    #: Delegation tokens are disabled.
+    DELEGATION_TOKEN_AUTH_DISABLED = 61
+    #: The delegation token was not found.
+    DELEGATION_TOKEN_NOT_FOUND = 62
+    #: The principal is not the token's owner or renewer.
+    DELEGATION_TOKEN_OWNER_MISMATCH = 63
+    #: Delegation token requests are not allowed on this channel.
+    DELEGATION_TOKEN_REQUEST_NOT_ALLOWED = 64
+    #: Delegation token authorization failed.
+    DELEGATION_TOKEN_AUTHORIZATION_FAILED = 65
+    #: The delegation token has expired.
+    DELEGATION_TOKEN_EXPIRED = 66
+    #: The principal type is not supported.
+    INVALID_PRINCIPAL_TYPE = 67
+    #: The group still has members.
+    NON_EMPTY_GROUP = 68
+    #: The group does not exist.
+    GROUP_ID_NOT_FOUND = 69
+    #: The fetch session was not found.
+    FETCH_SESSION_ID_NOT_FOUND = 70
+    #: The fetch session epoch is invalid.
+    INVALID_FETCH_SESSION_EPOCH = 71
+    #: The leader has no listener matching the one used for metadata.
+    LISTENER_NOT_FOUND = 72
+    #: Topic deletion is disabled on the broker.
+    TOPIC_DELETION_DISABLED = 73
+    #: The request's leader epoch is older than the broker's.
+    FENCED_LEADER_EPOCH = 74
+    #: The request's leader epoch is newer than the broker's.
+    UNKNOWN_LEADER_EPOCH = 75
+    #: The client does not support the partition's compression.
+    UNSUPPORTED_COMPRESSION_TYPE = 76
+    #: The broker epoch has changed.
+    STALE_BROKER_EPOCH = 77
+    #: The leader's high watermark has not caught up yet.
+    OFFSET_NOT_AVAILABLE = 78
+    #: The member needs a member id first.
+    MEMBER_ID_REQUIRED = 79
+    #: The preferred leader is not available.
+    PREFERRED_LEADER_NOT_AVAILABLE = 80
+    #: The group has reached its maximum number of members.
+    GROUP_MAX_SIZE_REACHED = 81
+    #: Another member registered with the same group.instance.id.
+    FENCED_INSTANCE_ID = 82
+    #: No eligible leaders are available.
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+    #: A leader election is not needed.
+    ELECTION_NOT_NEEDED = 84
+    #: No partition reassignment is in progress.
+    NO_REASSIGNMENT_IN_PROGRESS = 85
+    #: The group is still subscribed to the topic.
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
+    #: The broker rejected a record as invalid.
+    INVALID_RECORD = 87
+    #: There are unstable offsets to clear first.
+    UNSTABLE_OFFSET_COMMIT = 88
+    #: A throttling quota was exceeded.
+    THROTTLING_QUOTA_EXCEEDED = 89
+    #: A newer producer with the same transactional id fenced this one.
+    PRODUCER_FENCED = 90
+    #: The resource does not exist.
+    RESOURCE_NOT_FOUND = 91
+    #: The request named the same resource twice.
+    DUPLICATE_RESOURCE = 92
+    #: The credential does not meet the broker's criteria.
+    UNACCEPTABLE_CREDENTIAL = 93
+    #: The voter set is inconsistent.
+    INCONSISTENT_VOTER_SET = 94
+    #: The update version is invalid.
+    INVALID_UPDATE_VERSION = 95
+    #: Finalized features could not be updated.
+    FEATURE_UPDATE_FAILED = 96
+    #: The request principal could not be deserialized.
+    PRINCIPAL_DESERIALIZATION_FAILURE = 97
+    #: The snapshot was not found.
+    SNAPSHOT_NOT_FOUND = 98
+    #: The snapshot position is out of range.
+    POSITION_OUT_OF_RANGE = 99
+    #: The broker does not host this topic id.
+    UNKNOWN_TOPIC_ID = 100
+    #: This broker id is already registered.
+    DUPLICATE_BROKER_REGISTRATION = 101
+    #: This broker id is not registered.
+    BROKER_ID_NOT_REGISTERED = 102
+    #: The log's topic id does not match the request's.
+    INCONSISTENT_TOPIC_ID = 103
+    #: The cluster id does not match the broker's.
+    INCONSISTENT_CLUSTER_ID = 104
+    #: The transactional id was not found.
+    TRANSACTIONAL_ID_NOT_FOUND = 105
+    #: The fetch session used topic ids inconsistently.
+    FETCH_SESSION_TOPIC_ID_ERROR = 106
+    #: The new ISR contains an ineligible replica.
+    INELIGIBLE_REPLICA = 107
+    #: The partition state changed but a new leader was elected.
+    NEW_LEADER_ELECTED = 108
+    #: The offset has moved to tiered storage.
+    OFFSET_MOVED_TO_TIERED_STORAGE = 109
+    #: The member epoch was fenced; the member must rejoin.
+    FENCED_MEMBER_EPOCH = 110
+    #: The instance id is still used by another member.
+    UNRELEASED_INSTANCE_ID = 111
+    #: The group does not support the assignor.
+    UNSUPPORTED_ASSIGNOR = 112
+    #: The member epoch is stale.
+    STALE_MEMBER_EPOCH = 113
+    #: The request went to an endpoint of the wrong type.
+    MISMATCHED_ENDPOINT_TYPE = 114
+    #: This endpoint type is not supported.
+    UNSUPPORTED_ENDPOINT_TYPE = 115
+    #: The controller id is not known.
+    UNKNOWN_CONTROLLER_ID = 116
+    #: The telemetry subscription id is unknown or outdated.
+    UNKNOWN_SUBSCRIPTION_ID = 117
+    #: The telemetry push is larger than the broker accepts.
+    TELEMETRY_TOO_LARGE = 118
+    #: The broker registration is invalid.
+    INVALID_REGISTRATION = 119
+    #: The transaction hit an error and can be aborted.
+    TRANSACTION_ABORTABLE = 120
+    #: The record is not acquired by this member (lock expired, or not ours).
+    INVALID_RECORD_STATE = 121
+    #: The share session was not found.
+    SHARE_SESSION_NOT_FOUND = 122
+    #: The share session epoch is not the one the broker expects.
+    INVALID_SHARE_SESSION_EPOCH = 123
+    #: The share-group state epoch did not match.
+    FENCED_STATE_EPOCH = 124
+    #: The voter key does not match the replica's.
+    INVALID_VOTER_KEY = 125
+    #: The voter is already in the voter set.
+    DUPLICATE_VOTER = 126
+    #: The voter is not in the voter set.
+    VOTER_NOT_FOUND = 127
+    #: The regular expression is invalid.
+    INVALID_REGULAR_EXPRESSION = 128
+    #: Client metadata is stale; the client must rebootstrap.
+    REBOOTSTRAP_REQUIRED = 129
+    #: The streams topology is invalid.
+    STREAMS_INVALID_TOPOLOGY = 130
+    #: The streams topology epoch is invalid.
+    STREAMS_INVALID_TOPOLOGY_EPOCH = 131
+    #: The streams topology epoch is outdated.
+    STREAMS_TOPOLOGY_FENCED = 132
+    #: The broker's share-session cache is full.
+    SHARE_SESSION_LIMIT_REACHED = 133
 
 
 class UnknownServerError(BrokerError):
@@ -1920,9 +1944,10 @@ def error_for_code(code: int, message: str | None = None) -> BrokerError | None:
     return cls(message)
 
 
-__all__ += [cls.__name__ for cls in _BY_CODE.values()]
+#: Every broker error code we know, by number.
+ERROR_CODES: dict[int, ErrorSpec] = {
+    code: ErrorSpec(code, cls.name, cls.retriable, cls.description)
+    for code, cls in _BY_CODE.items()
+}
 
-# Imported last on purpose: importing sharecon.protocol runs its package __init__, whose
-# modules import the exception classes above from here. Importing it at the top would
-# find this module half-initialised whenever sharecon.errors is imported first.
-from sharecon.protocol.error_codes import ErrorCode  # noqa: E402
+__all__ += [cls.__name__ for cls in _BY_CODE.values()]

@@ -55,7 +55,6 @@ The Java client has the same window.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import math
@@ -72,7 +71,7 @@ from typing_extensions import TypeVar
 
 from sharecon import errors
 from sharecon._backoff import RETRY_BACKOFF, Backoff
-from sharecon._lifecycle import Lifecycle
+from sharecon._lifecycle import ClientRuntime
 from sharecon._net.cluster import Cluster, parse_bootstrap
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.connection import BrokerAddress
@@ -673,10 +672,7 @@ class Producer(Generic[KT, VT]):
             sasl=sasl,
         )
 
-        self._life = Lifecycle("Producer")
-        self._stack: contextlib.AsyncExitStack | None = None
-        self._tg: TaskGroup | None = None
-        self._cluster: Cluster | None = None
+        self._runtime = ClientRuntime("Producer", on_close=self._on_close)
         #: The counters behind metrics() (on time.monotonic: see sharecon._stats).
         self._stats = ProducerStats(time.monotonic(), client_id=self._config.client_id)
         self._partitions: dict[tuple[str, int], _Partition] = {}
@@ -699,7 +695,7 @@ class Producer(Generic[KT, VT]):
         self._fatal: BaseException | None = None
 
     def __repr__(self) -> str:
-        state = self._life.state
+        state = self._runtime.state
         return f"<Producer {state} pid={self._producer_id} buffered={self._buffered}B>"
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -717,37 +713,29 @@ class Producer(Generic[KT, VT]):
         :raises ClientStateError: it was started already; :class:`ClientClosedError`
             (a subclass) once it was closed.
         """
-        self._life.begin_start()
-        stack = contextlib.AsyncExitStack()
-        await stack.__aenter__()
-        try:
-            tg = await stack.enter_async_context(anyio.create_task_group())
-            required = set(PRODUCER_APIS)
-            if self._idempotent:
-                required.add(InitProducerIdRequest.api_key)
-            cluster = Cluster(self._bootstrap, self._config, tg, required_apis=required)
-            stack.push_async_callback(self._shutdown, cluster, tg)
-            self._cluster = cluster
-            await cluster.connect()
-            if self._idempotent:
-                self._producer_id, self._producer_epoch = await self._init_producer_id()
-            tg.start_soon(self._dispatch_loop)
-            tg.start_soon(self._metadata_loop)
-        except BaseException:
-            # Close the task group cleanly (nothing of ours is left running in it) so the
-            # caller gets the error itself, not an ExceptionGroup around it.
-            self._closing = True
-            self._life.begin_close()
-            await stack.__aexit__(None, None, None)
-            self._cluster = None
-            raise
-        self._stack, self._tg = stack, tg
+        required = set(PRODUCER_APIS)
+        if self._idempotent:
+            required.add(InitProducerIdRequest.api_key)
+        await self._runtime.start(
+            lambda tg: Cluster(
+                self._bootstrap,
+                self._config,
+                tg,
+                required_apis=required,
+                close_timeout=self._close_timeout,
+            ),
+            self._on_connected,
+        )
 
-    async def _shutdown(self, cluster: Cluster, tg: TaskGroup) -> None:
+    async def _on_connected(self, cluster: Cluster, tg: TaskGroup) -> None:
+        if self._idempotent:
+            self._producer_id, self._producer_epoch = await self._init_producer_id()
+        tg.start_soon(self._dispatch_loop)
+        tg.start_soon(self._metadata_loop)
+
+    def _on_close(self) -> None:
         self._closing = True
         self._fail_all(errors.KafkaError("the producer was closed before the record was sent"))
-        await cluster.aclose()
-        tg.cancel_scope.cancel()
 
     async def __aexit__(
         self,
@@ -755,22 +743,15 @@ class Producer(Generic[KT, VT]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._life.begin_close()
-        stack, self._stack = self._stack, None
-        if stack is None:
+        runtime = self._runtime
+        if not runtime.begin_close() or not runtime.held:
             return
         try:
             if exc_type is None and self._fatal is None:
                 await self._flush(None)
         finally:
             self._closing = True
-            try:
-                # The body's exception is not passed into the task group: it would come back
-                # wrapped in an ExceptionGroup. No wrapping cancel scope either: the group
-                # must exit in the scope it was entered in. _shutdown is shielded and bounded.
-                await stack.__aexit__(None, None, None)
-            finally:
-                self._cluster, self._tg = None, None
+            await runtime.shutdown(timeout=self._close_timeout)
 
     async def aclose(self) -> None:
         """Flush, then close (what leaving ``async with`` normally does). Closing again,
@@ -784,9 +765,7 @@ class Producer(Generic[KT, VT]):
         :raises ClientNotStartedError: before :meth:`start`.
         :raises ClientClosedError: after it was closed.
         """
-        if self._cluster is None:
-            raise self._life.error()
-        return self._cluster
+        return self._runtime.cluster
 
     def metrics(self) -> ProducerMetrics:
         """A snapshot of this producer's metrics, named and meant as the Java producer's
@@ -970,8 +949,8 @@ class Producer(Generic[KT, VT]):
         :raises KafkaTimeoutError: ``timeout`` passed first.
         :raises ClientStateError: the producer is not started, or closed.
         """
-        if self._life.state != "running" or self._closing:
-            raise self._life.error()
+        if self._runtime.state != "running" or self._closing:
+            raise self._runtime.error()
         await self._flush(timeout)
 
     async def _flush(self, timeout: float | None) -> None:
@@ -1003,11 +982,12 @@ class Producer(Generic[KT, VT]):
     # -- enqueueing --------------------------------------------------------------------------
 
     def _check_open(self) -> Cluster:
-        if self._cluster is None or self._closing:
-            raise self._life.error()
+        cluster = self._runtime.current  # per record: an attribute, not a property
+        if cluster is None or self._closing:
+            raise self._runtime.error()
         if self._fatal is not None:
             raise errors.KafkaError(f"the producer failed: {self._fatal}") from self._fatal
-        return self._cluster
+        return cluster
 
     async def _enqueue(
         self,
@@ -1385,9 +1365,8 @@ class Producer(Generic[KT, VT]):
         now = anyio.current_time()
         next_due = math.inf
         if self._reset_wanted and not self._resetting:
-            assert self._tg is not None
             self._resetting = True
-            self._tg.start_soon(self._reset_producer_id)
+            self._runtime.task_group.start_soon(self._reset_producer_id)
         if self._resetting:
             return math.inf  # woken when the reset is done
         meta = self._open_cluster.metadata
@@ -1421,8 +1400,7 @@ class Producer(Generic[KT, VT]):
             ready.setdefault(leader, []).append(head)
         for node, batches in ready.items():
             for group in self._requests(batches):
-                assert self._tg is not None
-                self._tg.start_soon(self._send, node, group)
+                self._runtime.task_group.start_soon(self._send, node, group)
         return max(0.0, next_due - now) if next_due < math.inf else math.inf
 
     def _requests(self, batches: list[_Batch]) -> list[list[_Batch]]:

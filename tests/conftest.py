@@ -21,6 +21,7 @@ _XDIST_GROUPS = {
     "tests/consumer/test_versions.py": "versions",
     "tests/broker/test_kerberos.py": "kerberos",  # one KDC and one GSSAPI broker
     "tests/testing/test_conformance.py": "versions",
+    "tests/testing/test_fake_differential.py": "versions",
     "tests/test_xdist_groups.py": "selfcheck",
     # One module-scoped broker requiring client certificates: started once, on one worker.
     "tests/broker/test_mtls.py": "mtls",

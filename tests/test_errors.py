@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import pathlib
 import sys
 from typing import TYPE_CHECKING
@@ -33,10 +34,17 @@ def test_generated_classes_are_fresh() -> None:
     assert expected == ast.dump(ast.parse((ROOT / "sharecon" / "errors.py").read_text()))
 
 
-def test_error_code_enum_is_fresh() -> None:
-    """sharecon/protocol/error_codes.py is exactly what tools/gen_errors.py writes."""
-    committed = (ROOT / "sharecon" / "protocol" / "error_codes.py").read_text()
-    assert committed == _gen_errors().expected_error_codes(), "run: python tools/gen_errors.py"
+def test_the_spec_maps_each_code_once() -> None:
+    """One row per broker code and name in tools/spec/errors/, one class per row."""
+    rows = json.loads(_gen_errors().SPEC.read_text())
+    codes = [row["code"] for row in rows]
+    assert len(codes) == len(set(codes)) and 0 not in codes
+    assert len({row["name"] for row in rows}) == len(rows)
+    assert sorted(codes) == sorted(errors.ERROR_CODES)
+    generated = (ROOT / "sharecon" / "errors.py").read_text().splitlines()
+    assert sum(line.startswith("class ") and "(BrokerError)" in line for line in generated) == len(
+        rows
+    )
 
 
 def test_error_code_enum_matches_table() -> None:
@@ -50,16 +58,22 @@ def test_error_code_enum_matches_table() -> None:
     assert errors.error_class_for_code(ErrorCode.INVALID_RECORD_STATE).code == 121
 
 
-def test_error_code_module_is_stdlib_only() -> None:
-    """The enum sits in the sans-I/O protocol layer and must not pull in anything else."""
-    tree = ast.parse((ROOT / "sharecon" / "protocol" / "error_codes.py").read_text())
-    imported = {
-        n.module if isinstance(n, ast.ImportFrom) else a.name
-        for n in ast.walk(tree)
-        if isinstance(n, (ast.Import, ast.ImportFrom))
-        for a in n.names
-    }
-    assert imported <= {"__future__", "enum"}, imported
+def test_errors_import_nothing_of_sharecon() -> None:
+    """sharecon.errors is the bottom of the layers: the protocol layer's enum module
+    re-exports ``ErrorCode`` from it, never the other way round."""
+
+    def imported(path: pathlib.Path) -> set[str]:
+        tree = ast.parse(path.read_text())
+        return {
+            (n.module or "") if isinstance(n, ast.ImportFrom) else a.name
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.Import, ast.ImportFrom))
+            for a in n.names
+        }
+
+    assert not {m for m in imported(ROOT / "sharecon" / "errors.py") if m.startswith("sharecon")}
+    enum_module = ROOT / "sharecon" / "protocol" / "error_codes.py"
+    assert imported(enum_module) <= {"__future__", "sharecon.errors"}
 
 
 def test_every_code_maps_to_its_own_class() -> None:

@@ -67,6 +67,7 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
         | {
             "sharecon._net.sasl",
             "sharecon._net.oauth",  # OAUTHBEARER settings build an OidcTokenProvider
+            "sharecon._net.environment",  # the connection variables, as the CLI's
             "sharecon.config",
             "sharecon.admin",
             "sharecon.consumer",
@@ -122,8 +123,8 @@ CLIENTS = {"sharecon.admin", "sharecon.producer", "sharecon.consumer", "sharecon
 TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     # top-level module: (sharecon modules it may import, modules it must not import)
     # Plain data and pure helpers, importable from every layer: they import (almost) nothing.
-    # The error table's codes by name (ErrorCode): a generated, standard-library-only module.
-    "sharecon.errors": ({"sharecon.protocol.error_codes"}, IO_MODULES),
+    # The bottom: the exception hierarchy and the generated error-code enum import nothing.
+    "sharecon.errors": (set(), IO_MODULES),
     "sharecon.types": ({"sharecon.errors"}, IO_MODULES),
     "sharecon._version": (set(), IO_MODULES),
     # Which build is running: names the compiled modules, imports none of sharecon itself
@@ -135,8 +136,8 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     "sharecon._stats": ({"sharecon.metrics"}, IO_MODULES),
     # The public names of the settings objects (defined in the layers below).
     "sharecon.config": ({"sharecon._backoff", "sharecon._net"}, set()),
-    # The clients' shared lifecycle states and errors: pure.
-    "sharecon._lifecycle": ({"sharecon.errors"}, IO_MODULES),
+    # The clients' one runtime: lifecycle states and errors, task group, cluster, shutdown.
+    "sharecon._lifecycle": (SANS_IO_BASE | {"sharecon.protocol", "sharecon._net"}, set()),
     # Serializer helpers: pure functions over bytes (no I/O, no clock).
     "sharecon.serde": ({"sharecon.errors"}, IO_MODULES),
     # ``python -m sharecon``: the command line and nothing else.
@@ -162,6 +163,7 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon.record",
             "sharecon.admin",
             "sharecon.producer",
+            "sharecon._lifecycle",
         },
         set(),
     ),

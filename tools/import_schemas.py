@@ -72,6 +72,8 @@ APIS: dict[str, tuple[str, int, int]] = {
     "SaslAuthenticate": ("sasl_authenticate", 2, 2),
     "Fetch": ("fetch", 4, 17),
     "InitProducerId": ("init_producer_id", 0, 5),
+    "GetTelemetrySubscriptions": ("get_telemetry_subscriptions", 0, 0),
+    "PushTelemetry": ("push_telemetry", 0, 0),
 }
 
 #: Spec files maintained by hand; this tool never overwrites them.

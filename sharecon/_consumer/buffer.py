@@ -113,6 +113,8 @@ class DeliveryBuffer:
         self.nbytes = 0
         #: Records dropped because their lock ended while they waited here (rule 3).
         self.expired = 0
+        #: No more fetching, for good (``ShareConsumer.stop_fetching()``).
+        self.stopped = False
         #: Set when records arrive (or the consumer fails/closes): the application waits on it.
         self.data = Signal()
         #: Called when the buffer drops below its bounds (the consumer wakes its fetchers).
@@ -132,7 +134,8 @@ class DeliveryBuffer:
     def has_room(self, extra_records: int = 0, extra_bytes: int = 0) -> bool:
         """Whether fetchers may fetch more (counting ``extra_*`` about to be pushed)."""
         return (
-            self.records + extra_records < self.max_records
+            not self.stopped
+            and self.records + extra_records < self.max_records
             and self.nbytes + extra_bytes < self.max_bytes
         )
 

@@ -18,7 +18,9 @@ Rules of this module:
    (:meth:`PartitionIntake.decode_next`), so memory follows what the application holds,
    not the decompressed size of the whole answer. Only a batch's acquired records are
    built: the others are skipped unbuilt and decoding stops after the last acquired
-   offset, so one acquired record of a million-record batch costs about one record. A
+   offset, so one acquired record of a million-record batch costs about one record (a
+   zstd batch is then decompressed as a stream, only as far as needed, keeping a window
+   of it; a batch read again starts from record positions the last read marked). A
    batch that fails its CRC or will not decompress releases its acquired offsets;
    acquired offsets inside a batch with no record (compaction, control batches) are GAPs.
 5. Each record gets its range's delivery count; records past the dead-letter limit are

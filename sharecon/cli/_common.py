@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from sharecon import errors
 from sharecon._net.connect import ConnectionConfig
+from sharecon._net.environment import CONNECTION_ENV, FILE_SECURITY_SETTINGS, KERBEROS_SETTINGS
 from sharecon._net.oauth import OidcTokenProvider
 from sharecon._net.properties import from_properties
 from sharecon._net.sasl import MECHANISMS, SaslConfig
@@ -48,33 +49,12 @@ __all__ = [
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT = 30.0
 
-#: Environment variables read for options not given on the command line.
-ENV = {
-    "bootstrap": "SHARECON_BOOTSTRAP",
-    "client_id": "SHARECON_CLIENT_ID",
-    "timeout": "SHARECON_TIMEOUT",
-    "tls": "SHARECON_TLS",
-    "tls_ca": "SHARECON_TLS_CA",
-    "tls_cert": "SHARECON_TLS_CERT",
-    "tls_key": "SHARECON_TLS_KEY",
-    "tls_key_password": "SHARECON_TLS_KEY_PASSWORD",
-    "command_config": "SHARECON_COMMAND_CONFIG",
-    "sasl_mechanism": "SHARECON_SASL_MECHANISM",
-    "sasl_username": "SHARECON_SASL_USERNAME",
-    "sasl_password": "SHARECON_SASL_PASSWORD",
-    "oauth_token_url": "SHARECON_OAUTH_TOKEN_URL",
-    "oauth_client_id": "SHARECON_OAUTH_CLIENT_ID",
-    "oauth_scope": "SHARECON_OAUTH_SCOPE",
-    # The client secret has no flag: a command line is visible to every user of the machine.
-    "oauth_client_secret": "SHARECON_OAUTH_CLIENT_SECRET",
-    "kerberos_principal": "SHARECON_KERBEROS_PRINCIPAL",
-    "kerberos_keytab": "SHARECON_KERBEROS_KEYTAB",
-    "kerberos_service_name": "SHARECON_KERBEROS_SERVICE_NAME",
-}
+#: Environment variables read for options not given on the command line (the worker's too).
+ENV = CONNECTION_ENV
 
 #: The CLI's --sasl-mechanism choices: SaslConfig's mechanisms and Kerberos (GssapiConfig).
 CLI_MECHANISMS = (*MECHANISMS, GSSAPI)
-_KERBEROS = ("kerberos_principal", "kerberos_keytab", "kerberos_service_name")
+_KERBEROS = KERBEROS_SETTINGS
 
 
 class ExitCode(IntEnum):
@@ -431,18 +411,7 @@ def client_options(args: argparse.Namespace) -> ClientOptions:
     return ClientOptions(bootstrap, client_id, timeout, None, sasl, config)
 
 
-_SECURITY_FLAGS = (
-    "tls",
-    "tls_ca",
-    "tls_cert",
-    "tls_key",
-    "sasl_mechanism",
-    "sasl_username",
-    "oauth_token_url",
-    "oauth_client_id",
-    "oauth_scope",
-    *_KERBEROS,
-)
+_SECURITY_FLAGS = ("tls", *FILE_SECURITY_SETTINGS)
 
 
 def _flag_or_env(args: argparse.Namespace, name: str) -> str:

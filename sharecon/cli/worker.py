@@ -28,9 +28,16 @@ A process that dies is restarted (with exponential backoff); with --handler-time
 process whose handler holds a record longer, or stops reporting, is killed and restarted.
 The records a lost process held come back to the group.
 
-Ctrl-C or SIGTERM drains: no new records are taken, records in flight get --grace
-seconds to finish (the rest are released), every consumer leaves the group, exit 0.
+Ctrl-C or SIGTERM drains: no new records are fetched, the records in flight and those
+already fetched get --grace seconds to finish (the rest are released), every consumer leaves the group, exit 0.
 A second Ctrl-C or SIGTERM kills the processes at once (exit 130 or 143).
+
+With --autoscale MIN:MAX the supervisor adds a process while the handlers are busy and
+the group's backlog (share-group lag) is not falling, and drains one while they are idle,
+one change per --scale-cooldown seconds; each change is one line on stderr.
+
+Every drain finishes the records a process had fetched instead of releasing them (a
+release would spend one of their delivery attempts).
 
 A progress line every --interval seconds on stderr: records/s per process and in total,
 records in flight, handled, failures, dead-lettered, redelivered (delivery count > 1)
@@ -39,8 +46,11 @@ and restarts.
 Settings come from flags, else SHARECON_* variables (SHARECON_GROUP, SHARECON_TOPICS
 (comma-separated), SHARECON_PROCESSES, SHARECON_CONCURRENCY, SHARECON_DLQ_AFTER,
 SHARECON_DLQ_TOPIC, SHARECON_HANDLER_TIMEOUT, SHARECON_GRACE, SHARECON_INTERVAL,
-SHARECON_HANDLER, and the connection ones below), else the --config TOML file (keys named
-like the flags: group = "billing", topics = ["invoices"], processes = 4; Python 3.11+).
+SHARECON_MAX_RECORDS, SHARECON_AUTOSCALE, SHARECON_SCALE_BACKLOG,
+SHARECON_SCALE_UP_AFTER, SHARECON_SCALE_DOWN_AFTER, SHARECON_SCALE_COOLDOWN,
+SHARECON_HANDLER, and the connection ones below), else the --config TOML file (keys
+named like the flags: group = "billing", topics = ["invoices"], processes = 4; Python
+3.11+).
 """
 
 _EPILOG = """\
@@ -134,6 +144,40 @@ def register(
         metavar="N",
         help="records per fetch (default 500)",
     )
+    p.add_argument(
+        "--autoscale",
+        default=s,
+        metavar="MIN:MAX",
+        help="run MIN to MAX processes, as the backlog and the handlers' busyness ask",
+    )
+    p.add_argument(
+        "--scale-backlog",
+        type=int,
+        default=s,
+        metavar="N",
+        help="with --autoscale: backlog above which to add a process (default --concurrency)",
+    )
+    p.add_argument(
+        "--scale-up-after",
+        type=non_negative_float,
+        default=s,
+        metavar="SECONDS",
+        help="with --autoscale: how long the up condition must hold (default 5)",
+    )
+    p.add_argument(
+        "--scale-down-after",
+        type=non_negative_float,
+        default=s,
+        metavar="SECONDS",
+        help="with --autoscale: how long the down condition must hold (default 30)",
+    )
+    p.add_argument(
+        "--scale-cooldown",
+        type=non_negative_float,
+        default=s,
+        metavar="SECONDS",
+        help="with --autoscale: no change for this long after one (default 30)",
+    )
     p.add_argument("--config", default=s, metavar="FILE", help="TOML file of settings")
     p.set_defaults(func=run)
 
@@ -157,6 +201,11 @@ _FLAGS = (
     "grace",
     "interval",
     "max_records",
+    "autoscale",
+    "scale_backlog",
+    "scale_up_after",
+    "scale_down_after",
+    "scale_cooldown",
     "bootstrap",
     "client_id",
     "timeout",

@@ -1,6 +1,7 @@
 """Record-batch codecs: gzip, snappy (raw and xerial-framed), lz4 frame and zstd.
 
-Sans-I/O and stateless. :func:`decompress` is *bounded*: output is produced
+Sans-I/O and stateless. :func:`decompress` (and :func:`decompress_chunks`, for a
+reader that keeps only a window of the output) is *bounded*: output is produced
 incrementally and a payload that would inflate past ``max_size`` bytes raises
 :class:`~sharecon.errors.CorruptRecordError` before the memory is spent, so a
 decompression bomb is just bad input. Every failure of the underlying libraries
@@ -15,6 +16,7 @@ from __future__ import annotations
 import struct
 import zlib
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
 import lz4.frame
 import snappy
@@ -22,12 +24,16 @@ import zstandard
 
 from sharecon.errors import CorruptRecordError, LocalProtocolError
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 __all__ = [
     "DEFAULT_MAX_UNCOMPRESSED",
     "XERIAL_MAGIC",
     "Codec",
     "compress",
     "decompress",
+    "decompress_chunks",
 ]
 
 #: Default cap on one batch's decompressed size (64 MiB). Kafka's own limits on a
@@ -268,12 +274,41 @@ def _unlz4(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+def decompress_chunks(
+    codec: int, data: bytes | bytearray | memoryview, *, max_size: int
+) -> Iterator[bytes]:
+    """Decompress one batch's records section piece by piece, for a reader that stops
+    early or keeps only a window: zstd yields what each slice of input gives (bounded as
+    in :func:`decompress`); the other codecs yield the whole output at once.
+
+    :raises CorruptRecordError: as :func:`decompress`, when the bad part is reached.
+    """
+    if codec != Codec.ZSTD:
+        yield decompress(codec, data, max_size=max_size)
+        return
+    if max_size < 0:
+        raise ValueError(f"max_size must be >= 0, got {max_size}")
+    try:
+        yield from _unzstd_chunks(data, max_size)
+    except CorruptRecordError:
+        raise
+    except Exception as exc:  # as in decompress(): the library's errors mean bad input
+        raise CorruptRecordError(f"zstd decompression failed: {type(exc).__name__}: {exc}") from exc
+
+
 def _unzstd(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
+    parts = list(_unzstd_chunks(data, max_size))
+    if len(parts) == 1:
+        return parts[0]
+    out = b"".join(parts)
+    return out
+
+
+def _unzstd_chunks(data: bytes | bytearray | memoryview, max_size: int) -> Iterator[bytes]:
     # decompressobj() rather than ZstdDecompressor().decompress(): the latter needs the
     # content size in the frame header, which librdkafka and Java streams omit. Unlike
     # stream_reader(), decompressobj() reports a truncated frame (eof stays False).
     view = memoryview(data)
-    parts: list[bytes] = []
     total = 0
     dctx = zstandard.ZstdDecompressor()
     while True:
@@ -287,7 +322,8 @@ def _unzstd(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
             total += len(out)
             if total > max_size:
                 raise _too_big("zstd", max_size)
-            parts.append(out)
+            if out:
+                yield out
         if not d.eof:
             raise CorruptRecordError("zstd frame is truncated (no end of frame)")
         rest = d.unused_data
@@ -296,4 +332,3 @@ def _unzstd(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
         if not remaining:
             break
         view = memoryview(bytes(rest) + bytes(view[pos:]))
-    return parts[0] if len(parts) == 1 else b"".join(parts)

@@ -45,10 +45,16 @@ from typing import TYPE_CHECKING, Final, Generic, NamedTuple, Protocol, TypeVar,
 import crc32c as _crc32c_mod
 
 from sharecon.errors import CorruptRecordError, LocalProtocolError
-from sharecon.protocol.compression import DEFAULT_MAX_UNCOMPRESSED, Codec, compress, decompress
+from sharecon.protocol.compression import (
+    DEFAULT_MAX_UNCOMPRESSED,
+    Codec,
+    compress,
+    decompress,
+    decompress_chunks,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
 __all__ = [
     "BATCH_HEADER_SIZE",
@@ -508,6 +514,12 @@ class RecordBatch:
         if compressed:
             if codec > Codec.ZSTD:
                 raise self._error(f"unknown compression codec {codec} in attributes", at=start)
+            if clipped is not None and codec == Codec.ZSTD and count == self.last_offset_delta + 1:
+                # Part of a compressed batch: decompress as a stream and keep only a
+                # window of it, so what one record costs does not grow with the batch.
+                return self._decode_stream(
+                    self._view[start:end], max_uncompressed, factory, clipped
+                )
             try:
                 buf = decompress(codec, self._view[start:end], max_size=max_uncompressed)
             except CorruptRecordError as exc:
@@ -541,6 +553,37 @@ class RecordBatch:
                 f"byte {exc.pos} of the decompressed records" if compressed else f"byte {exc.pos}"
             )
             raise self._error(f"record {exc.index}, {where}: {exc.reason}") from None
+
+    def _decode_stream(
+        self,
+        data: memoryview,
+        max_uncompressed: int,
+        factory: Callable[[int, int, bytes | None, bytes | None, Headers], T],
+        spans: list[tuple[int, int]],
+    ) -> list[T]:
+        """Decode ``spans`` of a dense zstd batch from a stream of its decompressed
+        records section (see :func:`_decode_spans_stream`)."""
+        if self.attributes & _TIMESTAMP_TYPE_BIT:
+            factory = _AppendTime(factory, self.max_timestamp)
+        chunks = decompress_chunks(Codec.ZSTD, data, max_size=max_uncompressed)
+        try:
+            out, nbytes = _decode_spans_stream(
+                chunks,
+                self.records_count,
+                self.base_offset,
+                self.base_timestamp,
+                factory,
+                spans,
+                _skip_marks(self),
+            )
+        except CorruptRecordError as exc:
+            raise self._error(str(exc), at=self.position + BATCH_HEADER_SIZE) from exc
+        except _Malformed as exc:
+            raise self._error(
+                f"record {exc.index}, byte {exc.pos} of the decompressed records: {exc.reason}"
+            ) from None
+        self.decoded_size = nbytes
+        return out
 
     def _error(self, message: str, *, at: int | None = None) -> CorruptRecordError:
         pos = self.position if at is None else at
@@ -1003,6 +1046,194 @@ def _decode_spans(
             count, pos, f"{end - pos} bytes left after the {count} records the header counts"
         )
     return out
+
+
+#: Where records start in the decompressed stream of recently read batches, so the next
+#: fetch of the same batch (strict mode hands out one record per fetch, and the broker
+#: sends the whole batch every time) steps over what came before without parsing it:
+#: (base offset, CRC, length) -> {record index: position}, a mark every _MARK_EVERY
+#: records. A few batches at most (each mark list is small: 5 M records make 76).
+_SKIP_MARKS: dict[tuple[int, int, int], dict[int, int]] = {}
+_MARK_EVERY = 1 << 16
+_MARKED_BATCHES = 16
+
+
+def _skip_marks(batch: RecordBatch) -> dict[int, int]:
+    key = (batch.base_offset, batch.crc, batch.batch_length)
+    marks = _SKIP_MARKS.pop(key, None)
+    if marks is None:
+        marks = {}
+        while len(_SKIP_MARKS) >= _MARKED_BATCHES:
+            del _SKIP_MARKS[next(iter(_SKIP_MARKS))]  # the least recently used
+    _SKIP_MARKS[key] = marks
+    return marks
+
+
+def _decode_spans_stream(
+    chunks: Iterator[bytes],
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    factory: Callable[[int, int, bytes | None, bytes | None, Headers], T],
+    spans: list[tuple[int, int]],
+    marks: dict[int, int],
+) -> tuple[list[T], int]:
+    """:func:`_decode_spans` for a dense batch whose records section comes in pieces
+    (``chunks``): only a window of it is held, records before a span are stepped over as
+    they stream by (by their length varints; from the furthest of ``marks``, record
+    starts found by an earlier read of this batch, by counting bytes alone), and nothing
+    after the last span is decompressed. Returns the records and the bytes they took.
+
+    Stepping over records adds a mark every ``_MARK_EVERY`` records to ``marks``.
+    """
+    out: list[T] = []
+    buf = b""
+    pos = 0  # in buf
+    done = 0  # where buf[0] is in the decompressed stream
+    i = 0
+    prev = base_offset - 1
+    nbytes = 0
+    every = _MARK_EVERY
+    try:
+        for lo, hi in spans:
+            j = lo - base_offset
+            if j >= count:
+                break
+            if j > i:
+                best = i
+                for mi in marks:
+                    if best < mi <= j:
+                        best = mi
+                if best > i:
+                    target = marks[best]
+                    while done + len(buf) < target:
+                        done += len(buf)
+                        buf = _next_chunk(chunks, i, 0)
+                    pos = target - done
+                    i = best
+                while i < j:
+                    edge = (i // every + 1) * every
+                    stop = j if j < edge else edge
+                    pos, i = _skip_fit(buf, pos, len(buf), i, stop)
+                    if i == stop:
+                        if i == edge:
+                            marks[i] = done + pos
+                        continue
+                    more = next(chunks, None)
+                    if more is None:
+                        raise _past_end(buf, pos, i)
+                    done += pos
+                    buf = buf[pos:] + more
+                    pos = 0
+                prev = lo - 1
+            n = min(hi - base_offset + 1, count) - i
+            # Hold records i .. i + n - 1 whole: read on, doubling the window each time.
+            scan, k = _skip_fit(buf, pos, len(buf), i, i + n)
+            while k < i + n:
+                want = max(len(buf) - pos, 1 << 16)
+                parts = [buf[pos:]]
+                got = 0
+                while got < want:
+                    more = next(chunks, None)
+                    if more is None:
+                        if got:
+                            break
+                        raise _past_end(buf, scan, k)
+                    parts.append(more)
+                    got += len(more)
+                done += pos
+                scan -= pos
+                buf = b"".join(parts)
+                pos = 0
+                scan, k = _skip_fit(buf, scan, len(buf), k, i + n)
+            run_start = pos
+            pos, prev = _decode_run(
+                buf, pos, scan, i, n, base_offset, base_timestamp, factory, out, prev
+            )
+            nbytes += pos - run_start
+            i += n
+            if prev != base_offset + i - 1:
+                raise _Malformed(
+                    i - 1,
+                    pos,
+                    f"offset {prev} where a batch without gaps has {base_offset + i - 1}",
+                )
+        if i == count:
+            left = len(buf) - pos + sum(len(c) for c in chunks)
+            if left:
+                raise _Malformed(
+                    count, pos, f"{left} bytes left after the {count} records the header counts"
+                )
+    except _Malformed as exc:
+        # Positions are in the window: say where in the decompressed records they are.
+        raise _Malformed(exc.index, exc.pos + done, exc.reason) from None
+    return out, nbytes
+
+
+def _next_chunk(chunks: Iterator[bytes], i: int, at: int) -> bytes:
+    more = next(chunks, None)
+    if more is None:
+        raise _Malformed(i, at, "record runs past the end of the batch")
+    return more
+
+
+def _past_end(buf: bytes, pos: int, i: int) -> _Malformed:
+    """Record ``i``, at ``buf[pos]``, is cut off by the end of the records: say its
+    length if it can be read (as :func:`_skip_n` does)."""
+    try:
+        n, body = _varint_slow(buf, pos, 5)
+    except (_Bad, IndexError):
+        return _Malformed(i, pos, "record runs past the end of the batch")
+    return _Malformed(
+        i,
+        pos,
+        f"record length {(n >> 1) ^ -(n & 1)} (must be {_MIN_RECORD_BODY} to {len(buf) - body} bytes)",
+    )
+
+
+def _skip_fit(buf: bytes, pos: int, end: int, i: int, stop: int) -> tuple[int, int]:
+    """Step over records ``i .. stop - 1`` that lie whole in ``buf[pos:end]``; returns
+    the position and index of the first one that does not (or of ``stop``).
+
+    Checks each stepped-over record's length as :func:`_skip_n` does (a valid varint,
+    not negative, at least a minimal record body); whether it ends inside the batch is
+    known only once the stream ends.
+    """
+    slow = _varint_slow
+    try:
+        while i < stop and pos < end:
+            b = buf[pos]
+            if b < 0x80:
+                n = b
+                body = pos + 1
+            else:
+                if pos + 1 >= end:
+                    break
+                c = buf[pos + 1]
+                if c < 0x80:
+                    n = (b & 0x7F) | (c << 7)
+                    body = pos + 2
+                else:
+                    k = pos + 2
+                    while k < end and k < pos + 5 and buf[k] >= 0x80:
+                        k += 1
+                    if k >= end:
+                        break  # the varint goes on in the next piece
+                    n, body = slow(buf, pos, 5)
+            if n & 1 or n < 2 * _MIN_RECORD_BODY:
+                raise _Malformed(
+                    i,
+                    pos,
+                    f"record length {(n >> 1) ^ -(n & 1)} (must be at least {_MIN_RECORD_BODY})",
+                )
+            nxt = body + (n >> 1)
+            if nxt > end:
+                break
+            pos = nxt
+            i += 1
+    except _Bad as exc:
+        raise _Malformed(i, pos, str(exc)) from None
+    return pos, i
 
 
 def _skip_n(buf: bytes, pos: int, end: int, i: int, stop: int) -> int:

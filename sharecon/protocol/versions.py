@@ -25,12 +25,14 @@ from sharecon.protocol.messages import (
     DescribeShareGroupOffsetsRequest,
     FetchRequest,
     FindCoordinatorRequest,
+    GetTelemetrySubscriptionsRequest,
     IncrementalAlterConfigsRequest,
     InitProducerIdRequest,
     ListGroupsRequest,
     ListOffsetsRequest,
     MetadataRequest,
     ProduceRequest,
+    PushTelemetryRequest,
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
     ShareAcknowledgeRequest,
@@ -86,6 +88,9 @@ CLIENT_VERSIONS: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         FetchRequest.api_key: (12, 17),
         # v3+ carries the producer id/epoch; v6 (two-phase commit) is not generated.
         InitProducerIdRequest.api_key: (3, 5),
+        # KIP-714 client telemetry (Kafka 3.7+).
+        GetTelemetrySubscriptionsRequest.api_key: (0, 0),
+        PushTelemetryRequest.api_key: (0, 0),
     }
 )
 

@@ -9,6 +9,8 @@
   (``KafkaBroker(gssapi=kdc.broker_setup())``).
 * :class:`FaultProxy`: a loopback TCP proxy (Toxiproxy) that cuts, stalls, delays or
   throttles the connections of a client under test.
+* :class:`FakeKafka`: an in-process fake broker (no JVM, starts in milliseconds) for unit
+  tests of share-group code; held true against real Kafka by a differential suite.
 * ``sharecon.testing.pytest_plugin``: pytest fixtures built on the broker and the tools.
 
 See ``docs/testing.md``.
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
         TlsSetup,
     )
     from sharecon.testing.cluster import ClusterBroker, KafkaCluster
+    from sharecon.testing.fake import FakeKafka
     from sharecon.testing.fault_proxy import FaultProxy, FaultProxyError, ToxiproxyServer
     from sharecon.testing.kdc import KdcStartError, KerberosKdc, KerberosSetup
     from sharecon.testing.oidc import OidcIssuer
@@ -58,6 +61,7 @@ _LAZY = {
     "TlsSetup": "sharecon.testing.broker",
     "ClusterBroker": "sharecon.testing.cluster",
     "KafkaCluster": "sharecon.testing.cluster",
+    "FakeKafka": "sharecon.testing.fake",
     "DeliveryTally": "sharecon.testing.tally",
     "TallyReport": "sharecon.testing.tally",
     "FaultProxy": "sharecon.testing.fault_proxy",
@@ -90,6 +94,7 @@ __all__ = [
     "ClientCertificate",
     "ClusterBroker",
     "DeliveryTally",
+    "FakeKafka",
     "FaultProxy",
     "FaultProxyError",
     "KafkaCluster",

@@ -145,18 +145,27 @@ class NodeProcess:
                 + tail(done.stdout + done.stderr)
             )
 
-    def launch(self, java: str, jvm_opts: Sequence[str], install: KafkaInstall) -> int:
-        """Start the JVM (not waiting); returns where its log was before, for :meth:`wait_ready`."""
+    def launch(
+        self,
+        java: str,
+        jvm_opts: Sequence[str],
+        install: KafkaInstall,
+        plugins: Sequence[str] = (),
+    ) -> int:
+        """Start the JVM (not waiting); returns where its log was before, for :meth:`wait_ready`.
+
+        :param plugins: classpath entries after Kafka's own (a class archive is used but
+            never written with them: it must match Kafka's classpath alone)."""
         assert self.dir is not None
         log_file = self.dir / "broker.log"
         offset = log_file.stat().st_size if log_file.exists() else 0
         cmd = [
             java,
             *jvm_opts,
-            *(self.archive.jvm_flags() if self.archive else []),
+            *(self.archive.jvm_flags(dump=not plugins) if self.archive else []),
             f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
             "-cp",
-            install.classpath,
+            os.pathsep.join([install.classpath, *plugins]),
             "kafka.Kafka",
             str(self.dir / "server.properties"),
         ]

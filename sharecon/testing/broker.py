@@ -33,9 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import anyio
-import anyio.to_thread
-
 from sharecon.testing._jvm import (
     DEFAULT_JVM_OPTS,
     NodeProcess,
@@ -44,6 +41,7 @@ from sharecon.testing._jvm import (
     minor,
     new_cluster_id,
 )
+from sharecon.testing._managed import Server
 from sharecon.testing._provision import (
     DEFAULT_KAFKA_VERSION,
     BrokerStartError,
@@ -57,8 +55,7 @@ from sharecon.testing._provision import (
 from sharecon.testing.tools import KafkaTools
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from types import TracebackType
+    from collections.abc import Mapping, Sequence
 
     from typing_extensions import Self
 
@@ -227,7 +224,7 @@ def _oauth_config(oauth: OAuthSetup) -> dict[str, str]:
     return conf
 
 
-class KafkaBroker:
+class KafkaBroker(Server):
     """One Kafka broker+controller process on 127.0.0.1 with share groups enabled.
 
     :param version: a Kafka 4.1+ version (``"4.4.0"``) or line (``"4.2"`` = newest known patch).
@@ -245,6 +242,8 @@ class KafkaBroker:
         4.1 gets ``share.version=1`` unless told otherwise; 4.2+ finalize share groups by default.
     :param start_timeout: seconds to wait for the broker to serve.
     :param jvm_opts: JVM options replacing the defaults (small heap, serial GC).
+    :param plugins: jars or class folders added to the broker's classpath (after Kafka's
+        own), for plugins named in ``extra_config`` such as a ``metric.reporters`` class.
 
     Tools for arranging tests (topics, group configs, producing) are at :attr:`tools`.
     When SASL or TLS is on they use a separate PLAINTEXT listener, :attr:`plaintext_bootstrap`.
@@ -263,8 +262,10 @@ class KafkaBroker:
         features: Mapping[str, int] | None = None,
         start_timeout: float | None = None,
         jvm_opts: list[str] | None = None,
+        plugins: Sequence[str | os.PathLike[str]] = (),
     ) -> None:
         self.version = resolve_version(version)
+        self._plugins = tuple(os.fspath(p) for p in plugins)
         if not 0 <= port <= 65535:
             raise BrokerStartError(f"port {port} is outside 0..65535")
         self._want_port = port
@@ -420,35 +421,6 @@ class KafkaBroker:
             raise BrokerStartError("restart() needs a broker that was started")
         self._res.stop_jvm(graceful=True)
         self._launch_and_wait()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> Self:
-        # Blocking start in a worker thread; a cancelled start still cleans up via stop().
-        try:
-            return await anyio.to_thread.run_sync(self.start)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self.stop)
-            raise
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self.stop)
 
     # -- internals ------------------------------------------------------------
 
@@ -651,7 +623,7 @@ class KafkaBroker:
         if self.gssapi is not None:
             # The realm comes from the KDC's krb5.conf, not the machine's /etc/krb5.conf.
             jvm_opts.append(f"-Djava.security.krb5.conf={self.gssapi.krb5_conf}")
-        offset = self._res.launch(self._java, jvm_opts, self._install)
+        offset = self._res.launch(self._java, jvm_opts, self._install, self._plugins)
         try:
             self._res.wait_ready(
                 offset,

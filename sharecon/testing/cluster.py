@@ -33,9 +33,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import anyio
-import anyio.to_thread
-
 from sharecon.testing._jvm import (
     DEFAULT_JVM_OPTS,
     NodeProcess,
@@ -44,6 +41,7 @@ from sharecon.testing._jvm import (
     minor,
     new_cluster_id,
 )
+from sharecon.testing._managed import Server
 from sharecon.testing._provision import (
     DEFAULT_KAFKA_VERSION,
     BrokerStartError,
@@ -59,7 +57,6 @@ from sharecon.testing.tools import KafkaTools
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
-    from types import TracebackType
 
     from typing_extensions import Self
 
@@ -244,7 +241,7 @@ class ClusterBroker(_Node):
         return self.client_port
 
 
-class KafkaCluster:
+class KafkaCluster(Server):
     """A KRaft controller quorum and ``brokers`` brokers on 127.0.0.1, share groups on.
 
     :param brokers: how many brokers (node ids 1..N).
@@ -470,34 +467,6 @@ class KafkaCluster:
         folder, self._dir = self._dir, None
         if folder is not None and not os.environ.get("SHARECON_KEEP_BROKER_DIR"):
             shutil.rmtree(folder, ignore_errors=True)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> Self:
-        try:
-            return await anyio.to_thread.run_sync(self.start)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self.stop)
-            raise
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self.stop)
 
     # -- internals ------------------------------------------------------------
 

@@ -44,12 +44,12 @@ from typing import TYPE_CHECKING, Any
 
 from sharecon.testing._jvm import WATCHDOG as _WATCHDOG
 from sharecon.testing._jvm import free_ports as _free_ports
+from sharecon.testing._managed import Managed, Server
 from sharecon.testing._provision import BrokerStartError, tail
 from sharecon.testing._toxiproxy import TOXIPROXY_VERSION, toxiproxy_server
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from types import TracebackType
 
     from typing_extensions import Self
 
@@ -92,7 +92,7 @@ class FaultProxyError(BrokerStartError):
         self.body = body
 
 
-class ToxiproxyServer:
+class ToxiproxyServer(Server):
     """A ``toxiproxy-server`` process whose API listens on a free port of 127.0.0.1.
 
     :param start_timeout: seconds to wait for the API to answer ``GET /version``.
@@ -227,17 +227,6 @@ class ToxiproxyServer:
             self._proxies[name] = proxy
         return proxy
 
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     # -- REST API -------------------------------------------------------------
 
     def _call(
@@ -363,7 +352,7 @@ class ToxiproxyServer:
             time.sleep(0.02)
 
 
-class FaultProxy:
+class FaultProxy(Managed):
     """One proxied upstream: clients connect to :attr:`address` instead of :attr:`upstream`.
 
     Made by :meth:`ToxiproxyServer.proxy`, or by :meth:`FaultProxy.start` with a server of
@@ -544,15 +533,7 @@ class FaultProxy:
         if owned is not None:
             owned.stop()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _exit(self) -> None:
         self.close()
 
     # -- internals ------------------------------------------------------------

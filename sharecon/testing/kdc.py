@@ -34,10 +34,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sharecon.testing._jvm import free_ports
+from sharecon.testing._managed import Server
 
 if TYPE_CHECKING:
-    from types import TracebackType
-
     from typing_extensions import Self
 
 __all__ = ["KdcStartError", "KerberosKdc", "KerberosSetup", "kdc_programs"]
@@ -86,7 +85,7 @@ def kdc_programs() -> dict[str, str]:
     return {name: str(where) for name, where in found.items()}
 
 
-class KerberosKdc:
+class KerberosKdc(Server):
     """An MIT KDC for a temporary realm on 127.0.0.1, with a broker and a client principal.
 
     :param realm: the realm's name.
@@ -246,17 +245,6 @@ class KerberosKdc:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- internals ------------------------------------------------------------
 

@@ -30,9 +30,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sharecon.testing._managed import Server
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from types import TracebackType
 
     from typing_extensions import Self
 
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["OidcIssuer"]
 
 
-class OidcIssuer:
+class OidcIssuer(Server):
     """An OAuth 2 / OIDC issuer on 127.0.0.1 for tests.
 
     :param clients: client id to secret; the token's ``sub`` is the client id.
@@ -215,17 +216,6 @@ class OidcIssuer:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         return f"<OidcIssuer {self.url} clients={sorted(self.clients)}>"

@@ -20,6 +20,9 @@ Fixtures (see ``docs/testing.md``):
 * ``kafka_cluster``: a :class:`~sharecon.testing.cluster.KafkaCluster` of three brokers
   behind fault proxies, started once per session and healed after each test (proxies
   healed, stopped brokers started, replicas back in sync).
+* ``fake_kafka``: a :class:`~sharecon.testing.fake.FakeKafka` of its own per test (no JVM;
+  Kafka line from ``SHARECON_FAKE_KAFKA_VERSION``, default 4.4); ``fake_kafka_factory``:
+  ``factory(version="4.4", **kwargs)`` for more, or other lines. Not marked ``broker``.
 
 A broker that cannot start is an error in every test that needs it, never a skip.
 Tests using these fixtures get the ``broker`` marker, so ``-m "not broker"`` leaves them out.
@@ -58,11 +61,13 @@ from sharecon.testing.env import (
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
+    from sharecon.testing.fake import FakeKafka
     from sharecon.testing.tools import KafkaTools, ProduceResult
 
 __all__ = [
     "BrokerFactory",
     "BrokerPool",
+    "FakeKafkaFactory",
     "ProduceRecords",
     "ShareGroupFactory",
     "TopicFactory",
@@ -353,6 +358,43 @@ def share_group_factory(
 def share_group(share_group_factory: ShareGroupFactory) -> str:
     """A fresh share group id with ``share.auto.offset.reset=earliest``."""
     return share_group_factory()
+
+
+class FakeKafkaFactory(Protocol):
+    """``fake_kafka_factory``: a started :class:`~sharecon.testing.fake.FakeKafka`."""
+
+    def __call__(self, version: str | None = None, **kwargs: Any) -> FakeKafka:
+        """A fake imitating Kafka ``version`` (default: ``SHARECON_FAKE_KAFKA_VERSION``
+        or 4.4), stopped after the test."""
+
+
+def fake_kafka_version() -> str:
+    """The Kafka line fakes imitate unless told: ``SHARECON_FAKE_KAFKA_VERSION``, or 4.4."""
+    return os.environ.get("SHARECON_FAKE_KAFKA_VERSION", "") or "4.4"
+
+
+@pytest.fixture
+def fake_kafka_factory() -> Iterator[FakeKafkaFactory]:
+    """Start in-process fake brokers (each in a few milliseconds); all stop after the test."""
+    from sharecon.testing.fake import FakeKafka
+
+    owned: list[FakeKafka] = []
+
+    def factory(version: str | None = None, **kwargs: Any) -> FakeKafka:
+        fake = FakeKafka(version or fake_kafka_version(), **kwargs)
+        owned.append(fake)
+        return fake.start()
+
+    yield factory
+    for fake in owned:
+        fake.stop()
+
+
+@pytest.fixture
+def fake_kafka(fake_kafka_factory: FakeKafkaFactory) -> FakeKafka:
+    """A fresh :class:`~sharecon.testing.fake.FakeKafka` for this test: point clients at
+    ``fake_kafka.bootstrap``."""
+    return fake_kafka_factory()
 
 
 def java_available() -> bool:

@@ -5,11 +5,14 @@ Protocol with the supervisor (rules of this module):
 
 1. stdin: the first line is ``{"index": N, "config": {...}}`` (JSON); then ``drain``
    lines. A ``drain`` line, end of file (the supervisor is gone), SIGTERM or SIGINT make
-   this process drain: take no new record, wait up to ``grace`` seconds for the records
-   in flight, release the rest, close the consumer (leaving the group) and exit 0.
+   this process drain: fetch no more records, handle the records in flight **and those
+   already fetched** (releasing them would spend one of their delivery attempts for
+   nothing), within ``grace`` seconds, release what is left after that, close the
+   consumer (leaving the group) and exit 0.
 2. File descriptor ``N`` (a pipe the supervisor passed down) is the report channel: one
-   JSON object per line, every ``REPORT_EVERY`` seconds, with counters and the age of
-   the oldest record in flight. stdout and stderr are the supervisor's: what the handler
+   JSON object per line, every ``REPORT_EVERY`` seconds, with counters, the age of the
+   oldest record in flight and ``busy``, the share of handler slots in use since the
+   last report (what ``--autoscale`` decides on). stdout and stderr are the supervisor's: what the handler
    prints goes where the worker's own output goes.
 3. The process runs in its own session (the supervisor starts it so): a Ctrl-C at the
    terminal reaches only the supervisor, which decides what each child does.
@@ -52,47 +55,70 @@ logger = logging.getLogger("sharecon.worker")
 
 
 class Stats:
-    """This process's counters, and the records in its handler right now."""
+    """This process's counters, and the records in its handler right now.
 
-    def __init__(self) -> None:
+    :param concurrency: handler slots (the denominator of ``busy``).
+    """
+
+    def __init__(self, concurrency: int = 1) -> None:
+        self.concurrency = concurrency
         self.handled = 0
         self.failed = 0
         self.dlq = 0
         self.redelivered = 0
         self.ready = False
         self.draining = False
-        #: Set when draining and nothing is in the handler.
-        self.idle = anyio.Event()
+        #: Records fetched and handled while draining (finished rather than released).
+        self.finished_in_drain = 0
         self._started: dict[int, float] = {}
         self._next = 0
+        # Handler-slot seconds used since the last report (integral of in_flight).
+        self._busy_since = time.monotonic()
+        self._busy_mark = self._busy_since
+        self._busy_area = 0.0
 
     def start_draining(self) -> None:
-        """Take no new records from now on."""
+        """The drain began: records handed out from now on were fetched before it."""
         self.draining = True
-        if not self._started:
-            self.idle.set()
 
     @property
     def in_flight(self) -> int:
         """Records in the handler now."""
         return len(self._started)
 
+    def _account(self, now: float) -> None:
+        self._busy_area += len(self._started) * (now - self._busy_mark)
+        self._busy_mark = now
+
     def start(self) -> int:
         """A record enters the handler; returns its token for :meth:`finish`."""
+        now = time.monotonic()
+        self._account(now)
         self._next += 1
-        self._started[self._next] = time.monotonic()
+        self._started[self._next] = now
         return self._next
 
     def finish(self, token: int) -> None:
         """The record of ``token`` left the handler."""
+        self._account(time.monotonic())
         self._started.pop(token, None)
-        if self.draining and not self._started:
-            self.idle.set()
+
+    def busy(self) -> float:
+        """The share of handler slots in use since the last call (0..1); starts a new period."""
+        now = time.monotonic()
+        self._account(now)
+        elapsed = now - self._busy_since
+        area, self._busy_area, self._busy_since = self._busy_area, 0.0, now
+        if elapsed <= 0:
+            return min(1.0, len(self._started) / self.concurrency)
+        return min(1.0, area / (elapsed * self.concurrency))
 
     def report(self) -> dict[str, Any]:
         """What the supervisor is told."""
         oldest = min(self._started.values(), default=None)
         return {
+            "busy": self.busy(),
+            "finished_in_drain": self.finished_in_drain,
             "handled": self.handled,
             "failed": self.failed,
             "dlq": self.dlq,
@@ -128,9 +154,9 @@ def wrap_handler(
 ) -> Callable[[Record], Awaitable[None]]:
     """``handler`` as the async callable ``process()`` runs, counting what happens.
 
-    While draining, a record ``process()`` still hands out is held, not handled: the call
-    waits until the drain cancels it, so ``process()`` takes no more records (and the
-    consumer stops fetching once its buffer is full); close releases it.
+    While draining, a record ``process()`` still hands out was fetched before the drain
+    began (the consumer fetches no more): it is handled like any other, since releasing
+    it would cost it a delivery attempt for nothing.
     """
     call: Callable[[Record], Awaitable[object]]
     if is_async_handler(handler):
@@ -144,7 +170,7 @@ def wrap_handler(
 
     async def wrapped(record: Record) -> None:
         if stats.draining:
-            await anyio.sleep_forever()
+            stats.finished_in_drain += 1
         if record.delivery_count > 1:
             stats.redelivered += 1
         token = stats.start()
@@ -175,7 +201,7 @@ def wrap_handler(
 async def serve_child(config: WorkerConfig, index: int, report_fd: int) -> int:
     """Run one worker process until drained; returns its exit code."""
     handler = load_handler(config.handler)
-    stats = Stats()
+    stats = Stats(config.concurrency)
     drain = anyio.Event()
     reporter = Reporter(report_fd, drain.set)
 
@@ -238,18 +264,49 @@ async def _consume(
 
             work.start_soon(run_process)
             await drain.wait()
+            # Fetch no more, and handle what was fetched: releasing a record never started
+            # would spend one of its delivery attempts (the broker archives a record after
+            # share.delivery.count.limit of them), and under --autoscale drains are routine.
+            consumer.stop_fetching()
             stats.start_draining()
             with anyio.move_on_after(config.grace):
-                await stats.idle.wait()
-            if stats.in_flight:
+                await _until_finished(consumer, stats)
+            left = stats.in_flight + _buffered(consumer)
+            if left:
                 logger.warning(
-                    "%d records still in the handler after the %g s grace period: releasing them",
-                    stats.in_flight,
+                    "%d records still in the handler or fetched after the %g s grace period: "
+                    "releasing them",
+                    left,
                     config.grace,
                 )
             # Handlers still running are cancelled: their records are unanswered, and
             # closing the consumer (leaving this block) releases them.
             work.cancel_scope.cancel()
+
+
+#: A drain is over when nothing was in the handler, buffered or unconfirmed for this long:
+#: longer than a fetch already sent when fetching stopped can take to come back (the
+#: broker holds it at most ``max_wait_ms``, 500 ms by default).
+DRAIN_QUIET = 1.0
+
+
+def _buffered(consumer: ShareConsumer[Any, Any]) -> int:
+    return int(consumer.metrics().buffered_records)
+
+
+async def _until_finished(consumer: ShareConsumer[Any, Any], stats: Stats) -> None:
+    """Wait until every record fetched was handled and its answer confirmed."""
+    quiet_since: float | None = None
+    while True:
+        m = consumer.metrics()
+        now = anyio.current_time()
+        if stats.in_flight or m.buffered_records or m.held_records:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = now
+        elif now - quiet_since >= DRAIN_QUIET:
+            return
+        await anyio.sleep(0.05)
 
 
 def _exit_code(exc: BaseException) -> int:

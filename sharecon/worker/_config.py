@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sharecon import errors
+from sharecon._net.environment import CONNECTION_ENV, FILE_SECURITY_SETTINGS, KERBEROS_SETTINGS
 from sharecon._net.oauth import OidcTokenProvider
 from sharecon._net.sasl import SaslConfig
 from sharecon.config import ConnectionConfig, GssapiConfig, TlsConfig, from_properties
+from sharecon.worker._autoscale import AutoscalePolicy, parse_range
 
 if TYPE_CHECKING:
     import ssl
@@ -56,28 +58,15 @@ ENV = {
     "grace": "SHARECON_GRACE",
     "interval": "SHARECON_INTERVAL",
     "max_records": "SHARECON_MAX_RECORDS",
-    "bootstrap": "SHARECON_BOOTSTRAP",
-    "client_id": "SHARECON_CLIENT_ID",
-    "timeout": "SHARECON_TIMEOUT",
-    "tls": "SHARECON_TLS",
-    "tls_ca": "SHARECON_TLS_CA",
-    "tls_cert": "SHARECON_TLS_CERT",
-    "tls_key": "SHARECON_TLS_KEY",
-    "tls_key_password": "SHARECON_TLS_KEY_PASSWORD",
-    "command_config": "SHARECON_COMMAND_CONFIG",
-    "sasl_mechanism": "SHARECON_SASL_MECHANISM",
-    "sasl_username": "SHARECON_SASL_USERNAME",
-    "sasl_password": "SHARECON_SASL_PASSWORD",
-    "oauth_token_url": "SHARECON_OAUTH_TOKEN_URL",
-    "oauth_client_id": "SHARECON_OAUTH_CLIENT_ID",
-    "oauth_scope": "SHARECON_OAUTH_SCOPE",
-    "oauth_client_secret": "SHARECON_OAUTH_CLIENT_SECRET",
-    "kerberos_principal": "SHARECON_KERBEROS_PRINCIPAL",
-    "kerberos_keytab": "SHARECON_KERBEROS_KEYTAB",
-    "kerberos_service_name": "SHARECON_KERBEROS_SERVICE_NAME",
+    "autoscale": "SHARECON_AUTOSCALE",
+    "scale_backlog": "SHARECON_SCALE_BACKLOG",
+    "scale_up_after": "SHARECON_SCALE_UP_AFTER",
+    "scale_down_after": "SHARECON_SCALE_DOWN_AFTER",
+    "scale_cooldown": "SHARECON_SCALE_COOLDOWN",
+    **CONNECTION_ENV,
 }
 
-_KERBEROS = ("kerberos_principal", "kerberos_keytab", "kerberos_service_name")
+_KERBEROS = KERBEROS_SETTINGS
 _GSSAPI = GssapiConfig.mechanism
 
 
@@ -99,6 +88,15 @@ class WorkerConfig:
     :param grace: seconds a draining process waits for the records in flight.
     :param interval: seconds between progress lines; ``None``: no progress lines.
     :param max_records: records per fetch (``ShareConsumer(max_records=...)``).
+    :param autoscale: ``"MIN:MAX"``: the supervisor runs between MIN and MAX processes,
+        adding one while the handlers are busy and the backlog is not falling, removing
+        one (with a drain) while they are idle (:mod:`sharecon.worker._autoscale`);
+        ``processes`` is then the count to start with. ``None``: always ``processes``.
+    :param scale_backlog: backlog (records of share-group lag) above which a process is
+        added and at or below which one may go (default: ``concurrency``).
+    :param scale_up_after: seconds the up condition must hold.
+    :param scale_down_after: seconds the down condition must hold.
+    :param scale_cooldown: seconds after a change before the next one.
     :param bootstrap: ``host:port[,...]`` of the brokers.
     :param client_id: sent to the brokers.
     :param timeout: connect and request timeout.
@@ -140,6 +138,11 @@ class WorkerConfig:
     grace: float = 30.0
     interval: float | None = 10.0
     max_records: int = 500
+    autoscale: str | None = None
+    scale_backlog: int | None = None
+    scale_up_after: float = 5.0
+    scale_down_after: float = 30.0
+    scale_cooldown: float = 30.0
     bootstrap: str = DEFAULT_BOOTSTRAP
     client_id: str = "sharecon-worker"
     timeout: float = 30.0
@@ -176,6 +179,10 @@ class WorkerConfig:
             _at_least(name, getattr(self, name), 1)
         if self.dlq_after is not None:
             _at_least("dlq_after", self.dlq_after, 1)
+        if self.scale_backlog is not None:
+            _at_least("scale_backlog", self.scale_backlog, 0)
+        if self.autoscale is not None:
+            autoscale_policy(self)  # raises ConfigError for a bad range or windows
         for name in ("handler_timeout", "interval", "timeout"):
             value = getattr(self, name)
             if value is not None and not value > 0:
@@ -187,21 +194,9 @@ class WorkerConfig:
         if self.tls_key is not None and self.tls_cert is None:
             raise errors.ConfigError("tls_key needs tls_cert (the certificate it belongs to)")
         if self.command_config is not None:
-            mixed = [
-                name
-                for name in (
-                    "tls_ca",
-                    "tls_cert",
-                    "tls_key",
-                    "sasl_mechanism",
-                    "sasl_username",
-                    "oauth_token_url",
-                    "oauth_client_id",
-                    "oauth_scope",
-                    *_KERBEROS,
-                )
-                if getattr(self, name) is not None
-            ] + (["tls"] if self.tls else [])
+            mixed = [name for name in FILE_SECURITY_SETTINGS if getattr(self, name) is not None] + (
+                ["tls"] if self.tls else []
+            )
             if mixed:
                 raise errors.ConfigError(
                     f"command_config gives the TLS and SASL settings; drop {', '.join(mixed)}"
@@ -354,6 +349,26 @@ class WorkerConfig:
         return cls(**values)
 
 
+def autoscale_policy(config: WorkerConfig) -> AutoscalePolicy | None:
+    """The autoscaling rule's settings, or ``None`` without ``autoscale``.
+
+    :raises ConfigError: a bad ``autoscale`` range or a negative window.
+    """
+    if config.autoscale is None:
+        return None
+    low, high = parse_range(config.autoscale)
+    backlog = config.concurrency if config.scale_backlog is None else config.scale_backlog
+    return AutoscalePolicy(
+        minimum=low,
+        maximum=high,
+        backlog_high=backlog,
+        backlog_low=backlog,
+        up_after=config.scale_up_after,
+        down_after=config.scale_down_after,
+        cooldown=config.scale_cooldown,
+    )
+
+
 def _at_least(name: str, value: object, low: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < low:
         raise errors.ConfigError(f"{name} must be an integer of at least {low}, not {value!r}")
@@ -361,8 +376,16 @@ def _at_least(name: str, value: object, low: int) -> None:
 
 # -- sources: flags, environment, TOML ---------------------------------------------------------
 
-_INTS = {"processes", "concurrency", "dlq_after", "max_records"}
-_FLOATS = {"handler_timeout", "grace", "interval", "timeout"}
+_INTS = {"processes", "concurrency", "dlq_after", "max_records", "scale_backlog"}
+_FLOATS = {
+    "handler_timeout",
+    "grace",
+    "interval",
+    "timeout",
+    "scale_up_after",
+    "scale_down_after",
+    "scale_cooldown",
+}
 _BOOLS = {"tls"}
 _SECURITY = {
     "tls",

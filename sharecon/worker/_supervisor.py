@@ -18,6 +18,12 @@ Rules of this module:
    A second signal kills them all at once. Every wait has a deadline.
 5. Status lines (starts, restarts, progress) go to ``stream`` (stderr), plain text, one
    line each; diagnostics go to the ``sharecon.worker`` logger.
+6. With ``autoscale``, a sampler feeds the sans-I/O rule of
+   :mod:`sharecon.worker._autoscale` every ``SAMPLE_EVERY`` seconds with the processes'
+   busyness (from their reports) and the group's backlog (share-group lag, read with
+   DescribeShareGroupOffsets every ``BACKLOG_EVERY`` seconds), and carries out its
+   decisions: a new process in a free slot, or a drain of the newest one (which is then
+   not restarted). Every change is a status line with its reason.
 """
 
 from __future__ import annotations
@@ -35,9 +41,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
+from sharecon import errors
 from sharecon._backoff import Backoff
 from sharecon.admin import Admin
-from sharecon.worker._config import load_handler
+from sharecon.worker._autoscale import Autoscaler, Decision, Sample
+from sharecon.worker._config import autoscale_policy, load_handler
 from sharecon.worker._protocol import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, REPORT_EVERY
 
 if TYPE_CHECKING:
@@ -57,7 +65,7 @@ EXIT_FORCED_SIGINT = 130
 EXIT_FORCED_SIGTERM = 143
 
 #: Counters each process reports, summed over its restarts.
-COUNTERS = ("handled", "failed", "dlq", "redelivered")
+COUNTERS = ("handled", "failed", "dlq", "redelivered", "finished_in_drain")
 
 #: Restart delays: 0.5 s, 1 s, 2 s ... 30 s; back to 0.5 s after a process ran RESET_AFTER s.
 RESTART_BACKOFF = Backoff(initial=0.5, maximum=30.0, jitter=0.2)
@@ -68,6 +76,10 @@ STARTUP_SILENCE = 30.0
 CLOSE_ALLOWANCE = 15.0
 #: Lines of a child's report we accept (far more than a report takes).
 _MAX_LINE = 1 << 16
+#: Seconds between samples of the autoscaling rule.
+SAMPLE_EVERY = 0.5
+#: Seconds between reads of the group's backlog (one DescribeShareGroupOffsets each).
+BACKLOG_EVERY = 1.0
 
 
 @dataclass
@@ -89,6 +101,12 @@ class _Slot:
     restarts: int = 0
     killed_hung: int = 0
     done: bool = False
+    #: Share of handler slots in use over the last report period (0..1).
+    busy: float = 0.0
+    #: Set to drain this slot's process (all slots on stop; one on a scale-down).
+    drain: anyio.Event = field(default_factory=anyio.Event)
+    #: Drained by the autoscaler: not restarted, free for a later scale-up.
+    retired: bool = False
 
     def total(self, name: str) -> int:
         return self.base[name] + self.current[name]
@@ -103,14 +121,17 @@ def format_progress(
     dlq: int,
     redelivered: int,
     restarts: int,
+    processes: int | None = None,
 ) -> str:
-    """One progress line (plain text, greppable)."""
+    """One progress line (plain text, greppable); ``processes`` (under autoscaling) adds
+    the count running."""
     per = " ".join(f"p{i} {r:,.1f}" for i, r in enumerate(rates))
-    return (
+    line = (
         f"sharecon worker: {sum(rates):,.1f} rec/s ({per}) | handled {handled:,} | "
         f"in flight {in_flight} | failed {failed:,} | dlq {dlq:,} | "
         f"redelivered {redelivered:,} | restarts {restarts}"
     )
+    return line if processes is None else f"{line} | processes {processes}"
 
 
 class Supervisor:
@@ -129,7 +150,18 @@ class Supervisor:
         self._stream = stream
         self._console: Any = None  # a rich Console, made on the first line to a terminal
         self._command = list(command) or [sys.executable, "-m", "sharecon.worker._child"]
-        self.slots = [_Slot(i) for i in range(config.processes)]
+        policy = autoscale_policy(config)
+        self._scaler = None if policy is None else Autoscaler(policy)
+        count = config.processes
+        if policy is not None:
+            count = max(policy.minimum, min(policy.maximum, count))
+        self.slots = [_Slot(i) for i in range(count)]
+        #: Every change made (``anyio.current_time()``, decision), in order (also said on
+        #: the stream).
+        self.scale_changes: list[tuple[float, Decision]] = []
+        #: The group's backlog as last read (``None``: unknown).
+        self.backlog: int | None = None
+        self._slot_tg: Any = None
         self._stopping = anyio.Event()
         self._exit_code = EXIT_DRAINED
         self._forced = False
@@ -166,12 +198,17 @@ class Supervisor:
             if self.config.interval is not None:
                 tg.start_soon(self._progress, self.config.interval)
             async with anyio.create_task_group() as slots:
+                self._slot_tg = slots
                 for slot in self.slots:
                     slots.start_soon(self._supervise, slot)
+                if self._scaler is not None:
+                    # In the slots' group: it may start slots; it ends on stop.
+                    slots.start_soon(self._autoscale, self._scaler)
             tg.cancel_scope.cancel()
         handled = sum(s.total("handled") for s in self.slots)
         failed = sum(s.total("failed") for s in self.slots)
         dlq = sum(s.total("dlq") for s in self.slots)
+        finished = sum(s.total("finished_in_drain") for s in self.slots)
         how = (
             "killed"
             if self._forced
@@ -179,7 +216,8 @@ class Supervisor:
             if self._exit_code != EXIT_DRAINED
             else "drained"
         )
-        self.say(f"{how}: handled {handled:,}, failed {failed:,}, dlq {dlq:,}")
+        tail = f", finished while draining {finished:,}" if finished else ""
+        self.say(f"{how}: handled {handled:,}, failed {failed:,}, dlq {dlq:,}{tail}")
         return self._exit_code
 
     def stop(self, code: int = EXIT_DRAINED) -> None:
@@ -190,12 +228,16 @@ class Supervisor:
             return
         # Each slot's _drain_when_stopping tells its process.
         self._stopping.set()
+        for slot in self.slots:
+            slot.drain.set()
 
     def kill_all(self, code: int) -> None:
         """Kill every process now (second signal)."""
         self._forced = True
         self._exit_code = code
         self._stopping.set()
+        for slot in self.slots:
+            slot.drain.set()
         for slot in self.slots:
             if slot.proc is not None and slot.proc.returncode is None:
                 slot.proc.kill()
@@ -220,10 +262,14 @@ class Supervisor:
 
     async def _supervise(self, slot: _Slot) -> None:
         attempt = 0
-        while not self._stopping.is_set():
+        while not slot.drain.is_set():
             started = anyio.current_time()
             code = await self._run_process(slot)
-            if self._stopping.is_set():
+            if slot.retired and not self._stopping.is_set():
+                if code != EXIT_OK:
+                    self.say(f"process {slot.index} (pid {slot.pid}) {_how(code)} while draining")
+                break
+            if slot.drain.is_set():
                 # A process that did not drain cleanly makes the whole drain an error.
                 if code != EXIT_OK and not self._forced and self._exit_code == EXIT_DRAINED:
                     self._exit_code = EXIT_ERROR
@@ -241,7 +287,7 @@ class Supervisor:
                 f"process {slot.index} (pid {slot.pid}) {_how(code)}; restarting in {delay:.1f} s"
             )
             with anyio.move_on_after(delay):
-                await self._stopping.wait()
+                await slot.drain.wait()
         slot.done = True
 
     async def _run_process(self, slot: _Slot) -> int:
@@ -269,7 +315,7 @@ class Supervisor:
         assert proc.stdin is not None
         hello = {"index": slot.index, "config": self.config.to_dict()}
         lines = [json.dumps(hello).encode() + b"\n"]
-        if self._stopping.is_set():
+        if slot.drain.is_set():
             lines.append(b"drain\n")
         try:
             for line in lines:
@@ -299,7 +345,7 @@ class Supervisor:
         return code
 
     async def _drain_when_stopping(self, slot: _Slot) -> None:
-        await self._stopping.wait()
+        await slot.drain.wait()
         proc = slot.proc
         if proc is None or proc.stdin is None or self._forced:
             return
@@ -350,6 +396,8 @@ class Supervisor:
             value = report.get(name)
             if isinstance(value, int):
                 slot.current[name] = value
+        busy = report.get("busy")
+        slot.busy = float(busy) if isinstance(busy, int | float) else 0.0
         in_flight = report.get("in_flight")
         slot.in_flight = in_flight if isinstance(in_flight, int) else 0
         oldest = report.get("oldest")
@@ -389,6 +437,8 @@ class Supervisor:
             now = time.monotonic()
             elapsed = max(now - last_time, 1e-9)
             done = [s.total("handled") + s.total("failed") for s in self.slots]
+            # Slots the autoscaler added since the last line start from zero.
+            last += [0] * (len(done) - len(last))
             rates = [(d - p) / elapsed for d, p in zip(done, last, strict=True)]
             last, last_time = done, now
             self.say(
@@ -400,8 +450,94 @@ class Supervisor:
                     dlq=sum(s.total("dlq") for s in self.slots),
                     redelivered=sum(s.total("redelivered") for s in self.slots),
                     restarts=sum(s.restarts for s in self.slots),
+                    processes=None if self._scaler is None else len(self._active()),
                 )[len("sharecon worker: ") :]
             )
+
+    # -- autoscaling -------------------------------------------------------------------------
+
+    def _active(self) -> list[_Slot]:
+        """Slots running (or restarting) a process that is not draining."""
+        return [s for s in self.slots if not s.done and not s.drain.is_set()]
+
+    def sample(self, now: float) -> Sample | None:
+        """What the autoscaler sees now; ``None`` until a process reported ready."""
+        active = self._active()
+        ready = [s for s in active if s.ready]
+        if not ready:
+            return None
+        busy = sum(s.busy for s in ready) / len(ready)
+        return Sample(now, len(active), busy, self.backlog)
+
+    def apply(self, decision: Decision) -> None:
+        """Carry out one decision of the autoscaler (and say so)."""
+        self.scale_changes.append((anyio.current_time(), decision))
+        self.say(
+            f"autoscale: {decision.current} -> {decision.target} processes ({decision.reason})"
+        )
+        logger.info("autoscale %d -> %d: %s", decision.current, decision.target, decision.reason)
+        for _ in range(decision.target, decision.current):
+            active = self._active()
+            if not active:
+                break
+            slot = max(active, key=lambda s: s.index)
+            slot.retired = True
+            slot.drain.set()  # its _drain_when_stopping tells the process
+        for _ in range(decision.current, decision.target):
+            free = [s for s in self.slots if s.done and s.retired]
+            if free:
+                slot = min(free, key=lambda s: s.index)
+                slot.done, slot.retired, slot.drain = False, False, anyio.Event()
+                slot.ready, slot.busy = False, 0.0
+            else:
+                slot = _Slot(len(self.slots))
+                self.slots.append(slot)
+            self._slot_tg.start_soon(self._supervise, slot)
+
+    async def _autoscale(self, scaler: Autoscaler) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._read_backlog)
+            with anyio.CancelScope() as scope:
+                tg.start_soon(self._cancel_on_stop, scope)
+                while True:
+                    await anyio.sleep(SAMPLE_EVERY)
+                    sample = self.sample(anyio.current_time())
+                    if sample is None:
+                        continue
+                    decision = scaler.observe(sample)
+                    if decision is not None:
+                        self.apply(decision)
+            tg.cancel_scope.cancel()
+
+    async def _cancel_on_stop(self, scope: anyio.CancelScope) -> None:
+        await self._stopping.wait()
+        scope.cancel()
+
+    async def _read_backlog(self) -> None:
+        """Keep :attr:`backlog` up to date: the group's lag summed over its partitions."""
+        config = self.config
+        failing = False
+        while True:
+            try:
+                async with Admin(config.bootstrap_servers(), **config.client_kwargs()) as admin:
+                    while True:
+                        with anyio.fail_after(config.timeout):
+                            offsets = await admin.describe_share_group_offsets(
+                                config.group, list(config.topics), timeout=config.timeout
+                            )
+                        lags = [o.lag for o in offsets.values() if o.lag >= 0]
+                        self.backlog = sum(lags) if lags else None
+                        if failing:
+                            logger.info("autoscale: reading the backlog works again")
+                            failing = False
+                        await anyio.sleep(BACKLOG_EVERY)
+            except (errors.KafkaError, TimeoutError) as exc:
+                self.backlog = None
+                if not failing:
+                    # Busyness alone decides meanwhile (rule 1 of the autoscaler).
+                    logger.warning("autoscale: cannot read the group's backlog: %s", exc)
+                    failing = True
+                await anyio.sleep(BACKLOG_EVERY)
 
 
 async def check_setup(config: WorkerConfig) -> None:

@@ -1,4 +1,4 @@
-"""The SHARECON_* variables: the CLI's and the worker's tables agree, and each variable is
+"""The SHARECON_* variables: the CLI and the worker read one connection table, and each variable is
 in ``sharecon --help`` and documented in docs/cli.md or docs/worker.md."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from sharecon._net.environment import CONNECTION_ENV
 from sharecon.cli import _common as cli
 from sharecon.worker import _config as worker
 
@@ -13,6 +14,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def test_the_worker_reads_every_connection_variable_the_cli_reads() -> None:
+    assert cli.ENV is CONNECTION_ENV  # one table, not a copy
     missing = {k: v for k, v in cli.ENV.items() if worker.ENV.get(k) != v}
     assert missing == {}
 

@@ -57,6 +57,8 @@ PUBLIC_MODULES = (
     "sharecon.testing.pytest_plugin",
     "sharecon.testing.image",
     "sharecon.testing.oidc",
+    "sharecon.testing.telemetry",
+    "sharecon.testing.fake",
 )
 
 #: Module prefixes left out of the reference, and why (docs/reference/index.md says so too).
@@ -67,6 +69,11 @@ NOT_PUBLIC = {
     "sharecon.testing.model": "speaks sharecon.protocol's message classes: docs/testing.md",
     "sharecon.testing.conformance": "speaks sharecon.protocol's message classes: docs/testing.md",
     "sharecon.testing.sim": "drives sharecon's internal share machine: docs/testing.md",
+    "sharecon.testing.fake.cluster": "speaks sharecon.protocol's message classes: docs/testing.md",
+    "sharecon.testing.fake.log": "FakeKafka's record store: docs/testing.md",
+    "sharecon.testing.fake.groups": "FakeKafka's group coordinator: docs/testing.md",
+    "sharecon.testing.fake.server": "FakeKafka is documented from sharecon.testing.fake",
+    "sharecon.testing.fake.differential": "the differential scenarios: docs/testing.md",
 }
 
 _DIRECTIVE = re.compile(r"^::: ([\w.]+)\s*$((?:\n[ \t]+.*)*)", re.M)

@@ -116,6 +116,6 @@ async def test_send_to_an_illegal_topic_name_fails_at_once(topic: str) -> None:
     """An illegal name is refused before any metadata lookup (it used to wait it out)."""
     producer = Producer("localhost:9092")
     # Stand-in for an open cluster that knows no topics: the check must come before I/O.
-    producer._cluster = SimpleNamespace(metadata=SimpleNamespace(partitions={}))  # type: ignore[assignment]
+    producer._runtime.current = SimpleNamespace(metadata=SimpleNamespace(partitions={}))  # type: ignore[assignment]
     with anyio.fail_after(1), pytest.raises(errors.ConfigError, match="invalid topic name"):
         await producer.send(topic, b"v")

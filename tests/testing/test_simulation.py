@@ -66,6 +66,24 @@ def test_a_deliberate_bug_is_caught(mutant: str, invariant: int, version: str) -
     assert run(found.seed, version).violation is None
 
 
+def test_the_schedules_lose_the_coordinator_leaders_and_sessions() -> None:
+    """The fault list of the issue: lock expiry (slow handlers, stalls), leader moves,
+    coordinator loss (unavailable, moved, heartbeats cut until the member is fenced and
+    loses its assignment), session eviction; every schedule keeps every invariant
+    (``test_fixed_seeds_keep_every_invariant``)."""
+    kinds: dict[str, int] = {}
+    for seed in range(300):
+        out = run(seed, "4.4")
+        assert out.violation is None, out.replay()
+        seen = {f.split("@")[0] for f in out.faults}
+        if "unassigned" in seen and "close" not in seen:
+            seen.add("fenced")  # the coordinator took the assignment away; the member rejoined
+        for k in seen:
+            kinds[k] = kinds.get(k, 0) + 1
+    for k in ("coord-down", "coord-move", "coord-cut", "move", "evict", "stall", "fenced"):
+        assert kinds.get(k, 0) >= 10, (k, kinds)
+
+
 def test_a_schedule_is_deterministic() -> None:
     for seed in (3, 27, 272):
         assert run(seed, "4.4") == run(seed, "4.4")

@@ -10,6 +10,9 @@
   started, for ever (then ``normal``);
 * ``usage``: exits 2 at once (as a worker process with a bad configuration does);
 * ``stubborn``: reports, but never drains.
+
+Every mode reports as ``busy`` the number in the file ``FAKE_CHILD_DIR/busy`` (0 without
+one), so a test sets how busy the handlers look to the autoscaler.
 """
 
 from __future__ import annotations
@@ -50,7 +53,13 @@ def main() -> None:
     while not drain.is_set():
         handled += 1
         oldest = time.monotonic() - start if hang else None
+        busy_file = folder / "busy"
+        try:
+            busy = float(busy_file.read_text())
+        except (OSError, ValueError):
+            busy = 0.0
         report = {
+            "busy": busy,
             "handled": handled,
             "failed": 0,
             "dlq": 0,

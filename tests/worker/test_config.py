@@ -15,7 +15,7 @@ import pytest
 from sharecon import errors
 from sharecon.worker import WorkerConfig, handler_spec, load_handler, load_toml
 from sharecon.worker._child import Stats, wrap_handler
-from sharecon.worker._config import config_from_sources
+from sharecon.worker._config import autoscale_policy, config_from_sources
 from sharecon.worker._supervisor import format_progress
 from tests.worker import handlers
 
@@ -238,38 +238,53 @@ async def test_sync_handler_runs_in_a_thread(anyio_backend: str) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_draining_takes_no_new_record_and_waits_for_those_in_flight(
+async def test_records_handed_out_while_draining_are_handled_not_held(
     anyio_backend: str,
 ) -> None:
+    # The consumer fetches nothing once the drain began: what process() still hands out
+    # was acquired before, and releasing it would spend a delivery attempt for nothing.
     stats = Stats()
-    release = anyio.Event()
     calls: list[int] = []
 
-    async def slow(record: Any) -> None:
+    async def handler(record: Any) -> None:
         calls.append(record.offset)
+
+    wrapped = wrap_handler(handler, stats, None)
+    await wrapped(_record())
+    stats.start_draining()
+    with anyio.fail_after(5):
+        await wrapped(_record())
+    assert calls == [7, 7]
+    report = stats.report()
+    assert (report["handled"], report["finished_in_drain"], report["draining"]) == (2, 1, True)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_busy_is_the_share_of_handler_slots_in_use_since_the_last_report(
+    anyio_backend: str,
+) -> None:
+    stats = Stats(concurrency=4)
+    stats.busy()  # a new period starts
+    release = anyio.Event()
+
+    async def slow(record: Any) -> None:
         await release.wait()
 
     wrapped = wrap_handler(slow, stats, None)
     async with anyio.create_task_group() as tg:
         tg.start_soon(wrapped, _record())
-        await anyio.wait_all_tasks_blocked()
-        assert stats.in_flight == 1 and stats.report()["oldest"] is not None
-        stats.start_draining()
-        assert not stats.idle.is_set()
-        late = anyio.CancelScope()
-
-        async def late_record() -> None:
-            with late:
-                await wrapped(_record())
-
-        tg.start_soon(late_record)
-        await anyio.wait_all_tasks_blocked()
-        assert calls == [7]  # the late record was not handed to the handler
+        tg.start_soon(wrapped, _record())
+        await anyio.sleep(0.2)
+        # Two of four slots for the whole period: one half, give or take the start-up.
+        assert 0.4 <= stats.busy() <= 0.5
+        await anyio.sleep(0.2)
         release.set()
-        with anyio.fail_after(5):
-            await stats.idle.wait()
-        late.cancel()
-    assert stats.handled == 1 and stats.in_flight == 0
+    await anyio.sleep(0.2)
+    # Two slots for about half of this period, then none.
+    assert 0.1 <= stats.busy() <= 0.4
+    await anyio.sleep(0.1)
+    assert stats.busy() == 0.0
 
 
 def test_progress_line() -> None:
@@ -336,6 +351,32 @@ def test_cli_config_file_with_an_unknown_key_exits_2(tmp_path: Path) -> None:
     done = _cli("tests.worker.handlers:record_id", "-t", "t", "--config", str(path))
     assert done.returncode == 2, done.stderr
     assert "unknown setting 'colour'" in done.stderr
+
+
+def test_cli_autoscale_range_is_checked_before_anything_starts() -> None:
+    done = _cli("tests.worker.handlers:record_id", "-g", "g", "-t", "t", "--autoscale", "3:2")
+    assert done.returncode == 2, done.stderr
+    assert "autoscale must be MIN:MAX with 1 <= MIN <= MAX" in done.stderr
+
+
+def test_autoscale_settings_make_the_policy() -> None:
+    config = WorkerConfig(
+        handler="m:f",
+        group="g",
+        topics=("t",),
+        concurrency=8,
+        autoscale="2:5",
+        scale_cooldown=4.0,
+        scale_up_after=1.0,
+        scale_down_after=9.0,
+    )
+    policy = autoscale_policy(config)
+    assert policy is not None
+    assert (policy.minimum, policy.maximum, policy.cooldown) == (2, 5, 4.0)
+    assert (policy.up_after, policy.down_after) == (1.0, 9.0)
+    # The backlog threshold defaults to one process's worth of handler slots.
+    assert policy.backlog_high == policy.backlog_low == 8
+    assert autoscale_policy(WorkerConfig(handler="m:f", group="g", topics=("t",))) is None
 
 
 # -- TLS files and --command-config -------------------------------------------------------------

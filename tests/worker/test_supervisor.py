@@ -183,3 +183,58 @@ async def test_worker_processes_do_not_inherit_secrets_from_the_environment(
     for name, value in secrets.items():
         assert name.encode() not in variables
         assert value.encode() not in environ[0]
+
+
+async def test_autoscale_adds_busy_processes_and_drains_idle_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Nothing listens on port 1: the backlog is unknown and busyness alone decides.
+    sup, out = _make(
+        tmp_path,
+        monkeypatch,
+        "normal",
+        autoscale="1:3",
+        bootstrap="127.0.0.1:1",
+        timeout=1.0,
+        scale_up_after=0.2,
+        scale_down_after=0.2,
+        scale_cooldown=0.3,
+    )
+    busy = tmp_path / "busy"
+    busy.write_text("1.0")
+    counts: list[int] = []
+
+    def follow(expected: int) -> Callable[[], bool]:
+        def check() -> bool:
+            n = len(sup._active())
+            if not counts or counts[-1] != n:
+                counts.append(n)
+            return n == expected and all(s.ready for s in sup._active())
+
+        return check
+
+    async def scenario() -> None:
+        await _until(follow(3))
+        busy.write_text("0.0")
+        await _until(follow(1))
+
+    done = anyio.Event()
+
+    async def run_scenario() -> None:
+        await scenario()
+        done.set()
+
+    code = -1
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_scenario)
+            code = await _run_until(sup, done.is_set)
+    assert code == 0, out.getvalue()
+    assert counts == [1, 2, 3, 2, 1]
+    assert [(d.current, d.target) for _, d in sup.scale_changes] == [(1, 2), (2, 3), (3, 2), (2, 1)]
+    lines = [line for line in out.getvalue().splitlines() if "autoscale:" in line]
+    assert len(lines) == 4 and "autoscale: 1 -> 2 processes (handlers 100% busy" in lines[0]
+    # The two processes scaled down drained (the newest first) and were not restarted.
+    drained = sorted([p.name.split("-")[1] async for p in anyio.Path(tmp_path).glob("drained-*")])
+    assert drained == ["0", "1", "2"]  # 2 and 1 scaled down, 0 at the stop
+    assert all(s.restarts == 0 for s in sup.slots)

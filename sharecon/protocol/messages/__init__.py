@@ -18,12 +18,14 @@ from sharecon.protocol.messages import (
     describe_share_group_offsets,
     fetch,
     find_coordinator,
+    get_telemetry_subscriptions,
     incremental_alter_configs,
     init_producer_id,
     list_groups,
     list_offsets,
     metadata,
     produce,
+    push_telemetry,
     sasl_authenticate,
     sasl_handshake,
     share_acknowledge,
@@ -56,6 +58,10 @@ from sharecon.protocol.messages.find_coordinator import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
 )
+from sharecon.protocol.messages.get_telemetry_subscriptions import (
+    GetTelemetrySubscriptionsRequest,
+    GetTelemetrySubscriptionsResponse,
+)
 from sharecon.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
@@ -68,6 +74,7 @@ from sharecon.protocol.messages.list_groups import ListGroupsRequest, ListGroups
 from sharecon.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from sharecon.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from sharecon.protocol.messages.produce import ProduceRequest, ProduceResponse
+from sharecon.protocol.messages.push_telemetry import PushTelemetryRequest, PushTelemetryResponse
 from sharecon.protocol.messages.sasl_authenticate import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -111,6 +118,8 @@ __all__ = [
     "FetchResponse",
     "FindCoordinatorRequest",
     "FindCoordinatorResponse",
+    "GetTelemetrySubscriptionsRequest",
+    "GetTelemetrySubscriptionsResponse",
     "IncrementalAlterConfigsRequest",
     "IncrementalAlterConfigsResponse",
     "InitProducerIdRequest",
@@ -123,6 +132,8 @@ __all__ = [
     "MetadataResponse",
     "ProduceRequest",
     "ProduceResponse",
+    "PushTelemetryRequest",
+    "PushTelemetryResponse",
     "REQUESTS",
     "RESPONSES",
     "SaslAuthenticateRequest",
@@ -147,12 +158,14 @@ __all__ = [
     "describe_share_group_offsets",
     "fetch",
     "find_coordinator",
+    "get_telemetry_subscriptions",
     "incremental_alter_configs",
     "init_producer_id",
     "list_groups",
     "list_offsets",
     "metadata",
     "produce",
+    "push_telemetry",
     "sasl_authenticate",
     "sasl_handshake",
     "share_acknowledge",
@@ -178,6 +191,8 @@ REQUESTS: dict[int, type[Request[Response]]] = {
     36: SaslAuthenticateRequest,
     42: DeleteGroupsRequest,
     44: IncrementalAlterConfigsRequest,
+    71: GetTelemetrySubscriptionsRequest,
+    72: PushTelemetryRequest,
     76: ShareGroupHeartbeatRequest,
     77: ShareGroupDescribeRequest,
     78: ShareFetchRequest,
@@ -203,6 +218,8 @@ RESPONSES: dict[int, type[Response]] = {
     36: SaslAuthenticateResponse,
     42: DeleteGroupsResponse,
     44: IncrementalAlterConfigsResponse,
+    71: GetTelemetrySubscriptionsResponse,
+    72: PushTelemetryResponse,
     76: ShareGroupHeartbeatResponse,
     77: ShareGroupDescribeResponse,
     78: ShareFetchResponse,

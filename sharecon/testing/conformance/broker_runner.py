@@ -5,7 +5,11 @@ scenario decides exactly what is sent: each member gets its own
 :class:`~sharecon._net.connection.BrokerConnection` (its share session lives on it), and
 the requests are the same bodies the model runner hands the model broker
 (:func:`~.model_runner.fetch_request`, :func:`~.model_runner.acknowledge_request`).
-Each scenario gets its own topic (one partition) and share group.
+Each scenario gets its own topic (one partition) and share group. Members and the
+producer talk to the partition's leader, the joining member to the group coordinator, so
+the runner works on a cluster too; there a :class:`~.scenario.MoveLeader` step moves the
+leadership with the target's ``move_leader`` (for example
+:meth:`sharecon.testing.KafkaCluster.move_leader`).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import anyio
+import anyio.to_thread
 
 from sharecon._net.connect import ConnectionConfig, open_connection
 from sharecon._net.connection import BrokerAddress, BrokerConnection
@@ -37,6 +42,7 @@ from sharecon.testing.conformance.scenario import (
     Ack,
     Disconnect,
     Fetch,
+    MoveLeader,
     NewSession,
     Observation,
     Produce,
@@ -46,6 +52,8 @@ from sharecon.testing.conformance.scenario import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from anyio.abc import TaskGroup
 
     from sharecon.admin import Admin
@@ -64,17 +72,32 @@ class BrokerTarget:
     config: ConnectionConfig = field(
         default_factory=lambda: ConnectionConfig(client_id="conformance", request_timeout=20.0)
     )
+    #: ``move_leader(topic, partition)``: make another broker lead it (blocking; run in a
+    #: worker thread). ``None`` on a single broker: a scenario that moves one fails.
+    move_leader: Callable[[str, int], None] | None = None
 
     @property
     def address(self) -> BrokerAddress:
-        """The broker's address."""
-        host, _, port = self.bootstrap.rpartition(":")
+        """The first bootstrap broker's address."""
+        host, _, port = self.bootstrap.split(",")[0].rpartition(":")
         return BrokerAddress(host, int(port))
 
 
-async def _connect(target: BrokerTarget) -> BrokerConnection:
-    """A new connection of the runner's own."""
-    return await open_connection(target.address, target.config, target.task_group)
+async def _connect(target: BrokerTarget, address: BrokerAddress | None = None) -> BrokerConnection:
+    """A new connection of the runner's own (to the first bootstrap broker by default)."""
+    return await open_connection(address or target.address, target.config, target.task_group)
+
+
+async def _leader(target: BrokerTarget, topic: str, topic_id: uuid.UUID) -> BrokerAddress:
+    """The address of the broker leading partition 0 of ``topic`` now."""
+    cluster = target.admin._open_cluster
+    for _ in range(100):
+        meta = await cluster.refresh_metadata([topic])
+        leader = meta.leader_for(topic_id, 0)
+        if leader is not None and leader in meta.brokers:
+            return meta.brokers[leader]
+        await anyio.sleep(0.2)
+    raise AssertionError(f"{topic}-0 has no leader")
 
 
 @dataclass(slots=True)
@@ -111,20 +134,31 @@ async def _produce(
             raise AssertionError(f"produce to {topic} failed with error {err}")
 
 
-async def _join(conn: BrokerConnection, group: str, member_id: str, topic: str) -> None:
+async def _join(
+    target: BrokerTarget, spare: list[BrokerConnection], group: str, member_id: str, topic: str
+) -> None:
     """Join the share group and wait until the partition is assigned to ``member_id``.
 
     Kafka initialises a share group's state for a partition when it first assigns it, so
-    the first fetch would otherwise find nothing to read.
+    the first fetch would otherwise find nothing to read. The heartbeats go to the group
+    coordinator (FindCoordinator asked of the first bootstrap broker); the connections
+    opened go to ``spare``, closed with the scenario's.
     """
     epoch = 0
+    lookup = await _connect(target)
+    spare.append(lookup)
+    conn: BrokerConnection | None = None
     deadline = anyio.current_time() + 30
     while anyio.current_time() < deadline:
         # FindCoordinator also makes the broker create and load the offsets topic.
-        found = await conn.request(FindCoordinatorRequest(key_type=0, coordinator_keys=(group,)))
+        found = await lookup.request(FindCoordinatorRequest(key_type=0, coordinator_keys=(group,)))
         if any(c.error_code for c in found.coordinators):
             await anyio.sleep(0.2)
             continue
+        if conn is None:
+            c = found.coordinators[0]
+            conn = await _connect(target, BrokerAddress(c.host, c.port))
+            spare.append(conn)
         resp = await conn.request(
             ShareGroupHeartbeatRequest(
                 group_id=group,
@@ -134,7 +168,8 @@ async def _join(conn: BrokerConnection, group: str, member_id: str, topic: str) 
             ),
             timeout=10,
         )
-        if resp.error_code in (14, 15, 16):  # the coordinator is still loading
+        if resp.error_code in (14, 15, 16):  # the coordinator is still loading, or moved
+            conn = None if resp.error_code == 16 else conn
             await anyio.sleep(0.2)
             continue
         if resp.error_code:
@@ -165,18 +200,18 @@ async def run_on_broker(target: BrokerTarget, scenario: Scenario) -> list[Observ
     if scenario.renew_enabled is not None and minor >= 3:
         settings["share.renew.acknowledge.enable"] = str(scenario.renew_enabled).lower()
     await target.admin.alter_group_config(group, settings)
-    producer = await _connect(target)
+    leader = await _leader(target, topic, topic_id)
+    producer = await _connect(target, leader)
+    spare: list[BrokerConnection] = [producer]
     # One member joins the group first: that initialises the partition's share state.
-    joiner = await _connect(target)
-    await _join(joiner, group, member_id(), topic)
+    await _join(target, spare, group, member_id(), topic)
     members: dict[str, _Member] = {}
-    spare: list[BrokerConnection] = [producer, joiner]
     out: list[Observation] = []
 
     async def member(name: str) -> _Member:
         m = members.get(name)
         if m is None:
-            m = members[name] = _Member(member_id(), await _connect(target))
+            m = members[name] = _Member(member_id(), await _connect(target, leader))
         return m
 
     try:
@@ -189,11 +224,24 @@ async def run_on_broker(target: BrokerTarget, scenario: Scenario) -> list[Observ
                 m = await member(step.member)
                 await m.conn.aclose()
                 await anyio.sleep(DISCONNECT_SETTLE)
-                m.conn, m.epoch = await _connect(target), 0
+                m.conn, m.epoch = await _connect(target, leader), 0
             elif isinstance(step, NewSession):
                 m = await member(step.member)
                 spare.append(m.conn)
-                m.conn, m.epoch = await _connect(target), 0
+                m.conn, m.epoch = await _connect(target, leader), 0
+            elif isinstance(step, MoveLeader):
+                if target.move_leader is None:
+                    raise AssertionError(f"{scenario.name} moves a leader: it needs a cluster")
+                await anyio.to_thread.run_sync(target.move_leader, topic, 0)
+                new_leader = await _leader(target, topic, topic_id)
+                if new_leader == leader:
+                    raise AssertionError(f"the leader of {topic}-0 did not move")
+                leader = new_leader
+                spare.append(producer)
+                producer = await _connect(target, leader)
+                for m in members.values():
+                    spare.append(m.conn)
+                    m.conn, m.epoch = await _connect(target, leader), 0
             elif isinstance(step, Fetch):
                 m = await member(step.member)
                 epoch = -1 if step.final else (m.epoch if step.epoch is None else step.epoch)

@@ -25,6 +25,7 @@ from sharecon.testing.conformance.scenario import (
     AckRange,
     Disconnect,
     Fetch,
+    MoveLeader,
     NewSession,
     Observation,
     Produce,
@@ -165,6 +166,14 @@ def run_on_model(scenario: Scenario, version: str) -> list[Observation]:
             m = member(step.member)
             connections += 1
             m.connection, m.epoch = f"c{connections}", 0
+        elif isinstance(step, MoveLeader):
+            # The model broker plays the new leader too: the share partition is dropped
+            # and rebuilt from the persisted state; every member starts a new session
+            # (the old connections stay, as they do to the old leader).
+            broker.move_leader("t", 0, now)
+            for m in members.values():
+                connections += 1
+                m.connection, m.epoch = f"c{connections}", 0
         elif isinstance(step, Fetch):
             m = member(step.member)
             epoch = -1 if step.final else (m.epoch if step.epoch is None else step.epoch)

@@ -14,6 +14,8 @@ from sharecon.testing.conformance.model_runner import run_on_model
 from sharecon.testing.conformance.scenarios import scenarios_for
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sharecon.testing.conformance.scenario import Observation, Scenario
 
 __all__ = ["Outcome", "compare"]
@@ -49,17 +51,21 @@ async def compare(
     *,
     scenarios: list[Scenario] | None = None,
     concurrency: int = 8,
+    move_leader: Callable[[str, int], None] | None = None,
 ) -> list[Outcome]:
     """Play ``scenarios`` (default: every one meant for ``version``) on the broker at
     ``bootstrap`` (Kafka ``version``) and on the model; return one outcome per scenario,
     in the scenarios' order. Scenarios run ``concurrency`` at a time (each has its own
-    topic and group, and most of their time is spent waiting for locks to end)."""
+    topic and group, and most of their time is spent waiting for locks to end).
+
+    ``move_leader(topic, partition)`` moves a partition's leadership (blocking; a
+    cluster's, for the scenarios of :func:`~.scenarios.cluster_scenarios_for`)."""
     chosen = scenarios if scenarios is not None else scenarios_for(version)
     results: dict[str, Outcome] = {}
     limiter = anyio.CapacityLimiter(concurrency)
     async with Admin(bootstrap, client_id="conformance-admin") as admin:
         async with anyio.create_task_group() as connections:
-            target = BrokerTarget(bootstrap, version, admin, connections)
+            target = BrokerTarget(bootstrap, version, admin, connections, move_leader=move_leader)
 
             async def one(scenario: Scenario) -> None:
                 async with limiter:

@@ -19,6 +19,7 @@ __all__ = [
     "Ack",
     "Disconnect",
     "Fetch",
+    "MoveLeader",
     "NewSession",
     "Observation",
     "Produce",
@@ -102,7 +103,16 @@ class NewSession:
     member: str
 
 
-Step = Produce | Fetch | Ack | Wait | Disconnect | NewSession
+@dataclass(frozen=True, slots=True)
+class MoveLeader:
+    """Leadership of the partition moves to another broker (a replica in sync; no broker
+    stops). The new leader builds the share partition from the persisted state when it
+    is first fetched. Every member's next request goes to the new leader on a new
+    connection with epoch 0; their sessions on the old leader are left as they are. Only
+    in a scenario with ``cluster=True`` (a broker target of two brokers or more)."""
+
+
+Step = Produce | Fetch | Ack | Wait | Disconnect | NewSession | MoveLeader
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +145,9 @@ class Scenario:
     :ivar renew_enabled: ``share.renew.acknowledge.enable`` (set only on 4.3+).
     :ivar min_minor: the oldest Kafka 4.x line the scenario applies to.
     :ivar max_minor: the newest.
+    :ivar cluster: it moves the partition's leader (:class:`MoveLeader`): it needs a
+        cluster, so :func:`~.scenarios.scenarios_for` leaves it out and
+        :func:`~.scenarios.cluster_scenarios_for` lists it.
     """
 
     name: str
@@ -143,6 +156,7 @@ class Scenario:
     renew_enabled: bool | None = None
     min_minor: int = 1
     max_minor: int = 4
+    cluster: bool = False
     doc: str = field(default="", compare=False)
 
     def applies_to(self, version: str) -> bool:

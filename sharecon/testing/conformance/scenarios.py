@@ -16,13 +16,14 @@ from sharecon.testing.conformance.scenario import (
     Ack,
     Disconnect,
     Fetch,
+    MoveLeader,
     NewSession,
     Produce,
     Scenario,
     Wait,
 )
 
-__all__ = ["SCENARIOS", "scenarios_for"]
+__all__ = ["CLUSTER_SCENARIOS", "SCENARIOS", "cluster_scenarios_for", "scenarios_for"]
 
 SHORT_LOCK = 1000
 EXPIRE = Wait(1.6)
@@ -312,6 +313,65 @@ SCENARIOS: tuple[Scenario, ...] = (
 )
 
 
+#: A lock longer than moving a leader takes (two admin tools and an election, about 20 s
+#: on a busy machine): a lock that ended at the old leader first would be persisted as a
+#: release, and the new leader would hand the records out with a higher count. 60 s is
+#: the longest a broker allows by default (``group.share.max.record.lock.duration.ms``);
+#: run these scenarios one at a time.
+MOVE_LOCK = 60000
+
+#: Scenarios that move the partition's leader: they need a cluster (``cluster=True``).
+CLUSTER_SCENARIOS: tuple[Scenario, ...] = (
+    Scenario(
+        "leader-move-forgets-acquisitions",
+        (
+            Produce(3),
+            Fetch("a"),
+            Ack("a", ((0, 0, ACCEPT),)),
+            MoveLeader(),
+            Fetch("b"),
+            Fetch("a", expect=False),
+        ),
+        lock_ms=MOVE_LOCK,
+        cluster=True,
+        doc="Acquired, not acknowledged: the new leader hands them out with the same count.",
+    ),
+    Scenario(
+        "leader-move-keeps-persisted-counts",
+        (
+            Produce(2),
+            Fetch("a"),
+            Ack("a", ((0, 0, RELEASE), (1, 1, REJECT))),
+            Fetch("a"),
+            MoveLeader(),
+            Fetch("a"),
+        ),
+        lock_ms=MOVE_LOCK,
+        cluster=True,
+        doc="A release and a reject are persisted: the count and the archive survive.",
+    ),
+    Scenario(
+        "leader-move-then-acknowledge",
+        (
+            Produce(2),
+            Fetch("a"),
+            MoveLeader(),
+            Fetch("a"),
+            Fetch("a", acks=((0, 1, ACCEPT),), expect=False),
+            Fetch("b", expect=False),
+        ),
+        lock_ms=MOVE_LOCK,
+        cluster=True,
+        doc="The member takes the records again at the new leader and accepts them there.",
+    ),
+)
+
+
 def scenarios_for(version: str) -> list[Scenario]:
-    """The scenarios meant for Kafka ``version``."""
+    """The scenarios meant for Kafka ``version`` on one broker."""
     return [s for s in SCENARIOS if s.applies_to(version)]
+
+
+def cluster_scenarios_for(version: str) -> list[Scenario]:
+    """The scenarios meant for Kafka ``version`` that need a cluster (leader moves)."""
+    return [s for s in CLUSTER_SCENARIOS if s.applies_to(version)]

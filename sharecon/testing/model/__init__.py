@@ -2,6 +2,8 @@
 
 * :class:`ModelBroker`: share sessions, the session cache, share partitions; answers
   ShareFetch and ShareAcknowledge request bodies at a virtual time.
+* :class:`ModelCoordinator`: a share group's coordinator (ShareGroupHeartbeat), which can
+  be lost: unavailable, moved, or a member's session timed out.
 * :class:`Behaviour`: the rules that differ between Kafka lines.
 * :class:`SharePartitionModel`: one share partition's records, locks and persisted state.
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 from sharecon.testing.model.behaviour import Behaviour
 from sharecon.testing.model.broker import BrokerEvent, ModelBroker
+from sharecon.testing.model.coordinator import CoordinatorEvent, ModelCoordinator
 from sharecon.testing.model.partition import (
     AckType,
     GroupSettings,
@@ -25,8 +28,10 @@ __all__ = [
     "AckType",
     "Behaviour",
     "BrokerEvent",
+    "CoordinatorEvent",
     "GroupSettings",
     "ModelBroker",
+    "ModelCoordinator",
     "OffsetState",
     "PartitionLog",
     "RecordState",

@@ -32,7 +32,7 @@ class Behaviour:
     :ivar wakes_on_persist: a waiting ShareFetch is completed when records it could take
         finish being persisted (released by acknowledgements that rode on that same fetch,
         or by a final ShareFetch just before). Kafka 4.1 does not: such a fetch ends empty
-        at its ``max_wait_ms``. Seen on 4.4 by the conformance scenarios; assumed from 4.2.
+        at its ``max_wait_ms``. Seen on 4.2, 4.3 and 4.4 by the conformance scenarios.
     :ivar fetch_version: the ShareFetch/ShareAcknowledge version the line serves at most.
     """
 

@@ -125,6 +125,11 @@ class ModelBroker:
     #: connection -> (session key, stale); stale once the session was replaced or closed
     connections: dict[str, tuple[SessionKey, bool]] = field(default_factory=dict, init=False)
     events: list[BrokerEvent] = field(default_factory=list, init=False)
+    #: the start offset each share state was last written with (what an admin reads;
+    #: see ``SharePartitionModel.written_start``), kept while a partition is not loaded
+    written_starts: dict[tuple[str, TopicPartitionId], int] = field(
+        default_factory=dict, init=False
+    )
 
     def __post_init__(self) -> None:
         self.behaviour = Behaviour.for_version(self.version)
@@ -410,6 +415,130 @@ class ModelBroker:
         """The loaded share partition, if the broker holds it in memory now."""
         return self.partitions.get((group, (self.topics[topic], partition)))
 
+    # -- administration (what an admin client changes; FakeKafka uses these) ------------------
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic: its logs and every group's share state for it go."""
+        tid = self.topics.pop(name)
+        for tp in [k for k in self.logs if k[0] == tid]:
+            del self.logs[tp]
+            del self.leader_epochs[tp]
+        for key in [k for k in self.partitions if k[1][0] == tid]:
+            del self.partitions[key]
+        for key in [k for k in self.persister if k[1][0] == tid]:
+            del self.persister[key]
+            self.written_starts.pop(key, None)
+
+    def initialize_group_state(self, group: str, topic: str, partition: int) -> int:
+        """The group's share state for the partition, written the first time the partition
+        is assigned in the group (Kafka's InitializeShareGroupState): the start offset from
+        ``share.auto.offset.reset`` at that moment. Returns the start offset (an existing
+        state is kept)."""
+        tp = (self.topics[topic], partition)
+        sp = self.partitions.get((group, tp))
+        if sp is not None:
+            return sp.start
+        saved = self.persister.get((group, tp))
+        if saved is not None:
+            return saved[0]
+        log = self.logs[tp]
+        settings = self.groups.setdefault(group, GroupSettings())
+        start = log.start if settings.earliest else log.end
+        self.persister[(group, tp)] = (start, {})
+        return start
+
+    def set_start_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
+        """Reset the group's share state of the partition to start at ``offset``
+        (AlterShareGroupOffsets on a group without members)."""
+        tp = (self.topics[topic], partition)
+        self.partitions.pop((group, tp), None)
+        self.persister[(group, tp)] = (offset, {})
+        self.written_starts[(group, tp)] = offset
+
+    def delete_group_state(self, group: str, topic: str | None = None) -> None:
+        """Forget the group's share state, for one topic or all of them."""
+        tid = None if topic is None else self.topics[topic]
+        for store in (self.partitions, self.persister, self.written_starts):
+            for key in [k for k in store if k[0] == group and (tid is None or k[1][0] == tid)]:
+                del store[key]
+
+    def share_offsets(self, group: str, topic: str, partition: int) -> tuple[int, int] | None:
+        """The group's start offset on the partition as an admin sees it, and its lag (the
+        records from the start offset to the log end not yet acknowledged or archived);
+        None if the group has no state there."""
+        tp = (self.topics[topic], partition)
+        end = self.logs[tp].end
+        done = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+        sp = self.partitions.get((group, tp))
+        if sp is not None:
+            finished = sum(1 for s in sp.states.values() if s.state in done)
+            return sp.written_start, max(end - sp.start - finished, 0)
+        saved = self.persister.get((group, tp))
+        if saved is None:
+            return None
+        start, states = saved
+        finished = sum(1 for o, (state, _) in states.items() if o >= start and state in done)
+        return self.written_starts.get((group, tp), start), max(end - start - finished, 0)
+
+    # -- waiting (what a server around the model needs; FakeKafka uses these) ----------------
+
+    def fetch_would_wait(self, request: ShareFetchRequest, now: float, arrived: float) -> bool:
+        """Whether a ShareFetch that arrived at ``arrived`` would still be waiting at
+        ``now`` for records to acquire (the model itself answers at once; a server holds
+        such a fetch up to its ``max_wait_ms``).
+
+        False for a fetch that acknowledges, closes or renews, does not wait, names a wrong
+        session, or finds a record to acquire. A record released and still being persisted
+        counts from when it is persisted on 4.2+; on 4.1 only if it was persisted before
+        the fetch arrived (see :attr:`Behaviour.wakes_on_persist`).
+        """
+        if (
+            request.share_session_epoch == FINAL_EPOCH
+            or request.is_renew_ack
+            or request.max_wait_ms <= 0
+            or request.min_bytes <= 0
+            or request.max_records <= 0
+            or any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
+        ):
+            return False
+        group, member = request.group_id or "", request.member_id or ""
+        tps = [(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions]
+        if request.share_session_epoch != INITIAL_EPOCH:
+            session = self.sessions.get((group, member))
+            if session is None or session.epoch != request.share_session_epoch:
+                return False
+            gone = {(t.topic_id, p) for t in request.forgotten_topics_data for p in t.partitions}
+            tps = [tp for tp in [*session.partitions, *tps] if tp not in gone]
+        self.advance(now)
+        for tp in tps:
+            log = self.logs.get(tp)
+            sp = self.partitions.get((group, tp))
+            if log is None or sp is None:
+                return False  # an error, or a share partition to load: answer now
+            hi = min(log.end, sp.start + sp.settings.max_locks)
+            tracked = [o for o in sp.states if o < hi]
+            if len(tracked) < hi - sp.start:
+                return False  # an offset never acquired yet
+            for o in tracked:
+                st = sp.states[o]
+                if st.state is RecordState.AVAILABLE and st.ready_at <= now:
+                    if self.behaviour.wakes_on_persist or st.ready_at <= arrived:
+                        return False
+        return True
+
+    def restart(self, now: float) -> None:
+        """The broker restarts: share sessions and loaded share partitions are lost without
+        a release (rebuilt from the persisted state on the next fetch), leader epochs go up;
+        logs and persisted state stay."""
+        self.advance(now)
+        for session_key in list(self.sessions):
+            self._remove_session(session_key)
+        self.connections.clear()
+        for tp in self.leader_epochs:
+            self.leader_epochs[tp] += 1
+        for key in list(self.partitions):
+            self._drop_partition(key, now, "broker restarted")
+
     # -- internals ---------------------------------------------------------------------------
 
     def _event(self, now: float, what: str, group: str = "", member: str = "") -> None:
@@ -432,6 +561,7 @@ class ModelBroker:
                 persisted=saved,
             )
             self.partitions[key] = sp
+            sp.written_start = self.written_starts.get(key, sp.written_start)
             self.persister[key] = sp.snapshot()
             self._event(
                 now,
@@ -504,6 +634,7 @@ class ModelBroker:
     def _drop_partition(self, key: tuple[str, TopicPartitionId], now: float, why: str) -> None:
         sp = self.partitions.pop(key, None)
         if sp is not None:
+            self.written_starts[key] = sp.written_start
             self.persister[key] = sp.snapshot()
             self._event(now, f"Share partition removed from cache ({why})", key[0])
 
@@ -553,13 +684,18 @@ def _batches(log: PartitionLog, got: list[tuple[int, int]]) -> bytes:
     """The log batches holding the acquired offsets, whole, as a broker sends them."""
     wanted = {o for o, _ in got}
     out = []
-    for first, last in log.batches:
+    cache = log.encoded
+    for batch in log.batches:
+        first, last = batch
         if any(first <= o <= last for o in wanted):
-            records = [
-                Record(offset=o, timestamp=0, key=None, value=log.values.get(o))
-                for o in range(first, last + 1)
-            ]
-            out.append(encode_batch(records, base_offset=first))
+            data = cache.get(batch)
+            if data is None:
+                records = [
+                    Record(offset=o, timestamp=0, key=None, value=log.values.get(o))
+                    for o in range(first, last + 1)
+                ]
+                data = cache[batch] = encode_batch(records, base_offset=first)
+            out.append(data)
     return b"".join(out)
 
 

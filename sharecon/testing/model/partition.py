@@ -68,6 +68,8 @@ class PartitionLog:
     batches: list[tuple[int, int]] = field(default_factory=list)
     values: dict[int, bytes] = field(default_factory=dict)
     start: int = 0  #: log start offset
+    #: each batch's encoding by its (first, last) offsets: batches never change once written
+    encoded: dict[tuple[int, int], bytes] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def end(self) -> int:
@@ -118,6 +120,10 @@ class SharePartitionModel:
     #: what the share coordinator holds: start offset and (state, count) per offset
     persisted_start: int = 0
     persisted: dict[int, tuple[RecordState, int]] = field(default_factory=dict)
+    #: the start offset the last state write carried: Kafka writes the start offset as it
+    #: was before that write's own acknowledgements moved it, so an admin describing the
+    #: group's offsets sees the start one write behind (DescribeShareGroupOffsets)
+    written_start: int = 0
 
     @classmethod
     def create(
@@ -134,9 +140,11 @@ class SharePartitionModel:
         if persisted is None:
             sp.start = log.start if settings.earliest else log.end
             sp.persisted_start = sp.start
+            sp.written_start = sp.start
         else:
             sp.persisted_start, saved = persisted
             sp.start = sp.persisted_start
+            sp.written_start = sp.start
             sp.persisted = dict(saved)
             for offset, (state, count) in saved.items():
                 if offset >= sp.start:
@@ -375,6 +383,8 @@ class SharePartitionModel:
             st.state = RecordState.AVAILABLE
 
     def _persist(self, offsets: list[int]) -> None:
+        if offsets:
+            self.written_start = self.start
         for o in offsets:
             st = self.states[o]
             self.persisted[o] = (st.state, st.count)

@@ -17,10 +17,15 @@ late, twice, or after closing, and slow handlers that renew their locks (``keep_
 After the faults, a quiet drain lets every record finish. :mod:`.checks` holds the
 invariants.
 
-There is no coordinator in this world: the machine knows nothing of group membership
-(heartbeats live in ``_share/membership.py``, outside it), so coordinator loss cannot
-reach it; an assignment taken away shows up to the machine as a session or leader change,
-which are injected.
+The member also heartbeats to a model group coordinator with the real
+:class:`~sharecon._share.membership.Membership`, as the consumer's heartbeat loop does
+(``sharecon/_consumer/heartbeat.py``), and its fetch loops fetch only the partitions the
+coordinator assigned. From the seed (a random stream of its own) come coordinator losses:
+the coordinator unavailable for a while (``COORDINATOR_NOT_AVAILABLE``), the coordinator
+moving to the other broker (``NOT_COORDINATOR``, then ``COORDINATOR_LOAD_IN_PROGRESS``),
+and heartbeats failing in transport for up to longer than the session timeout, after which
+the coordinator has removed the member: it is fenced, loses its assignment, rejoins and is
+assigned again, while the records it holds stay answerable.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from sharecon import errors
+from sharecon._backoff import Backoff
 from sharecon._consumer.buffer import Chunk, DeliveryBuffer
 from sharecon._share.effects import (
     BackOff,
@@ -49,11 +55,16 @@ from sharecon._share.effects import (
 from sharecon._share.fetch_policy import Turn
 from sharecon._share.ledger import MarkResult
 from sharecon._share.machine import ShareMachine
+from sharecon._share.membership import EARLY_HEARTBEAT, Membership, MemberState
 from sharecon._share.requests import FetchParams
 from sharecon._share.session import RequestKind
-from sharecon.protocol import ShareAcknowledgeRequest, ShareFetchRequest
+from sharecon.protocol import (
+    ShareAcknowledgeRequest,
+    ShareFetchRequest,
+    ShareGroupHeartbeatRequest,
+)
 from sharecon.record import Record
-from sharecon.testing.model import ModelBroker, RecordState
+from sharecon.testing.model import ModelBroker, ModelCoordinator, RecordState
 from sharecon.testing.sim.checks import Checker, Violation
 from sharecon.types import AckType, TopicIdPartition
 
@@ -63,6 +74,7 @@ if TYPE_CHECKING:
     from sharecon._share.intake import Decoded
     from sharecon._share.ledger import AckResult, Delivery
     from sharecon._share.machine import InFlight
+    from sharecon._share.membership import HeartbeatPlan
     from sharecon._share.session import SessionTag
     from sharecon.protocol import ShareAcknowledgeResponse, ShareFetchResponse
 
@@ -80,6 +92,8 @@ ACK_LINGER = 0.1
 FAULT_WINDOW = 8.0  #: faults happen in [0, FAULT_WINDOW)
 DRAIN = 40.0  #: then this long without faults for every record to finish
 MAX_EVENTS = 5000
+HEARTBEAT_MS = 1500  #: the coordinator's heartbeat interval
+SESSION_TIMEOUT = 3.0  #: the coordinator removes a member not heard from for this long
 PARAMS = FetchParams(
     max_wait_ms=int(MAX_WAIT * 1000), min_bytes=1, max_bytes=1 << 20, max_records=8, batch_size=8
 )
@@ -173,6 +187,8 @@ class Loop:
     backoff_until: float = 0.0
     failures: int = 0
     token: int = 0  #: the pending wake-up's; older ones are stale
+    #: when the pending wake-up (a plain one, not an idle timer) runs, if there is one
+    wake_at: float | None = None
     stopped: bool = False
 
 
@@ -242,6 +258,22 @@ class World:
         for _ in range(rng.randint(0, 3)):
             kind = rng.choice(("cut", "move", "evict", "cut-all"))
             self.at(rng.uniform(0.0, FAULT_WINDOW), self._fault, kind)
+        # The group coordinator and its losses: drawn from a stream of their own, so the
+        # other draws of a seed stay as they were before the coordinator was modelled.
+        self.crng = crng = random.Random(seed ^ 0xC0C0)
+        self.coord = ModelCoordinator(
+            GROUP,
+            {TOPIC: (TOPIC_ID, 2)},
+            node_id=crng.choice(NODES),
+            heartbeat_interval_ms=HEARTBEAT_MS,
+            session_timeout=SESSION_TIMEOUT,
+        )
+        #: heartbeats fail in transport until then (a coordinator connection cut)
+        self.hb_cut_until = float("-inf")
+        for _ in range(crng.choice((0, 0, 1, 2))):
+            kind = crng.choice(("coord-down", "coord-move", "coord-cut"))
+            # Early enough for a cut to outlast the session timeout while records are held.
+            self.at(crng.uniform(0.0, FAULT_WINDOW / 2), self._coord_fault, kind)
         # Drawn apart, so the other draws of a seed stay as they were before this knob.
         strict = self.brokers[1].behaviour.record_limit and random.Random(~seed).random() < 0.3
         #: acquire_mode="record_limit": the most records the member may hold (4.2+)
@@ -337,6 +369,24 @@ class World:
         else:
             self._move(self.rng.choice(self.tps))
 
+    def _coord_fault(self, kind: str) -> None:
+        """The group coordinator is lost for a while."""
+        if self.quiet:
+            return
+        self.faults.append(f"{kind}@{self.now:.2f}")
+        crng = self.crng
+        now = self.now
+        coord = self.coord
+        if kind == "coord-down":
+            coord.unavailable(now, now + crng.uniform(0.5, 4.0))
+        elif kind == "coord-move":
+            other = NODES[1 - NODES.index(coord.node_id)]
+            coord.move(now, other, now + crng.uniform(0.0, 1.0))
+        else:
+            # Sometimes longer than the session timeout: the coordinator removes the member.
+            cut = crng.uniform(0.5, 1.6) * SESSION_TIMEOUT
+            self.hb_cut_until = max(self.hb_cut_until, now + cut)
+
     def _move(self, tp: TopicIdPartition) -> None:
         """Leadership of ``tp`` moves to the other broker; the new leader reads the
         persisted state (acquisitions are forgotten)."""
@@ -372,6 +422,18 @@ class Member:
             buffer.pop_one if world.mutant != "no-record-lock-check" else self._pop_mutant
         )
         self.loops = {n: Loop(n) for n in NODES}
+        rand = world.crng.random
+        self.membership = Membership(
+            GROUP,
+            [TOPIC],
+            member_id=member_id,
+            backoff=Backoff(initial=0.1, maximum=1.0, rand=rand),
+            early=replace(EARLY_HEARTBEAT, rand=rand),
+        )
+        #: the partitions the coordinator assigned (with topic names)
+        self.assigned: frozenset[TopicIdPartition] = frozenset()
+        self.coordinator: int | None = None  #: the cached FindCoordinator answer
+        self.hb_token = 0
         self.closed = False
         self.closing = False
         self.failed = False
@@ -383,6 +445,74 @@ class Member:
         self._ids: dict[tuple[TopicIdPartition, Delivery], dict[int, int]] = {}
         for n in NODES:
             world.at(world.now, self._loop, n, 0)
+        world.at(world.now, self._heartbeat, 0)
+
+    # -- the membership loop (heartbeat_loop) ------------------------------------------------
+
+    def _heartbeat(self, token: int) -> None:
+        """Send the heartbeats due now, and take their answers (``heartbeat_loop``).
+
+        A heartbeat and its answer are one event: the round trip to the coordinator is
+        not what the share machine sees, only the assignment it brings (and when)."""
+        ms = self.membership
+        w = self.world
+        if token != self.hb_token:
+            return
+        self.hb_token += 1
+        while ms.state not in (MemberState.LEFT, MemberState.FATAL):
+            plan = ms.build_heartbeat(w.now)
+            if plan is None:
+                due = ms.next_deadline()
+                if due is not None:
+                    w.at(max(due, w.now), self._heartbeat, self.hb_token)
+                return
+            if not self._heartbeat_answer(plan):
+                return
+
+    def _heartbeat_answer(self, plan: HeartbeatPlan) -> bool:
+        """FindCoordinator if needed, the heartbeat, its answer (``heartbeat._send``);
+        ``False`` if the member failed."""
+        w = self.world
+        ms = self.membership
+        now = w.now
+        coord = w.coord
+        if self.coordinator is None:
+            self.coordinator = coord.find(now)
+        if self.coordinator is None or now < w.hb_cut_until:
+            outcome = ms.on_error(now)
+        else:
+            request = ShareGroupHeartbeatRequest(
+                group_id=plan.group_id,
+                member_id=plan.member_id,
+                member_epoch=plan.member_epoch,
+                rack_id=plan.rack_id,
+                subscribed_topic_names=plan.subscribed_topic_names,
+            )
+            resp = coord.heartbeat(request, self.coordinator, now)
+            assignment = None
+            if resp.assignment is not None:
+                assignment = {t.topic_id: t.partitions for t in resp.assignment.topic_partitions}
+            outcome = ms.on_response(
+                now,
+                error_code=resp.error_code,
+                member_epoch=resp.member_epoch,
+                heartbeat_interval_ms=resp.heartbeat_interval_ms,
+                assignment=assignment,
+                error_message=resp.error_message,
+            )
+        if outcome.find_coordinator:
+            self.coordinator = None
+        if outcome.change is not None:
+            self.assigned = frozenset(
+                TopicIdPartition(tp.topic_id, tp.partition, TOPIC) for tp in outcome.change.assigned
+            )
+            if outcome.change.removed:
+                w.faults.append(f"unassigned@{now:.2f}")
+            self._wake(None)
+        if outcome.state is MemberState.FATAL:
+            w.check.fail(0, now, f"membership failed: {outcome.error}")
+            return False
+        return True
 
     # -- the fetch loops (NodeFetcher) -------------------------------------------------------
 
@@ -391,16 +521,24 @@ class Member:
         for n in NODES if node is None else (node,):
             lp = self.loops[n]
             if lp.inflight is None and not lp.stopped:
+                t = max(w.now, lp.backoff_until)
+                if lp.wake_at is not None and lp.wake_at <= t:
+                    continue  # the pending wake-up comes as soon: one is enough
                 lp.token += 1
-                w.at(max(w.now, lp.backoff_until), self._loop, n, lp.token)
+                lp.wake_at = t
+                w.at(t, self._loop, n, lp.token)
 
     def _loop(self, node: int, token: int, linger: bool = False) -> None:
         lp = self.loops[node]
         w = self.world
-        if lp.stopped or lp.inflight is not None or token != lp.token:
+        if lp.stopped or token != lp.token:
+            return
+        lp.wake_at = None  # this is the pending wake-up
+        if lp.inflight is not None:
             return
         if w.now < lp.backoff_until:
             lp.token += 1
+            lp.wake_at = lp.backoff_until
             w.at(lp.backoff_until, self._loop, node, lp.token)
             return
         if linger:
@@ -412,11 +550,16 @@ class Member:
             self._apply(node)
             if self.loops[node].stopped:  # a fatal error closed the member
                 return
-        want = [tp for tp in w.tps if w.leader_of[tp] == node] if not self.closing else []
+        want = (
+            [tp for tp in w.tps if w.leader_of[tp] == node and tp in self.assigned]
+            if not self.closing
+            else []
+        )
         turn = self.machine.next_turn(node, want, room=self.buffer.has_room())
         if turn.plan is None:
             wait = self.machine.idle_timeout(node, ACK_LINGER)
             lp.token += 1
+            lp.wake_at = None
             w.at(w.now + (wait if wait is not None else 1.0), self._loop, node, lp.token, True)
             return
         self._start(node, turn)
@@ -425,6 +568,7 @@ class Member:
         w = self.world
         lp = self.loops[node]
         body = self.machine.request(turn, self.member_id)
+        lp.wake_at = None  # a wake-up still pending finds the request in flight
         if lp.conn is None:
             lp.conns += 1
             lp.conn = f"{self.member_id}/{node}/{lp.conns}"
@@ -672,7 +816,7 @@ class Member:
             return None
         nxt: Wire | None = None
         if answer.pipeline or (mutant and pipeline and answer.acquired > 0):
-            want = [tp for tp in w.tps if w.leader_of[tp] == node]
+            want = [tp for tp in w.tps if w.leader_of[tp] == node and tp in self.assigned]
             turn = machine.next_turn(
                 node,
                 want,
@@ -896,6 +1040,8 @@ class Member:
         if self.closing:
             return
         self.closing = True
+        if self.membership.leave() is None:
+            self.world.at(self.world.now, self._heartbeat, self.hb_token)
         self.machine.release_held()
         self._apply(None)
         # What the buffer held was released just now: that release is how it ends.
@@ -905,6 +1051,7 @@ class Member:
         for n in NODES:
             lp = self.loops[n]
             lp.token += 1
+            lp.wake_at = None
             if lp.inflight is None:
                 self._loop_stopped(n)
 

@@ -1,0 +1,63 @@
+"""``ShareConsumer.stop_fetching()`` against a real broker: what was fetched is still handed
+out and answered, nothing more is acquired, and the rest stays untouched for others."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+from sharecon import errors
+from sharecon.consumer import ShareConsumer
+from sharecon.producer import Producer
+
+if TYPE_CHECKING:
+    from sharecon.testing.pytest_plugin import TopicFactory
+
+pytestmark = [pytest.mark.anyio, pytest.mark.broker]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def test_stop_fetching_hands_out_what_was_fetched_and_acquires_nothing_more(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    topic = topic_factory(1)
+    async with Producer(kafka_bootstrap) as producer:
+        for b in range(10):  # ten batches of five: a fetch acquires whole batches
+            for i in range(5):
+                await producer.send(topic, f"r{b * 5 + i}".encode(), partition=0)
+            await producer.flush()
+    first: list[str] = []
+    with anyio.fail_after(30):
+        async with ShareConsumer(
+            kafka_bootstrap, group_id=share_group, topics=[topic], max_records=5
+        ) as consumer:
+            batch = []
+            while not batch:
+                batch = await consumer.poll(5.0)
+            first += [(r.value or b"").decode() for r in batch]
+            consumer.stop_fetching()
+            # What was fetched (and a fetch already on its way) still comes out.
+            while batch := await consumer.poll(1.5):
+                assert all(r.delivery_count == 1 for r in batch)
+                first += [(r.value or b"").decode() for r in batch]
+            assert await consumer.poll(1.0) == []  # nothing more is fetched
+        with pytest.raises(errors.ClientClosedError):
+            consumer.stop_fetching()
+    assert 0 < len(first) < 50, first
+    # The rest was never acquired: a fresh member gets it on its first delivery, and
+    # nothing the first member was handed comes back (it was answered, not released).
+    rest: list[tuple[str, int]] = []
+    with anyio.fail_after(30):
+        async with ShareConsumer(kafka_bootstrap, group_id=share_group, topics=[topic]) as fresh:
+            async for record in fresh:
+                rest.append(((record.value or b"").decode(), record.delivery_count))
+                if len(rest) == 50 - len(first):
+                    break
+    assert {v for v, _ in rest} == {f"r{i}" for i in range(50)} - set(first)
+    assert {dc for _, dc in rest} == {1}
