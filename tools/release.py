@@ -302,7 +302,7 @@ def build(pythons: Sequence[str], jobs: int) -> Artifacts:
     """Step 1: everything into a clean ``dist/``."""
     print("==> build into dist/", flush=True)
     shutil.rmtree(DIST, ignore_errors=True)
-    shutil.rmtree(LOGS, ignore_errors=True)
+    shutil.rmtree(WORK, ignore_errors=True)  # venvs, logs and notes of an earlier build
     DIST.mkdir(parents=True)
     ver = version()
     # Taken before the sdist: an edit made while the build runs makes dist/ stale.
