@@ -17,6 +17,12 @@ __all__ = ["MODULES", "compiled_modules"]
 #: iterator, the acknowledgement ranges and ledger, the consumer's per-record answers
 #: (core) and the share machine they go through (machine, effects), the counters
 #: behind ``metrics()``; the producer's engine (record inputs, batches, accumulator).
+#:
+#: To compile another module, add its dotted name here, nothing else: ``hatch_build.py``,
+#: ``scripts/release`` (every compiled wheel), ``scripts/test-compiled`` and
+#: ``tests/test_build.py`` all read this tuple. A package's modules are listed one by one
+#: (``"sharecon._produce.batch"``, ...). Its imports must type-check under
+#: ``mypy --strict``, as mypyc checks them in the wheel's build.
 MODULES = (
     "sharecon.protocol.records",
     "sharecon._produce.inputs",
