@@ -178,8 +178,31 @@ def register(
         metavar="SECONDS",
         help="with --autoscale: no change for this long after one (default 30)",
     )
+    p.add_argument(
+        "--health-port",
+        type=_port,
+        default=s,
+        metavar="PORT",
+        help="serve GET /healthz (liveness) and /readyz (readiness) on this port (default: off)",
+    )
+    p.add_argument(
+        "--health-host",
+        default=s,
+        metavar="HOST",
+        help="the address the health endpoints listen on (default 127.0.0.1)",
+    )
     p.add_argument("--config", default=s, metavar="FILE", help="TOML file of settings")
     p.set_defaults(func=run)
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, not {text!r}")
+    return value
 
 
 def _positive_seconds(text: str) -> float:
@@ -206,6 +229,8 @@ _FLAGS = (
     "scale_up_after",
     "scale_down_after",
     "scale_cooldown",
+    "health_port",
+    "health_host",
     "bootstrap",
     "client_id",
     "timeout",
