@@ -329,6 +329,7 @@ class Supervisor:
     async def _serve_health(self, host: str, port: int) -> None:
         def listening(bound_host: str, bound_port: int) -> None:
             self.health_address = (bound_host, bound_port)
+            logger.info("health endpoints on %s:%d", bound_host, bound_port)
             self.say(f"health on http://{bound_host}:{bound_port}/healthz and /readyz")
 
         try:

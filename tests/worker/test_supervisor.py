@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.abc
 import pytest
 
 from sharecon.worker import WorkerConfig
@@ -318,3 +319,15 @@ async def test_healthz_fails_when_a_process_goes_silent(
             # Its one report went stale too: not ready either.
             assert (await _health_until(sup, "/readyz", 503)).startswith("no healthy consumer")
             sup.stop()
+
+
+async def test_a_health_port_in_use_stops_the_worker_with_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0) as taken:
+        port = taken.extra(anyio.abc.SocketAttribute.local_port)
+        sup, out = _make(tmp_path, monkeypatch, "normal", health_port=port)
+        with anyio.fail_after(30):
+            code = await sup.run()
+    assert code == 1
+    assert f"cannot serve health on 127.0.0.1:{port}" in out.getvalue()
