@@ -82,6 +82,7 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon._net.sasl",
             "sharecon._net.oauth",  # OAUTHBEARER settings build an OidcTokenProvider
             "sharecon._net.environment",  # the connection variables, as the CLI's
+            "sharecon._net.http_serve",  # the health endpoints (as the exporter serves)
             "sharecon.config",
             "sharecon.admin",
             "sharecon.consumer",
@@ -211,7 +212,10 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     "sharecon.prometheus": (SANS_IO_BASE | METRICS | CLIENTS, set()),
     # The share-group exporter: a client of Admin, plus one plain Fetch of the protocol
     # for the oldest pending record's timestamp (sharecon exporter serves it).
-    "sharecon.exporter": (SANS_IO_BASE | {"sharecon.admin", "sharecon.protocol"}, set()),
+    "sharecon.exporter": (
+        SANS_IO_BASE | {"sharecon.admin", "sharecon.protocol", "sharecon._net.http_serve"},
+        set(),
+    ),
     # The package root re-exports the public API.
     ROOT: (
         SANS_IO_BASE
