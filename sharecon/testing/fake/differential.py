@@ -13,6 +13,8 @@ both clusters by :func:`compare_wire`.
 
 from __future__ import annotations
 
+import json
+import sys
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,6 +24,7 @@ import anyio
 from sharecon import errors
 from sharecon.admin import Admin
 from sharecon.consumer import ShareConsumer
+from sharecon.dlq import DeadLetterPolicy
 from sharecon.producer import Producer, ProducerRecord
 from sharecon.testing.conformance.broker_runner import BrokerTarget, run_on_broker
 from sharecon.testing.conformance.scenarios import scenarios_for
@@ -777,6 +780,54 @@ async def _headers(env: Env) -> object:
     return await env.consume(group, topic, 3)
 
 
+async def _dead_letter_policy(env: Env) -> object:
+    topic, group = await env.setup("dlqpolicy")
+    dlq = f"diff-dlqpolicy-dlq-{env.suffix}"
+    await env.produce(topic, 2)
+    first = await env.consume(group, topic, 2, lambda i: AckType.RELEASE)
+    # Delivered again past max_deliveries=1: routed to the dead-letter topic (created on
+    # first use) by the consumer, never handed to the application.
+    handed: list[Any] = []
+    policy = DeadLetterPolicy(topic=dlq, max_deliveries=1)
+    async with env.consumer(group, topic, dead_letter=policy) as c:
+        with anyio.move_on_after(2.5):
+            while True:
+                handed.extend(await c.poll(0.5))
+    await env.admin.alter_group_config(f"{group}-reader", EARLIEST)
+    copies = await env.fresh(f"{group}-reader", dlq)
+    return (
+        [r[5] for r in first],
+        [r.offset for r in handed],
+        await env.fresh(group, topic),
+        # Past the limit: how far past depends on whether the releasing consumer took
+        # them once more before it closed, which is timing.
+        sorted((r[2], r[3], int(dict(r[4])["sharecon.dlq.delivery.count"]) > 1) for r in copies),
+    )
+
+
+async def _cli(env: Env) -> object:
+    topic, group = await env.setup("cli")
+    sharecon = [sys.executable, "-m", "sharecon"]
+    produced = await anyio.run_process(
+        [*sharecon, "produce", "-b", env.bootstrap, "--key-separator", ":", "-p", "0", topic],
+        input=b"k1:one\nk2:two\n:three\n",
+        check=False,
+    )
+    consumed = await anyio.run_process(
+        [*sharecon, "consume", "-b", env.bootstrap, "-g", group, "--json", "-n", "3"]
+        + ["--idle", "10", topic],
+        check=False,
+    )
+    lines = [json.loads(line) for line in consumed.stdout.decode().splitlines() if line]
+    keep = ("partition", "offset", "key", "value", "delivery_count")
+    return (
+        produced.returncode,
+        consumed.returncode,
+        [{k: line.get(k) for k in keep} for line in lines],
+        await env.offsets(group, topic),
+    )
+
+
 CLIENT_SCENARIOS: tuple[ClientScenario, ...] = (
     ClientScenario("roundtrip", _roundtrip),
     ClientScenario("release-redelivers", _release_redelivers),
@@ -821,6 +872,8 @@ CLIENT_SCENARIOS: tuple[ClientScenario, ...] = (
     ClientScenario("compacted-keys", _compacted_keys),
     ClientScenario("large-values", _large_values),
     ClientScenario("headers", _headers),
+    ClientScenario("dead-letter-policy", _dead_letter_policy),
+    ClientScenario("cli-produce-consume", _cli),
 )
 
 
