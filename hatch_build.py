@@ -32,6 +32,12 @@ def _modules() -> tuple[str, ...]:
     return modules
 
 
+#: What a compiled build needs besides sharecon's own dependencies: mypy (mypyc),
+#: setuptools (to drive the C compiler), and the optional packages sharecon imports where
+#: they are installed (sharecon/_net/clock.py asks sniffio and trio for the running loop),
+#: which mypy follows like any other import.
+COMPILE_TOOLS = ("mypy>=1.11", "setuptools>=70", "sniffio>=1.3", "trio>=0.25")
+
 # The extension modules a build leaves in the tree: one per compiled module plus the
 # shared library mypyc puts the code of them all in.
 _GROUP = "sharecon"
@@ -112,7 +118,14 @@ class CompiledBuildHook(BuildHookInterface):  # type: ignore[misc,unused-ignore]
 
     def dependencies(self) -> list[str]:
         # Only a compiled build needs mypy (mypyc) and setuptools (to drive the compiler).
-        return ["mypy>=1.11", "setuptools>=70"] if _wanted() else []
+        # mypyc type-checks the modules first, following their imports into anyio,
+        # typing_extensions and the rest: pip's isolated build environment has none of
+        # them, so a compiled build asks for sharecon's own dependencies too (pip installs
+        # them there from its cache, a --find-links directory or the index, as it would
+        # install them for sharecon itself).
+        if not _wanted():
+            return []
+        return [*COMPILE_TOOLS, *self.metadata.core.dependencies]
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         if self.target_name != "wheel" or version == "editable":

@@ -3,11 +3,16 @@
 Each client writes N records of a fixed size (100 B, and 1 KiB) with no key into its own
 fresh topic with 3 partitions, on the same broker, one after another, with the same
 settings: ``acks=all``, idempotence on, no compression, a 5 ms linger, 512 KiB batches
-(librdkafka's default batch.size is about 1 MB).
+(librdkafka's default batch.size is about 1 MB). With ``--defaults`` every client runs
+at its own defaults instead (sharecon's are the settings above; librdkafka's leave
+idempotence off).
 
 * sharecon: ``Producer.send_batch`` in chunks of 10,000 records, 4 chunks in flight;
 * sharecon-send-loop: the naive loop, ``for ...: await producer.send(...)`` (each call
   returns once the record is queued), then ``await producer.flush()``;
+* sharecon-send-nowait: the same loop with the plain call ``producer.send_nowait(...)``
+  (an ``await producer.send(...)`` for a record it refuses, and a pass through the event
+  loop every 1,000 records), then ``await producer.flush()``;
 * each of those again with "-compiled": sharecon's compiled build (the per-record
   modules compiled with mypyc; built on first use, see ``_common.compiled_tree``);
 * confluent-kafka's ``Producer`` (librdkafka): a ``produce()`` loop, then ``flush()``;
@@ -26,6 +31,7 @@ Usage::
     python benchmarks/produce.py                 # starts a local broker (sharecon.testing)
     python benchmarks/produce.py --records 200000 --sizes 100
     python benchmarks/produce.py --records 100000 --sizes 100 --skip sharecon,confluent-kafka,java
+    python benchmarks/produce.py --defaults      # every client at its own defaults
     SHARECON_BOOTSTRAP=host:9092 python benchmarks/produce.py
 """
 
@@ -58,11 +64,15 @@ CLIENTS = (
     "sharecon-compiled",
     "sharecon-send-loop",
     "sharecon-send-loop-compiled",
+    "sharecon-send-nowait",
+    "sharecon-send-nowait-compiled",
     "confluent-kafka",
     "java",
 )
 CHUNK = 10_000
 IN_FLIGHT_CHUNKS = 4
+#: ``--defaults``: every client at its own defaults (set in the workers from the environment).
+DEFAULTS = os.environ.get("SHARECON_BENCH_DEFAULTS") == "1"
 
 
 # -- workers (run in child processes) -------------------------------------------------------
@@ -123,20 +133,49 @@ def _worker_sharecon_send_loop(bootstrap: str, topic: str, n: int, size: int) ->
     return {"elapsed": elapsed, "records": n, "bytes": n * size, "cpu": cpu}
 
 
+def _worker_sharecon_send_nowait(bootstrap: str, topic: str, n: int, size: int) -> dict[str, Any]:
+    import anyio
+
+    from sharecon.errors import WouldBlockError
+    from sharecon.producer import Producer
+
+    payload = os.urandom(size)
+
+    async def main() -> tuple[float, float]:
+        async with Producer(bootstrap, linger=0.005) as producer:
+            await producer.send_and_wait(topic, b"warm-up")  # connections, producer id: untimed
+            start, cpu = time.perf_counter(), _cpu()
+            send = producer.send_nowait
+            for i in range(n):
+                try:
+                    send(topic, payload)
+                except WouldBlockError:
+                    await producer.send(topic, payload)  # waits for buffer space
+                if i % 1000 == 999:
+                    await anyio.lowlevel.checkpoint()  # let the dispatcher send batches
+            await producer.flush()
+            return time.perf_counter() - start, _cpu() - cpu
+
+    elapsed, cpu = anyio.run(main)
+    return {"elapsed": elapsed, "records": n, "bytes": n * size, "cpu": cpu}
+
+
 def _worker_confluent(bootstrap: str, topic: str, n: int, size: int) -> dict[str, Any]:
     from confluent_kafka import Producer
 
     payload = os.urandom(size)
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": 5,
-            "compression.type": "none",
-            "queue.buffering.max.messages": 1_000_000,
-        }
-    )
+    settings: dict[str, object] = {"bootstrap.servers": bootstrap}
+    if not DEFAULTS:
+        settings.update(
+            {
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "compression.type": "none",
+                "queue.buffering.max.messages": 1_000_000,
+            }
+        )
+    producer = Producer(settings)
     producer.produce(topic, b"warm-up")
     producer.flush(30)
     failures = 0
@@ -167,6 +206,7 @@ def worker_main(argv: list[str]) -> None:
     fn = {
         "sharecon": _worker_sharecon,
         "sharecon-send-loop": _worker_sharecon_send_loop,
+        "sharecon-send-nowait": _worker_sharecon_send_nowait,
         "confluent-kafka": _worker_confluent,
     }[name.removesuffix("-compiled")]
     if name.startswith("sharecon"):
@@ -196,7 +236,9 @@ def run_java(tools: Any, topic: str, n: int, size: int) -> dict[str, Any]:
         n,
         record_size=size,
         # batch.size as sharecon's max_batch_bytes (Java's 16 KiB default starves 1 KiB runs).
-        producer_props={
+        producer_props={}
+        if DEFAULTS
+        else {
             "acks": "all",
             "enable.idempotence": "true",
             "linger.ms": "5",
@@ -215,7 +257,14 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1024", help="record sizes in bytes")
     parser.add_argument("--version", default=None, help="Kafka version for the local broker")
     parser.add_argument("--skip", default="", help="comma-separated clients to skip")
+    parser.add_argument(
+        "--defaults", action="store_true", help="every client at its own default settings"
+    )
     args = parser.parse_args()
+    if args.defaults:
+        os.environ["SHARECON_BENCH_DEFAULTS"] = "1"  # read by the workers
+        global DEFAULTS
+        DEFAULTS = True
 
     from sharecon.testing import KafkaBroker
 
@@ -291,7 +340,12 @@ def main() -> None:
                 "compiled/this",
             ],
             rows,
-            title=f"Produce, acks=all, idempotent, no compression, linger 5 ms, {PARTITIONS} partitions",
+            title=(
+                f"Produce, every client at its defaults, {PARTITIONS} partitions"
+                if DEFAULTS
+                else f"Produce, acks=all, idempotent, no compression, linger 5 ms, "
+                f"{PARTITIONS} partitions"
+            ),
         )
         path = write_json(
             "produce",

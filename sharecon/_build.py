@@ -16,9 +16,19 @@ __all__ = ["MODULES", "compiled_modules"]
 #: the producer's batch encoder (records), the buffer between fetch loops and the
 #: iterator, the acknowledgement ranges and ledger, the consumer's per-record answers
 #: (core), the records' owners and factories (handout), the share machine they go through
-#: (machine, effects, answers), and the counters behind ``metrics()``.
+#: (machine, effects, answers), the counters behind ``metrics()``; the producer's engine
+#: (record inputs, batches, accumulator).
+#:
+#: To compile another module, add its dotted name here, nothing else: ``hatch_build.py``,
+#: ``scripts/release`` (every compiled wheel), ``scripts/test-compiled`` and
+#: ``tests/test_build.py`` all read this tuple. A package's modules are listed one by one
+#: (``"sharecon._produce.batch"``, ...). Its imports must type-check under
+#: ``mypy --strict``, as mypyc checks them in the wheel's build.
 MODULES = (
     "sharecon.protocol.records",
+    "sharecon._produce.inputs",
+    "sharecon._produce.batch",
+    "sharecon._produce.accumulator",
     "sharecon._consumer.buffer",
     "sharecon._consumer.core",
     "sharecon._consumer.handout",

@@ -13,6 +13,7 @@ Layout::
     ├── DeadLetterError               a dead-letter copy could not be written (record released)
     │   └── DeadLetterTopicError      ... and never will be (not authorized, invalid topic): the consumer stops
     ├── SerializationError            a producer's serializer failed (nothing was sent)
+    ├── WouldBlockError               send_nowait() would have to wait (nothing was queued)
     ├── DeserializationError          a consumer's deserializer failed (the record was released)
     ├── ClientStateError              a client used before start() or after close
     │   ├── ClientNotStartedError     ... before start() (or ``async with``)
@@ -68,6 +69,7 @@ __all__ = [
     "SerializationError",
     "TlsAuthenticationError",
     "UnacknowledgedRecordsError",
+    "WouldBlockError",
     "error_class_for_code",
     "error_for_code",
 ]
@@ -149,6 +151,20 @@ class SerializationError(KafkaError):
         super().__init__(message)
         self.topic = topic
         self.field = field
+
+
+class WouldBlockError(KafkaError):
+    """:meth:`Producer.send_nowait <sharecon.producer.Producer.send_nowait>` cannot queue the
+    record without waiting: the buffer is full (``max_buffer_bytes``), or the topic's
+    partitions are not known yet. Nothing was queued; ``await producer.send(...)`` waits
+    for what is missing instead.
+
+    :ivar reason: ``"buffer"`` (it is full) or ``"metadata"`` (the topic is not known yet).
+    """
+
+    def __init__(self, message: str, *, reason: Literal["buffer", "metadata"]) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class DeserializationError(KafkaError):

@@ -49,17 +49,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import anyio
-import anyio.abc
 
 from sharecon import errors
+from sharecon._net.http_serve import Response, serve_http
 from sharecon.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from sharecon.protocol.records import decode_records
 from sharecon.types import TopicPartition
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
-
-    from anyio.abc import SocketStream
 
     from sharecon.admin import Admin, ShareGroupDescription, SharePartitionOffset
 
@@ -315,8 +313,6 @@ def render(states: Sequence[GroupState]) -> str:
 
 # -- the HTTP endpoint ---------------------------------------------------------------------
 
-_MAX_REQUEST = 8192
-_READ_TIMEOUT = 10.0
 _CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -373,67 +369,17 @@ class Exporter:
     ) -> None:
         """Listen on ``host``:``port`` until cancelled; ``on_listening(host, port)`` is
         called once the socket listens (with the port the system chose for ``port=0``)."""
-        listener = await anyio.create_tcp_listener(local_host=host, local_port=port)
-        async with listener:
-            bound = listener.listeners[0].extra(anyio.abc.SocketAttribute.local_address)
-            if on_listening is not None:
-                on_listening(str(bound[0]), int(bound[1]))
-            await listener.serve(self._handle)
+        await serve_http(
+            host,
+            port,
+            self._route,
+            not_found="not found: try /metrics\n",
+            on_listening=on_listening,
+        )
 
-    async def _handle(self, stream: SocketStream) -> None:
-        async with stream:
-            try:
-                with anyio.fail_after(_READ_TIMEOUT):
-                    request = await _read_head(stream)
-                method, _, rest = request.partition(" ")
-                path = rest.partition(" ")[0].split("?", 1)[0]
-                if method not in ("GET", "HEAD"):
-                    await _respond(stream, 405, "method not allowed\n", head=False)
-                elif path in ("/metrics", "/"):
-                    body = await self.scrape()
-                    await _respond(stream, 200, body, head=method == "HEAD", type_=_CONTENT_TYPE)
-                elif path == "/healthz":
-                    await _respond(stream, 200, "ok\n", head=method == "HEAD")
-                else:
-                    await _respond(stream, 404, "not found: try /metrics\n", head=False)
-            except (
-                TimeoutError,
-                ValueError,
-                anyio.EndOfStream,
-                anyio.BrokenResourceError,
-                OSError,
-            ):
-                return  # a client that went away or spoke no HTTP: nothing to answer
-
-
-async def _read_head(stream: SocketStream) -> str:
-    """The request line of an HTTP/1.x request (its headers are read and ignored)."""
-    data = b""
-    while b"\r\n\r\n" not in data and b"\n\n" not in data:
-        if len(data) > _MAX_REQUEST:
-            raise ValueError("request head too long")
-        data += await stream.receive(4096)
-    return data.split(b"\n", 1)[0].decode("latin-1").strip()
-
-
-_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed"}
-
-
-async def _respond(
-    stream: SocketStream,
-    status: int,
-    body: str,
-    *,
-    head: bool,
-    type_: str = "text/plain; charset=utf-8",
-) -> None:
-    payload = body.encode("utf-8")
-    lines = [
-        f"HTTP/1.1 {status} {_REASONS[status]}",
-        f"Content-Type: {type_}",
-        f"Content-Length: {len(payload)}",
-        "Connection: close",
-    ]
-    await stream.send(
-        ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (b"" if head else payload)
-    )
+    async def _route(self, path: str) -> Response | None:
+        if path in ("/metrics", "/"):
+            return Response(200, await self.scrape(), _CONTENT_TYPE)
+        if path == "/healthz":
+            return Response(200, "ok\n")
+        return None

@@ -43,6 +43,19 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     "protocol": (SANS_IO_BASE | {"sharecon.protocol"}, IO_MODULES),
     "_share": (SANS_IO_BASE | {"sharecon.protocol", "sharecon._share"}, IO_MODULES),
     "_net": (SANS_IO_BASE | {"sharecon.protocol", "sharecon._net"}, set()),
+    # The producer's engine: sans-I/O like _share (time and wake-ups passed in); it may use
+    # the pure partitioner (murmur2 of keys).
+    "_produce": (
+        SANS_IO_BASE | {"sharecon.protocol", "sharecon.partitioner", "sharecon._produce"},
+        IO_MODULES,
+    ),
+    # The producer's I/O side (layer 4 internals): the engine, the network, the counters.
+    "_producer": (
+        SANS_IO_BASE
+        | METRICS
+        | {"sharecon.protocol", "sharecon._net", "sharecon._produce", "sharecon._producer"},
+        set(),
+    ),
     # The command line is a client of the public layer-4 API; it must not reach into tests.
     "cli": (
         SANS_IO_BASE
@@ -69,6 +82,7 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon._net.sasl",
             "sharecon._net.oauth",  # OAUTHBEARER settings build an OidcTokenProvider
             "sharecon._net.environment",  # the connection variables, as the CLI's
+            "sharecon._net.http_serve",  # the health endpoints (as the exporter serves)
             "sharecon.config",
             "sharecon.admin",
             "sharecon.consumer",
@@ -153,7 +167,13 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     "sharecon.producer": (
         SANS_IO_BASE
         | METRICS
-        | {"sharecon.protocol", "sharecon._net", "sharecon.partitioner", "sharecon._lifecycle"},
+        | {
+            "sharecon.protocol",
+            "sharecon._net",
+            "sharecon._produce",
+            "sharecon._producer",
+            "sharecon._lifecycle",
+        },
         set(),
     ),
     "sharecon.dlq": (
@@ -192,7 +212,10 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     "sharecon.prometheus": (SANS_IO_BASE | METRICS | CLIENTS, set()),
     # The share-group exporter: a client of Admin, plus one plain Fetch of the protocol
     # for the oldest pending record's timestamp (sharecon exporter serves it).
-    "sharecon.exporter": (SANS_IO_BASE | {"sharecon.admin", "sharecon.protocol"}, set()),
+    "sharecon.exporter": (
+        SANS_IO_BASE | {"sharecon.admin", "sharecon.protocol", "sharecon._net.http_serve"},
+        set(),
+    ),
     # The package root re-exports the public API.
     ROOT: (
         SANS_IO_BASE

@@ -36,6 +36,10 @@ With --autoscale MIN:MAX the supervisor adds a process while the handlers are bu
 the group's backlog (share-group lag) is not falling, and drains one while they are idle,
 one change per --scale-cooldown seconds; each change is one line on stderr.
 
+With --health-port PORT the supervisor serves GET /healthz (liveness: it runs and no
+worker process went silent) and GET /readyz (readiness: a process's consumer is healthy;
+503 while draining) on --health-host (default 127.0.0.1).
+
 Every drain finishes the records a process had fetched instead of releasing them (a
 release would spend one of their delivery attempts).
 
@@ -48,7 +52,7 @@ Settings come from flags, else SHARECON_* variables (SHARECON_GROUP, SHARECON_TO
 SHARECON_DLQ_TOPIC, SHARECON_HANDLER_TIMEOUT, SHARECON_GRACE, SHARECON_INTERVAL,
 SHARECON_MAX_RECORDS, SHARECON_AUTOSCALE, SHARECON_SCALE_BACKLOG,
 SHARECON_SCALE_UP_AFTER, SHARECON_SCALE_DOWN_AFTER, SHARECON_SCALE_COOLDOWN,
-SHARECON_HANDLER, and the connection ones below), else the --config TOML file (keys
+SHARECON_HEALTH_PORT, SHARECON_HEALTH_HOST, SHARECON_HANDLER, and the connection ones below), else the --config TOML file (keys
 named like the flags: group = "billing", topics = ["invoices"], processes = 4; Python
 3.11+).
 """
@@ -178,8 +182,31 @@ def register(
         metavar="SECONDS",
         help="with --autoscale: no change for this long after one (default 30)",
     )
+    p.add_argument(
+        "--health-port",
+        type=_port,
+        default=s,
+        metavar="PORT",
+        help="serve GET /healthz (liveness) and /readyz (readiness) on this port (default: off)",
+    )
+    p.add_argument(
+        "--health-host",
+        default=s,
+        metavar="HOST",
+        help="the address the health endpoints listen on (default 127.0.0.1)",
+    )
     p.add_argument("--config", default=s, metavar="FILE", help="TOML file of settings")
     p.set_defaults(func=run)
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, not {text!r}")
+    return value
 
 
 def _positive_seconds(text: str) -> float:
@@ -206,6 +233,8 @@ _FLAGS = (
     "scale_up_after",
     "scale_down_after",
     "scale_cooldown",
+    "health_port",
+    "health_host",
     "bootstrap",
     "client_id",
     "timeout",

@@ -49,6 +49,7 @@ from sharecon.worker._protocol import (
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
+    from sharecon.consumer import ConsumerHealth
     from sharecon.record import Record
 
 logger = logging.getLogger("sharecon.worker")
@@ -68,6 +69,8 @@ class Stats:
         self.redelivered = 0
         self.ready = False
         self.draining = False
+        #: The consumer's health as ``(ok, reason)``, once it runs.
+        self.health: Callable[[], tuple[bool, str]] | None = None
         #: Records fetched and handled while draining (finished rather than released).
         self.finished_in_drain = 0
         self._started: dict[int, float] = {}
@@ -116,7 +119,15 @@ class Stats:
     def report(self) -> dict[str, Any]:
         """What the supervisor is told."""
         oldest = min(self._started.values(), default=None)
+        healthy, why = False, "consumer not started"
+        if self.health is not None:
+            try:
+                healthy, why = self.health()
+            except errors.KafkaError as exc:  # closed under us: the report still goes
+                healthy, why = False, f"consumer closed: {exc}"
         return {
+            "health_ok": healthy,
+            "health_reason": why,
             "busy": self.busy(),
             "finished_in_drain": self.finished_in_drain,
             "handled": self.handled,
@@ -128,6 +139,23 @@ class Stats:
             "ready": self.ready,
             "draining": self.draining,
         }
+
+
+def health_of(health: ConsumerHealth) -> tuple[bool, str]:
+    """``health.ok`` and, when not ok, the first reason it is not (one line)."""
+    if health.ok:
+        return True, "ok"
+    if health.failed is not None:
+        return False, f"consumer failed: {health.failed}"
+    if not health.running:
+        return False, "consumer closing"
+    if health.member_state != "stable":
+        return False, f"group membership {health.member_state}"
+    if not health.cluster.ok:
+        return False, f"brokers unreachable: {health.cluster.last_error or 'no connection'}"
+    if health.stuck_for:
+        return False, f"records stuck at a leader for {health.stuck_for:.0f} s"
+    return False, "not ok"
 
 
 class Reporter:
@@ -256,6 +284,7 @@ async def _consume(
     wrapped = wrap_handler(handler, stats, config.dlq_after)
     async with consumer:
         stats.ready = True
+        stats.health = lambda: health_of(consumer.health())
         async with anyio.create_task_group() as work:
 
             async def run_process() -> None:

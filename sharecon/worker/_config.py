@@ -63,6 +63,8 @@ ENV = {
     "scale_up_after": "SHARECON_SCALE_UP_AFTER",
     "scale_down_after": "SHARECON_SCALE_DOWN_AFTER",
     "scale_cooldown": "SHARECON_SCALE_COOLDOWN",
+    "health_port": "SHARECON_HEALTH_PORT",
+    "health_host": "SHARECON_HEALTH_HOST",
     **CONNECTION_ENV,
 }
 
@@ -97,6 +99,9 @@ class WorkerConfig:
     :param scale_up_after: seconds the up condition must hold.
     :param scale_down_after: seconds the down condition must hold.
     :param scale_cooldown: seconds after a change before the next one.
+    :param health_port: serve ``GET /healthz`` (liveness) and ``GET /readyz`` (readiness)
+        on this TCP port (``0``: one the system picks, said on the stream); ``None``: off.
+    :param health_host: the address the health endpoints listen on.
     :param bootstrap: ``host:port[,...]`` of the brokers.
     :param client_id: sent to the brokers.
     :param timeout: connect and request timeout.
@@ -143,6 +148,8 @@ class WorkerConfig:
     scale_up_after: float = 5.0
     scale_down_after: float = 30.0
     scale_cooldown: float = 30.0
+    health_port: int | None = None
+    health_host: str = "127.0.0.1"
     bootstrap: str = DEFAULT_BOOTSTRAP
     client_id: str = "sharecon-worker"
     timeout: float = 30.0
@@ -181,6 +188,14 @@ class WorkerConfig:
             _at_least("dlq_after", self.dlq_after, 1)
         if self.scale_backlog is not None:
             _at_least("scale_backlog", self.scale_backlog, 0)
+        if self.health_port is not None:
+            _at_least("health_port", self.health_port, 0)
+            if self.health_port > 65535:
+                raise errors.ConfigError(
+                    f"health_port must be at most 65535, not {self.health_port}"
+                )
+        if not self.health_host:
+            raise errors.ConfigError("health_host must not be empty")
         if self.autoscale is not None:
             autoscale_policy(self)  # raises ConfigError for a bad range or windows
         for name in ("handler_timeout", "interval", "timeout"):
@@ -376,7 +391,7 @@ def _at_least(name: str, value: object, low: int) -> None:
 
 # -- sources: flags, environment, TOML ---------------------------------------------------------
 
-_INTS = {"processes", "concurrency", "dlq_after", "max_records", "scale_backlog"}
+_INTS = {"processes", "concurrency", "dlq_after", "max_records", "scale_backlog", "health_port"}
 _FLOATS = {
     "handler_timeout",
     "grace",

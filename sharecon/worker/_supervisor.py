@@ -24,6 +24,9 @@ Rules of this module:
    DescribeShareGroupOffsets every ``BACKLOG_EVERY`` seconds), and carries out its
    decisions: a new process in a free slot, or a drain of the newest one (which is then
    not restarted). Every change is a status line with its reason.
+7. With ``health_port``, ``GET /healthz`` and ``GET /readyz`` answer 200 or 503 with a
+   reason, as :mod:`sharecon.worker._health` decides from the processes' reports (each
+   carries its consumer's ``health()``), for a liveness and a readiness probe.
 """
 
 from __future__ import annotations
@@ -43,7 +46,9 @@ import anyio
 
 from sharecon import errors
 from sharecon._backoff import Backoff
+from sharecon._net.http_serve import Response, serve_http
 from sharecon.admin import Admin
+from sharecon.worker import _health
 from sharecon.worker._autoscale import Autoscaler, Decision, Sample
 from sharecon.worker._config import autoscale_policy, load_handler
 from sharecon.worker._protocol import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, REPORT_EVERY
@@ -80,6 +85,10 @@ _MAX_LINE = 1 << 16
 SAMPLE_EVERY = 0.5
 #: Seconds between reads of the group's backlog (one DescribeShareGroupOffsets each).
 BACKLOG_EVERY = 1.0
+#: Seconds a process's last report counts for readiness (it reports every REPORT_EVERY).
+READY_FRESH = 10 * REPORT_EVERY
+#: Seconds of silence after which a running process makes the worker not live.
+LIVE_SILENCE = STARTUP_SILENCE
 
 
 @dataclass
@@ -107,6 +116,22 @@ class _Slot:
     drain: anyio.Event = field(default_factory=anyio.Event)
     #: Drained by the autoscaler: not restarted, free for a later scale-up.
     retired: bool = False
+    #: Its consumer's ``health()`` as last reported: ok, and why not.
+    health_ok: bool = False
+    health_reason: str = "not reported yet"
+
+    def view(self) -> _health.ChildView:
+        """What the health decision sees of this slot."""
+        running = self.proc is not None and self.proc.returncode is None
+        return _health.ChildView(
+            self.index,
+            running,
+            self.started,
+            self.last_report,
+            self.reported,
+            self.health_ok,
+            self.health_reason,
+        )
 
     def total(self, name: str) -> int:
         return self.base[name] + self.current[name]
@@ -165,6 +190,9 @@ class Supervisor:
         self._stopping = anyio.Event()
         self._exit_code = EXIT_DRAINED
         self._forced = False
+        self._last_tick = 0.0  # set when the health endpoints start
+        #: ``(host, port)`` the health endpoints listen on, once they do.
+        self.health_address: tuple[str, int] | None = None
 
     # -- output ------------------------------------------------------------------------------
 
@@ -195,6 +223,10 @@ class Supervisor:
         """Start, supervise and drain; returns the exit code."""
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._watch_signals)
+            if self.config.health_port is not None:
+                self._last_tick = anyio.current_time()
+                tg.start_soon(self._tick)
+                tg.start_soon(self._serve_health, self.config.health_host, self.config.health_port)
             if self.config.interval is not None:
                 tg.start_soon(self._progress, self.config.interval)
             async with anyio.create_task_group() as slots:
@@ -258,6 +290,60 @@ class Supervisor:
                     )
                     self.stop()
 
+    # -- health ----------------------------------------------------------------------------
+
+    def liveness(self, now: float) -> _health.Verdict:
+        """``GET /healthz``: see :func:`sharecon.worker._health.liveness`."""
+        return _health.liveness(
+            [s.view() for s in self.slots],
+            now,
+            last_tick=self._last_tick,
+            silent_after=LIVE_SILENCE,
+            startup_after=STARTUP_SILENCE,
+        )
+
+    def readiness(self, now: float) -> _health.Verdict:
+        """``GET /readyz``: see :func:`sharecon.worker._health.readiness`."""
+        return _health.readiness(
+            [s.view() for s in self.slots],
+            now,
+            draining=self._stopping.is_set(),
+            silent_after=READY_FRESH,
+        )
+
+    async def _tick(self) -> None:
+        # The sign of life /healthz checks: this task runs only while the loop does.
+        while True:
+            self._last_tick = anyio.current_time()
+            await anyio.sleep(REPORT_EVERY)
+
+    async def _health_route(self, path: str) -> Response | None:
+        if path == "/healthz":
+            verdict = self.liveness(anyio.current_time())
+        elif path == "/readyz":
+            verdict = self.readiness(anyio.current_time())
+        else:
+            return None
+        return Response(200 if verdict.ok else 503, verdict.reason + "\n")
+
+    async def _serve_health(self, host: str, port: int) -> None:
+        def listening(bound_host: str, bound_port: int) -> None:
+            self.health_address = (bound_host, bound_port)
+            logger.info("health endpoints on %s:%d", bound_host, bound_port)
+            self.say(f"health on http://{bound_host}:{bound_port}/healthz and /readyz")
+
+        try:
+            await serve_http(
+                host,
+                port,
+                self._health_route,
+                not_found="not found: try /healthz or /readyz\n",
+                on_listening=listening,
+            )
+        except OSError as exc:
+            self.say(f"cannot serve health on {host}:{port}: {exc.strerror or exc}: stopping")
+            self.stop(EXIT_ERROR)
+
     # -- one slot --------------------------------------------------------------------------
 
     async def _supervise(self, slot: _Slot) -> None:
@@ -311,6 +397,7 @@ class Supervisor:
         slot.proc, slot.pid = proc, proc.pid
         slot.started = slot.last_report = anyio.current_time()
         slot.reported, slot.ready, slot.oldest, slot.in_flight = False, False, None, 0
+        slot.health_ok, slot.health_reason = False, "not reported yet"
         self.say(f"process {slot.index} started (pid {proc.pid})")
         assert proc.stdin is not None
         hello = {"index": slot.index, "config": self.config.to_dict()}
@@ -340,6 +427,7 @@ class Supervisor:
             slot.base[name] += slot.current[name]
             slot.current[name] = 0
         slot.in_flight, slot.oldest, slot.ready = 0, None, False
+        slot.health_ok, slot.health_reason = False, f"exited with code {proc.returncode}"
         code = proc.returncode
         assert code is not None
         return code
@@ -392,6 +480,9 @@ class Supervisor:
         slot.last_report = anyio.current_time()
         slot.reported = True
         slot.ready = report.get("ready") is True
+        slot.health_ok = report.get("health_ok") is True
+        reason = report.get("health_reason")
+        slot.health_reason = reason[:200] if isinstance(reason, str) else "no reason given"
         for name in COUNTERS:
             value = report.get(name)
             if isinstance(value, int):

@@ -129,6 +129,19 @@ def test_the_worker_drains_within_the_grace_period() -> None:
     assert pod["terminationGracePeriodSeconds"] >= args.grace + args.timeout + 10
 
 
+def test_the_worker_probes_ask_its_health_endpoints() -> None:
+    pod = _by_kind("Deployment", "billing-worker")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    args = build_parser().parse_args(["worker", *container["args"]])
+    # The kubelet probes the pod's address: the endpoints must not listen on loopback only.
+    assert args.health_host == "0.0.0.0"
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        get = container[probe]["httpGet"]
+        assert get["path"] == path
+        assert ports[get["port"]] == args.health_port
+
+
 def test_keda_scales_the_worker_on_a_metric_the_exporter_serves() -> None:
     scaled = _by_kind("ScaledObject", "billing-worker")
     assert scaled["spec"]["scaleTargetRef"]["name"] == "billing-worker"

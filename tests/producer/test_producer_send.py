@@ -186,3 +186,39 @@ async def test_done_callbacks_run_once_when_the_delivery_is_over(
     messages = [r.getMessage() for r in caplog.records]
     assert any("callback raised" in m for m in messages), messages
     assert not any("futures were not awaited" in m for m in messages), messages
+
+
+@pytest.mark.broker
+async def test_send_nowait_queues_without_waiting_or_refuses_with_a_typed_error(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    """send_nowait is a plain call: it queues like send, or raises WouldBlockError and
+    queues nothing, for an unknown topic's first record and for a full buffer; a send
+    that waits then takes the refused record, and every record is written once."""
+    topic = topic_factory(1)
+    with anyio.fail_after(60):
+        async with Producer(kafka_bootstrap, linger=600, max_buffer_bytes=4096) as producer:
+            with pytest.raises(errors.WouldBlockError, match="not known yet") as unknown:
+                producer.send_nowait(topic, b"first")
+            assert unknown.value.reason == "metadata"
+            assert await producer.partitions_for(topic) == 1
+            futures = []
+            refused = None
+            for i in range(100):
+                try:
+                    futures.append(producer.send_nowait(topic, b"%03d" % i + b"x" * 1000))
+                except errors.WouldBlockError as full:
+                    refused = (i, full)
+                    break
+            assert refused is not None, "a 4 KiB buffer took 100 KiB"
+            i, error = refused
+            assert error.reason == "buffer" and "max_buffer_bytes=4096" in str(error)
+            assert 2 <= i <= 4 and not any(f.done() for f in futures)
+            # The waiting send takes the refused record once the buffer drains (flush).
+            waiting = await producer.send(topic, b"%03d" % i + b"x" * 1000)
+            futures.append(waiting)
+            await producer.flush()
+            metas = [await f for f in futures]
+    assert [m.offset for m in metas] == list(range(metas[0].offset, metas[0].offset + i + 1))
+    reads = await read_back(kafka_bootstrap, topic, 1, i + 1)
+    assert [r.value[:3] for r in reads if r.value] == [b"%03d" % n for n in range(i + 1)]

@@ -89,6 +89,17 @@ def test_the_fixture_line_comes_from_the_environment(
     assert fake_kafka_factory("4.4").call(lambda c: c.api_ranges())[78][1] == 2
 
 
+def test_the_fake_offers_only_the_apis_it_serves(fake_kafka_factory: FakeKafkaFactory) -> None:
+    # A consumer asks for KIP-714 telemetry when the broker offers it; a broker without a
+    # telemetry receiver does not, and neither does the fake (it has no handler for it).
+    fake = fake_kafka_factory("4.1")
+    served = fake.call(lambda c: [k for k in c.api_ranges() if hasattr(c, f"_h{k}")])
+    offered = fake.call(lambda c: list(c.api_ranges()))
+    assert offered == served
+    assert 71 not in offered and 72 not in offered
+    assert {0, 1, 3, 18, 76, 78, 79} <= set(offered)
+
+
 async def test_produce_consume_accept_1000_records_well_under_a_second(
     fake_kafka: FakeKafka,
 ) -> None:

@@ -22,7 +22,7 @@ import pytest
 from sharecon.testing.conformance.runner import compare as compare_with_model
 from sharecon.testing.conformance.scenarios import scenarios_for
 from sharecon.testing.fake import FakeKafka
-from sharecon.testing.fake.differential import CLIENT_SCENARIOS, Outcome, compare
+from sharecon.testing.fake.differential import CLIENT_SCENARIOS, TIMES, Outcome, compare
 
 if TYPE_CHECKING:
     from sharecon.testing.conformance.runner import Outcome as ConformanceOutcome
@@ -59,7 +59,9 @@ async def test_the_fake_answers_as_the_broker_does(
             tg.start_soon(wire)
         assert not fake.errors, fake.errors
     took = time.monotonic() - start
+    slowest = sorted(TIMES.items(), key=lambda kv: -kv[1])[:5]
     print(f"differential {version}: {len(CLIENT_SCENARIOS)} client scenarios, {took:.1f} s")
+    print("  slowest:", ", ".join(f"{name} {t:.1f} s" for name, t in slowest))
     (client_outcomes,), (wire_outcomes,) = clients_box, wire_box
     wrong = [o.explain() for o in (*client_outcomes, *wire_outcomes) if not o.agrees]
     # A scenario that failed on both sides in the same way would agree: none may fail.
@@ -67,8 +69,8 @@ async def test_the_fake_answers_as_the_broker_does(
         f"{o.scenario} failed: {o.real}" for o in client_outcomes if "failed:" in str(o.real)[:9]
     ]
     assert not wrong, "\n".join(wrong)
-    assert len(client_outcomes) == len(CLIENT_SCENARIOS)
+    assert len(client_outcomes) == len(CLIENT_SCENARIOS) >= 40  # issue 25: at least 40
     assert len(wire_outcomes) == len(scenarios_for(version))
     assert len(client_outcomes) + len(wire_outcomes) >= 60
-    # A guard on CI cost, loose for busy machines (19 to 21 s measured on a busy one).
+    # A guard on CI cost, loose for busy machines (15 to 22 s measured on a busy one).
     assert took < 90, f"the differential run of {version} took {took:.0f} s"

@@ -9,7 +9,11 @@
 * ``hang_first``: the first time each index starts, reports one record in flight since it
   started, for ever (then ``normal``);
 * ``usage``: exits 2 at once (as a worker process with a bad configuration does);
-* ``stubborn``: reports, but never drains.
+* ``stubborn``: reports, but never drains;
+* ``unhealthy``: ``normal``, with its consumer's health reported not ok;
+* ``silent``: reports once, then nothing until drained (a blocked event loop).
+
+Reports carry ``health_ok`` (true but in ``unhealthy``) and ``health_reason``.
 
 Every mode reports as ``busy`` the number in the file ``FAKE_CHILD_DIR/busy`` (0 without
 one), so a test sets how busy the handlers look to the autoscaler.
@@ -67,8 +71,12 @@ def main() -> None:
             "in_flight": 1 if hang else 0,
             "oldest": oldest,
             "ready": True,
+            "health_ok": mode != "unhealthy",
+            "health_reason": "group membership joining" if mode == "unhealthy" else "ok",
         }
         os.write(fd, json.dumps(report).encode() + b"\n")
+        if mode == "silent":
+            drain.wait()
         drain.wait(0.05)
     (folder / f"drained-{index}-{os.getpid()}").touch()
     sys.exit(0)

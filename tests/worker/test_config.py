@@ -14,7 +14,7 @@ import pytest
 
 from sharecon import errors
 from sharecon.worker import WorkerConfig, handler_spec, load_handler, load_toml
-from sharecon.worker._child import Stats, wrap_handler
+from sharecon.worker._child import Stats, health_of, wrap_handler
 from sharecon.worker._config import autoscale_policy, config_from_sources
 from sharecon.worker._supervisor import format_progress
 from tests.worker import handlers
@@ -58,6 +58,9 @@ def test_config_round_trips_through_json_form() -> None:
         ({"dlq_topic": "dead"}, "dlq_topic needs dlq_after"),
         ({"sasl_mechanism": "PLAIN"}, "SASL needs"),
         ({"sasl_mechanism": "MD5", "sasl_username": "u", "sasl_password": "p"}, "MD5"),
+        ({"health_port": -1}, "health_port must be an integer of at least 0"),
+        ({"health_port": 70000}, "health_port must be at most 65535"),
+        ({"health_host": ""}, "health_host must not be empty"),
     ],
 )
 def test_config_refuses_bad_settings(kw: dict[str, Any], message: str) -> None:
@@ -427,3 +430,51 @@ def test_command_config_gives_security_and_bootstrap(tmp_path: Path) -> None:
     # ...but a flag for them is a clash.
     with pytest.raises(errors.ConfigError, match="drop tls_ca"):
         config_from_sources({**base, "tls_ca": "/certs/ca.pem"}, {})
+
+
+def test_health_settings_from_flag_environment_and_toml(tmp_path: Path) -> None:
+    base = {"handler": "m:f", "group": "g", "topics": ("t",)}
+    assert config_from_sources(base, {}).health_port is None
+    env = {"SHARECON_HEALTH_PORT": "8080", "SHARECON_HEALTH_HOST": "0.0.0.0"}
+    from_env = config_from_sources(base, env)
+    assert (from_env.health_port, from_env.health_host) == (8080, "0.0.0.0")
+    assert config_from_sources({**base, "health_port": 9000}, env).health_port == 9000
+    path = tmp_path / "worker.toml"
+    path.write_text('health-port = 7070\nhealth-host = "::1"\n')
+    from_toml = config_from_sources(base, {}, load_toml(path))
+    assert (from_toml.health_port, from_toml.health_host) == (7070, "::1")
+    with pytest.raises(errors.ConfigError, match="SHARECON_HEALTH_PORT"):
+        config_from_sources(base, {"SHARECON_HEALTH_PORT": "http"})
+
+
+def test_health_of_names_the_first_reason() -> None:
+    from sharecon._net.health import ClusterHealth
+    from sharecon.consumer import ConsumerHealth
+
+    up = ClusterHealth(True, True, (), None, None)
+    down = ClusterHealth(False, True, (), 1.0, "connection refused")
+
+    def health(**kw: Any) -> ConsumerHealth:
+        fields: dict[str, Any] = {
+            "ok": False,
+            "running": True,
+            "member_state": "stable",
+            "failed": None,
+            "assigned_partitions": 1,
+            "buffered_records": 0,
+            "cluster": up,
+            **kw,
+        }
+        return ConsumerHealth(**fields)
+
+    assert health_of(health(ok=True)) == (True, "ok")
+    assert health_of(health(failed="GroupAuthorizationFailedError: no")) == (
+        False,
+        "consumer failed: GroupAuthorizationFailedError: no",
+    )
+    assert health_of(health(member_state="joining")) == (False, "group membership joining")
+    assert health_of(health(cluster=down)) == (
+        False,
+        "brokers unreachable: connection refused",
+    )
+    assert health_of(health(stuck_for=42.0)) == (False, "records stuck at a leader for 42 s")

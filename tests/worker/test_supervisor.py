@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.abc
 import pytest
 
 from sharecon.worker import WorkerConfig
@@ -238,3 +239,95 @@ async def test_autoscale_adds_busy_processes_and_drains_idle_ones(
     drained = sorted([p.name.split("-")[1] async for p in anyio.Path(tmp_path).glob("drained-*")])
     assert drained == ["0", "1", "2"]  # 2 and 1 scaled down, 0 at the stop
     assert all(s.restarts == 0 for s in sup.slots)
+
+
+async def _get(port: int, path: str) -> tuple[int, str]:
+    async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+        await stream.send(f"GET {path} HTTP/1.1\r\n\r\n".encode())
+        data = b""
+        try:
+            while True:
+                data += await stream.receive()
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            pass
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body.decode()
+
+
+async def _health_until(sup: Supervisor, path: str, want: int) -> str:
+    """Ask ``path`` until it answers ``want``; its body."""
+    while True:
+        if sup.health_address is not None:
+            status, body = await _get(sup.health_address[1], path)
+            if status == want:
+                return body
+        await anyio.sleep(0.05)
+
+
+async def test_health_endpoints_follow_reports_and_the_drain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sup, out = _make(tmp_path, monkeypatch, "normal", processes=2, health_port=0)
+    answers: dict[str, str] = {}
+
+    async def run() -> None:
+        answers["code"] = str(await sup.run())
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await _until(lambda: all(s.reported for s in sup.slots))
+            answers["ready"] = await _health_until(sup, "/readyz", 200)
+            answers["live"] = await _health_until(sup, "/healthz", 200)
+            assert sup.health_address is not None
+            assert (await _get(sup.health_address[1], "/other"))[0] == 404
+            sup.stop()
+            answers["draining"] = await _health_until(sup, "/readyz", 503)
+    assert answers["ready"] == "ready: 2 of 2 consumers healthy\n"
+    assert answers["live"] == "live: 2 of 2 processes running\n"
+    assert answers["draining"] == "draining\n"
+    assert answers["code"] == "0"
+    assert "health on http://127.0.0.1:" in out.getvalue()
+
+
+async def test_readyz_says_why_no_consumer_is_healthy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sup, _ = _make(tmp_path, monkeypatch, "unhealthy", health_port=0)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sup.run)
+            await _until(lambda: sup.slots[0].reported)
+            body = await _health_until(sup, "/readyz", 503)
+            assert body == "no healthy consumer (process 0: group membership joining)\n"
+            assert (await _health_until(sup, "/healthz", 200)).startswith("live")
+            sup.stop()
+
+
+async def test_healthz_fails_when_a_process_goes_silent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(supervisor_module, "LIVE_SILENCE", 1.0)
+    monkeypatch.setattr(supervisor_module, "READY_FRESH", 1.0)
+    sup, _ = _make(tmp_path, monkeypatch, "silent", health_port=0)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sup.run)
+            await _until(lambda: sup.slots[0].reported)
+            body = await _health_until(sup, "/healthz", 503)
+            assert body.startswith("process 0 has not reported for ")
+            # Its one report went stale too: not ready either.
+            assert (await _health_until(sup, "/readyz", 503)).startswith("no healthy consumer")
+            sup.stop()
+
+
+async def test_a_health_port_in_use_stops_the_worker_with_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0) as taken:
+        port = taken.extra(anyio.abc.SocketAttribute.local_port)
+        sup, out = _make(tmp_path, monkeypatch, "normal", health_port=port)
+        with anyio.fail_after(30):
+            code = await sup.run()
+    assert code == 1
+    assert f"cannot serve health on 127.0.0.1:{port}" in out.getvalue()

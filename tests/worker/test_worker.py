@@ -8,6 +8,7 @@ per process, so the test counts what was handled across processes and restarts.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import uuid
 from typing import TYPE_CHECKING
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from sharecon.testing.pytest_plugin import TopicFactory
 
 pytestmark = [pytest.mark.anyio, pytest.mark.broker]
+
+HEALTH_LINE = re.compile(r"health on http://127\.0\.0\.1:(\d+)/healthz")
 
 
 @pytest.fixture
@@ -234,3 +237,71 @@ async def test_sync_handlers_run_and_one_stuck_past_grace_is_released(
         with anyio.fail_after(30):
             record = await fresh.__anext__()
     assert (record.value, record.delivery_count) == (values[0].encode(), 2)
+
+
+async def _http_get(port: int, path: str) -> tuple[int, str] | None:
+    """``(status, body)`` of ``GET path`` on loopback, or ``None`` when nothing listens."""
+    try:
+        async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+            await stream.send(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+            data = b""
+            with anyio.fail_after(5):
+                try:
+                    while True:
+                        data += await stream.receive()
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    pass
+    except OSError:
+        return None
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body.decode()
+
+
+async def test_health_endpoints_ready_then_draining(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str, tmp_path: Path
+) -> None:
+    topic = topic_factory(1)
+    # Slow records, a few fetched at once: the drain has work to finish, long enough to
+    # ask /readyz during it.
+    await _produce(kafka_bootstrap, topic, 40, batch=2)
+    args = ("--group", share_group, "--topic", topic, "--max-records", "4", "--grace", "10")
+    async with running_worker(
+        kafka_bootstrap,
+        tmp_path,
+        "tests.worker.handlers:record_id",
+        *args,
+        "--health-port",
+        "0",
+        sleep=0.4,
+    ) as worker:
+        ports: list[int] = []
+
+        def listening() -> bool:
+            ports.extend(int(m[1]) for line in worker.lines if (m := HEALTH_LINE.search(line)))
+            return bool(ports)
+
+        await worker.wait_for("the health endpoints", listening, 20)
+        port = ports[0]
+        with anyio.fail_after(20):
+            while True:
+                answer = await _http_get(port, "/readyz")
+                if answer is not None and answer[0] == 200:
+                    break
+                await anyio.sleep(0.2)
+        assert "consumers healthy" in answer[1]
+        live = await _http_get(port, "/healthz")
+        assert live is not None and live[0] == 200, live
+        await worker.wait_for("a record handled", lambda: len(noted(tmp_path)) >= 1, 20)
+
+        worker.proc.send_signal(signal.SIGTERM)
+        during: tuple[int, str] | None = None
+        with anyio.fail_after(20):
+            while worker.proc.returncode is None:
+                answer = await _http_get(port, "/readyz")
+                if answer is not None:
+                    during = answer
+                    assert answer[0] == 503, answer
+                await anyio.sleep(0.1)
+        assert worker.proc.returncode == 0, worker.stderr
+    # Draining took the records in flight: /readyz was asked and said so.
+    assert during == (503, "draining\n")

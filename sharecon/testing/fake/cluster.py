@@ -131,7 +131,9 @@ class FakeCluster:
         }
         out: dict[int, tuple[int, int]] = {}
         for key, cls in sorted(REQUESTS.items()):
-            if key in _SASL_KEYS:
+            # Only what it serves: a broker without a client-telemetry receiver does not
+            # offer GetTelemetrySubscriptions or PushTelemetry either (KIP-714).
+            if key in _SASL_KEYS or not hasattr(self, f"_h{key}"):
                 continue
             lo_v = max(cls.min_version, CLIENT_VERSIONS.get(key, (cls.min_version, 0))[0])
             out[key] = (lo_v, min(cls.max_version, caps.get(key, cls.max_version)))

@@ -1,0 +1,640 @@
+"""The producer's accumulator: records into batches, batches into requests, outcomes
+back into batches. Sans-I/O (see :mod:`sharecon._produce`).
+
+Rules of this module:
+
+1. **Accumulate, then send.** A record goes into its partition's open batch (the last in
+   the queue); a batch closes (*sealed*) at ``max_batch`` bytes, when it is sent, or when
+   a new one is opened behind it. What is queued is bounded by ``max_buffer`` bytes:
+   :meth:`Accumulator.place` hands a record that does not fit back to its caller, who
+   waits for space (or refuses it) and then uses :meth:`Accumulator.append`.
+2. **Partition choice.** An explicit partition wins; a key picks one with Java's
+   murmur2; a record without either sticks to the partition of the last keyless batch of
+   its topic while that batch has room (the sticky partitioner, KIP-480), then moves to
+   another partition at random.
+3. **At most one batch in flight per partition** (:meth:`Accumulator.ready`), so a
+   batch's sequence number is simply the next one the broker expects and a retry
+   resends the very same bytes.
+4. **Outcomes** follow :mod:`.policy`: written, split, retried (back at the head of its
+   queue with a backoff), expired after ``delivery_timeout`` or failed. A batch done for
+   good frees its buffer space and tells the hooks once.
+5. **Idempotence.** A failure whose outcome is unknown, or an answer saying the broker
+   lost our producer state, asks for a new producer id (:attr:`Accumulator.reset_wanted`);
+   :meth:`Accumulator.restart_sequences` then starts every partition at 0.
+
+Time: :meth:`Accumulator.ready` and the outcome methods take ``now`` (the I/O layer's
+monotonic clock, seconds); the clock given at construction is read only when a new
+batch is opened. Records' create times (milliseconds since the epoch) come in with them,
+or are read from the wall clock given at construction.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Protocol
+
+from sharecon import errors
+from sharecon.partitioner import partition_for_key
+
+from .batch import Batch, PartitionQueue
+from .inputs import (
+    BATCH_OVERHEAD,
+    MAX_TIMESTAMP,
+    NO_HEADERS,
+    RECORD_OVERHEAD,
+    as_bytes,
+    normalise_headers,
+    record_size,
+)
+from .policy import Action
+from .settings import Settings  # noqa: TC001  (a real import: the compiled build reads it)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+__all__ = ["DEBUG", "INFO", "WARNING", "Accumulator", "Hooks", "Prepared"]
+
+# Log levels the hooks get (the values of the logging module's, which this layer does
+# not import).
+DEBUG = 10
+INFO = 20
+WARNING = 30
+
+Headers = tuple[tuple[str, bytes | None], ...]
+
+
+class Hooks(Protocol):
+    """What the accumulator tells the I/O layer."""
+
+    def wake(self) -> None:
+        """A batch was opened, filled or failed ambiguously: the dispatcher has work."""
+
+    def batch_done(self, batch: Batch) -> None:
+        """``batch`` is done for good (:attr:`Batch.done`): wake its waiter, run its
+        callbacks, count it, and report a failure nobody is waiting for."""
+
+    def retrying(self, batch: Batch, error: errors.KafkaError) -> None:
+        """``batch`` goes back to its queue for another try after ``error``."""
+
+    def log(self, level: int, message: str, *args: object) -> None:
+        """Log ``message % args`` at ``level`` (10 debug, 20 info, 30 warning)."""
+
+
+class _Leader(Protocol):
+    @property
+    def leader_id(self) -> int: ...
+
+
+class Prepared:
+    """One record, checked and normalised, that must wait before it is appended."""
+
+    __slots__ = ("headers", "key", "size", "timestamp", "value")
+
+    def __init__(
+        self, key: bytes | None, value: bytes | None, headers: Headers, timestamp: int, size: int
+    ) -> None:
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.timestamp = timestamp
+        self.size = size
+
+
+def _timestamp(timestamp: object, now_ms: int) -> int:
+    if timestamp is None:
+        return now_ms
+    if type(timestamp) is int and 0 <= timestamp <= MAX_TIMESTAMP:
+        return timestamp
+    raise errors.ConfigError(
+        f"timestamp must be milliseconds since the epoch (int >= 0), not {timestamp!r}"
+    )
+
+
+class Accumulator:
+    """Every partition's queue of batches, and the producer's idempotence state."""
+
+    __slots__ = (
+        "_backoff",
+        "_clock",
+        "_codec",
+        "_delivery_timeout",
+        "_hooks",
+        "_level",
+        "_linger",
+        "_max_batch",
+        "_max_buffer",
+        "_max_request",
+        "_randrange",
+        "_wall_ns",
+        "buffered",
+        "closing",
+        "flushing",
+        "idempotent",
+        "in_flight",
+        "partitions",
+        "producer_epoch",
+        "producer_id",
+        "reset_wanted",
+        "space_wanted",
+        "sticky",
+    )
+
+    def __init__(
+        self,
+        settings: Settings,
+        hooks: Hooks,
+        *,
+        clock: Callable[[], float],
+        wall_ns: Callable[[], int],
+        randrange: Callable[[int], int],
+    ) -> None:
+        self._hooks = hooks
+        self._clock = clock
+        self._wall_ns = wall_ns
+        self._randrange = randrange
+        self._max_batch = settings.max_batch
+        self._max_buffer = settings.max_buffer
+        self._max_request = settings.max_request
+        self._delivery_timeout = settings.delivery_timeout
+        self._linger = settings.linger
+        self._backoff = settings.backoff
+        self._codec = settings.codec
+        self._level = settings.compression_level
+        self.idempotent = settings.idempotent
+        self.partitions: dict[tuple[str, int], PartitionQueue] = {}
+        #: Per topic, the batch its keyless records go to while it has room (rule 2).
+        self.sticky: dict[str, Batch] = {}
+        #: Bytes of records queued and not yet done (rule 1).
+        self.buffered = 0
+        #: Batches in requests that have not come back.
+        self.in_flight = 0
+        #: Flushes under way, and senders waiting for space: batches do not linger then.
+        self.flushing = 0
+        self.space_wanted = 0
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.reset_wanted = False
+        self.closing = False
+
+    # -- placing records (the per-record path) -------------------------------------------------
+
+    def place(
+        self,
+        topic: object,
+        value: object,
+        key: object,
+        headers: object,
+        partition: object,
+        timestamp: object,
+        now_ms: int,
+        known: Mapping[str, Sequence[object]],
+    ) -> Batch | None:
+        """Check one record and append it to its partition's open batch; its index there
+        is ``len(batch.timestamps) - 1``.
+
+        ``now_ms`` is the create time of a record without ``timestamp`` (-1: read the
+        wall clock given at construction). ``known`` maps each topic the metadata knows
+        to its partitions. Returns ``None``
+        when the record must wait (its topic or partition is not known yet, or the buffer
+        is full): the caller then uses :meth:`prepare`, waits, and :meth:`append`.
+
+        :raises ConfigError: a wrong argument (nothing was queued).
+        :raises MessageTooLargeError: the record alone is larger than ``max_request``.
+        """
+        if type(topic) is not str or not topic:
+            raise errors.ConfigError(f"topic must be a non-empty str, not {topic!r}")
+        v: bytes | None = (
+            value if value is None or type(value) is bytes else as_bytes(value, "value")
+        )
+        k: bytes | None = key if key is None or type(key) is bytes else as_bytes(key, "key")
+        hs = normalise_headers(headers) if headers else NO_HEADERS
+        if timestamp is None:
+            ts = now_ms if now_ms >= 0 else self._wall_ns() // 1_000_000
+        else:
+            ts = _timestamp(timestamp, now_ms)
+        size = RECORD_OVERHEAD + (len(k) if k else 0) + (len(v) if v else 0)
+        if hs:
+            size = record_size(k, v, hs)
+        parts = known.get(topic)
+        if not parts:
+            return None
+        count = len(parts)
+        if partition is None:
+            if k is None:
+                sticky = self.sticky.get(topic)
+                if (
+                    sticky is not None
+                    and not sticky.sealed
+                    and sticky.size + size <= self._max_batch
+                    and sticky.partition < count
+                ):
+                    # The open keyless batch has room (rule 2): the common case, no lookups.
+                    if self.buffered > 0 and self.buffered + size > self._max_buffer:
+                        return None
+                    self._add(sticky, k, v, hs, ts, size)
+                    return sticky
+                part = self._next_sticky(sticky, count, size)
+            else:
+                part = partition_for_key(k, count)
+        elif type(partition) is not int or partition < 0:
+            raise errors.ConfigError(f"partition must be an int >= 0, not {partition!r}")
+        elif partition >= count:
+            return None
+        else:
+            part = partition
+        if size + BATCH_OVERHEAD > self._max_request:
+            raise self.too_large(topic, part, size)
+        if self.buffered > 0 and self.buffered + size > self._max_buffer:
+            return None
+        return self.append(topic, part, k, v, hs, ts, size)
+
+    def prepare(
+        self,
+        topic: object,
+        value: object,
+        key: object,
+        headers: object,
+        timestamp: object,
+        now_ms: int,
+    ) -> Prepared:
+        """The checks and normalisation of :meth:`place`, for a record that must wait.
+
+        :raises ConfigError: a wrong argument.
+        """
+        if type(topic) is not str or not topic:
+            raise errors.ConfigError(f"topic must be a non-empty str, not {topic!r}")
+        v = as_bytes(value, "value")
+        k = as_bytes(key, "key")
+        hs = normalise_headers(headers) if headers else NO_HEADERS
+        if timestamp is None and now_ms < 0:
+            now_ms = self._wall_ns() // 1_000_000
+        return Prepared(k, v, hs, _timestamp(timestamp, now_ms), record_size(k, v, hs))
+
+    def choose_partition(
+        self, topic: str, key: bytes | None, partition: object, count: int, size: int
+    ) -> int:
+        """The partition for a record of ``topic`` (``count`` partitions; rule 2). May
+        return ``partition`` >= ``count``: the caller looks again, then refuses it.
+
+        :raises ConfigError: ``partition`` is not an int >= 0.
+        """
+        if partition is None:
+            if key is not None:
+                return partition_for_key(key, count)
+            return self._next_sticky(self.sticky.get(topic), count, size)
+        if type(partition) is not int or partition < 0:
+            raise errors.ConfigError(f"partition must be an int >= 0, not {partition!r}")
+        return partition
+
+    def has_room(self, size: int) -> bool:
+        """Whether a record of ``size`` bytes fits in the buffer now (an empty buffer
+        takes any record)."""
+        return not (self.buffered > 0 and self.buffered + size > self._max_buffer)
+
+    def too_large(self, topic: str, partition: int, size: int) -> errors.MessageTooLargeError:
+        """The error for a record larger than ``max_request`` alone."""
+        return errors.MessageTooLargeError(
+            f"topic {topic!r} partition {partition}: the record is about {size} bytes, "
+            f"more than max_request_size={self._max_request} (checked before sending)"
+        )
+
+    def check_size(self, topic: str, partition: int, size: int) -> None:
+        """:raises MessageTooLargeError: a record of ``size`` bytes is larger than
+        ``max_request`` alone."""
+        if size + BATCH_OVERHEAD > self._max_request:
+            raise self.too_large(topic, partition, size)
+
+    def _next_sticky(self, current: Batch | None, count: int, size: int) -> int:
+        # Keyless records fill one partition's batch before moving on to another one
+        # (Java's sticky partitioner, KIP-480): fewer, bigger batches than round-robin.
+        if current is None or current.partition >= count:
+            return self._randrange(count)
+        if not current.sealed and current.size + size <= self._max_batch:
+            return current.partition
+        if count == 1:
+            return 0
+        choice = self._randrange(count - 1)
+        return choice + 1 if choice >= current.partition else choice
+
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers,
+        timestamp: int,
+        size: int,
+    ) -> Batch:
+        """Append a checked record to the open batch of ``partition`` (a new one if there
+        is none or it is full) and return that batch."""
+        state = self.partitions.get((topic, partition))
+        if state is None:
+            state = self.partitions[(topic, partition)] = PartitionQueue(topic, partition)
+        queue = state.queue
+        batch = queue[-1] if queue else None
+        if batch is None or batch.sealed or batch.size + size > self._max_batch:
+            now = self._clock()
+            fresh = Batch(topic, partition, now, now + self._delivery_timeout)
+            builder = fresh.builder
+            assert builder is not None
+            # Encoded first: a record the format cannot hold leaves no empty batch behind.
+            builder.append(timestamp, key, value, headers)
+            if batch is not None:
+                batch.sealed = True
+            batch = fresh
+            queue.append(batch)
+            self._hooks.wake()
+        else:
+            builder = batch.builder
+            assert builder is not None  # an open batch is not done
+            builder.append(timestamp, key, value, headers)
+        batch.timestamps.append(timestamp)
+        batch.size += size
+        self.buffered += size
+        if batch.size >= self._max_batch:
+            batch.sealed = True
+            self._hooks.wake()
+        if key is None:
+            self.sticky[topic] = batch
+        return batch
+
+    def _add(
+        self,
+        batch: Batch,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers,
+        timestamp: int,
+        size: int,
+    ) -> None:
+        builder = batch.builder
+        assert builder is not None  # an open batch is not done
+        builder.append(timestamp, key, value, headers)
+        batch.timestamps.append(timestamp)
+        batch.size += size
+        self.buffered += size
+        if batch.size >= self._max_batch:
+            batch.sealed = True
+            self._hooks.wake()
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def ready(
+        self, now: float, known: Mapping[str, Sequence[_Leader]]
+    ) -> tuple[dict[int, list[Batch]], float, bool]:
+        """Take every batch that may be sent now, by leader (rule 3): ``(batches by
+        leader id, seconds until the next batch is due (inf: none), whether metadata must
+        be refreshed)``. Batches past their deadline expire here; the taken ones are in
+        flight until their outcome is applied."""
+        next_due = math.inf
+        want_metadata = False
+        lingering = not self.flushing and not self.closing
+        # A full buffer, or a sender waiting for space, does not wait for linger.
+        if self.buffered >= self._max_buffer or self.space_wanted:
+            lingering = False
+        out: dict[int, list[Batch]] = {}
+        for state in self.partitions.values():
+            queue = state.queue
+            while queue and queue[0].deadline <= now:
+                self._expire(state, queue.popleft())
+            if not queue or state.in_flight is not None:
+                continue
+            if state.retry_at > now:
+                next_due = min(next_due, state.retry_at)
+                continue
+            head = queue[0]
+            if not head.sealed and lingering:
+                due = head.created + self._linger
+                if due > now:
+                    next_due = min(next_due, due)
+                    continue
+            parts = known.get(state.topic, ())
+            leader = parts[state.partition].leader_id if state.partition < len(parts) else -1
+            if leader < 0:
+                want_metadata = True
+                state.retry_at = now + self._backoff.delay(head.attempts)
+                next_due = min(next_due, state.retry_at)
+                continue
+            head.sealed = True
+            queue.popleft()
+            state.in_flight = head
+            self.in_flight += 1
+            group = out.get(leader)
+            if group is None:
+                out[leader] = [head]
+            else:
+                group.append(head)
+        wait = max(0.0, next_due - now) if next_due < math.inf else math.inf
+        return out, wait, want_metadata
+
+    def requests(self, batches: list[Batch], max_bytes: int) -> list[list[Batch]]:
+        """``batches`` (taken by :meth:`ready`) encoded and grouped into requests of at
+        most ``max_bytes`` (a single batch may be larger)."""
+        groups: list[list[Batch]] = [[]]
+        size = 0
+        for batch in batches:
+            encoded = self._encode(batch)
+            if groups[-1] and size + len(encoded) > max_bytes:
+                groups.append([])
+                size = 0
+            groups[-1].append(batch)
+            size += len(encoded)
+        return groups
+
+    def _encode(self, batch: Batch) -> bytes:
+        if batch.encoded is not None:
+            return batch.encoded  # a retry sends the very same bytes
+        if self.idempotent:
+            batch.base_seq = self.partitions[(batch.topic, batch.partition)].next_seq
+        assert batch.builder is not None  # dropped only once the batch is done
+        encoded = batch.builder.build(
+            codec=self._codec,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=batch.base_seq,
+            compression_level=self._level,
+        )
+        batch.encoded = encoded
+        return encoded
+
+    def request_done(self, count: int) -> None:
+        """A request of ``count`` batches came back (or failed): they are no longer in
+        flight (their outcomes were applied)."""
+        self.in_flight -= count
+
+    # -- outcomes --------------------------------------------------------------------------
+
+    def transport_failed(
+        self, batches: list[Batch], error: errors.KafkaError, action: Action, now: float
+    ) -> None:
+        """A request got no answer: retry its batches (``RETRY``, ``RETRY_AMBIGUOUS``) or
+        fail them (``FAIL``), as :func:`.policy.transport_action` said."""
+        for batch in batches:
+            if action is Action.FAIL:
+                self.finish(batch, error)
+            else:
+                batch.ambiguous = batch.ambiguous or action is Action.RETRY_AMBIGUOUS
+                self.retry(batch, error, now)
+
+    def answered(
+        self,
+        batch: Batch,
+        action: Action,
+        error: errors.KafkaError | None,
+        *,
+        base_offset: int,
+        log_append_time: int,
+        now: float,
+        hinted: bool = False,
+    ) -> None:
+        """Apply a partition's answer to ``batch``: ``action`` from
+        :func:`.policy.answer_action`, ``error`` the answer's error (``None`` when
+        written), ``hinted`` whether the answer's leader hint was applied."""
+        if action is Action.WRITTEN:
+            batch.ambiguous = False
+            if self.idempotent:
+                state = self.partitions[(batch.topic, batch.partition)]
+                state.next_seq = (batch.base_seq + len(batch.timestamps)) & 0x7FFFFFFF
+            batch.base_offset = base_offset
+            batch.log_append_time = log_append_time
+            self.finish(batch)
+            return
+        assert error is not None
+        if action is Action.SPLIT:
+            batch.ambiguous = False
+            self._split(batch)
+        elif action is Action.TOO_LARGE:
+            batch.ambiguous = False
+            encoded = len(batch.encoded or b"")
+            self.finish(
+                batch,
+                type(error)(
+                    f"topic {batch.topic!r} partition {batch.partition}: a record of about "
+                    f"{batch.size - BATCH_OVERHEAD} bytes (a {encoded}-byte batch) is larger "
+                    "than the broker accepts (topic max.message.bytes / broker message.max.bytes)"
+                ),
+            )
+        elif action is Action.NEW_PRODUCER_ID:
+            # The broker lost our producer state (or it expired): start over with a new id.
+            self._hooks.log(INFO, "%s; getting a new producer id", error)
+            self.reset_wanted = True
+            self.retry(batch, error, now, immediate=True)
+        elif action is Action.RETRY or action is Action.RETRY_AMBIGUOUS:
+            self.retry(batch, error, now, immediate=hinted)
+        else:
+            self.finish(batch, error)
+
+    def retry(
+        self, batch: Batch, error: errors.KafkaError, now: float, *, immediate: bool = False
+    ) -> None:
+        """Put ``batch`` back at the head of its queue, due after a backoff (at once if
+        ``immediate``), or expire it if its deadline passed or the producer closes."""
+        state = self.partitions[(batch.topic, batch.partition)]
+        if state.in_flight is batch:
+            state.in_flight = None
+        batch.last_error = error
+        if now >= batch.deadline or self.closing:
+            self._expire(state, batch)
+            return
+        self._hooks.retrying(batch, error)
+        state.queue.appendleft(batch)
+        state.retry_at = now if immediate else now + self._backoff.delay(batch.attempts - 1)
+
+    def _split(self, batch: Batch) -> None:
+        state = self.partitions[(batch.topic, batch.partition)]
+        if state.in_flight is batch:
+            state.in_flight = None
+        assert batch.builder is not None  # dropped only once the batch is done
+        records = batch.builder.records()  # decoded back: splitting is rare
+        half = len(records) // 2
+        pieces = []
+        for part in (records[:half], records[half:]):
+            piece = Batch(batch.topic, batch.partition, batch.created, batch.deadline)
+            piece.sealed = True
+            piece.parent = batch
+            piece.attempts = batch.attempts
+            builder = piece.builder
+            assert builder is not None
+            for r in part:
+                builder.append(r.timestamp, r.key, r.value, r.headers)
+            piece.timestamps = [r.timestamp for r in part]
+            piece.size = BATCH_OVERHEAD + sum(record_size(r.key, r.value, r.headers) for r in part)
+            pieces.append(piece)
+        self._hooks.log(
+            INFO,
+            "%r was too large for the broker; splitting it into %d + %d records",
+            batch,
+            half,
+            len(records) - half,
+        )
+        # The halves go first, in order; the buffer space moves to them.
+        batch.children = (pieces[0], pieces[1])
+        batch.encoded = None
+        batch.builder = None  # the records live on in the halves
+        state.queue.appendleft(pieces[1])
+        state.queue.appendleft(pieces[0])
+
+    def _expire(self, state: PartitionQueue, batch: Batch) -> None:
+        if state.in_flight is batch:
+            state.in_flight = None
+        last = f"; last error: {batch.last_error}" if batch.last_error else ""
+        self.finish(
+            batch,
+            errors.KafkaTimeoutError(
+                f"topic {batch.topic!r} partition {batch.partition}: {len(batch.timestamps)} "
+                f"records not delivered within delivery_timeout="
+                f"{self._delivery_timeout:g} s after {batch.attempts} attempts{last}"
+            ),
+        )
+
+    def finish(self, batch: Batch, error: errors.KafkaError | None = None) -> None:
+        """``batch`` is done: written (``error`` None) or failed with ``error``. Frees its
+        buffer space, tells the hooks, and finishes the batch it was split from once both
+        halves are done. Finishing a batch again does nothing."""
+        if batch.done:
+            return
+        state = self.partitions.get((batch.topic, batch.partition))
+        if state is not None and state.in_flight is batch:
+            state.in_flight = None
+        batch.error = error
+        if error is not None and batch.ambiguous and self.idempotent:
+            # It may have been written under its sequence number: never reuse that.
+            self.reset_wanted = True
+            self._hooks.wake()
+        if batch.children is None:
+            self.buffered -= batch.size - BATCH_OVERHEAD
+        batch.encoded = None
+        batch.builder = None  # its records are written or failed: free their bytes
+        batch.sealed = True  # never a sticky target again
+        batch.done = True
+        self._hooks.batch_done(batch)
+        parent = batch.parent
+        if parent is not None and parent.children is not None:
+            first, second = parent.children
+            if first.done and second.done:
+                self.finish(parent)
+
+    def fail_all(self, error: errors.KafkaError) -> None:
+        """Fail every batch queued or in flight with ``error``."""
+        for state in self.partitions.values():
+            if state.in_flight is not None:
+                self.finish(state.in_flight, error)
+            while state.queue:
+                self.finish(state.queue.popleft(), error)
+
+    def pending(self) -> list[Batch]:
+        """Every batch not done yet: queued, then in flight (what a flush waits for)."""
+        out = [b for s in self.partitions.values() for b in s.queue]
+        out += [s.in_flight for s in self.partitions.values() if s.in_flight is not None]
+        return out
+
+    def restart_sequences(self, producer_id: int, producer_epoch: int) -> None:
+        """A new producer id (rule 5): every partition's sequence restarts at 0 and queued
+        batches are encoded again under the new id."""
+        self.producer_id, self.producer_epoch = producer_id, producer_epoch
+        for state in self.partitions.values():
+            state.next_seq = 0
+            for batch in state.queue:
+                batch.encoded = None
+                batch.ambiguous = False

@@ -1,0 +1,81 @@
+"""What each outcome of a Produce request means for its batch: a table of actions.
+
+Rules of this module:
+
+1. NONE and DUPLICATE_SEQUENCE_NUMBER mean the batch is written (the latter: an earlier
+   try of the same bytes was).
+2. MESSAGE_TOO_LARGE and RECORD_LIST_TOO_LARGE split a batch of several records in two
+   (both halves retried, in order); a lone record fails with the error, naming its size.
+3. With idempotence, OUT_OF_ORDER_SEQUENCE_NUMBER and UNKNOWN_PRODUCER_ID mean the broker
+   lost (or never had) our producer state: get a new producer id, then resend at once.
+   Without idempotence they are ordinary errors.
+4. A retriable error refreshes metadata and retries after a backoff (at once when the
+   answer named the new leader); any other error fails the batch.
+5. A lost connection or a timed-out request retries the same bytes; unless the request
+   was never written (the connection could not be opened) its outcome is unknown, which
+   :class:`~sharecon._produce.accumulator.Accumulator` remembers (the batch is
+   *ambiguous*). Any other error of the request itself fails its batches.
+6. A batch past its delivery deadline, or one that would be retried while the producer
+   closes, expires with :class:`~sharecon.errors.KafkaTimeoutError`.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from sharecon import errors
+from sharecon.protocol.error_codes import ErrorCode
+
+__all__ = ["Action", "answer_action", "transport_action"]
+
+
+class Action(Enum):
+    """What the producer does with a batch after an answer (or no answer)."""
+
+    #: The batch is written: complete its records (rule 1).
+    WRITTEN = "written"
+    #: Too large and more than one record: split it in two and send the halves (rule 2).
+    SPLIT = "split"
+    #: Too large and a lone record: fail it with a message naming its size (rule 2).
+    TOO_LARGE = "too large"
+    #: Get a new producer id, then resend the batch at once (rule 3).
+    NEW_PRODUCER_ID = "new producer id"
+    #: Refresh metadata and retry (at once if the answer's leader hint was applied; rule 4).
+    RETRY = "retry"
+    #: Retry the same bytes; the request may have been written (rule 5).
+    RETRY_AMBIGUOUS = "retry, outcome unknown"
+    #: Fail the batch with the error (rules 4 and 5).
+    FAIL = "fail"
+
+
+_ANSWERS: dict[int, Action] = {
+    ErrorCode.NONE: Action.WRITTEN,
+    ErrorCode.DUPLICATE_SEQUENCE_NUMBER: Action.WRITTEN,
+    ErrorCode.MESSAGE_TOO_LARGE: Action.SPLIT,
+    ErrorCode.RECORD_LIST_TOO_LARGE: Action.SPLIT,
+    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER: Action.NEW_PRODUCER_ID,
+    ErrorCode.UNKNOWN_PRODUCER_ID: Action.NEW_PRODUCER_ID,
+}
+
+
+def answer_action(code: int, *, records: int, idempotent: bool) -> Action:
+    """The action for a partition's ``ErrorCode`` in a Produce answer to a batch of
+    ``records`` records (rules 1 to 4)."""
+    action = _ANSWERS.get(code)
+    if action is Action.SPLIT:
+        return Action.SPLIT if records > 1 else Action.TOO_LARGE
+    if action is Action.NEW_PRODUCER_ID and not idempotent:
+        action = None
+    if action is not None:
+        return action
+    spec = errors.error_class_for_code(code)
+    return Action.RETRY if spec.retriable else Action.FAIL
+
+
+def transport_action(exc: errors.KafkaError) -> Action:
+    """The action for a Produce request that got no answer, failing with ``exc`` (rule 5)."""
+    if isinstance(exc, errors.BrokerConnectError):
+        return Action.RETRY  # never written: the connection could not be opened
+    if isinstance(exc, errors.KafkaConnectionError | errors.KafkaTimeoutError):
+        return Action.RETRY_AMBIGUOUS
+    return Action.FAIL
