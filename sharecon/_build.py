@@ -15,8 +15,9 @@ __all__ = ["MODULES", "compiled_modules"]
 #: The modules the compiled build compiles: those a record passes through. Decoding and
 #: the producer's batch encoder (records), the buffer between fetch loops and the
 #: iterator, the acknowledgement ranges and ledger, the consumer's per-record answers
-#: (core) and the share machine they go through (machine, effects), the counters
-#: behind ``metrics()``; the producer's engine (record inputs, batches, accumulator).
+#: (core), the records' owners and factories (handout), the share machine they go through
+#: (machine, effects, answers), the counters behind ``metrics()``; the producer's engine
+#: (record inputs, batches, accumulator).
 #:
 #: To compile another module, add its dotted name here, nothing else: ``hatch_build.py``,
 #: ``scripts/release`` (every compiled wheel), ``scripts/test-compiled`` and
@@ -30,10 +31,12 @@ MODULES = (
     "sharecon._produce.accumulator",
     "sharecon._consumer.buffer",
     "sharecon._consumer.core",
+    "sharecon._consumer.handout",
     "sharecon._share.acks",
     "sharecon._share.ledger",
     "sharecon._share.effects",
     "sharecon._share.machine",
+    "sharecon._share.answers",
     "sharecon._stats",
 )
 

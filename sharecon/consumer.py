@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, replace
+from functools import partial
 from time import monotonic as _monotonic
 from typing import TYPE_CHECKING, Any, Generic, Literal, cast
 
@@ -31,12 +32,16 @@ import anyio.lowlevel
 from sharecon import errors
 from sharecon._consumer.backlog import keep_lag, partition_metrics
 from sharecon._consumer.config import AcquireMode, ConsumerConfig, check_max_records, topics_tuple
-from sharecon._consumer.core import ConsumerCore, SessionOwner
+from sharecon._consumer.core import ConsumerCore
+from sharecon._consumer.dead_letters import route_dead_letters
 from sharecon._consumer.delayed import DelayedReleaser
+from sharecon._consumer.deserialize import Deserializers
 from sharecon._consumer.fetcher import FetcherPool
-from sharecon._consumer.group_config import GROUP_RENEW_ENABLE, renewals_enabled
 from sharecon._consumer.group_config import lock_duration as group_lock_duration
 from sharecon._consumer.heartbeat import heartbeat_loop
+from sharecon._consumer.liveness import Liveness
+from sharecon._consumer.lock_keeping import keep_locks, renewals_allowed
+from sharecon._consumer.process import Host, run_workers
 from sharecon._consumer.telemetry import TelemetryPusher, consumer_points
 from sharecon._lifecycle import ClientRuntime
 from sharecon._net.clock import event_loop_clock
@@ -48,7 +53,7 @@ from sharecon._share.membership import MemberState
 from sharecon.dlq import DeadLetterPolicy, DeadLetterRouter, routing_error
 from sharecon.protocol import ShareGroupHeartbeatRequest
 from sharecon.protocol.names import validate_topic_name
-from sharecon.record import K, RetryLater, V, check_delay
+from sharecon.record import K, V, check_delay
 from sharecon.types import AckType, TopicIdPartition, TopicPartition
 
 if TYPE_CHECKING:
@@ -60,7 +65,7 @@ if TYPE_CHECKING:
 
     from sharecon._net.sasl import SaslConfig
     from sharecon._net.sasl_gssapi import GssapiConfig
-    from sharecon._share.ledger import AckLedger, AckResult
+    from sharecon._share.ledger import AckResult
     from sharecon.metrics import ConsumerMetrics, PartitionMetrics
     from sharecon.producer import RecordMetadata
     from sharecon.record import Record
@@ -70,8 +75,6 @@ __all__ = ["ConsumerHealth", "ShareConsumer"]
 logger = logging.getLogger("sharecon.consumer")
 
 _CHECKPOINT_EVERY = 256
-#: How often the lock keeper looks at held records (seconds).
-_KEEP_TICK = 0.5
 #: The answers acknowledge_offset() gives (a renew goes through the Record, whose deadline
 #: it moves; GAP is the consumer's own).
 _OFFSET_ACKS = frozenset({AckType.ACCEPT, AckType.RELEASE, AckType.REJECT})
@@ -229,9 +232,9 @@ class ShareConsumer(Generic[K, V]):
                 raise errors.ConfigError(
                     f"{name} must be a callable taking bytes, not {type(fn).__name__}"
                 )
-        self._key_deserializer = key_deserializer
-        self._value_deserializer = value_deserializer
-        self._deserializing = key_deserializer is not None or value_deserializer is not None
+        self._deserializers = Deserializers(key_deserializer, value_deserializer)
+        self._deserialize = self._deserializers.apply
+        self._deserializing = self._deserializers.active
         #: Per-record work at hand-out beyond popping (deserializers, lock keeping): one
         #: test per record decides it, so a consumer with neither pays nothing more.
         self._prepare_each = self._deserializing
@@ -266,9 +269,7 @@ class ShareConsumer(Generic[K, V]):
         self._processing = 0
         #: Liveness (``max_poll_interval``): how often the application asked for records,
         #: how many of its tasks wait for records now, and whether it was made to leave.
-        self._asks = 0
-        self._waiting = 0
-        self._left_idle = False
+        self._liveness = Liveness(self._config.max_poll_interval, self._config.request_timeout)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -334,7 +335,7 @@ class ShareConsumer(Generic[K, V]):
                 on_acknowledged=self._on_acknowledged,
                 client_id=self._connection.client_id,
             )
-            core.owner = self
+            core.handout.owner = self
             core.clock = event_loop_clock()  # read per record: looked up once, here
             core.fetchers = FetcherPool(core)
             self._core = core
@@ -346,7 +347,7 @@ class ShareConsumer(Generic[K, V]):
                 cluster.versions.feature_level("share.version"),
             )
             if self._dead_letter is not None:
-                core.dlq_limit = self._dead_letter.max_deliveries
+                core.machine.dead_letter_limit = self._dead_letter.max_deliveries
                 tg.start_soon(self._route_dead_letters, core, name="sharecon dead letters")
             tg.start_soon(self._run_heartbeat, core, name="sharecon heartbeat")
             if self._enable_metrics_push:
@@ -566,7 +567,7 @@ class ShareConsumer(Generic[K, V]):
         self._on_acknowledged = callback
         if self._core is not None:
             # The loops report through the core: it must see the new callback at once.
-            self._core.on_acknowledged = callback
+            self._core.outcomes.callback = callback
 
     def subscribe(self, topics: Iterable[str]) -> None:
         """Replace the subscription; the next heartbeat tells the coordinator.
@@ -580,8 +581,7 @@ class ShareConsumer(Generic[K, V]):
         for t in topics:
             validate_topic_name(t, param="topics")
         core = self._live()
-        core.membership.subscribe(topics)
-        core.heartbeat_wake.set()
+        core.subscribe(topics)
 
     async def lock_duration(self, *, timeout: float | None = None) -> float:
         """The group's acquisition lock duration, in seconds: how long each record stays
@@ -656,7 +656,7 @@ class ShareConsumer(Generic[K, V]):
                 f"{record.topic}-{record.partition} offset {record.offset}: the consumer is "
                 "not started"
             )
-        core.acknowledge(record, ack)
+        core.handout.acknowledge(record, ack)
         if record is self._current and ack is not AckType.RENEW:
             self._current_answered = True
 
@@ -692,7 +692,7 @@ class ShareConsumer(Generic[K, V]):
             raise errors.InvalidRecordStateError(
                 f"{topic}-{partition} offset {offset}: the consumer is not started"
             )
-        core.acknowledge_offset(topic, partition, offset, ack)
+        core.handout.acknowledge_offset(topic, partition, offset, ack)
         cur = self._current
         if (
             cur is not None
@@ -751,18 +751,16 @@ class ShareConsumer(Generic[K, V]):
         core = self._raise_if_failed()
         # Answers to records whose lock was already lost count as failures here (they
         # were reported to on_acknowledged when they were given).
-        collected: list[AckResult] = core.lost
-        core.lost = []
-        core.collectors.append(collected)
+        collected = core.outcomes.collect()
         try:
             if not self._explicit:
                 self._accept_current()
                 core.answer_all_delivered(AckType.ACCEPT)
         except BaseException:
-            core.collectors.remove(collected)
+            core.outcomes.stop(collected)
             raise
         if not core.pending_acks():
-            core.collectors.remove(collected)
+            core.outcomes.stop(collected)
             return _by_partition(collected)
         core.flush_requested += 1
         core.wake_all()
@@ -776,7 +774,7 @@ class ShareConsumer(Generic[K, V]):
                 while core.pending_acks() and core.fatal is None:
                     await core.progress.wait(timeout=0.5)
         finally:
-            core.collectors.remove(collected)
+            core.outcomes.stop(collected)
             core.flush_requested -= 1
         if core.fatal is not None:
             raise core.fatal
@@ -827,7 +825,7 @@ class ShareConsumer(Generic[K, V]):
         # Also for the consumer's own routing, which may still run while it closes.
         router = self._router
         assert router is not None
-        if not core.holds(record):
+        if not core.handout.holds(record):
             # Lock lost (reported, not raised) or never ours / already answered (raised).
             self.acknowledge(record, AckType.REJECT)
             return None
@@ -873,33 +871,11 @@ class ShareConsumer(Generic[K, V]):
 
     async def _route_dead_letters(self, core: ConsumerCore) -> None:
         """Route records past the policy's delivery limit (never raises into the group)."""
-        limit = core.dlq_limit
-        while not core.closing:
-            if core.fatal is not None:
-                # The consumer failed (maybe this routing): the records still queued are
-                # released, not routed (close() would release them too).
-                batch, core.dead_letters = core.dead_letters, []
-                for record in batch:
-                    self._release_quietly(record)
-                await core.dead_letter_signal.wait(timeout=1.0)
-                continue
-            if not core.dead_letters:
-                await core.dead_letter_signal.wait(timeout=1.0)
-                continue
-            batch, core.dead_letters = core.dead_letters, []
-            for record in batch:
-                if core.is_closing():  # may have changed during the previous await
-                    self._release_quietly(record)
-                    continue
-                try:
-                    await self._reject_to_dlq(
-                        core,
-                        record,
-                        f"delivered {record.delivery_count} times (max_deliveries={limit})",
-                        None,
-                    )
-                except errors.KafkaError as exc:
-                    core.note_error(exc)
+
+        async def route(record: Record[Any, Any], reason: str) -> object:
+            return await self._reject_to_dlq(core, record, reason, None)
+
+        await route_dead_letters(core, route, self._release_quietly)
 
     async def process(
         self,
@@ -943,69 +919,29 @@ class ShareConsumer(Generic[K, V]):
                 core.check_renew()
                 if await self._check_renewals(core, explicit=bool(keep_locks)):
                     keeper = LockKeeper(self._config.max_hold)
-        hold = keeper.hold if keeper is not None else None
-        deserializing = self._deserializing
-        # One test per record for both (rule: no extra work without deserializers).
-        prepare = hold is not None or deserializing
-
-        async def worker() -> None:
-            buffer = core.buffer
-            clock = core.clock
-            while True:
-                self._asked(core)
-                if core.fatal is not None:
-                    return  # raised below, once, not in an exception group
-                record: Record[Any, Any] | None = buffer.pop_one(clock)
-                if record is None:
-                    if self._closed or core.closing:
-                        return
-                    await self._wait_for_records(core)
-                    continue
-                if prepare:
-                    if deserializing:
-                        try:
-                            self._deserialize(record)
-                        except errors.DeserializationError as exc:
-                            await self._dispose_undeserializable(core, record, exc)
-                            logger.warning("share consumer %s: %s", core.member_id, exc)
-                            core.note_error(exc)
-                            continue
-                    if hold is not None:
-                        hold(record, clock(), record.lock_deadline)
-                try:
-                    result = await handler(record)
-                except RetryLater as retry:
-                    self._release_later_if_open(record, retry.delay)
-                except Exception as exc:
-                    if limit is not None and record.delivery_count >= limit:
-                        try:
-                            await self._reject_to_dlq(
-                                core, record, f"{type(exc).__name__}: {exc}", None
-                            )
-                        except errors.DeadLetterError as dlq_exc:
-                            if _failed(core):
-                                return  # it stopped the consumer: raised below
-                            core.note_error(dlq_exc)
-                    elif backoff is not None:
-                        delay = backoff.delay(record.delivery_count - 1)
-                        self._release_later_if_open(record, delay)
-                    else:
-                        self._answer_if_open(record, AckType.RELEASE)
-                else:
-                    if isinstance(result, RetryLater):
-                        self._release_later_if_open(record, result.delay)
-                    else:
-                        self._answer_if_open(record, AckType.ACCEPT)
-
+        host = Host(
+            asked=self._asked,
+            wait_for_records=self._wait_for_records,
+            closed=lambda: self._closed,
+            deserialize=self._deserialize if self._deserializing else None,
+            dispose=self._dispose_undeserializable,
+            to_dead_letters=partial(self._reject_to_dlq, topic=None),
+            answer=self._answer_if_open,
+            release_later=self._release_later_if_open,
+            keep_locks=self._keep_locks,
+        )
         self._processing += 1
         try:
-            async with anyio.create_task_group() as tg:
-                if keeper is not None and keeper is not self._keeper:
-                    tg.start_soon(self._keep_locks, core, keeper)
-                async with anyio.create_task_group() as workers:
-                    for _ in range(concurrency):
-                        workers.start_soon(worker)
-                tg.cancel_scope.cancel()  # the workers are done: so is this keeper
+            await run_workers(
+                core,
+                host,
+                handler,
+                concurrency=concurrency,
+                keeper=keeper,
+                own_keeper=keeper is not self._keeper,
+                dead_letter_limit=limit,
+                retry_backoff=backoff,
+            )
         finally:
             self._processing -= 1
         if core.fatal is not None:
@@ -1026,39 +962,6 @@ class ShareConsumer(Generic[K, V]):
         if self._keeper is not None:
             self._keeper.hold(record, core.clock(), record.lock_deadline)
 
-    def _deserialize(self, record: Record[Any, Any]) -> None:
-        """Replace the record's key and value by what the deserializers make of them; both
-        or neither (the bytes stay readable as ``serialized_key``/``serialized_value``).
-
-        :raises DeserializationError: a deserializer raised; the record is unchanged.
-        """
-        key = raw_key = record.key
-        value = raw_value = record.value
-        field: Literal["key", "value"] = "key"
-        try:
-            if raw_key is not None and self._key_deserializer is not None:
-                key = self._key_deserializer(raw_key)
-            field = "value"
-            if raw_value is not None and self._value_deserializer is not None:
-                value = self._value_deserializer(raw_value)
-        except Exception as exc:
-            data = raw_key if field == "key" else raw_value
-            assert data is not None
-            raise errors.DeserializationError(
-                f"{record.topic}-{record.partition} offset {record.offset} (delivery "
-                f"{record.delivery_count}): the {field}_deserializer failed on {len(data)} "
-                f"bytes: {type(exc).__name__}: {exc}",
-                topic=record.topic,
-                partition=record.partition,
-                offset=record.offset,
-                field=field,
-                data=data,
-                delivery_count=record.delivery_count,
-            ) from exc
-        record._serialized = (raw_key, raw_value)
-        record.key = key
-        record.value = value
-
     async def _dispose_undeserializable(
         self, core: ConsumerCore, record: Record[Any, Any], exc: errors.DeserializationError
     ) -> None:
@@ -1075,7 +978,7 @@ class ShareConsumer(Generic[K, V]):
             else:
                 exc.dead_lettered = True
             return
-        core.answer(record, AckType.RELEASE)
+        core.handout.answer(record, AckType.RELEASE)
         core.wake_leader(record.topic_partition)
 
     async def _pop_deserialized(self, core: ConsumerCore, limit: int) -> list[Record[Any, Any]]:
@@ -1108,138 +1011,45 @@ class ShareConsumer(Generic[K, V]):
     # -- lock keeping and liveness --------------------------------------------------------
 
     async def _wait_for_records(self, core: ConsumerCore) -> None:
-        # Waiting for records is asking for them: it does not count against liveness.
-        self._waiting += 1
-        try:
-            await core.buffer.data.wait()
-        finally:
-            self._waiting -= 1
+        await self._liveness.wait_for_records(core)
 
     async def _check_renewals(self, core: ConsumerCore, *, explicit: bool) -> bool:
-        """Whether the group takes lock renewals (``share.renew.acknowledge.enable``, Kafka
-        4.3+), asked before keeping locks instead of failing each renewal later.
-
-        :returns: False when the group refuses them and ``keep_locks`` was the default
-            (one WARNING says so; locks are then not kept).
-        :raises IncompatibleBrokerError: the group refuses them and ``keep_locks=True``
-            was asked for.
-        """
-        enabled = await renewals_enabled(
-            core.cluster, self._config.group_id, timeout=self._config.request_timeout
-        )
-        if enabled is not False:
-            return True  # enabled, or cannot be told (older broker, no DESCRIBE_CONFIGS)
-        what = (
-            f"group {self._config.group_id!r} has {GROUP_RENEW_ENABLE}=false: the broker "
-            "refuses lock renewals"
-        )
-        if explicit:
-            raise errors.IncompatibleBrokerError(
-                f"{what}, so keep_locks cannot keep locks (set {GROUP_RENEW_ENABLE}=true on "
-                "the group, or keep_locks=False)"
-            )
-        logger.warning(
-            "share consumer %s: %s; process() does not keep locks: a handler that runs past "
-            "the lock duration loses its record to another delivery",
-            core.member_id,
-            what,
-        )
-        return False
+        return await renewals_allowed(core, explicit=explicit)
 
     async def _keep_locks(self, core: ConsumerCore, keeper: LockKeeper[Record[Any, Any]]) -> None:
-        """Renew the locks of held records as they near their end (see ``keep_locks``)."""
-        while not core.closing and core.fatal is None:
-            await anyio.sleep(_KEEP_TICK)
-            delayed = self._delayed
-            for rec in keeper.keys():
-                if (rec.topic_partition, rec.offset) not in core.renewing and not core.holds(rec):
-                    keeper.drop(rec)  # answered, or its lock was lost
-                elif delayed is not None and rec in delayed:
-                    keeper.drop(rec)  # released with a delay: the delayed releases keep it
-            held = keeper.keys()
-            renew, given_up = keeper.due(core.clock(), {r: r.lock_deadline for r in held})
-            for rec in renew:
-                if (rec.topic_partition, rec.offset) in core.renewing:
-                    continue  # a renew of it is on its way
-                try:
-                    core.answer(rec, AckType.RENEW)
-                except errors.KafkaError as exc:
-                    keeper.drop(rec)
-                    core.note_error(exc)
-            if given_up:
-                logger.warning(
-                    "share consumer %s: stopped renewing %d records held over max_hold=%g s "
-                    "(first: %s-%d offset %d); the broker redelivers them when their locks end",
-                    core.member_id,
-                    len(given_up),
-                    self._config.max_hold,
-                    given_up[0].topic,
-                    given_up[0].partition,
-                    given_up[0].offset,
-                )
+        await keep_locks(core, keeper, self._config.max_hold, self._delayed_holds)
+
+    def _delayed_holds(self, record: Record[Any, Any]) -> bool:
+        # Released with a delay: the delayed releases keep its lock, not the keeper.
+        delayed = self._delayed
+        return delayed is not None and record in delayed
 
     async def _watch_liveness(self, core: ConsumerCore) -> None:
         """Leave the group when the application stops asking for records (``max_poll_interval``)."""
-        interval = self._config.max_poll_interval
-        assert interval is not None
-        last_asks = self._asks
-        last_seen = anyio.current_time()
-        while not core.closing and core.fatal is None:
-            await anyio.sleep(min(1.0, interval / 4))
-            now = anyio.current_time()
-            if self._waiting or self._asks != last_asks or self._left_idle:
-                last_asks, last_seen = self._asks, now
-                continue
-            if now - last_seen < interval:
-                continue
-            logger.warning(
-                "share consumer %s: the application took no record for %.0f s "
-                "(max_poll_interval=%g s): leaving the group and releasing what it holds; "
-                "it rejoins when the application asks for records again",
-                core.member_id,
-                now - last_seen,
-                interval,
-            )
-            self._left_idle = True
-            await self._leave_idle(core)
+        await self._liveness.watch(core, self._give_up_current)
 
-    async def _leave_idle(self, core: ConsumerCore) -> None:
-        # What close() does to records, without closing: release everything held and
-        # buffered, wait (bounded) until the leaders have the releases, then leave.
+    def _give_up_current(self) -> None:
+        # Leaving for idleness releases what was handed out: the current record or batch
+        # is no longer the application's to answer.
         if self._current is not None:
             self._current_answered = True
         self._batch_out = False
-        core.flush_requested += 1
-        core.release_held()
-        try:
-            with anyio.move_on_after(self._config.request_timeout):
-                while core.pending_acks() and core.fatal is None:
-                    await core.progress.wait(timeout=0.5)
-        finally:
-            core.flush_requested -= 1
-        core.membership.leave()
-        core.heartbeat_wake.set()
 
     def _asked(self, core: ConsumerCore) -> None:
         # The application asks for records: liveness counts it, and after leaving for
         # idleness the member rejoins now.
-        self._asks += 1
+        live = self._liveness
+        live.asks += 1
         core.stats.on_poll(_monotonic())  # per record: see sharecon._stats rule 3
-        if self._left_idle:
-            self._rejoin(core)
+        if live.left_idle:
+            live.rejoin(core, partial(self._restart_heartbeat, core))
 
-    def _rejoin(self, core: ConsumerCore) -> None:
-        """The application asks again after leaving for liveness: join as the same member."""
-        self._left_idle = False
-        if core.membership.state is MemberState.LEFT:
-            core.membership.rejoin()
+    def _restart_heartbeat(self, core: ConsumerCore) -> None:
         if self._heartbeat_done.is_set():
             self._heartbeat_done = anyio.Event()
             self._runtime.task_group.start_soon(
                 self._run_heartbeat, core, name="sharecon heartbeat"
             )
-        core.heartbeat_wake.set()
-        logger.info("share consumer %s: rejoining the group", core.member_id)
 
     def _answer_if_open(self, record: Record[Any, Any], ack: AckType) -> None:
         # process(): the handler may have answered the record itself; that answer stands,
@@ -1248,7 +1058,7 @@ class ShareConsumer(Generic[K, V]):
         delayed = self._delayed
         if delayed is not None and record in delayed:
             return
-        self._core.answer(record, ack)
+        self._core.handout.answer(record, ack)
 
     def _release_later_if_open(self, record: Record[Any, Any], delay: float) -> None:
         # process(): a RetryLater (or the policy's backoff) for a record the handler did
@@ -1256,10 +1066,10 @@ class ShareConsumer(Generic[K, V]):
         core = self._core
         assert core is not None
         delayed = self._delayed
-        if (delayed is not None and record in delayed) or not core.holds(record):
+        if (delayed is not None and record in delayed) or not core.handout.holds(record):
             return
         if core.closing:
-            core.answer(record, AckType.RELEASE)
+            core.handout.answer(record, AckType.RELEASE)
             return
         self.release_later(record, delay)
 
@@ -1268,7 +1078,7 @@ class ShareConsumer(Generic[K, V]):
         if cur is not None and not self._current_answered:
             self._current_answered = True
             assert self._core is not None
-            self._core.answer(cur, AckType.ACCEPT)
+            self._core.handout.answer(cur, AckType.ACCEPT)
 
     def _raise_if_failed(self) -> ConsumerCore:
         core = self._live()
@@ -1286,7 +1096,7 @@ class ShareConsumer(Generic[K, V]):
         cur = self._current
         if cur is not None and not self._current_answered and self._core is not None:
             self._current_answered = True
-            self._core.answer(cur, AckType.RELEASE)
+            self._core.handout.answer(cur, AckType.RELEASE)
             self._core.wake_leader(cur.topic_partition)
         return self
 
@@ -1295,10 +1105,11 @@ class ShareConsumer(Generic[K, V]):
         if core is None:
             raise self._life.error()
         # _asked(), inlined: this runs once per record.
-        self._asks += 1
+        live = self._liveness
+        live.asks += 1
         core.stats.on_poll(_monotonic())
-        if self._left_idle:
-            self._rejoin(core)
+        if live.left_idle:
+            live.rejoin(core, partial(self._restart_heartbeat, core))
         cur = self._current
         if cur is not None:
             if not self._current_answered:
@@ -1307,7 +1118,7 @@ class ShareConsumer(Generic[K, V]):
                         "explicit ack mode: answer the previous record before asking for the next: "
                         f"{cur.topic}-{cur.partition} offset {cur.offset}"
                     )
-                core.accept(cur)
+                core.handout.accept(cur)
             self._current = None
         if core.fatal is not None:
             raise core.fatal  # stop at once, not after the buffered records
@@ -1398,7 +1209,7 @@ class ShareConsumer(Generic[K, V]):
                 else:
                     records = core.buffer.pop_many(limit, core.clock)
                 if records:
-                    _deliver(core, records)
+                    core.handout.handed_out(records)
                     self._batch_out = True
                     if self._keeper is not None:
                         now = core.clock()
@@ -1513,46 +1324,9 @@ def _by_partition(results: list[AckResult]) -> dict[TopicPartition, errors.Kafka
     return out
 
 
-def _deliver(core: ConsumerCore, records: list[Record[Any, Any]]) -> None:
-    """Note records as handed to the application, one range per partition run."""
-    ledger = core.ledger
-    start = records[0]
-    prev = start
-    for rec in records:
-        # Records of one chunk share one TopicIdPartition object: identity is the fast path.
-        # A run also ends at a hole: the offsets between may be another chunk's, still
-        # buffered (not handed out, so not DELIVERED).
-        # A run also ends where the chunk does (records of one chunk share one owner): each
-        # run is noted for its own delivery, never for another delivery of the same offsets.
-        if (
-            rec.offset != prev.offset + 1
-            or rec._owner is not start._owner
-            or (
-                rec.topic_partition is not start.topic_partition
-                and rec.topic_partition != start.topic_partition
-            )
-        ):
-            if rec is not start:
-                _deliver_run(ledger, start, prev.offset)
-            start = rec
-        prev = rec
-    _deliver_run(ledger, start, prev.offset)
-
-
-def _deliver_run(ledger: AckLedger, start: Record[Any, Any], last: int) -> None:
-    owner = start._owner
-    delivery = owner.delivery if type(owner) is SessionOwner else None
-    ledger.deliver(start.topic_partition, start.offset, last, delivery)
-
-
 def _describe_unacked(missing: Mapping[TopicIdPartition, list[int]]) -> str:
     parts = []
     for tp, offsets in list(missing.items())[:5]:
         shown = ", ".join(map(str, offsets[:10])) + (" ..." if len(offsets) > 10 else "")
         parts.append(f"{tp.topic or tp.topic_id}-{tp.partition} offsets {shown}")
     return "explicit ack mode: answer every record of the previous batch first: " + "; ".join(parts)
-
-
-def _failed(core: ConsumerCore) -> bool:
-    """Whether the consumer failed (a call, so type checkers re-read it after awaits)."""
-    return core.fatal is not None

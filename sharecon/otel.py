@@ -239,7 +239,7 @@ class ShareconInstrumentor:
             self._consumers.add(consumer)
             core = consumer._core
             if core is not None and self._settle_spans:
-                core.ack_listeners.append(partial(self._settled, consumer))
+                core.outcomes.listeners.append(partial(self._settled, consumer))
 
         return start
 

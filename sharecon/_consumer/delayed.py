@@ -57,7 +57,7 @@ class DelayedReleaser:
             raise errors.InvalidRecordStateError(
                 f"{where} was already released with a delay; cannot release it again"
             )
-        if not core.holds(record):
+        if not core.handout.holds(record):
             raise errors.InvalidRecordStateError(
                 f"{where} is not held by this consumer: it was already answered, or its "
                 "lock was lost, or another consumer delivered it"
@@ -81,20 +81,20 @@ class DelayedReleaser:
         ends before their release, release those whose delay is over."""
         core = self._core
         pending = self.pending
-        renewing = core.renewing
+        renewing = core.machine.renewing
         records = pending.keys()
         for rec in records:
-            if (rec.topic_partition, rec.offset) not in renewing and not core.holds(rec):
+            if (rec.topic_partition, rec.offset) not in renewing and not core.handout.holds(rec):
                 pending.drop(rec)  # answered by the application, or its lock was lost
         renew, release = pending.due(now, {r: r.lock_deadline for r in pending.keys()})
         for rec in renew:
             if (rec.topic_partition, rec.offset) in renewing:
                 continue  # a renew of it is on its way
             try:
-                core.answer(rec, AckType.RENEW)
+                core.handout.answer(rec, AckType.RENEW)
             except errors.KafkaError as exc:
                 pending.drop(rec)  # it comes back when its lock ends: early, not lost
                 core.note_error(exc)
         for rec in release:
-            core.answer(rec, AckType.RELEASE)  # may overwrite a renew still on its way
+            core.handout.answer(rec, AckType.RELEASE)  # may overwrite a renew still on its way
             core.wake_leader(rec.topic_partition)

@@ -24,10 +24,11 @@ import anyio
 from sharecon import errors
 from sharecon._share.membership import MemberState
 from sharecon.protocol import ShareGroupHeartbeatRequest
+from sharecon.types import TopicIdPartition
 
 if TYPE_CHECKING:
     from sharecon._consumer.core import ConsumerCore
-    from sharecon._share.membership import HeartbeatOutcome, HeartbeatPlan
+    from sharecon._share.membership import AssignmentChange, HeartbeatOutcome, HeartbeatPlan
 
 logger = logging.getLogger("sharecon.consumer")
 
@@ -107,7 +108,7 @@ async def _apply(core: ConsumerCore, outcome: HeartbeatOutcome) -> None:
         core.cluster.invalidate_coordinator(core.config.group_id)
     if outcome.change is not None:
         core.stats.on_rebalance(time.monotonic())
-        await core.apply_assignment(outcome.change)
+        await _assign(core, outcome.change)
     if outcome.error is not None:
         if outcome.state is MemberState.FATAL or isinstance(
             outcome.error, errors.TopicAuthorizationFailedError
@@ -117,3 +118,27 @@ async def _apply(core: ConsumerCore, outcome: HeartbeatOutcome) -> None:
             core.note_error(outcome.error)
     if outcome.state is MemberState.STABLE:
         core.joined.set()
+
+
+async def _assign(core: ConsumerCore, change: AssignmentChange) -> None:
+    """Take a new assignment: resolve topic ids to names, route to leaders (rule 1)."""
+    cluster = core.cluster
+    ids = {tp.topic_id for tp in change.assigned}
+    names = cluster.metadata.topic_names
+    if not ids <= names.keys() or any(
+        core.leader(tp) is None for tp in change.assigned if tp.topic_id in names
+    ):
+        await cluster.refresh_metadata(core.membership.topics, topic_ids=ids)
+        names = cluster.metadata.topic_names
+    core.assignment = frozenset(
+        TopicIdPartition(tp.topic_id, tp.partition, names.get(tp.topic_id))
+        for tp in change.assigned
+    )
+    logger.info(
+        "share consumer %s assigned %d partitions (+%d -%d)",
+        core.member_id,
+        len(core.assignment),
+        len(change.added),
+        len(change.removed),
+    )
+    core.fetchers.ensure()

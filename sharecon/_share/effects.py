@@ -26,6 +26,7 @@ from .session import SessionTag  # noqa: TC001
 
 __all__ = [
     "BackOff",
+    "DeadLetters",
     "Deliver",
     "Effect",
     "Fail",
@@ -101,6 +102,17 @@ class Deliver:
     deadline: float | None
     intake: PartitionIntake
     delivery: Delivery
+    #: Some records are past the dead-letter limit: decode the answer now, so they reach
+    #: the router at once (:class:`DeadLetters`), not when the application gets to them.
+    eager: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetters:
+    """``count`` decoded records past the dead-letter limit now wait in the machine's
+    ``dead_letters``: wake the dead-letter router."""
+
+    count: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +189,7 @@ Effect = (
     | PartitionLost
     | Rediscover
     | Deliver
+    | DeadLetters
     | NoteError
     | Fail
     | BackOff

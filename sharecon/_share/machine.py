@@ -31,6 +31,16 @@ Rules of this module:
 4. An answer to a record whose lock was lost is reported as lost
    (:class:`~.effects.LockLost`), never raised.
 5. Deterministic: no I/O, no clock (time is the caller's ``now``), no randomness.
+6. The application's explicit answers are refused (raised, :mod:`.answers`) once the
+   member is :attr:`~ShareMachine.closing`, when already answered or never held, and,
+   by position, while the record is still buffered or waiting for dead-letter routing.
+7. Records delivered more than :attr:`~ShareMachine.dead_letter_limit` times are not
+   handed out: they wait in :attr:`~ShareMachine.dead_letters` for the router
+   (:class:`~.effects.DeadLetters`); an answer holding any is decoded at once
+   (``Deliver.eager``).
+8. While unsubscribed (:attr:`~ShareMachine.subscribed` false), records are not buffered
+   for the application (:meth:`~ShareMachine.admit`): they are released instead (those
+   past the dead-letter limit still go to the router).
 """
 
 from __future__ import annotations
@@ -44,8 +54,10 @@ from sharecon.types import AckType, TopicIdPartition
 
 from .acks import batches_from_runs
 from .acquired import lock_deadline
+from .answers import closed, dead_letter_pending, not_handed_out, position, refusal
 from .effects import (
     BackOff,
+    DeadLetters,
     Deliver,
     Fail,
     FetchLate,
@@ -70,7 +82,7 @@ from .fetch_policy import (
     transport_failed,
 )
 from .fetch_size import FetchSizer
-from .intake import InvalidAnswer, take_partition
+from .intake import InvalidAnswer, R, take_partition
 
 # Taken and SharePlan are real imports, not under TYPE_CHECKING: the compiled build
 # (mypyc) looks up the dataclass fields' annotations when the module is imported.
@@ -87,7 +99,7 @@ from .session import RequestKind, SharePlan, ShareSession
 
 if TYPE_CHECKING:
     import uuid
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from sharecon.protocol import (
         ShareAcknowledgeRequest,
@@ -98,6 +110,7 @@ if TYPE_CHECKING:
     from sharecon.protocol.messages import share_fetch as sf
 
     from .effects import Effect
+    from .intake import Decoded
     from .ledger import Delivery
     from .session import SessionTag
 
@@ -183,6 +196,18 @@ class ShareMachine:
         self.renewals_failed = 0
         #: Leaders the strict record budget refused records (the others yield to them).
         self.starved: set[int] = set()
+        #: RENEW answers marked (sent or about to be).
+        self.renewals_sent = 0
+        #: The member began to close: explicit answers are refused (rule 6), an answer's
+        #: records are released at once.
+        self.closing = False
+        #: Whether the member subscribes to any topic (rule 8).
+        self.subscribed = True
+        #: Records delivered more than this many times go to the dead-letter router (rule 7).
+        self.dead_letter_limit: int | None = None
+        #: Decoded records past the limit, waiting for the router (the driver's handles).
+        self.dead_letters: list[object] = []
+        self._dead_keys: set[tuple[TopicIdPartition, int]] = set()
 
     # -- the driver's side ------------------------------------------------------------------
 
@@ -493,7 +518,11 @@ class ShareMachine:
             for r in intake.ranges:
                 ledger.mark_range(tp, r.first_offset, r.last_offset, AckType.RELEASE)
             return
-        self.effects.append(Deliver(tp, plan.tag, deadline, intake, delivery))
+        limit = self.dead_letter_limit
+        # Records past the dead-letter limit go to the router now, not when (or if) the
+        # application reaches them: the driver decodes such an answer at once (rule 7).
+        eager = limit is not None and any(r.delivery_count > limit for r in intake.ranges)
+        self.effects.append(Deliver(tp, plan.tag, deadline, intake, delivery, eager))
 
     def _partition_error(
         self,
@@ -646,6 +675,7 @@ class ShareMachine:
         result = self.ledger.mark(tp, offset, ack, delivery)
         if result is MarkResult.OK:
             if ack is AckType.RENEW:
+                self.renewals_sent += 1
                 self.renewing[(tp, offset)] = (tag, handle)
                 if tag is not None:
                     self.effects.append(Wake(tag.node_id))
@@ -731,6 +761,115 @@ class ShareMachine:
             wake = ledger.mark_range(tp, lo, hi, AckType.RELEASE) > 0 or wake
         if wake:
             self.effects.append(Wake(tag.node_id))
+
+    def batch_decoded(self, tag: SessionTag, tp: TopicIdPartition, d: Decoded[R]) -> None:
+        """The driver decoded a delivered batch (as the application reached it, or at once
+        for ``Deliver.eager``): acknowledge its gaps, release its corrupt part and say
+        why, and queue its records past the dead-letter limit for the router (rule 7)."""
+        if d.gaps or d.release:
+            self.decoded(tag, tp, d.gaps, d.release)
+        bad = d.error
+        if bad is not None:
+            self.effects.append(
+                NoteError(
+                    errors.CorruptRecordError(
+                        f"{tp.topic or tp.topic_id}-{tp.partition}: {bad}",
+                        base_offset=bad.base_offset,
+                        last_offset=bad.last_offset,
+                    )
+                )
+            )
+        if d.dead:
+            self.dead_letters.extend(d.dead)
+            self._dead_keys.update((tp, r.offset) for r in d.dead)
+            self.effects.append(DeadLetters(len(d.dead)))
+
+    def take_dead_letters(self) -> list[object]:
+        """The records waiting for dead-letter routing, now the router's (rule 7)."""
+        out = self.dead_letters
+        self.dead_letters = []
+        self._dead_keys = set()
+        return out
+
+    def unsubscribe(self, buffered: Iterable[tuple[TopicIdPartition, Delivery, int, int]]) -> int:
+        """The member subscribes to nothing now (rule 8): release the records the driver
+        buffered and never handed out (``(tp, delivery, first, last)`` each); records
+        handed out stay the application's to answer. Returns how many were released."""
+        self.subscribed = False
+        released = 0
+        for tp, delivery, first, last in buffered:
+            released += self.ledger.mark_undelivered(tp, delivery, first, last, AckType.RELEASE)
+        self.effects.append(Wake())
+        return released
+
+    def admit(
+        self, tag: SessionTag, tp: TopicIdPartition, delivery: Delivery, first: int, last: int
+    ) -> bool:
+        """Whether the driver may buffer ``first..last`` of ``delivery`` for the application;
+        while unsubscribed they are released instead (rule 8), and ``False`` returned."""
+        if self.subscribed:
+            return True
+        if self.ledger.mark_undelivered(tp, delivery, first, last, AckType.RELEASE):
+            self.effects.append(Wake(tag.node_id))
+        return False
+
+    def subscribe(self) -> None:
+        """The member subscribes to topics again (rule 8)."""
+        self.subscribed = True
+
+    # -- the application's explicit answers (rule 6) ----------------------------------------
+
+    def acknowledge(
+        self,
+        tp: TopicIdPartition,
+        offset: int,
+        ack: AckType,
+        delivery: Delivery | None,
+        tag: SessionTag | None = None,
+        handle: object = None,
+    ) -> None:
+        """The application's explicit answer for a record it was handed (:meth:`answer`,
+        refused as rule 6 says).
+
+        :raises InvalidRecordStateError: closing, already answered, or not held.
+        """
+        if self.closing:
+            raise closed(position(tp, offset))
+        result = self.answer(tp, offset, ack, delivery, tag, handle)
+        if result is MarkResult.ALREADY_ACKNOWLEDGED or result is MarkResult.UNKNOWN:
+            # The position is spelled out only here: this runs once per explicit answer.
+            err = refusal(result, position(tp, offset), ack)
+            assert err is not None
+            raise err
+
+    def acknowledge_at(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        ack: AckType,
+        buffered: Callable[[TopicIdPartition, int], bool],
+    ) -> None:
+        """The application's answer for the record it holds at a position (rule 6).
+
+        :param buffered: whether the driver's buffer still holds the record, not handed out.
+        :raises InvalidRecordStateError: as :meth:`acknowledge`, and for a record fetched
+            but not handed out yet, or waiting for dead-letter routing.
+        """
+        where = f"{topic}-{partition} offset {offset}"
+        if self.closing:
+            raise closed(where)
+        held = [
+            tp for tp in self.ledger.partitions() if (tp.topic, tp.partition) == (topic, partition)
+        ]
+        for tp in held:
+            if buffered(tp, offset):
+                raise not_handed_out(where)
+            if (tp, offset) in self._dead_keys:
+                raise dead_letter_pending(where)
+        err = refusal(self.answer_at(held, offset, ack), where, ack)
+        if err is not None:
+            raise err
 
     def stuck(self, now: float) -> float:
         """The longest any leader has had records waiting that none of its fetches could

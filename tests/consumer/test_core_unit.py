@@ -1,23 +1,23 @@
-"""The consumer core's bookkeeping without a broker: which offsets poll() marks handed out,
-lock-lost answers reported once, answers by position, and unsubscribing."""
+"""The consumer core's wiring without a broker: which offsets poll() marks handed out,
+answers by position through the buffer, and unsubscribing (the rules themselves are the
+machine's: tests/share/test_machine.py and tests/share/test_answers.py)."""
 
 from __future__ import annotations
 
 import uuid
 from functools import partial
-from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 
 from sharecon._consumer.buffer import Chunk
 from sharecon._consumer.config import ConsumerConfig
-from sharecon._consumer.core import ConsumerCore, SessionOwner
+from sharecon._consumer.core import ConsumerCore
+from sharecon._consumer.handout import SessionOwner
 from sharecon._share.acks import AckBatch, batches_from_runs
 from sharecon._share.intake import take_partition
-from sharecon._share.ledger import AckFailure, AckLedger, AckResult
+from sharecon._share.ledger import AckFailure, AckResult
 from sharecon._share.session import SessionTag
-from sharecon.consumer import _deliver
 from sharecon.errors import InvalidRecordStateError
 from sharecon.protocol.records import Record as WireRecord
 from sharecon.protocol.records import encode_batch
@@ -34,33 +34,16 @@ def rec(offset: int) -> Record:
 
 def test_poll_marks_handed_out_only_what_it_handed_out() -> None:
     # Chunk 1 holds 0..9 and 50..59; another delivery of 10..49 is still buffered behind it.
-    ledger = AckLedger()
+    core = _core()
+    ledger = core.ledger
     ledger.add(TP, TAG, [(0, 9), (50, 59)])
     ledger.add(TP, TAG, [(10, 49)])
-    core = cast("Any", SimpleNamespace(ledger=ledger))
-    _deliver(core, [rec(o) for o in [*range(10), *range(50, 60)]])
+    core.handout.handed_out([rec(o) for o in [*range(10), *range(50, 60)]])
     assert ledger.unacknowledged() == {TP: [*range(10), *range(50, 60)]}
 
 
 def lost(offset: int) -> AckResult:
     return AckResult(TP, tuple(batches_from_runs([(offset, offset, 1)])), 121, AckFailure.LOCK_LOST)
-
-
-def test_lock_lost_answers_reach_one_commit_only() -> None:
-    core = ConsumerCore(
-        cast("Any", None), ConsumerConfig(group_id="g", topics=("t",)), cast("Any", None)
-    )
-    seen: list[AckResult] = []
-    core.on_acknowledged = seen.extend
-    # No commit running: kept for the next one (and told to the callback now).
-    core.report_lost([lost(1)])
-    assert core.lost == [lost(1)] and seen == [lost(1)]
-    # A commit collecting right now gets it; it is not kept for the commit after.
-    collected: list[AckResult] = core.lost
-    core.lost = []
-    core.collectors.append(collected)
-    core.report_lost([lost(2)])
-    assert collected == [lost(1), lost(2)] and core.lost == []
 
 
 def _core() -> ConsumerCore:
@@ -94,22 +77,22 @@ async def test_acknowledge_offset_answers_only_records_handed_out() -> None:
     _push(core, 0, 6)
     held = [core.buffer.pop_one(lambda: 0.0) for _ in range(2)]
     assert [r.offset for r in held if r is not None] == [0, 1]
-    core.acknowledge_offset("t", 0, 1, AckType.REJECT)
+    core.handout.acknowledge_offset("t", 0, 1, AckType.REJECT)
     with pytest.raises(InvalidRecordStateError, match="t-0 offset 1 was already acknowledged"):
-        core.acknowledge_offset("t", 0, 1, AckType.ACCEPT)
+        core.handout.acknowledge_offset("t", 0, 1, AckType.ACCEPT)
     with pytest.raises(InvalidRecordStateError, match="t-0 offset 3 was fetched but not handed"):
-        core.acknowledge_offset("t", 0, 3, AckType.ACCEPT)
+        core.handout.acknowledge_offset("t", 0, 3, AckType.ACCEPT)
     for topic, partition, offset in [("t", 1, 0), ("u", 0, 0), ("t", 0, 6)]:
         with pytest.raises(InvalidRecordStateError, match="is not held by this consumer"):
-            core.acknowledge_offset(topic, partition, offset, AckType.ACCEPT)
+            core.handout.acknowledge_offset(topic, partition, offset, AckType.ACCEPT)
     assert _taken(core) == {TP: [AckBatch(1, 1, (AckType.REJECT,))]}
     # Once the lock is lost the answer is reported, never raised (as for a Record).
     core.ledger.invalidate(AckFailure.SESSION_RESET, 13, tag=TAG)
-    core.acknowledge_offset("t", 0, 0, AckType.ACCEPT)
-    assert core.lost == [lost(0)]
+    core.handout.acknowledge_offset("t", 0, 0, AckType.ACCEPT)
+    assert core.outcomes.lost == [lost(0)]
     core.closing = True
     with pytest.raises(InvalidRecordStateError, match="the consumer is closed"):
-        core.acknowledge_offset("t", 0, 2, AckType.ACCEPT)
+        core.handout.acknowledge_offset("t", 0, 2, AckType.ACCEPT)
 
 
 @pytest.mark.anyio
@@ -127,7 +110,7 @@ async def test_unsubscribe_releases_what_was_not_handed_out_and_fetches_nothing(
     _push(core, 20, 2)
     assert core.buffer.pop_one(lambda: 0.0) is None
     # The record in hand is still the application's to answer.
-    core.acknowledge(held, AckType.ACCEPT)
+    core.handout.acknowledge(held, AckType.ACCEPT)
     assert _taken(core) == {
         TP: [
             AckBatch(0, 3, (AckType.ACCEPT, AckType.RELEASE, AckType.RELEASE, AckType.RELEASE)),
@@ -135,7 +118,7 @@ async def test_unsubscribe_releases_what_was_not_handed_out_and_fetches_nothing(
             AckBatch(20, 21, (AckType.RELEASE,)),
         ]
     }
-    core.membership.subscribe(["t"])
+    core.subscribe(("t",))
     _push(core, 30, 1)
     again = core.buffer.pop_one(lambda: 0.0)
     assert again is not None and again.offset == 30

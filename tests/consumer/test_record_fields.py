@@ -99,7 +99,7 @@ async def test_each_record_gets_its_own_batchs_epoch_and_timestamp_type() -> Non
     chunk = _chunk(data, 0, 7, deadline=100.0)
     before = time.time() - anyio.current_time()
     records: list[Record] = []
-    while (d := core.decode(chunk)) is not None:
+    while (d := core.handout.decode(chunk)) is not None:
         records.extend(d.records)
     after = time.time() - anyio.current_time()
 
@@ -122,6 +122,6 @@ async def test_each_record_gets_its_own_batchs_epoch_and_timestamp_type() -> Non
 async def test_records_of_a_chunk_without_deadline_have_no_wall_clock_deadline() -> None:
     core = _core()
     chunk = _chunk(_batch(0, 2, partition_leader_epoch=0), 0, 1, deadline=None)
-    d = core.decode(chunk)
+    d = core.handout.decode(chunk)
     assert d is not None
     assert [(r.leader_epoch, r.lock_expires_at) for r in d.records] == [(0, None), (0, None)]

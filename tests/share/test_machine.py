@@ -15,6 +15,7 @@ import pytest
 
 from sharecon._share.effects import (
     BackOff,
+    DeadLetters,
     Deliver,
     Effect,
     Fail,
@@ -30,11 +31,16 @@ from sharecon._share.effects import (
 )
 from sharecon._share.fetch_policy import Turn
 from sharecon._share.fetch_size import INITIAL_BYTES
+from sharecon._share.intake import Decoded
 from sharecon._share.ledger import AckFailure, MarkResult
 from sharecon._share.machine import InFlight, ShareMachine
 from sharecon._share.requests import FetchParams
 from sharecon._share.session import RequestKind, SessionTag
-from sharecon.errors import TopicAuthorizationFailedError
+from sharecon.errors import (
+    CorruptRecordError,
+    InvalidRecordStateError,
+    TopicAuthorizationFailedError,
+)
 from sharecon.protocol import (
     ShareAcknowledgeRequest,
     ShareAcknowledgeResponse,
@@ -443,3 +449,134 @@ def test_the_next_fetch_asks_for_what_the_link_carried_in_time() -> None:
     [timed_out] = [e for e in m.drain() if isinstance(e, FetchLate)]
     assert timed_out.timed_out
     assert _sized_fetch(m, 61.0)[1] == max(1024, before // 4)
+
+
+# -- the application's side (rules 6-8) ----------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Rec:
+    """A record as intake builds it: its offset and a settable delivery count."""
+
+    offset: int
+    delivery_count: int = 1
+
+
+def _rec(offset: int, *_rest: object) -> _Rec:
+    return _Rec(offset)
+
+
+def _taken_acks(m: ShareMachine) -> list[tuple[int, int, tuple[int, ...]]]:
+    taken = m.ledger.take(m.leader(NODE).session.tag)
+    assert taken is not None
+    return [(b.first_offset, b.last_offset, tuple(int(t) for t in b.types)) for b in taken.acks[TP]]
+
+
+def test_explicit_answers_are_refused_when_twice_unknown_buffered_or_closing() -> None:
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 3, 1)), 1.0)
+    hand_out(m, d, 0, 2)
+    m.acknowledge(TP, 0, AckType.REJECT, d.delivery)
+    with pytest.raises(InvalidRecordStateError, match="t-0 offset 0 was already acknowledged"):
+        m.acknowledge(TP, 0, AckType.ACCEPT, d.delivery)
+    with pytest.raises(InvalidRecordStateError, match="t-0 offset 9 is not held"):
+        m.acknowledge(TP, 9, AckType.ACCEPT, None)
+    # By position: a record still in the driver's buffer was never seen by the application.
+    with pytest.raises(InvalidRecordStateError, match="t-0 offset 3 was fetched but not handed"):
+        m.acknowledge_at("t", 0, 3, AckType.ACCEPT, lambda tp, o: tp == TP and o == 3)
+    with pytest.raises(InvalidRecordStateError, match="u-0 offset 1 is not held"):
+        m.acknowledge_at("u", 0, 1, AckType.ACCEPT, lambda tp, o: False)
+    m.acknowledge_at("t", 0, 1, AckType.RELEASE, lambda tp, o: False)
+    assert m.drain() == []
+    assert _taken_acks(m) == [(0, 1, (int(AckType.REJECT), int(AckType.RELEASE)))]
+    # The session is lost: an answer to a record handed out from it is reported, not raised.
+    m.answer_failed(NODE, InvalidRecordStateError("broken answer"))
+    m.drain()
+    m.acknowledge(TP, 2, AckType.ACCEPT, d.delivery)
+    [lost] = [e for e in m.drain() if isinstance(e, LockLost)]
+    assert [r.reason for r in lost.results] == [AckFailure.LOCK_LOST]
+    # Closing: every explicit answer is refused, and nothing is marked.
+    [d2] = take(m, send(m, 2.0), answer((10, 11, 1)), 2.0)
+    hand_out(m, d2, 10, 11)
+    m.closing = True
+    with pytest.raises(InvalidRecordStateError, match="t-0 offset 10: the consumer is closed"):
+        m.acknowledge(TP, 10, AckType.ACCEPT, d2.delivery)
+    with pytest.raises(InvalidRecordStateError, match="the consumer is closed"):
+        m.acknowledge_at("t", 0, 11, AckType.ACCEPT, lambda tp, o: False)
+    assert m.holds(TP, 10, d2.delivery) and m.holds(TP, 11, d2.delivery)
+
+
+def test_renewals_marked_are_counted() -> None:
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 1, 1)), 1.0)
+    hand_out(m, d, 0, 1)
+    tag = m.leader(NODE).session.tag
+    assert m.answer(TP, 0, AckType.RENEW, d.delivery, tag, "handle") is MarkResult.OK
+    assert m.answer(TP, 5, AckType.RENEW, None) is MarkResult.UNKNOWN
+    assert m.renewals_sent == 1 and m.drain() == [Wake(NODE)]
+
+
+def test_records_past_the_dead_letter_limit_wait_for_the_router_not_the_application() -> None:
+    m = machine()
+    m.dead_letter_limit = 2
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 1, 3), (2, 3, 1)), 1.0)
+    assert d.eager  # decoded at once, so the router gets them now
+    first = d.intake.decode_next(_rec, dead_letter_limit=m.dead_letter_limit)
+    assert first is not None and [r.offset for r in first.dead] == [0, 1] and not first.records
+    m.batch_decoded(d.tag, TP, first)
+    assert m.drain() == [DeadLetters(2)]
+    assert [r.offset for r in m.dead_letters] == [0, 1]  # type: ignore[attr-defined]
+    with pytest.raises(InvalidRecordStateError, match="offset 1 is being routed"):
+        m.acknowledge_at("t", 0, 1, AckType.ACCEPT, lambda tp, o: False)
+    second = d.intake.decode_next(_rec, dead_letter_limit=m.dead_letter_limit)
+    assert second is not None and [r.offset for r in second.records] == [2, 3]
+    m.batch_decoded(d.tag, TP, second)
+    assert m.drain() == []  # nothing past the limit, no gap, nothing corrupt
+    batch = m.take_dead_letters()
+    assert len(batch) == 2 and m.dead_letters == []
+    m.acknowledge_at("t", 0, 1, AckType.REJECT, lambda tp, o: False)  # now the router's
+    # Below the limit an answer is decoded as the application reaches it.
+    [later] = take(m, send(m, 2.0), answer((4, 4, 2)), 2.0)
+    assert not later.eager
+    m.dead_letter_limit = None
+    [none] = take(m, send(m, 3.0), answer((5, 5, 9)), 3.0)
+    assert not none.eager
+
+
+def test_a_corrupt_batch_is_released_and_noted_and_gaps_acknowledged() -> None:
+    m = machine()
+    opened(m)
+    take(m, send(m, 1.0), answer((0, 4, 1)), 1.0)
+    bad = CorruptRecordError("CRC mismatch", base_offset=2, last_offset=4)
+    d: Decoded[_Rec] = Decoded(gaps=[(0, 0)], release=[(2, 4)], error=bad)
+    m.batch_decoded(m.leader(NODE).session.tag, TP, d)
+    wake, note = m.drain()
+    assert wake == Wake(NODE)
+    assert isinstance(note, NoteError) and isinstance(note.error, CorruptRecordError)
+    assert str(note.error).startswith("t-0: ") and note.error.base_offset == 2
+    gap, release = int(AckType.GAP), int(AckType.RELEASE)
+    assert _taken_acks(m) == [(0, 0, (gap,)), (2, 4, (release,))]
+
+
+def test_unsubscribed_records_are_released_not_buffered_until_subscribed_again() -> None:
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 3, 1)), 1.0)
+    hand_out(m, d, 0, 0)
+    f = send(m, 2.0)  # on the wire when the application unsubscribes
+    # The driver's buffer held 1..3 of that delivery: released; 0 stays the application's.
+    assert m.unsubscribe([(TP, d.delivery, 1, 3)]) == 3
+    assert not m.subscribed and m.drain() == [Wake()]
+    # The answer that was on the wire may not be buffered: released instead.
+    [late] = take(m, f, answer((10, 11, 1)), 2.0)
+    assert not m.admit(late.tag, TP, late.delivery, 10, 11)
+    assert m.drain() == [Wake(NODE)]
+    m.acknowledge(TP, 0, AckType.ACCEPT, d.delivery)
+    accept, release = int(AckType.ACCEPT), int(AckType.RELEASE)
+    assert _taken_acks(m) == [(0, 3, (accept, release, release, release)), (10, 11, (release,))]
+    m.subscribe()
+    [again] = take(m, send(m, 3.0), answer((20, 20, 1)), 3.0)
+    assert m.admit(again.tag, TP, again.delivery, 20, 20) and m.drain() == []

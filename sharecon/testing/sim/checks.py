@@ -14,6 +14,8 @@ is kept as a :class:`Violation`; the first one ends the schedule.
    outcome reported), dropped unhanded (its lock left to expire), or reported lost.
 4. The model broker never hands out a record it has accepted.
 5. Nothing produced is lost: after a quiet drain every record is accepted or archived.
+6. An answer the application gives after close is refused (the machine raises
+   InvalidRecordStateError) and changes nothing.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ ANSWERED = 2  #: the application answered; the outcome is not reported yet
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One broken invariant: its number (1-5), when, and what happened."""
+    """One broken invariant: its number (1-6), when, and what happened."""
 
     invariant: int
     at: float

@@ -99,8 +99,9 @@ PARAMS = FetchParams(
 )
 
 #: Deliberate bugs (for proving the simulator catches them): the pipelined answer's
-#: supersede rule skipped, and the buffer's per-record lock check skipped.
-MUTANTS = ("no-supersede", "no-record-lock-check")
+#: supersede rule skipped, the buffer's per-record lock check skipped, and the machine
+#: not told of the close (so it takes answers given after it).
+MUTANTS = ("no-supersede", "no-record-lock-check", "answers-after-close")
 
 
 @dataclass(frozen=True, slots=True)
@@ -1017,8 +1018,7 @@ class Member:
         else:
             ack = AckType.ACCEPT
         if self.closing:
-            # The consumer refuses answers after close (InvalidRecordStateError).
-            pass
+            self._answer_after_close(rec, ack)
         else:
             result = self.machine.answer(rec.tp, rec.offset, ack, rec.delivery, rec.tag, rec.record)
             key = (rec.tp, rec.offset)
@@ -1033,6 +1033,28 @@ class Member:
         if not again:
             self._app_take()
 
+    def _answer_after_close(self, rec: SimRecord, ack: AckType) -> None:
+        """The application answers after close: the machine must refuse it, raising
+        InvalidRecordStateError, and mark nothing (invariant 6)."""
+        w = self.world
+        machine = self.machine
+        before = machine.ledger.holds(rec.tp, rec.offset, rec.delivery)
+        try:
+            machine.acknowledge(rec.tp, rec.offset, ack, rec.delivery, rec.tag, rec.record)
+        except errors.InvalidRecordStateError:
+            refused = True
+        else:
+            refused = False
+        changed = machine.ledger.holds(rec.tp, rec.offset, rec.delivery) != before
+        if not refused or changed or machine.effects:
+            w.check.fail(
+                6,
+                w.now,
+                f"an answer to {rec.tp.topic}-{rec.tp.partition}@{rec.offset} after close was "
+                + ("taken" if not refused else "refused but changed the member's state"),
+            )
+        self._apply(None)
+
     # -- closing -----------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -1040,6 +1062,8 @@ class Member:
         if self.closing:
             return
         self.closing = True
+        if self.world.mutant != "answers-after-close":
+            self.machine.closing = True  # from now on it refuses the application's answers
         if self.membership.leave() is None:
             self.world.at(self.world.now, self._heartbeat, self.hb_token)
         self.machine.release_held()

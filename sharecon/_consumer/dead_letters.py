@@ -1,0 +1,65 @@
+"""The dead-letter job: routes the records the machine set aside as past the policy's
+delivery limit (``DeadLetterPolicy.max_deliveries``) to the dead-letter topic.
+
+Rules of this module:
+
+1. The records come from the machine (``ShareMachine.take_dead_letters``): they were never
+   handed to the application.
+2. Each is copied, then rejected (``route``: the consumer's ``reject_to_dlq`` path); a
+   copy that cannot be written leaves the record released by that path, and its error is
+   kept for ``recent_errors``. The job goes on with the next.
+3. While the consumer closes or after it failed, queued records are released, not routed:
+   another attempt could only fail the same way, or outlive the close.
+4. The job never raises into the consumer's task group.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
+
+from sharecon import errors
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from sharecon._consumer.core import ConsumerCore
+    from sharecon.record import Record
+
+__all__ = ["route_dead_letters"]
+
+#: Seconds between looks at the queue when nothing wakes the job.
+_IDLE = 1.0
+
+
+async def route_dead_letters(
+    core: ConsumerCore,
+    route: Callable[[Record[Any, Any], str], Awaitable[object]],
+    release: Callable[[Record[Any, Any]], None],
+) -> None:
+    """Route queued dead letters until the consumer closes (rules 1-4).
+
+    :param route: copies one record to the dead-letter topic with a reason, then rejects
+        it (releasing it instead when the copy fails, and raising).
+    :param release: releases one record, raising nothing.
+    """
+    machine = core.machine
+    limit = machine.dead_letter_limit
+    while not core.closing:
+        if core.fatal is not None:
+            # The consumer failed (maybe this routing): release, not route (rule 3).
+            for record in cast("list[Record[Any, Any]]", machine.take_dead_letters()):
+                release(record)
+            await core.dead_letter_signal.wait(timeout=_IDLE)
+            continue
+        if not machine.dead_letters:
+            await core.dead_letter_signal.wait(timeout=_IDLE)
+            continue
+        for record in cast("list[Record[Any, Any]]", machine.take_dead_letters()):
+            if core.is_closing():  # may have changed during the previous await
+                release(record)
+                continue
+            reason = f"delivered {record.delivery_count} times (max_deliveries={limit})"
+            try:
+                await route(record, reason)
+            except errors.KafkaError as exc:
+                core.note_error(exc)

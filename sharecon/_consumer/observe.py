@@ -1,0 +1,95 @@
+"""What one consumer tells the world about its machine's effects: log lines and the
+``metrics()`` snapshot. Nothing here decides anything; each function is called by the
+core (:mod:`sharecon._consumer.core`) as it carries out an effect.
+
+Rules of this module:
+
+1. A log line never carries a record's key, value or headers, and never a secret.
+2. :func:`metrics` only reads: it is safe to call from another thread (an exporter's).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sharecon._consumer.buffer import DeliveryBuffer
+    from sharecon._share.effects import FetchLate, RenewFailed, SessionLost
+    from sharecon._share.ledger import AckResult
+    from sharecon._share.machine import ShareMachine
+    from sharecon._stats import ConsumerStats
+    from sharecon.metrics import ConsumerMetrics
+
+logger = logging.getLogger("sharecon.consumer")
+
+__all__ = ["acks_failed", "fetch_late", "metrics", "raised", "renew_failed", "session_lost"]
+
+
+def acks_failed(stats: ConsumerStats, results: list[AckResult]) -> None:
+    """Outcomes with a failure among them: log each failed one, count them."""
+    for r in results:
+        if not r.ok:
+            logger.info("acknowledgements of %s failed: %s", r.partition, r.error())
+    stats.on_ack_results(time.monotonic(), results)
+
+
+def raised(who: str, exc: Exception) -> None:
+    """An acknowledgement listener or the ``on_acknowledged`` callback raised."""
+    what = "the on_acknowledged callback" if who == "callback" else "an acknowledgement listener"
+    logger.error("%s raised", what, exc_info=exc)
+
+
+def session_lost(member_id: str, e: SessionLost, dropped: int) -> None:
+    """A share session was lost and ``dropped`` buffered chunks with it."""
+    logger.info(
+        "share consumer %s: share session %s reset (%s); dropped %d buffered chunks",
+        *(member_id, e.tag, e.reason, dropped),
+    )
+
+
+def renew_failed(e: RenewFailed) -> None:
+    """The broker did not renew some locks (the records keep their old deadline)."""
+    logger.warning(
+        "node %d: renewing the locks of %d records failed (partitions %s)",
+        *(e.node_id, e.count, ", ".join(str(tp) for tp in e.partitions)),
+    )
+
+
+def fetch_late(stats: ConsumerStats, e: FetchLate) -> None:
+    """Count a fetch that came back after its lock (or never), and say so when even one
+    record cannot arrive in time (WARNING once per leader, as the machine says)."""
+    stats.fetches_late += 1
+    if e.too_slow:
+        logger.log(
+            logging.WARNING if e.warn else logging.DEBUG,
+            "node %d: %s, longer than the %.1f s acquisition lock: records from this "
+            "leader cannot arrive before their locks end (measured %.0f bytes/s)",
+            *(e.node_id, e.what, e.lock, e.bytes_per_second),
+        )
+
+
+def metrics(
+    stats: ConsumerStats, machine: ShareMachine, buffer: DeliveryBuffer, assigned: int
+) -> ConsumerMetrics:
+    """The counters, and the gauges read now (rule 2)."""
+    buffered = buffer.records
+    outstanding = 0
+    for _ in range(3):
+        try:
+            outstanding = machine.ledger.outstanding_all()
+            break
+        except RuntimeError:  # the loop changed the ledger while another thread read it
+            continue
+    stats.renewals_sent = machine.renewals_sent
+    return stats.snapshot(
+        time.monotonic(),
+        assigned_partitions=assigned,
+        buffered_records=buffered,
+        buffered_bytes=buffer.nbytes,
+        # What the member holds beyond its buffer: handed out, not yet confirmed.
+        held_records=max(0, outstanding - buffered),
+        lock_expired=buffer.expired,
+        renewals_failed=machine.renewals_failed,
+    )

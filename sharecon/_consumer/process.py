@@ -1,0 +1,151 @@
+"""``ShareConsumer.process()``'s workers: each takes a record, prepares it (deserializers,
+lock keeping), runs the handler and answers for it.
+
+Rules of this module:
+
+1. Each record is accepted when the handler returns; when it raises an ``Exception`` the
+   record is released, or, on its last allowed delivery under a dead-letter policy,
+   routed to the dead-letter topic with the exception as the reason; with the policy's
+   ``retry_backoff``, an error before the last allowed delivery releases it after the
+   backoff's delay. A handler that raises or returns :class:`~sharecon.record.RetryLater`
+   releases the record after its delay. An answer the handler gave itself stands.
+2. A record the deserializers fail for never reaches the handler: it is disposed of (see
+   ``Host.dispose``), and the error logged (WARNING) and kept for ``recent_errors``.
+3. One test per record decides whether there is anything to prepare: a consumer without
+   deserializers and lock keeping pays nothing more.
+4. A worker ends when the consumer closes or fails, never with the failure: the caller
+   raises it once, not in an exception group. A dead-letter topic that cannot be written
+   stops the consumer (the routing said so) and ends the workers.
+5. A lock keeper that only this call needs runs while its workers do, and ends with them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from sharecon import errors
+from sharecon.record import RetryLater
+from sharecon.types import AckType
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Coroutine
+
+    from sharecon._backoff import Backoff
+    from sharecon._consumer.core import ConsumerCore
+    from sharecon._share.lock_keeper import LockKeeper
+    from sharecon.record import Record
+
+logger = logging.getLogger("sharecon.consumer")
+
+__all__ = ["Host", "run_workers"]
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """What the workers need of the consumer that runs them."""
+
+    #: The application asked for a record (liveness counts it).
+    asked: Callable[[ConsumerCore], None]
+    #: Wait until records are buffered.
+    wait_for_records: Callable[[ConsumerCore], Awaitable[None]]
+    #: Whether the consumer was closed.
+    closed: Callable[[], bool]
+    #: Deserialize a record in place (``None``: no deserializers).
+    deserialize: Callable[[Record[Any, Any]], None] | None
+    #: Route or release a record the deserializers failed for.
+    dispose: Callable[
+        [ConsumerCore, Record[Any, Any], errors.DeserializationError], Awaitable[None]
+    ]
+    #: Copy a record to the dead-letter topic with a reason, then reject it.
+    to_dead_letters: Callable[[ConsumerCore, Record[Any, Any], str], Awaitable[object]]
+    #: Answer a record for the handler.
+    answer: Callable[[Record[Any, Any], AckType], None]
+    #: Release a record after a delay, for the handler.
+    release_later: Callable[[Record[Any, Any], float], None]
+    #: Renew held records' locks until cancelled (for a keeper of this call's own).
+    keep_locks: Callable[[ConsumerCore, LockKeeper[Record[Any, Any]]], Coroutine[Any, Any, None]]
+
+
+async def run_workers(
+    core: ConsumerCore,
+    host: Host,
+    handler: Callable[[Record[Any, Any]], Awaitable[object]],
+    *,
+    concurrency: int,
+    keeper: LockKeeper[Record[Any, Any]] | None,
+    own_keeper: bool,
+    dead_letter_limit: int | None,
+    retry_backoff: Backoff | None = None,
+) -> None:
+    """Run ``concurrency`` workers until the consumer closes or fails (rules 1-5).
+
+    :param own_keeper: ``keeper`` is this call's own: run it alongside the workers.
+    """
+    hold = keeper.hold if keeper is not None else None
+    deserialize = host.deserialize
+    prepare = hold is not None or deserialize is not None  # rule 3
+    limit = dead_letter_limit
+    backoff = retry_backoff
+
+    async def worker() -> None:
+        buffer = core.buffer
+        clock = core.clock
+        while True:
+            host.asked(core)
+            if core.fatal is not None:
+                return  # raised by the caller, once (rule 4)
+            record: Record[Any, Any] | None = buffer.pop_one(clock)
+            if record is None:
+                if host.closed() or core.closing:
+                    return
+                await host.wait_for_records(core)
+                continue
+            if prepare:
+                if deserialize is not None:
+                    try:
+                        deserialize(record)
+                    except errors.DeserializationError as exc:
+                        await host.dispose(core, record, exc)
+                        logger.warning("share consumer %s: %s", core.member_id, exc)
+                        core.note_error(exc)
+                        continue
+                if hold is not None:
+                    hold(record, clock(), record.lock_deadline)
+            try:
+                result = await handler(record)
+            except RetryLater as retry:
+                host.release_later(record, retry.delay)
+            except Exception as exc:
+                if limit is not None and record.delivery_count >= limit:
+                    try:
+                        await host.to_dead_letters(core, record, f"{type(exc).__name__}: {exc}")
+                    except errors.DeadLetterError as dlq_exc:
+                        if _failed(core):
+                            return  # it stopped the consumer (rule 4)
+                        core.note_error(dlq_exc)
+                elif backoff is not None:
+                    host.release_later(record, backoff.delay(record.delivery_count - 1))
+                else:
+                    host.answer(record, AckType.RELEASE)
+            else:
+                if isinstance(result, RetryLater):
+                    host.release_later(record, result.delay)
+                else:
+                    host.answer(record, AckType.ACCEPT)
+
+    async with anyio.create_task_group() as tg:
+        if keeper is not None and own_keeper:
+            tg.start_soon(host.keep_locks, core, keeper)
+        async with anyio.create_task_group() as workers:
+            for _ in range(concurrency):
+                workers.start_soon(worker)
+        tg.cancel_scope.cancel()  # the workers are done: so is this keeper (rule 5)
+
+
+def _failed(core: ConsumerCore) -> bool:
+    """Whether the consumer failed (a call, so type checkers re-read it after awaits)."""
+    return core.fatal is not None
