@@ -793,9 +793,12 @@ async def _dead_letter_policy(env: Env) -> object:
     handed: list[Any] = []
     policy = DeadLetterPolicy(topic=dlq, max_deliveries=1)
     async with env.consumer(group, topic, dead_letter=policy) as c:
-        with anyio.move_on_after(2.5):
-            while True:
+        # Until both copies are written (or 10 s): a close while a copy is being written
+        # would release that record, and when it lands is timing, not the broker's rules.
+        with anyio.move_on_after(10):
+            while c.metrics().dlq_records_total < 2:
                 handed.extend(await c.poll(0.5))
+        handed.extend(await c.poll(0.5))
     await env.admin.alter_group_config(f"{group}-reader", EARLIEST)
     copies = await env.fresh(f"{group}-reader", dlq)
     return (
