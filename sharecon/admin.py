@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Literal, TypeVar
@@ -39,6 +40,9 @@ from sharecon._lifecycle import ClientRuntime
 from sharecon._net.cluster import Cluster, ClusterMetadata, PartitionInfo
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.connection import BrokerAddress
+from sharecon._stats import AdminStats
+from sharecon._telemetry import check_enabled, metric_points
+from sharecon.metrics import ADMIN_METRICS
 from sharecon.protocol import (
     AlterShareGroupOffsetsRequest,
     CreateTopicsRequest,
@@ -87,6 +91,7 @@ if TYPE_CHECKING:
 
     from sharecon._net.sasl import SaslConfig
     from sharecon._net.sasl_gssapi import GssapiConfig
+    from sharecon.metrics import AdminMetrics
     from sharecon.protocol import DeleteGroupsResponse, Request, Response
 
 R = TypeVar("R", bound="Response")
@@ -111,6 +116,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+#: Every admin metric as a KIP-714 point.
+_ADMIN_POINTS = metric_points(ADMIN_METRICS, "admin")
 
 # The coordinator moved: forget it, look it up again and retry.
 _COORDINATOR_MOVED = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR})
@@ -295,6 +302,9 @@ class Admin:
     :param sasl: SASL credentials (:class:`~sharecon.config.SaslConfig`), or a Kerberos
         login (:class:`~sharecon.config.GssapiConfig`).
     :param config: a complete connection config instead of the separate options.
+    :param enable_metrics_push: push this client's metrics (:meth:`metrics`) to brokers
+        that ask for them (KIP-714 client telemetry, Java's ``enable.metrics.push``). Off
+        by default, as for the Java ``Admin`` (its producer and consumer have it on).
     """
 
     def __init__(
@@ -307,7 +317,9 @@ class Admin:
         ssl_context: ssl.SSLContext | None = None,
         sasl: SaslConfig | GssapiConfig | None = None,
         config: ConnectionConfig | None = None,
+        enable_metrics_push: bool = False,
     ) -> None:
+        self._enable_metrics_push = check_enabled(enable_metrics_push)
         self._bootstrap = bootstrap
         self._config = config or ConnectionConfig(
             client_id=client_id,
@@ -317,6 +329,8 @@ class Admin:
             sasl=sasl,
         )
         self._runtime = ClientRuntime("Admin")
+        #: The counters behind metrics() (on time.monotonic: see sharecon._stats).
+        self._stats = AdminStats(time.monotonic(), client_id=self._config.client_id)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -336,6 +350,18 @@ class Admin:
         await self._runtime.start(
             lambda tg: Cluster(self._bootstrap, self._config, tg, metadata_max_age=0)
         )
+        if self._enable_metrics_push:
+            self._runtime.push_metrics(
+                lambda: _ADMIN_POINTS(self.metrics()),
+                resource={"client_id": self._config.client_id},
+                request_timeout=self._config.request_timeout,
+                logger=logger,
+            )
+
+    def metrics(self) -> AdminMetrics:
+        """This client's request counts and latencies (see
+        :data:`~sharecon.metrics.ADMIN_METRICS`); readable at any time."""
+        return self._stats.snapshot(time.monotonic())
 
     async def __aexit__(
         self,
@@ -356,6 +382,30 @@ class Admin:
         """The underlying cluster view (errors as :attr:`ClientRuntime.cluster`)."""
         return self._runtime.cluster
 
+    async def _request(self, node: int, request: Request[R], *, timeout: float) -> R:
+        """``request`` sent to broker ``node``, counted in :meth:`metrics`."""
+        started = time.monotonic()
+        response = await self._open_cluster.request(node, request, timeout=timeout)
+        now = time.monotonic()
+        self._stats.on_response(now, now - started)
+        return response
+
+    async def _request_any(self, request: Request[R], *, timeout: float | None = None) -> R:
+        """``request`` sent to any broker, counted in :meth:`metrics`."""
+        started = time.monotonic()
+        response = await self._open_cluster.request_any(request, timeout=timeout)
+        now = time.monotonic()
+        self._stats.on_response(now, now - started)
+        return response
+
+    async def _refresh(self, topics: list[str]) -> ClusterMetadata:
+        """Fresh metadata for ``topics`` (a Metadata request, counted in :meth:`metrics`)."""
+        started = time.monotonic()
+        meta = await self._open_cluster.refresh_metadata(topics)
+        now = time.monotonic()
+        self._stats.on_response(now, now - started)
+        return meta
+
     def _timeout(self, timeout: float | None) -> float:
         return self._config.request_timeout if timeout is None else timeout
 
@@ -363,7 +413,7 @@ class Admin:
 
     async def describe_cluster(self) -> ClusterDescription:
         """Cluster id, controller id and brokers, from a fresh Metadata request."""
-        meta = await self._open_cluster.refresh_metadata([])
+        meta = await self._refresh([])
         return ClusterDescription(
             meta.cluster_id,
             meta.controller_id,
@@ -372,7 +422,7 @@ class Admin:
 
     async def metadata(self, topics: Iterable[str]) -> ClusterMetadata:
         """Fresh metadata (topic ids, leaders) for ``topics``."""
-        return await self._open_cluster.refresh_metadata(list(topics))
+        return await self._refresh(list(topics))
 
     async def list_topics(self, *, internal: bool = False) -> dict[str, TopicDescription]:
         """Every topic in the cluster by name (internal ones such as ``__consumer_offsets`` on request)."""
@@ -393,7 +443,7 @@ class Admin:
             topics=None if names is None else tuple(MetadataRequestTopic(name=n) for n in names),
             allow_auto_topic_creation=False,
         )
-        response = await self._open_cluster.request_any(request)
+        response = await self._request_any(request)
         out: dict[str, TopicDescription] = {}
         for t in response.topics:
             if t.error_code:
@@ -469,7 +519,7 @@ class Admin:
             timeout_ms=int(limit * 1000),
             validate_only=validate_only,
         )
-        response = await self._open_cluster.request_any(request, timeout=limit + 5.0)
+        response = await self._request_any(request, timeout=limit + 5.0)
         results: list[CreatedTopic] = []
         failure: errors.BrokerError | None = None
         existing: list[str] = []
@@ -502,7 +552,7 @@ class Admin:
     async def _wait_for_leaders(self, expected: Mapping[str, int], deadline: float) -> None:
         attempt = 0
         while True:
-            meta = await self._open_cluster.refresh_metadata(list(expected))
+            meta = await self._refresh(list(expected))
             pending = [
                 name
                 for name, count in expected.items()
@@ -540,7 +590,7 @@ class Admin:
             )
         else:
             request = DeleteTopicsRequest(topic_names=tuple(names), timeout_ms=int(limit * 1000))
-        response = await self._open_cluster.request_any(request, timeout=limit + 5.0)
+        response = await self._request_any(request, timeout=limit + 5.0)
         for r in response.responses:
             if r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and missing_ok:
                 continue
@@ -581,7 +631,7 @@ class Admin:
             pending = [tp for tp in wanted if tp not in out]
             if not pending:
                 return {tp: out[tp] for tp in wanted}
-            meta = await self._open_cluster.refresh_metadata(sorted({tp.topic for tp in pending}))
+            meta = await self._refresh(sorted({tp.topic for tp in pending}))
             by_leader: dict[int, dict[str, list[int]]] = {}
             for tp in pending:
                 parts = {p.partition: p for p in meta.partitions.get(tp.topic, ())}
@@ -618,7 +668,7 @@ class Admin:
                 )
                 remaining = max(deadline - anyio.current_time(), 0.001)
                 try:
-                    response = await self._open_cluster.request(leader, request, timeout=remaining)
+                    response = await self._request(leader, request, timeout=remaining)
                 except (errors.BrokerDisconnectedError, errors.BrokerConnectError) as exc:
                     last = exc
                     continue
@@ -697,7 +747,7 @@ class Admin:
                 ),
             )
         )
-        response = await self._open_cluster.request_any(request, timeout=self._timeout(timeout))
+        response = await self._request_any(request, timeout=self._timeout(timeout))
         for r in response.responses:
             detail = r.error_message and _redact_config_values(r.error_message, configs)
             err = errors.error_for_code(
@@ -726,7 +776,7 @@ class Admin:
                 ),
             )
         )
-        response = await self._open_cluster.request_any(request, timeout=self._timeout(timeout))
+        response = await self._request_any(request, timeout=self._timeout(timeout))
         out: dict[str, ConfigEntry] = {}
         for result in response.results:
             err = errors.error_for_code(
@@ -752,12 +802,10 @@ class Admin:
         :param states: only groups in these states (``"Empty"``, ``"Stable"``, ...).
         """
         request = ListGroupsRequest(states_filter=tuple(states), types_filter=("share",))
-        meta = await self._open_cluster.refresh_metadata([])
+        meta = await self._refresh([])
         found: dict[str, ShareGroupListing] = {}
         for node_id in sorted(meta.brokers):
-            response = await self._open_cluster.request(
-                node_id, request, timeout=self._timeout(timeout)
-            )
+            response = await self._request(node_id, request, timeout=self._timeout(timeout))
             err = errors.error_for_code(response.error_code, f"listing groups on broker {node_id}")
             if err is not None:
                 raise err
@@ -832,7 +880,7 @@ class Admin:
                 wanted = {t: sorted(ps) for t, ps in topics.items()}
             else:
                 names = list(topics)
-                meta = await self._open_cluster.refresh_metadata(names)
+                meta = await self._refresh(names)
                 wanted = {}
                 for name in names:
                     if name not in meta.partitions:
@@ -1040,7 +1088,7 @@ class Admin:
             failure: errors.KafkaError
             try:
                 node = await cluster.coordinator(group_id, timeout=remaining)
-                response = await cluster.request(node, body, timeout=remaining)
+                response = await self._request(node, body, timeout=remaining)
             except (errors.BrokerDisconnectedError, errors.BrokerConnectError) as exc:
                 cluster.invalidate_coordinator(group_id)
                 failure = exc

@@ -152,7 +152,18 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     # The public names of the settings objects (defined in the layers below).
     "sharecon.config": ({"sharecon._backoff", "sharecon._net"}, set()),
     # The clients' one runtime: lifecycle states and errors, task group, cluster, shutdown.
-    "sharecon._lifecycle": (SANS_IO_BASE | {"sharecon.protocol", "sharecon._net"}, set()),
+    "sharecon._lifecycle": (
+        SANS_IO_BASE | {"sharecon.protocol", "sharecon._net", "sharecon._telemetry"},
+        set(),
+    ),
+    # KIP-714 pushing for every client (run by the runtime): the plan's decisions, the
+    # network, the metric tables for names.
+    "sharecon._telemetry": (
+        SANS_IO_BASE
+        | METRICS
+        | {"sharecon.protocol", "sharecon._net", "sharecon._share.telemetry"},
+        set(),
+    ),
     # Serializer helpers: pure functions over bytes (no I/O, no clock).
     "sharecon.serde": ({"sharecon.errors"}, IO_MODULES),
     # ``python -m sharecon``: the command line and nothing else.
@@ -161,7 +172,9 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     "sharecon.record": ({"sharecon.errors", "sharecon.types", "sharecon.protocol"}, IO_MODULES),
     # Layer-4 clients: everything below them, never the CLI or the test helpers.
     "sharecon.admin": (
-        SANS_IO_BASE | {"sharecon.protocol", "sharecon._net", "sharecon._lifecycle"},
+        SANS_IO_BASE
+        | METRICS
+        | {"sharecon.protocol", "sharecon._net", "sharecon._lifecycle", "sharecon._telemetry"},
         set(),
     ),
     "sharecon.producer": (
@@ -173,6 +186,7 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon._produce",
             "sharecon._producer",
             "sharecon._lifecycle",
+            "sharecon._telemetry",
         },
         set(),
     ),
@@ -196,6 +210,7 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon._net",
             "sharecon._consumer",
             "sharecon._lifecycle",
+            "sharecon._telemetry",
             "sharecon.record",
             "sharecon.dlq",
             "sharecon.producer",
