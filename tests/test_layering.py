@@ -49,6 +49,9 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
         SANS_IO_BASE | {"sharecon.protocol", "sharecon.partitioner", "sharecon._produce"},
         IO_MODULES,
     ),
+    # The admin client's engine: sans-I/O like _share (requests, answers, retry decisions;
+    # time passed in); Admin (sharecon/admin.py) is its façade and does the I/O.
+    "_admin": (SANS_IO_BASE | {"sharecon.protocol", "sharecon._admin"}, IO_MODULES),
     # The producer's I/O side (layer 4 internals): the engine, the network, the counters.
     "_producer": (
         SANS_IO_BASE
@@ -174,7 +177,13 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     "sharecon.admin": (
         SANS_IO_BASE
         | METRICS
-        | {"sharecon.protocol", "sharecon._net", "sharecon._lifecycle", "sharecon._telemetry"},
+        | {
+            "sharecon.protocol",
+            "sharecon._net",
+            "sharecon._admin",
+            "sharecon._lifecycle",
+            "sharecon._telemetry",
+        },
         set(),
     ),
     "sharecon.producer": (
@@ -225,12 +234,9 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
         set(),
     ),
     "sharecon.prometheus": (SANS_IO_BASE | METRICS | CLIENTS, set()),
-    # The share-group exporter: a client of Admin, plus one plain Fetch of the protocol
-    # for the oldest pending record's timestamp (sharecon exporter serves it).
-    "sharecon.exporter": (
-        SANS_IO_BASE | {"sharecon.admin", "sharecon.protocol", "sharecon._net.http_serve"},
-        set(),
-    ),
+    # The share-group exporter: a client of Admin (its oldest-record Fetch included) and
+    # the HTTP server (sharecon exporter serves it).
+    "sharecon.exporter": (SANS_IO_BASE | {"sharecon.admin", "sharecon._net.http_serve"}, set()),
     # The package root re-exports the public API.
     ROOT: (
         SANS_IO_BASE
