@@ -17,7 +17,10 @@ Rules of this module:
    the client's own group was cancelled from outside; then the cluster closes, the group is
    cancelled and exited. The farewell and the closing together never take longer than the
    timeout given; the group is exited in the scope it was entered in (anyio requires it).
-5. Clients that another task hosts (the dead-letter router's producer and admin, run in a
+5. A client whose ``enable_metrics_push`` is on hands its metrics to :meth:`ClientRuntime.push_metrics`
+   once started: the KIP-714 pusher (:mod:`sharecon._telemetry`) runs in the client's task
+   group, and shutdown sends its terminating push first, inside the bounded farewell.
+6. Clients that another task hosts (the dead-letter router's producer and admin, run in a
    task of the consumer's group) are entered and exited by :class:`Hosting`, which
    started/stopped handshake the host and its owner share.
 """
@@ -30,13 +33,16 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from sharecon import errors
+from sharecon._telemetry import TelemetryPusher
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    import logging
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
     from anyio.abc import TaskGroup, TaskStatus
 
     from sharecon._net.cluster import Cluster
+    from sharecon.protocol.otlp import MetricPoint
 
 __all__ = ["ClientRuntime", "Hosting", "Lifecycle"]
 
@@ -101,7 +107,7 @@ class ClientRuntime:
             await runtime.shutdown()
     """
 
-    __slots__ = ("life", "_stack", "_tg", "current", "_on_close")
+    __slots__ = ("life", "_stack", "_tg", "current", "_on_close", "telemetry")
 
     def __init__(self, name: str, *, on_close: Callable[[], None] | None = None) -> None:
         """:param name: the client's class name, for error messages.
@@ -114,6 +120,8 @@ class ClientRuntime:
         #: (:attr:`cluster` raises the state error instead).
         self.current: Cluster | None = None
         self._on_close = on_close
+        #: The KIP-714 pusher once :meth:`push_metrics` started it (rule 5).
+        self.telemetry: TelemetryPusher | None = None
 
     @property
     def state(self) -> State:
@@ -189,6 +197,26 @@ class ClientRuntime:
         """Mark the client closed; ``False`` if it already was (rule 2)."""
         return self.life.begin_close()
 
+    def push_metrics(
+        self,
+        collect: Callable[[], list[MetricPoint]],
+        *,
+        resource: Mapping[str, str],
+        request_timeout: float,
+        logger: logging.Logger,
+    ) -> TelemetryPusher:
+        """Push ``collect()``'s metrics to brokers that ask for them, in the client's task
+        group, until shutdown (rule 5); call it once the client has started.
+
+        :raises ClientStateError: the client is not running.
+        """
+        pusher = TelemetryPusher(
+            self.cluster, collect, resource=resource, request_timeout=request_timeout, logger=logger
+        )
+        self.telemetry = pusher
+        self.task_group.start_soon(pusher.run, name="sharecon telemetry")
+        return pusher
+
     async def shutdown(
         self,
         farewell: Callable[[Cluster], Awaitable[None]] | None = None,
@@ -209,15 +237,22 @@ class ClientRuntime:
             if self._on_close is not None:
                 self._on_close()
             timed_out = False
+            telemetry = self.telemetry
+            if telemetry is not None and telemetry.plan.subscription is None:
+                telemetry = None  # never subscribed: no last push to send
             if cluster is not None:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(timeout) as scope:
-                    if farewell is None:
+                    if farewell is None and telemetry is None:
                         await cluster.aclose()
                     else:
                         async with anyio.create_task_group() as last:
                             cluster.rebind(last)
                             try:
-                                await farewell(cluster)
+                                if telemetry is not None:
+                                    # Bounded, never raises; before the client's own goodbye.
+                                    await telemetry.terminate()
+                                if farewell is not None:
+                                    await farewell(cluster)
                             finally:
                                 await cluster.aclose()
                 timed_out = scope.cancelled_caught
@@ -234,7 +269,7 @@ class ClientRuntime:
 
 
 class Hosting:
-    """Clients entered and run by a task of another's task group, until :meth:`stop` (rule 5).
+    """Clients entered and run by a task of another's task group, until :meth:`stop` (rule 6).
 
     ::
 

@@ -1,4 +1,4 @@
-"""Counters behind ``consumer.metrics()`` and ``producer.metrics()``: sans-I/O, time passed in.
+"""Counters behind the clients' ``metrics()``: sans-I/O, time passed in.
 
 Rules of this module:
 
@@ -26,12 +26,12 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Protocol
 
-from sharecon.metrics import ConsumerMetrics, ProducerMetrics
+from sharecon.metrics import AdminMetrics, ConsumerMetrics, ProducerMetrics
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["ConsumerStats", "ProducerStats", "Sensor"]
+__all__ = ["AdminStats", "ConsumerStats", "ProducerStats", "Sensor"]
 
 #: Java's defaults: metrics.sample.window.ms=30000, metrics.num.samples=2.
 WINDOW_WIDTH = 30.0
@@ -412,6 +412,32 @@ class ProducerStats:
             buffer_total_bytes=float(buffer_total_bytes),
             buffer_available_bytes=float(buffer_available_bytes),
             batches_in_flight=float(in_flight),
+        )
+
+
+class AdminStats:
+    """What one admin client counts; :meth:`snapshot` turns it into :class:`AdminMetrics`."""
+
+    __slots__ = ("client_id", "latency")
+
+    def __init__(self, now: float, *, client_id: str) -> None:
+        self.client_id = client_id
+        #: Per answered request: its round trip (ms).
+        self.latency = Sensor(now)
+
+    def on_response(self, now: float, latency: float) -> None:
+        """A request was answered after ``latency`` s."""
+        self.latency.record(now, latency * 1000.0)
+
+    def snapshot(self, now: float) -> AdminMetrics:
+        """The counters as :class:`AdminMetrics`."""
+        lat = self.latency
+        return AdminMetrics(
+            client_id=self.client_id,
+            request_rate=lat.event_rate(now),
+            request_total=float(lat.events),
+            request_latency_avg=lat.avg(now),
+            request_latency_max=lat.max(now),
         )
 
 

@@ -42,7 +42,6 @@ from sharecon._consumer.heartbeat import heartbeat_loop
 from sharecon._consumer.liveness import Liveness
 from sharecon._consumer.lock_keeping import keep_locks, renewals_allowed
 from sharecon._consumer.process import Host, run_workers
-from sharecon._consumer.telemetry import TelemetryPusher, consumer_points
 from sharecon._lifecycle import ClientRuntime
 from sharecon._net.clock import event_loop_clock
 from sharecon._net.cluster import Cluster, require_record_limit, require_share_groups
@@ -50,7 +49,9 @@ from sharecon._net.connect import ConnectionConfig
 from sharecon._net.health import ClusterHealth  # noqa: TC001 - resolvable for get_type_hints
 from sharecon._share.lock_keeper import LockKeeper
 from sharecon._share.membership import MemberState
+from sharecon._telemetry import check_enabled, metric_points
 from sharecon.dlq import DeadLetterPolicy, DeadLetterRouter, routing_error
+from sharecon.metrics import CONSUMER_METRICS
 from sharecon.protocol import ShareGroupHeartbeatRequest
 from sharecon.protocol.names import validate_topic_name
 from sharecon.record import K, V, check_delay
@@ -73,6 +74,8 @@ if TYPE_CHECKING:
 __all__ = ["ConsumerHealth", "ShareConsumer"]
 
 logger = logging.getLogger("sharecon.consumer")
+#: Every consumer metric as a KIP-714 point.
+_CONSUMER_POINTS = metric_points(CONSUMER_METRICS, "consumer")
 
 _CHECKPOINT_EVERY = 256
 #: The answers acknowledge_offset() gives (a renew goes through the Record, whose deadline
@@ -184,8 +187,7 @@ class ShareConsumer(Generic[K, V]):
         value_deserializer: Callable[[bytes], V] | None = None,
         enable_metrics_push: bool = True,
     ) -> None:
-        self._enable_metrics_push = enable_metrics_push
-        self._telemetry: TelemetryPusher | None = None
+        self._enable_metrics_push = check_enabled(enable_metrics_push)
         self._config = ConsumerConfig(
             group_id=group_id,
             topics=topics_tuple(topics),
@@ -351,16 +353,15 @@ class ShareConsumer(Generic[K, V]):
                 tg.start_soon(self._route_dead_letters, core, name="sharecon dead letters")
             tg.start_soon(self._run_heartbeat, core, name="sharecon heartbeat")
             if self._enable_metrics_push:
-                self._telemetry = TelemetryPusher(
-                    cluster,
-                    lambda: consumer_points(core.metrics()),
+                self._runtime.push_metrics(
+                    lambda: _CONSUMER_POINTS(core.metrics()),
                     resource={
                         "client_id": self._connection.client_id,
                         "group_id": self._config.group_id,
                     },
                     request_timeout=self._config.request_timeout,
+                    logger=logger,
                 )
-                tg.start_soon(self._telemetry.run, name="sharecon telemetry")
             tg.start_soon(keep_lag, core, name="sharecon lag")
             if self._config.keep_locks:
                 core.check_renew()
@@ -422,8 +423,6 @@ class ShareConsumer(Generic[K, V]):
         await self.close()
 
     async def _leave(self, core: ConsumerCore) -> None:
-        if self._telemetry is not None:
-            await self._telemetry.terminate()  # bounded; before the member's goodbye
         core.closing = True
         core.dead_letter_signal.set()
         if self._router is not None:

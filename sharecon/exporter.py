@@ -52,14 +52,12 @@ import anyio
 
 from sharecon import errors
 from sharecon._net.http_serve import Response, serve_http
-from sharecon.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
-from sharecon.protocol.records import decode_records
-from sharecon.types import TopicPartition
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
     from sharecon.admin import Admin, ShareGroupDescription, SharePartitionOffset
+    from sharecon.types import TopicPartition
 
 __all__ = ["Exporter", "GroupState", "collect_groups", "render"]
 
@@ -118,11 +116,6 @@ async def _collect_one(admin: Admin, group_id: str, timeout: float) -> GroupStat
     )
 
 
-#: Bytes read per partition to find the record at its start offset (the broker returns
-#: at least one whole batch even when it is larger).
-_PEEK_BYTES = 64 * 1024
-
-
 async def _oldest_ages(
     admin: Admin, offsets: dict[TopicPartition, SharePartitionOffset]
 ) -> dict[TopicPartition, float]:
@@ -131,56 +124,9 @@ async def _oldest_ages(
     pending = {tp: o.start_offset for tp, o in offsets.items() if o.lag > 0 and o.start_offset >= 0}
     if not pending:
         return {}
-    cluster = admin._open_cluster
-    meta = await cluster.refresh_metadata(sorted({tp.topic for tp in pending}))
-    by_leader: dict[int, dict[str, list[FetchPartition]]] = {}
-    for tp, start in pending.items():
-        info = next(
-            (p for p in meta.partitions.get(tp.topic, ()) if p.partition == tp.partition), None
-        )
-        if info is None or info.leader_id < 0:
-            continue
-        by_leader.setdefault(info.leader_id, {}).setdefault(tp.topic, []).append(
-            FetchPartition(
-                partition=tp.partition,
-                current_leader_epoch=-1,
-                fetch_offset=start,
-                last_fetched_epoch=-1,
-                log_start_offset=-1,
-                partition_max_bytes=_PEEK_BYTES,
-            )
-        )
-    out: dict[TopicPartition, float] = {}
-    for leader, topics in by_leader.items():
-        request = FetchRequest(
-            replica_id=-1,
-            max_wait_ms=0,
-            min_bytes=0,
-            max_bytes=_PEEK_BYTES * sum(len(ps) for ps in topics.values()),
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=tuple(
-                FetchTopic(topic=name, topic_id=meta.topic_ids[name], partitions=tuple(ps))
-                for name, ps in topics.items()
-            ),
-            forgotten_topics_data=(),
-            rack_id="",
-        )
-        response = await cluster.request(leader, request)
-        now_ms = time.time() * 1000.0
-        for t in response.responses:
-            name = t.topic or meta.topic_names.get(t.topic_id, "")
-            for p in t.partitions:
-                tp = TopicPartition(name, p.partition_index)
-                if p.error_code or not p.records or tp not in pending:
-                    continue
-                first = next(
-                    (r for r in decode_records(p.records) if r.offset >= pending[tp]), None
-                )
-                if first is not None:
-                    out[tp] = max(0.0, (now_ms - first.timestamp) / 1000.0)
-    return out
+    stamps = await admin._peek_timestamps(pending)
+    now_ms = time.time() * 1000.0
+    return {tp: max(0.0, (now_ms - ms) / 1000.0) for tp, ms in stamps.items()}
 
 
 async def collect_groups(

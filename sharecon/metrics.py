@@ -1,8 +1,10 @@
-"""Snapshots of a client's metrics: what ``consumer.metrics()`` and ``producer.metrics()`` return.
+"""Snapshots of a client's metrics: what ``consumer.metrics()``, ``producer.metrics()`` and
+``admin.metrics()`` return.
 
 Names and meanings follow the Java clients (``KafkaShareConsumer``'s
 ``consumer-share-fetch-manager-metrics``, ``consumer-share-metrics`` and
-``consumer-share-coordinator-metrics`` groups; ``KafkaProducer``'s ``producer-metrics``):
+``consumer-share-coordinator-metrics`` groups; ``KafkaProducer``'s ``producer-metrics``;
+the Java ``Admin``'s ``admin-client-metrics``):
 each field's Java name is the field name with ``-`` for ``_`` (:meth:`ConsumerMetrics.as_dict`).
 Fields without a Java counterpart are marked *sharecon* in :data:`CONSUMER_METRICS`.
 
@@ -17,9 +19,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
+    "ADMIN_METRICS",
     "CONSUMER_METRICS",
     "PARTITION_METRICS",
     "PRODUCER_METRICS",
+    "AdminMetrics",
     "ConsumerMetrics",
     "MetricInfo",
     "PartitionMetrics",
@@ -52,6 +56,7 @@ _SHARE = "consumer-share-metrics"
 _COORD = "consumer-share-coordinator-metrics"
 _OURS = "sharecon"
 _PRODUCER = "producer-metrics"
+_ADMIN = "admin-client-metrics"
 
 
 def _table(rows: list[tuple[str, str, str, str]]) -> tuple[MetricInfo, ...]:
@@ -258,6 +263,18 @@ PRODUCER_METRICS: tuple[MetricInfo, ...] = _table(
 )
 
 
+#: Every admin-client metric, in :class:`AdminMetrics` field order (Java keeps the
+#: latencies per broker, in ``admin-client-node-metrics``; here they cover every broker).
+ADMIN_METRICS: tuple[MetricInfo, ...] = _table(
+    [
+        ("request_rate", "1/s", _ADMIN, "Requests answered per second."),
+        ("request_total", "1", _ADMIN, "Requests answered (with or without an error)."),
+        ("request_latency_avg", "ms", _ADMIN, "Average request round trip."),
+        ("request_latency_max", "ms", _ADMIN, "Longest request round trip."),
+    ],
+)
+
+
 @dataclass(frozen=True, slots=True)
 class ConsumerMetrics:
     """A share consumer's metrics at one moment (see :data:`CONSUMER_METRICS` for each
@@ -370,3 +387,22 @@ class ProducerMetrics:
     def as_dict(self) -> dict[str, float]:
         """Every metric keyed by its Java-style name (``record-send-rate``)."""
         return {m.name: getattr(self, m.field) for m in PRODUCER_METRICS}
+
+
+@dataclass(frozen=True, slots=True)
+class AdminMetrics:
+    """An admin client's metrics at one moment (see :data:`ADMIN_METRICS`; ``as_dict()``
+    keys them by their Java names).
+
+    :ivar client_id: the admin client's ``client_id``.
+    """
+
+    client_id: str
+    request_rate: float
+    request_total: float
+    request_latency_avg: float
+    request_latency_max: float
+
+    def as_dict(self) -> dict[str, float]:
+        """Every metric keyed by its Java-style name (``request-total``)."""
+        return {m.name: getattr(self, m.field) for m in ADMIN_METRICS}

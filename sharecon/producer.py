@@ -62,6 +62,7 @@ The Java client has the same window.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from dataclasses import dataclass
@@ -84,6 +85,8 @@ from sharecon._producer.future import RecordFuture
 from sharecon._producer.sender import Sender
 from sharecon._producer.serialize import serialize
 from sharecon._stats import ProducerStats
+from sharecon._telemetry import check_enabled, metric_points
+from sharecon.metrics import PRODUCER_METRICS
 from sharecon.protocol import InitProducerIdRequest
 from sharecon.protocol.versions import PRODUCER_APIS
 
@@ -125,6 +128,10 @@ VT = TypeVar("VT", default=bytes | bytearray | memoryview | str)
 # ProducerRecord[str, bytes | str]: a list of them goes to send_batch as it is.
 _KT_co = TypeVar("_KT_co", covariant=True, default=bytes | bytearray | memoryview | str)
 _VT_co = TypeVar("_VT_co", covariant=True, default=bytes | bytearray | memoryview | str)
+
+logger = logging.getLogger("sharecon.producer")
+#: Every producer metric as a KIP-714 point.
+_PRODUCER_POINTS = metric_points(PRODUCER_METRICS, "producer")
 
 # send() passes through the event loop at least once per this many calls (see send).
 _YIELD_EVERY = 64
@@ -201,6 +208,10 @@ class Producer(Generic[KT, VT]):
     :param value_serializer: the same for values (never called for ``None``, a
         tombstone). A serializer that raises, or returns something other than bytes or
         ``None``, fails that send with :class:`~sharecon.errors.SerializationError`.
+    :param enable_metrics_push: push this producer's metrics to brokers that ask for them
+        (KIP-714 client telemetry, as Java's ``enable.metrics.push``, on by default there
+        too): nothing is sent unless a client-metrics subscription on the cluster matches
+        this client.
     """
 
     def __init__(
@@ -227,6 +238,7 @@ class Producer(Generic[KT, VT]):
         close_timeout: float = 5.0,
         key_serializer: Callable[[KT], bytes | None] | None = None,
         value_serializer: Callable[[VT], bytes | None] | None = None,
+        enable_metrics_push: bool = True,
     ) -> None:
         for name, fn in (
             ("key_serializer", key_serializer),
@@ -253,6 +265,7 @@ class Producer(Generic[KT, VT]):
             retry_backoff=retry_backoff,
         )
         self._close_timeout = close_timeout
+        self._enable_metrics_push = check_enabled(enable_metrics_push)
         parse_bootstrap(bootstrap)  # a malformed address is a ConfigError now, not at connect
         self._bootstrap = bootstrap
         self._config = config or ConnectionConfig(
@@ -321,6 +334,13 @@ class Producer(Generic[KT, VT]):
             self._acc.restart_sequences(pid, epoch)
         tg.start_soon(self._sender.dispatch_loop, cluster, tg)
         tg.start_soon(self._sender.metadata_loop, cluster)
+        if self._enable_metrics_push:
+            self._runtime.push_metrics(
+                lambda: _PRODUCER_POINTS(self.metrics()),
+                resource={"client_id": self._config.client_id},
+                request_timeout=self._config.request_timeout,
+                logger=logger,
+            )
 
     def _no_short_path(self, closing: bool = True) -> None:
         self._plain = False

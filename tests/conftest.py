@@ -25,6 +25,8 @@ _XDIST_GROUPS = {
     "tests/test_xdist_groups.py": "selfcheck",
     # One module-scoped broker requiring client certificates: started once, on one worker.
     "tests/broker/test_mtls.py": "mtls",
+    # One module-scoped broker with the telemetry receiver plugin: started once.
+    "tests/observability/test_telemetry_broker.py": "telemetry",
 }
 
 

@@ -49,6 +49,9 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
         SANS_IO_BASE | {"sharecon.protocol", "sharecon.partitioner", "sharecon._produce"},
         IO_MODULES,
     ),
+    # The admin client's engine: sans-I/O like _share (requests, answers, retry decisions;
+    # time passed in); Admin (sharecon/admin.py) is its façade and does the I/O.
+    "_admin": (SANS_IO_BASE | {"sharecon.protocol", "sharecon._admin"}, IO_MODULES),
     # The producer's I/O side (layer 4 internals): the engine, the network, the counters.
     "_producer": (
         SANS_IO_BASE
@@ -152,7 +155,18 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     # The public names of the settings objects (defined in the layers below).
     "sharecon.config": ({"sharecon._backoff", "sharecon._net"}, set()),
     # The clients' one runtime: lifecycle states and errors, task group, cluster, shutdown.
-    "sharecon._lifecycle": (SANS_IO_BASE | {"sharecon.protocol", "sharecon._net"}, set()),
+    "sharecon._lifecycle": (
+        SANS_IO_BASE | {"sharecon.protocol", "sharecon._net", "sharecon._telemetry"},
+        set(),
+    ),
+    # KIP-714 pushing for every client (run by the runtime): the plan's decisions, the
+    # network, the metric tables for names.
+    "sharecon._telemetry": (
+        SANS_IO_BASE
+        | METRICS
+        | {"sharecon.protocol", "sharecon._net", "sharecon._share.telemetry"},
+        set(),
+    ),
     # Serializer helpers: pure functions over bytes (no I/O, no clock).
     "sharecon.serde": ({"sharecon.errors"}, IO_MODULES),
     # ``python -m sharecon``: the command line and nothing else.
@@ -161,7 +175,15 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     "sharecon.record": ({"sharecon.errors", "sharecon.types", "sharecon.protocol"}, IO_MODULES),
     # Layer-4 clients: everything below them, never the CLI or the test helpers.
     "sharecon.admin": (
-        SANS_IO_BASE | {"sharecon.protocol", "sharecon._net", "sharecon._lifecycle"},
+        SANS_IO_BASE
+        | METRICS
+        | {
+            "sharecon.protocol",
+            "sharecon._net",
+            "sharecon._admin",
+            "sharecon._lifecycle",
+            "sharecon._telemetry",
+        },
         set(),
     ),
     "sharecon.producer": (
@@ -173,6 +195,7 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon._produce",
             "sharecon._producer",
             "sharecon._lifecycle",
+            "sharecon._telemetry",
         },
         set(),
     ),
@@ -196,6 +219,7 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon._net",
             "sharecon._consumer",
             "sharecon._lifecycle",
+            "sharecon._telemetry",
             "sharecon.record",
             "sharecon.dlq",
             "sharecon.producer",
@@ -210,12 +234,9 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
         set(),
     ),
     "sharecon.prometheus": (SANS_IO_BASE | METRICS | CLIENTS, set()),
-    # The share-group exporter: a client of Admin, plus one plain Fetch of the protocol
-    # for the oldest pending record's timestamp (sharecon exporter serves it).
-    "sharecon.exporter": (
-        SANS_IO_BASE | {"sharecon.admin", "sharecon.protocol", "sharecon._net.http_serve"},
-        set(),
-    ),
+    # The share-group exporter: a client of Admin (its oldest-record Fetch included) and
+    # the HTTP server (sharecon exporter serves it).
+    "sharecon.exporter": (SANS_IO_BASE | {"sharecon.admin", "sharecon._net.http_serve"}, set()),
     # The package root re-exports the public API.
     ROOT: (
         SANS_IO_BASE

@@ -1,6 +1,6 @@
 """KIP-714 client telemetry decisions: sans-I/O, time passed in.
 
-The loop in :mod:`sharecon._net.telemetry` asks :meth:`TelemetryPlan.next` what to do and
+The loop in :mod:`sharecon._telemetry` asks :meth:`TelemetryPlan.next` what to do and
 when, sends it, and reports the answer back. Rules (after KIP-714 and the Java client):
 
 1. First GetTelemetrySubscriptions with a zero client instance id; the broker assigns one,

@@ -14,7 +14,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from sharecon.metrics import CONSUMER_METRICS, PARTITION_METRICS, PRODUCER_METRICS
+from sharecon.metrics import (
+    ADMIN_METRICS,
+    CONSUMER_METRICS,
+    PARTITION_METRICS,
+    PRODUCER_METRICS,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "observability.md"
@@ -33,7 +38,7 @@ def _python_blocks() -> list[str]:
 
 def test_the_tables_are_the_metric_tables() -> None:
     text = GUIDE.read_text()
-    for m in (*CONSUMER_METRICS, *PARTITION_METRICS, *PRODUCER_METRICS):
+    for m in (*CONSUMER_METRICS, *PARTITION_METRICS, *PRODUCER_METRICS, *ADMIN_METRICS):
         row = f"| `{m.name}` / `{m.field}` | {m.unit} | {m.group} | {m.description} |"
         assert row in text, row
 

@@ -12,7 +12,14 @@ from sharecon import Producer, ShareConsumer
 from sharecon._share.acks import batches_from_runs
 from sharecon._share.ledger import AckFailure, AckResult
 from sharecon._stats import ConsumerStats, ProducerStats, Sensor
-from sharecon.metrics import CONSUMER_METRICS, PRODUCER_METRICS, ConsumerMetrics, ProducerMetrics
+from sharecon.metrics import (
+    ADMIN_METRICS,
+    CONSUMER_METRICS,
+    PRODUCER_METRICS,
+    AdminMetrics,
+    ConsumerMetrics,
+    ProducerMetrics,
+)
 from sharecon.protocol.error_codes import ErrorCode
 from sharecon.types import AckType, TopicIdPartition
 
@@ -145,7 +152,12 @@ def test_producer_stats() -> None:
 
 
 @pytest.mark.parametrize(
-    ("cls", "table"), [(ConsumerMetrics, CONSUMER_METRICS), (ProducerMetrics, PRODUCER_METRICS)]
+    ("cls", "table"),
+    [
+        (ConsumerMetrics, CONSUMER_METRICS),
+        (ProducerMetrics, PRODUCER_METRICS),
+        (AdminMetrics, ADMIN_METRICS),
+    ],
 )
 def test_the_tables_describe_every_field_in_order(cls: type, table: tuple) -> None:  # type: ignore[type-arg]
     numbers = [f.name for f in dataclasses.fields(cls) if f.name not in ("client_id", "group_id")]

@@ -1,6 +1,9 @@
-"""KIP-714 client telemetry: a share consumer's metrics pushed with GetTelemetrySubscriptions
-and PushTelemetry, as the brokers ask (the decisions are
-:class:`sharecon._share.telemetry.TelemetryPlan`'s).
+"""KIP-714 client telemetry for every client (ShareConsumer, Producer, Admin): its metrics
+pushed with GetTelemetrySubscriptions and PushTelemetry, as the brokers ask (the decisions
+are :class:`sharecon._share.telemetry.TelemetryPlan`'s). The client's
+:class:`~sharecon._lifecycle.ClientRuntime` runs the pusher in its task group and sends the
+terminating push when it shuts down; the client only says what its metrics are
+(:func:`metric_points`).
 
 Rules of this module:
 
@@ -17,9 +20,12 @@ Rules of this module:
    ``org.apache.kafka.`` + the group without its ``-metrics`` suffix + the metric's name,
    dashes turned to dots (``consumer-share-fetch-manager-metrics`` /
    ``records-consumed-total`` becomes
-   ``org.apache.kafka.consumer.share.fetch.manager.records.consumed.total``). sharecon's
-   own metrics are under ``org.sharecon.consumer.``. Counters (``*-total``) are monotonic
-   sums, the rest gauges.
+   ``org.apache.kafka.consumer.share.fetch.manager.records.consumed.total``;
+   ``producer-metrics`` / ``record-send-total`` becomes
+   ``org.apache.kafka.producer.record.send.total``). sharecon's own metrics are under
+   ``org.sharecon.<client>.`` (``consumer``, ``producer``). Counters (``*-total``) are
+   monotonic sums, the rest gauges.
+6. ``enable_metrics_push`` must be a bool (:func:`check_enabled`).
 """
 
 from __future__ import annotations
@@ -33,48 +39,63 @@ import anyio
 from sharecon import errors
 from sharecon._share.telemetry import TelemetryAction, TelemetryPlan
 from sharecon._version import __version__
-from sharecon.metrics import CONSUMER_METRICS, MetricInfo
 from sharecon.protocol.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
 from sharecon.protocol.otlp import CUMULATIVE, DELTA, MetricPoint, encode_metrics_data
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     from sharecon._net.cluster import Cluster
-    from sharecon.metrics import ConsumerMetrics
+    from sharecon.metrics import MetricInfo
 
-__all__ = ["TelemetryPusher", "consumer_points", "telemetry_name"]
-
-logger = logging.getLogger("sharecon.consumer")
+__all__ = ["TelemetryPusher", "check_enabled", "metric_points", "telemetry_name"]
 
 #: Seconds the terminating push may take when the client closes.
 TERMINATE_TIMEOUT = 2.0
 
 
-def telemetry_name(info: MetricInfo) -> str:
-    """The KIP-714 (OTLP) name of one metric."""
+def check_enabled(value: object) -> bool:
+    """``enable_metrics_push``, checked (rule 6).
+
+    :raises ConfigError: it is not a bool.
+    """
+    if not isinstance(value, bool):
+        raise errors.ConfigError(
+            f"enable_metrics_push={value!r}: must be True or False, not {type(value).__name__}"
+        )
+    return value
+
+
+def telemetry_name(info: MetricInfo, client: str = "consumer") -> str:
+    """The KIP-714 (OTLP) name of one metric of a ``client`` (``consumer``, ``producer``,
+    ``admin``): rule 5."""
     name = info.name.replace("-", ".")
     if info.group == "sharecon":
-        return f"org.sharecon.consumer.{name}"
+        return f"org.sharecon.{client}.{name}"
     group = info.group.removesuffix("-metrics").replace("-", ".")
     return f"org.apache.kafka.{group}.{name}"
 
 
-_NAMES = tuple((info, telemetry_name(info)) for info in CONSUMER_METRICS)
+def metric_points(
+    table: Iterable[MetricInfo], client: str
+) -> Callable[[object], list[MetricPoint]]:
+    """A function giving every metric of a snapshot (one of :mod:`sharecon.metrics`'
+    dataclasses, described by ``table``) as telemetry points; names are worked out once."""
+    names = tuple((info, telemetry_name(info, client)) for info in table)
 
+    def points(snapshot: object) -> list[MetricPoint]:
+        return [
+            MetricPoint(
+                name,
+                float(getattr(snapshot, info.field)),
+                monotonic=info.kind == "counter",
+                description=info.description,
+                unit="" if info.unit == "1" else info.unit,
+            )
+            for info, name in names
+        ]
 
-def consumer_points(snapshot: ConsumerMetrics) -> list[MetricPoint]:
-    """Every metric of ``snapshot`` as a telemetry point."""
-    return [
-        MetricPoint(
-            name,
-            float(getattr(snapshot, info.field)),
-            monotonic=info.kind == "counter",
-            description=info.description,
-            unit="" if info.unit == "1" else info.unit,
-        )
-        for info, name in _NAMES
-    ]
+    return points
 
 
 class TelemetryPusher:
@@ -84,6 +105,7 @@ class TelemetryPusher:
     :param collect: every metric the client has now, under its OTLP name.
     :param resource: OTLP resource attributes (client id, group...).
     :param request_timeout: seconds per request.
+    :param logger: the client's logger (its layer's).
     """
 
     def __init__(
@@ -93,9 +115,11 @@ class TelemetryPusher:
         *,
         resource: Mapping[str, str],
         request_timeout: float,
+        logger: logging.Logger,
         plan: TelemetryPlan | None = None,
     ) -> None:
         self._cluster = cluster
+        self._log = logger
         self._collect = collect
         self._resource = {
             **resource,
@@ -120,7 +144,7 @@ class TelemetryPusher:
     async def run(self) -> None:
         """Subscribe and push until cancelled, the plan stops, or the client terminates."""
         if not self.supported():
-            logger.debug("telemetry: the brokers do not offer KIP-714 APIs; nothing to push")
+            self._log.debug("telemetry: the brokers do not offer KIP-714 APIs; nothing to push")
             return
         plan = self.plan
         while True:
@@ -128,7 +152,7 @@ class TelemetryPusher:
             if action is None:
                 if plan.disabled_reason is not None:
                     level = logging.DEBUG if plan.quiet else logging.WARNING
-                    logger.log(level, "telemetry: stopped: %s", plan.disabled_reason)
+                    self._log.log(level, "telemetry: stopped: %s", plan.disabled_reason)
                 return
             if due is not None:
                 await anyio.sleep(max(0.0, due - anyio.current_time()))
@@ -154,7 +178,7 @@ class TelemetryPusher:
                     timeout=self._timeout,
                 )
         except (errors.KafkaError, TimeoutError) as exc:
-            logger.info("telemetry: GetTelemetrySubscriptions failed: %s", exc)
+            self._log.info("telemetry: GetTelemetrySubscriptions failed: %s", exc)
             plan.on_subscription_failed(anyio.current_time(), str(exc) or type(exc).__name__)
             return
         plan.on_subscription(
@@ -170,7 +194,7 @@ class TelemetryPusher:
         )
         sub = plan.subscription
         if sub is not None:
-            logger.debug(
+            self._log.debug(
                 "telemetry: subscription %d, every %g s, metrics %s",
                 sub.subscription_id,
                 sub.push_interval,
@@ -211,7 +235,7 @@ class TelemetryPusher:
         data = self.payload(time.time_ns())
         if sub.max_bytes > 0 and len(data) > sub.max_bytes:
             plan.disable(f"{len(data)} bytes of metrics exceed the broker's {sub.max_bytes}")
-            logger.warning("telemetry: stopped pushing: %s", plan.disabled_reason)
+            self._log.warning("telemetry: stopped pushing: %s", plan.disabled_reason)
             return
         request = PushTelemetryRequest(
             client_instance_id=plan.instance_id,
@@ -224,7 +248,7 @@ class TelemetryPusher:
             with anyio.fail_after(timeout):
                 resp = await self._cluster.request_any(request, timeout=timeout)
         except (errors.KafkaError, TimeoutError) as exc:
-            logger.info("telemetry: PushTelemetry failed: %s", exc)
+            self._log.info("telemetry: PushTelemetry failed: %s", exc)
             if not terminating:
                 # Not the broker's answer: try again next interval (a new subscription
                 # if the broker has forgotten ours).
@@ -233,6 +257,6 @@ class TelemetryPusher:
         if resp.error_code == errors.ErrorCode.NONE:
             self.pushed += 1
         else:
-            logger.info("telemetry: PushTelemetry answered error code %d", resp.error_code)
+            self._log.info("telemetry: PushTelemetry answered error code %d", resp.error_code)
         if not terminating:
             plan.on_pushed(anyio.current_time(), resp.error_code)
