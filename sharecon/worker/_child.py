@@ -313,27 +313,17 @@ async def _consume(
             work.cancel_scope.cancel()
 
 
-#: A drain is over when nothing was in the handler, buffered or unconfirmed for this long:
-#: longer than a fetch already sent when fetching stopped can take to come back (the
-#: broker holds it at most ``max_wait_ms``, 500 ms by default).
-DRAIN_QUIET = 1.0
-
-
 def _buffered(consumer: ShareConsumer[Any, Any]) -> int:
     return int(consumer.metrics().buffered_records)
 
 
 async def _until_finished(consumer: ShareConsumer[Any, Any], stats: Stats) -> None:
-    """Wait until every record fetched was handled and its answer confirmed."""
-    quiet_since: float | None = None
+    """Wait until no fetch can bring more records, and every record fetched was handled
+    and its answer confirmed (the caller bounds the wait with the grace period)."""
+    await consumer.fetching_stopped()
     while True:
         m = consumer.metrics()
-        now = anyio.current_time()
-        if stats.in_flight or m.buffered_records or m.held_records:
-            quiet_since = None
-        elif quiet_since is None:
-            quiet_since = now
-        elif now - quiet_since >= DRAIN_QUIET:
+        if not (stats.in_flight or m.buffered_records or m.held_records):
             return
         await anyio.sleep(0.05)
 
