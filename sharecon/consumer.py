@@ -1218,6 +1218,8 @@ class ShareConsumer(Generic[K, V]):
         if self._batch_out:
             if self._explicit:
                 missing = core.ledger.unacknowledged()
+                if missing and self._delayed is not None:
+                    missing = self._delayed.not_waiting(missing)
                 if missing:
                     raise errors.UnacknowledgedRecordsError(_describe_unacked(missing))
             else:
