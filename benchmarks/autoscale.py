@@ -49,16 +49,15 @@ import argparse
 import os
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import environment, print_table, write_json
+from _common import bootstrap_servers, environment, new_topic_and_group, print_table, write_json
+from _common import until as _until_every
 
-from sharecon.admin import Admin
 from sharecon.producer import Producer
 from sharecon.worker import WorkerConfig, handler_spec
 from sharecon.worker._autoscale import Decision
@@ -79,12 +78,7 @@ async def io_handler(record: Record) -> None:
 
 
 async def _setup(bootstrap: str) -> tuple[str, str]:
-    topic = f"bench-autoscale-{uuid.uuid4().hex[:6]}"
-    group = f"bench-autoscale-{uuid.uuid4().hex[:6]}"
-    async with Admin(bootstrap) as admin:
-        await admin.create_topics([topic], num_partitions=PARTITIONS)
-        await admin.alter_group_config(group, {"share.auto.offset.reset": "earliest"})
-    return topic, group
+    return await new_topic_and_group(bootstrap, "bench-autoscale", PARTITIONS)
 
 
 async def _feed(
@@ -110,11 +104,7 @@ async def _feed(
 
 
 async def _until(check: Callable[[], bool], timeout: float) -> None:
-    with anyio.fail_after(timeout):
-        while True:
-            if check():
-                return
-            await anyio.sleep(0.02)
+    await _until_every(check, timeout, every=0.02)
 
 
 def _config(bootstrap: str, topic: str, group: str, **kw: Any) -> WorkerConfig:
@@ -246,14 +236,7 @@ def main() -> None:
     parser.add_argument("--cycle-rate", type=float, default=200.0, help="records/s meanwhile")
     args = parser.parse_args()
 
-    from sharecon.testing import KafkaBroker
-
-    external = os.environ.get("SHARECON_BOOTSTRAP")
-    broker = None if external else KafkaBroker()
-    if broker is not None:
-        broker.start()
-    try:
-        bootstrap = broker.bootstrap if broker is not None else str(external)
+    with bootstrap_servers() as bootstrap:
         started = time.perf_counter()
         step = anyio.run(run_step, bootstrap, args)
         print("changes, t from the step up:")
@@ -303,9 +286,6 @@ def main() -> None:
             },
         )
         print(f"wrote {path}")
-    finally:
-        if broker is not None:
-            broker.stop()
 
 
 if __name__ == "__main__":
