@@ -328,3 +328,5 @@ async def test_a_handler_retries_later_by_raising_or_returning_retry_later(
     # Not failures: every count of failures said is 0.
     failed = re.findall(r"failed (\d+)", worker.stderr)
     assert failed and set(failed) == {"0"}, worker.stderr
+    # Nor handled: only the second deliveries count.
+    assert re.findall(r"handled (\d+)", worker.stderr)[-1] == "4", worker.stderr
