@@ -18,12 +18,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,3 +182,50 @@ def write_json(name: str, payload: dict[str, Any]) -> Path:
     path = RESULTS_DIR / f"{name}.json"
     path.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     return path
+
+
+# -- a broker and a group to measure against ---------------------------------------------
+
+
+@contextmanager
+def bootstrap_servers() -> Iterator[str]:
+    """``$SHARECON_BOOTSTRAP`` if set, else a local broker started now and stopped after."""
+    from sharecon.testing import KafkaBroker
+
+    external = os.environ.get("SHARECON_BOOTSTRAP")
+    if external:
+        yield external
+        return
+    broker = KafkaBroker()
+    broker.start()
+    try:
+        yield broker.bootstrap
+    finally:
+        broker.stop()
+
+
+async def new_topic_and_group(bootstrap: str, prefix: str, partitions: int) -> tuple[str, str]:
+    """A new topic of ``partitions`` and a new share group reading it from the earliest
+    record, both named ``prefix-<random>``."""
+    import uuid
+
+    from sharecon.admin import Admin
+
+    topic = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    group = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    async with Admin(bootstrap) as admin:
+        await admin.create_topics([topic], num_partitions=partitions)
+        await admin.alter_group_config(group, {"share.auto.offset.reset": "earliest"})
+    return topic, group
+
+
+async def until(check: Callable[[], bool], timeout: float, *, every: float = 0.01) -> None:
+    """Wait until ``check()`` is true, looking every ``every`` seconds; TimeoutError after
+    ``timeout``."""
+    import anyio
+
+    with anyio.fail_after(timeout):
+        while True:
+            if check():
+                return
+            await anyio.sleep(every)

@@ -23,7 +23,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 import urllib.request
@@ -31,7 +30,7 @@ import uuid
 
 import anyio
 import anyio.to_thread
-from _common import environment, print_table, write_json
+from _common import bootstrap_servers, environment, print_table, write_json
 
 from sharecon.admin import Admin
 from sharecon.consumer import ShareConsumer
@@ -106,18 +105,8 @@ def main() -> None:
     parser.add_argument("--scrapes", type=int, default=50)
     args = parser.parse_args()
 
-    from sharecon.testing import KafkaBroker
-
-    external = os.environ.get("SHARECON_BOOTSTRAP")
-    broker = None if external else KafkaBroker()
-    if broker is not None:
-        broker.start()
-    try:
-        bootstrap = broker.bootstrap if broker is not None else str(external)
+    with bootstrap_servers() as bootstrap:
         r = anyio.run(measure, bootstrap, args.partitions, args.scrapes)
-    finally:
-        if broker is not None:
-            broker.stop()
     print_table(
         ["partitions", "scrapes", "median ms", "p90 ms", "max ms", "body bytes"],
         [

@@ -49,24 +49,28 @@ import hashlib
 import os
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import environment, fmt_rate, print_table, write_json
+from _common import (
+    bootstrap_servers,
+    environment,
+    fmt_rate,
+    new_topic_and_group,
+    print_table,
+    until,
+    write_json,
+)
 
-from sharecon.admin import Admin
 from sharecon.consumer import ShareConsumer
 from sharecon.producer import Producer, ProducerRecord
 from sharecon.worker import WorkerConfig, handler_spec
 from sharecon.worker._supervisor import Supervisor
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from sharecon.record import Record
 
 PARTITIONS = 4
@@ -90,11 +94,7 @@ HANDLERS = {"cpu": cpu_handler, "io": io_handler}
 
 
 async def _setup(bootstrap: str, records: int) -> tuple[str, str, list[ProducerRecord]]:
-    topic = f"bench-worker-{uuid.uuid4().hex[:6]}"
-    group = f"bench-worker-{uuid.uuid4().hex[:6]}"
-    async with Admin(bootstrap) as admin:
-        await admin.create_topics([topic], num_partitions=PARTITIONS)
-        await admin.alter_group_config(group, {"share.auto.offset.reset": "earliest"})
+    topic, group = await new_topic_and_group(bootstrap, "bench-worker", PARTITIONS)
     batch = [ProducerRecord(topic, os.urandom(32), key=str(i).encode()) for i in range(records)]
     return topic, group, batch
 
@@ -102,14 +102,6 @@ async def _setup(bootstrap: str, records: int) -> tuple[str, str, list[ProducerR
 async def _write(bootstrap: str, batch: list[ProducerRecord]) -> None:
     async with Producer(bootstrap, linger=0.005) as producer:
         await producer.send_batch(batch)
-
-
-async def _until(check: Callable[[], bool], timeout: float) -> None:
-    with anyio.fail_after(timeout):
-        while True:
-            if check():
-                return
-            await anyio.sleep(0.01)
 
 
 async def run_worker(
@@ -131,11 +123,11 @@ async def run_worker(
     result: dict[str, float] = {}
     async with anyio.create_task_group() as tg:
         tg.start_soon(sup.run)
-        await _until(lambda: all(s.ready for s in sup.slots), 120)
+        await until(lambda: all(s.ready for s in sup.slots), 120)
         await anyio.sleep(SETTLE)
         start = time.perf_counter()
         await _write(bootstrap, batch)
-        await _until(lambda: sum(s.total("handled") for s in sup.slots) >= records, 600)
+        await until(lambda: sum(s.total("handled") for s in sup.slots) >= records, 600)
         elapsed = time.perf_counter() - start
         per = [s.total("handled") for s in sup.slots]
         sup.stop()
@@ -180,14 +172,7 @@ def main() -> None:
     parser.add_argument("--io-concurrency", type=int, default=8)
     args = parser.parse_args()
 
-    from sharecon.testing import KafkaBroker
-
-    external = os.environ.get("SHARECON_BOOTSTRAP")
-    broker = None if external else KafkaBroker()
-    if broker is not None:
-        broker.start()
-    try:
-        bootstrap = broker.bootstrap if broker is not None else str(external)
+    with bootstrap_servers() as bootstrap:
         # Warm-up: the first share group on a fresh broker creates the share-state topic.
         anyio.run(run_baseline, bootstrap, "io", 8, 200)
         counts = [int(p) for p in args.processes.split(",")]
@@ -231,9 +216,6 @@ def main() -> None:
             },
         )
         print(f"wrote {path}")
-    finally:
-        if broker is not None:
-            broker.stop()
 
 
 if __name__ == "__main__":

@@ -257,6 +257,8 @@ class ShareConsumer(Generic[K, V]):
         self._runtime = ClientRuntime("ShareConsumer")
         self._life = self._runtime.life
         self._core: ConsumerCore | None = None
+        #: The fetch loops (``stop_fetching()`` and ``fetching_stopped()`` reach them).
+        self._fetch_pool: FetcherPool | None = None
         self._heartbeat_done = anyio.Event()
         self._explicit = ack_mode == "explicit"
         self._current: Record[Any, Any] | None = None
@@ -339,7 +341,7 @@ class ShareConsumer(Generic[K, V]):
             )
             core.handout.owner = self
             core.clock = event_loop_clock()  # read per record: looked up once, here
-            core.fetchers = FetcherPool(core)
+            core.fetchers = self._fetch_pool = FetcherPool(core)
             self._core = core
             self._router = DeadLetterRouter(
                 self._bootstrap,
@@ -631,14 +633,39 @@ class ShareConsumer(Generic[K, V]):
 
         Records already fetched are still handed out, and answers are still sent (with
         ShareAcknowledge). A fetch already on its way may still bring records (within
-        ``max_wait_ms``). For a drain that finishes what this member acquired instead of
-        releasing it, which would spend one of each record's delivery attempts
-        (``sharecon worker`` drains so); :meth:`close` afterwards.
+        ``max_wait_ms``): :meth:`fetching_stopped` says when none is left. For a drain
+        that finishes what this member acquired instead of releasing it, which would spend
+        one of each record's delivery attempts (``sharecon worker`` drains so);
+        :meth:`close` afterwards.
 
         :raises ClientClosedError: the consumer was closed.
         """
-        core = self._live()
-        core.buffer.stopped = True
+        self._live()
+        assert self._fetch_pool is not None
+        self._fetch_pool.stop_fetching()
+
+    async def fetching_stopped(self, timeout: float | None = None) -> bool:
+        """Wait until, after :meth:`stop_fetching`, no fetch is outstanding: none planned,
+        none on the wire, none whose records are still being taken in. From then on
+        nothing more arrives; what was fetched is in the buffer or handed out, so a drain
+        is over once :meth:`metrics` shows no buffered and no held records.
+
+        Also true once the consumer closed after :meth:`stop_fetching` (its fetch loops
+        ended).
+
+        :param timeout: the most seconds to wait (``None``: no limit).
+        :returns: True once drained; False if ``timeout`` passed first.
+        :raises ClientStateError: :meth:`stop_fetching` was not called.
+        :raises ClientNotStartedError: the consumer was never started.
+        """
+        pool = self._fetch_pool
+        if pool is None:
+            raise self._life.error()
+        if not pool.drain.stopped:
+            raise errors.ClientStateError("fetching_stopped() before stop_fetching()")
+        with anyio.move_on_after(math.inf if timeout is None else timeout):
+            await pool.drained.wait()
+        return pool.drained.is_set()
 
     # -- acknowledgements -----------------------------------------------------------------
 
@@ -1191,6 +1218,8 @@ class ShareConsumer(Generic[K, V]):
         if self._batch_out:
             if self._explicit:
                 missing = core.ledger.unacknowledged()
+                if missing and self._delayed is not None:
+                    missing = self._delayed.not_waiting(missing)
                 if missing:
                     raise errors.UnacknowledgedRecordsError(_describe_unacked(missing))
             else:

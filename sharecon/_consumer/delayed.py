@@ -21,6 +21,7 @@ from sharecon.types import AckType
 if TYPE_CHECKING:
     from sharecon._consumer.core import ConsumerCore
     from sharecon.record import Record
+    from sharecon.types import TopicIdPartition
 
 __all__ = ["DelayedReleaser"]
 
@@ -42,6 +43,21 @@ class DelayedReleaser:
 
     def __contains__(self, record: object) -> bool:
         return record in self.pending
+
+    def not_waiting(
+        self, missing: dict[TopicIdPartition, list[int]]
+    ) -> dict[TopicIdPartition, list[int]]:
+        """``missing`` (unanswered offsets) without the records waiting here: a record
+        released with a delay is answered, though the ledger holds it until the release."""
+        waiting = {(r.topic_partition, r.offset) for r in self.pending.keys()}
+        if not waiting:
+            return missing
+        out: dict[TopicIdPartition, list[int]] = {}
+        for tp, offsets in missing.items():
+            left = [o for o in offsets if (tp, o) not in waiting]
+            if left:
+                out[tp] = left
+        return out
 
     def add(self, record: Record[Any, Any], delay: float) -> None:
         """Release ``record`` ``delay`` seconds from now (checked: a finite delay > 0).

@@ -29,6 +29,7 @@ from sharecon import errors
 from sharecon._backoff import RETRY_BACKOFF
 from sharecon._consumer.signal import Signal
 from sharecon._net.connection import BrokerAddress, BrokerConnection
+from sharecon._share.drain import FetchDrain
 from sharecon._share.effects import BackOff, Rediscover
 from sharecon._share.fetch_policy import Turn
 from sharecon._share.session import RequestKind
@@ -92,6 +93,7 @@ class NodeFetcher:
         except errors.KafkaError as exc:
             core.fail(exc)
         finally:
+            self.pool.loop_ended(self.node_id)
             self.stopped.set()
 
     async def _apply(self) -> None:
@@ -124,10 +126,16 @@ class NodeFetcher:
     async def _start(self, turn: Turn) -> _Wire | None:
         """Put ``turn`` on the wire; ``None`` if that failed (already handled)."""
         core, machine = self.core, self.machine
+        assert turn.plan is not None
+        fetches = turn.plan.fetches
+        if fetches:  # counted before the send (rule 1 of _share.drain)
+            self.pool.fetch_planned(self.node_id)
         body = machine.request(turn, core.member_id)
         try:
             sent = await core.cluster.send(self.node_id, body)
         except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
+            if fetches:
+                self.pool.fetch_ended(self.node_id)
             machine.send_failed(self.node_id, turn)
             self._unreachable(exc)
             await self._apply()
@@ -182,6 +190,8 @@ class NodeFetcher:
             machine.answer_failed(self.node_id, self._typed(exc), f)
             await self._apply()
         finally:
+            if f.plan.fetches:  # its records are in the buffer now, or it failed
+                self.pool.fetch_ended(self.node_id)
             core.progress.set()
         return nxt
 
@@ -227,7 +237,12 @@ class NodeFetcher:
             turn = self._turn(answer.acquired, answer.size)
             if turn.plan is not None:
                 nxt = await self._start(turn)
-        machine.fetch_records(f, resp, names, closing=core.closing)
+        try:
+            machine.fetch_records(f, resp, names, closing=core.closing)
+        except BaseException:
+            if nxt is not None and nxt.f.plan.fetches:
+                self.pool.fetch_ended(self.node_id)  # the pipelined fetch is abandoned
+            raise
         await self._apply()
         return nxt
 
@@ -316,6 +331,31 @@ class FetcherPool:
     def __init__(self, core: ConsumerCore) -> None:
         self.core = core
         self._fetchers: dict[int, NodeFetcher] = {}
+        #: The fetches that could still bring records (``ShareConsumer.stop_fetching()``).
+        self.drain = FetchDrain()
+        #: Set once fetching stopped and no fetch is outstanding (:mod:`sharecon._share.drain`).
+        self.drained = anyio.Event()
+
+    def stop_fetching(self) -> None:
+        """Fetch no more; :attr:`drained` is set once no fetch is outstanding."""
+        self.core.buffer.stopped = True
+        self._done(self.drain.stop())
+
+    def fetch_planned(self, node_id: int) -> None:
+        """``node_id``'s loop planned a fetch that may acquire records."""
+        self.drain.planned(node_id)
+
+    def fetch_ended(self, node_id: int) -> None:
+        """One of ``node_id``'s fetches is over (its records in the buffer, or failed)."""
+        self._done(self.drain.ended(node_id))
+
+    def loop_ended(self, node_id: int) -> None:
+        """``node_id``'s loop ended: none of its fetches is outstanding."""
+        self._done(self.drain.loop_ended(node_id))
+
+    def _done(self, drained: bool) -> None:
+        if drained:
+            self.drained.set()
 
     def ensure(self) -> None:
         """Start a fetcher for every leader of an assigned partition that has none."""

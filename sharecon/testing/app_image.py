@@ -26,16 +26,24 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sharecon.testing._provision import BrokerStartError, _locked, tail
-from sharecon.testing.image import DEFAULT_SUITE, _image_id, _run, images_root
+from sharecon.testing._provision import BrokerStartError
+from sharecon.testing.image import (
+    DEFAULT_SUITE,
+    _add_user,
+    _debootstrap_tree,
+    _import_tree,
+    _run,
+    images_root,
+)
+
+if TYPE_CHECKING:
+    import os
 
 __all__ = ["DEFAULT_TAG", "build_worker_image", "python_base_tree"]
 
@@ -43,8 +51,6 @@ log = logging.getLogger("sharecon.testing")
 
 #: The tag :func:`build_worker_image` gives by default.
 DEFAULT_TAG = "sharecon/worker-app:local"
-_DEBOOTSTRAP_TIMEOUT = 900.0
-_MIRROR = "http://deb.debian.org/debian"
 _APP_UID = 1000
 _ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,42 +70,16 @@ def python_base_tree(suite: str = DEFAULT_SUITE, *, mirror: str | None = None) -
 
     :raises BrokerStartError: ``debootstrap`` missing or failing.
     """
-    target = images_root() / f"debian-{suite}-python3"
-    if (target / "usr" / "bin" / "python3").exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(
-        images_root() / ".python-base.lock",
-        timeout=_DEBOOTSTRAP_TIMEOUT + 60,
-        what="making the Debian Python base tree",
-    ):
-        if (target / "usr" / "bin" / "python3").exists():
-            return target
-        debootstrap = shutil.which("debootstrap")
-        if debootstrap is None:
-            raise BrokerStartError(
-                "debootstrap not found: install it (apt-get install debootstrap) to build the "
-                "worker image"
-            )
-        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target.parent))
-        started = time.monotonic()
-        log.info("making the %s Python base tree with debootstrap into %s", suite, target)
-        cmd = [
-            debootstrap,
-            "--variant=minbase",
-            "--include=python3,ca-certificates",
-            suite,
-            str(staging),
-            mirror or os.environ.get("SHARECON_DEBIAN_MIRROR") or _MIRROR,
-        ]
-        try:
-            _run(cmd, "debootstrap", timeout=_DEBOOTSTRAP_TIMEOUT)
-            staging.rename(target)
-        finally:
-            if staging.exists():
-                shutil.rmtree(staging, ignore_errors=True)
-        log.info("Python base tree ready in %.0f s", time.monotonic() - started)
-    return target
+    return _debootstrap_tree(
+        images_root() / f"debian-{suite}-python3",
+        marker="usr/bin/python3",
+        include="python3,ca-certificates",
+        what="Python base tree",
+        needed_for="the worker image",
+        lock=".python-base.lock",
+        suite=suite,
+        mirror=mirror,
+    )
 
 
 def _debian_python(root: Path) -> tuple[int, int]:
@@ -180,58 +160,12 @@ def build_worker_image(
         for f in files:
             shutil.copyfile(f, app_dir / f.name)
             (app_dir / f.name).chmod(0o644)
-        _add_user(root)
-        _import(docker_cli, root, tag)
+        _add_user(root, "app", _APP_UID, shell="/usr/sbin/nologin")
+        _import_tree(docker_cli, root, tag, _CHANGES)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     log.info("built %s", tag)
     return tag
-
-
-def _add_user(root: Path) -> None:
-    home = root / "home" / "app"
-    home.mkdir(parents=True, exist_ok=True)
-    os.chown(home, _APP_UID, _APP_UID)
-    for name, line in (
-        ("passwd", f"app:x:{_APP_UID}:{_APP_UID}::/home/app:/usr/sbin/nologin\n"),
-        ("group", f"app:x:{_APP_UID}:\n"),
-    ):
-        path = root / "etc" / name
-        text = path.read_text()
-        path.unlink()  # a hard link to the cached base: write a new file instead
-        path.write_text(text + line)
-        path.chmod(0o644)
-
-
-def _import(docker_cli: str, root: Path, tag: str) -> None:
-    cmd = [docker_cli, "import"]
-    for change in _CHANGES:
-        cmd += ["--change", change]
-    cmd += ["-", tag]
-    previous = _image_id(docker_cli, tag)
-    tar = subprocess.Popen(
-        ["tar", "-C", str(root), "--numeric-owner", "-c", "."],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        result = subprocess.run(cmd, stdin=tar.stdout, capture_output=True, text=True, timeout=600)
-    finally:
-        assert tar.stdout is not None
-        tar.stdout.close()
-        tar_err = tar.stderr.read().decode(errors="replace") if tar.stderr else ""
-        if tar.stderr is not None:
-            tar.stderr.close()
-        tar.wait(timeout=60)
-    if tar.returncode != 0:
-        raise BrokerStartError(f"tar of {root} failed:\n{tail(tar_err)}")
-    if result.returncode != 0:
-        raise BrokerStartError(f"docker import failed:\n{tail(result.stderr + result.stdout)}")
-    if previous and previous != _image_id(docker_cli, tag):
-        # Each import is a whole new layer: drop the image this tag named before.
-        subprocess.run(
-            [docker_cli, "image", "rm", previous], capture_output=True, timeout=120, check=False
-        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -125,30 +125,58 @@ def base_tree(suite: str = DEFAULT_SUITE, *, mirror: str | None = None) -> Path:
 
     :raises BrokerStartError: ``debootstrap`` missing or failing.
     """
-    target = images_root() / f"debian-{suite}-openjdk17"
-    if (target / "usr" / "bin" / "java").exists():
+    return _debootstrap_tree(
+        images_root() / f"debian-{suite}-openjdk17",
+        marker="usr/bin/java",
+        include=_JRE,
+        what="base tree",
+        needed_for="the Kafka image",
+        lock=".base.lock",
+        suite=suite,
+        mirror=mirror,
+    )
+
+
+def _debootstrap_tree(
+    target: Path,
+    *,
+    marker: str,
+    include: str,
+    what: str,
+    needed_for: str,
+    lock: str,
+    suite: str,
+    mirror: str | None,
+) -> Path:
+    """A Debian ``suite`` tree with the packages ``include`` (comma-separated) in
+    ``target``, made with ``debootstrap --variant=minbase`` unless ``target/marker``
+    exists; one process makes it at a time (the lock file ``lock`` in the images folder).
+
+    :raises BrokerStartError: ``debootstrap`` missing or failing.
+    """
+    if (target / marker).exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with _locked(
-        images_root() / ".base.lock",
+        images_root() / lock,
         timeout=_DEBOOTSTRAP_TIMEOUT + 60,
-        what="making the Debian base tree",
+        what=f"making the Debian {what}",
     ):
-        if (target / "usr" / "bin" / "java").exists():  # another process built it meanwhile
+        if (target / marker).exists():  # another process built it meanwhile
             return target
         debootstrap = shutil.which("debootstrap")
         if debootstrap is None:
             raise BrokerStartError(
-                "debootstrap not found: install it (apt-get install debootstrap) to build the "
-                "Kafka image"
+                "debootstrap not found: install it (apt-get install debootstrap) to build "
+                + needed_for
             )
         staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target.parent))
         started = time.monotonic()
-        log.info("making the %s base tree with debootstrap into %s", suite, target)
+        log.info("making the %s %s with debootstrap into %s", suite, what, target)
         cmd = [
             debootstrap,
             "--variant=minbase",
-            f"--include={_JRE}",
+            f"--include={include}",
             suite,
             str(staging),
             mirror or os.environ.get("SHARECON_DEBIAN_MIRROR") or _MIRROR,
@@ -159,7 +187,7 @@ def base_tree(suite: str = DEFAULT_SUITE, *, mirror: str | None = None) -> Path:
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
-        log.info("base tree ready in %.0f s", time.monotonic() - started)
+        log.info("%s ready in %.0f s", what, time.monotonic() - started)
     return target
 
 
@@ -188,8 +216,8 @@ def build_image(
         # Hard links: the copy is instant, and files changed below are replaced, not edited.
         _run(["cp", "-al", str(base), str(root)], "copying the base tree")
         _add_kafka(root, install.lib, scripts_dir)
-        _add_appuser(root)
-        _import(docker_cli, root, tag)
+        _add_user(root, "appuser", _APPUSER, shell="/bin/bash")
+        _import_tree(docker_cli, root, tag, _CHANGES)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     log.info("built %s", tag)
@@ -224,15 +252,16 @@ def _add_kafka(root: Path, lib: Path, scripts: Path) -> None:
             os.lchown(path, _APPUSER, _APPUSER if folder in ("opt/kafka", "usr/logs") else 0)
 
 
-def _add_appuser(root: Path) -> None:
-    home = root / "home" / "appuser"
+def _add_user(root: Path, name: str, uid: int, *, shell: str) -> None:
+    """Add user and group ``name`` (``uid`` both) with a home of their own to the tree."""
+    home = root / "home" / name
     home.mkdir(parents=True, exist_ok=True)
-    os.chown(home, _APPUSER, _APPUSER)
-    for name, line in (
-        ("passwd", f"appuser:x:{_APPUSER}:{_APPUSER}::/home/appuser:/bin/bash\n"),
-        ("group", f"appuser:x:{_APPUSER}:\n"),
+    os.chown(home, uid, uid)
+    for file, line in (
+        ("passwd", f"{name}:x:{uid}:{uid}::/home/{name}:{shell}\n"),
+        ("group", f"{name}:x:{uid}:\n"),
     ):
-        path = root / "etc" / name
+        path = root / "etc" / file
         text = path.read_text()
         path.unlink()  # a hard link to the cached base: write a new file instead
         path.write_text(text + line)
@@ -250,9 +279,11 @@ def _copy_data(src: Path, dst: Path) -> None:
     dst.chmod(0o644)
 
 
-def _import(docker_cli: str, root: Path, tag: str) -> None:
+def _import_tree(docker_cli: str, root: Path, tag: str, changes: tuple[str, ...]) -> None:
+    """``docker import`` the tree as ``tag`` with the Dockerfile-like ``changes``; the
+    image the tag named before is removed."""
     cmd = [docker_cli, "import"]
-    for change in _CHANGES:
+    for change in changes:
         cmd += ["--change", change]
     cmd += ["-", tag]
     started = time.monotonic()
@@ -270,6 +301,8 @@ def _import(docker_cli: str, root: Path, tag: str) -> None:
         assert tar.stdout is not None
         tar.stdout.close()
         tar_err = tar.stderr.read().decode(errors="replace") if tar.stderr else ""
+        if tar.stderr is not None:
+            tar.stderr.close()
         tar.wait(timeout=60)
     if tar.returncode != 0:
         raise BrokerStartError(f"tar of {root} failed:\n{tail(tar_err)}")

@@ -8,6 +8,11 @@ the :class:`Decision` it returns, if any. Rules:
    ``backlog_high`` and has not fallen since the condition began, for ``up_after``
    seconds in a row. An unknown backlog (the broker does not report lag) does not block
    scaling up: busy handlers alone then decide.
+   **Up** also when the handlers are not busy (``busy < busy_high``) but the backlog is
+   above ``backlog_high`` and *growing*: no sample below the one before, and higher at
+   the end than at the start, over ``up_after`` seconds. The processes then cannot take
+   records as fast as they come (each holds few, with a small ``--max-records``), so
+   another process adds fetching. This needs a known backlog.
 2. **Down** when the handlers are idle (``busy <= busy_low``) and the backlog is at most
    ``backlog_low`` (or unknown), for ``down_after`` seconds in a row.
 3. Hysteresis: ``busy_low < busy_high`` and ``backlog_low <= backlog_high``, so a load
@@ -131,12 +136,17 @@ class Autoscaler:
         #: (time, backlog) when the up condition began holding; None while it does not.
         self._up_since: tuple[float, int | None] | None = None
         self._down_since: float | None = None
+        #: (time, backlog) when the backlog began growing with idle handlers (rule 1).
+        self._grow_since: tuple[float, int] | None = None
+        #: The backlog of the last sample of that window.
+        self._grow_last = 0
         self._last_change: float | None = None
 
     def _changed(self, now: float, current: int, target: int, reason: str) -> Decision:
         self._last_change = now
         self._up_since = None
         self._down_since = None
+        self._grow_since = None
         return Decision(current, target, reason)
 
     def observe(self, sample: Sample) -> Decision | None:
@@ -156,6 +166,12 @@ class Autoscaler:
                 self._up_since = (now, backlog)
         else:
             self._up_since = None
+        if backlog is not None and backlog > p.backlog_high and sample.busy < p.busy_high:
+            if self._grow_since is None or backlog < self._grow_last:
+                self._grow_since = (now, backlog)  # (re)starts: not growing since
+            self._grow_last = backlog
+        else:
+            self._grow_since = None
         down = sample.busy <= p.busy_low and (backlog is None or backlog <= p.backlog_low)
         if down:
             if self._down_since is None:
@@ -177,6 +193,16 @@ class Autoscaler:
                     n + 1,
                     f"handlers {sample.busy:.0%} busy and backlog {shown} not falling "
                     f"for {now - since:.1f} s",
+                )
+        if self._grow_since is not None and backlog is not None and n < p.maximum:
+            since, first = self._grow_since
+            if now - since >= p.up_after and backlog > first:
+                return self._changed(
+                    now,
+                    n,
+                    n + 1,
+                    f"backlog growing from {first:,} to {backlog:,} in {now - since:.1f} s "
+                    f"with handlers only {sample.busy:.0%} busy (more fetching needed)",
                 )
         if self._down_since is not None and n > p.minimum:
             since = self._down_since

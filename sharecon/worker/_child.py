@@ -37,6 +37,7 @@ import anyio.to_thread
 from sharecon import errors
 from sharecon.consumer import ShareConsumer
 from sharecon.dlq import DeadLetterPolicy
+from sharecon.record import RetryLater
 from sharecon.worker._config import WorkerConfig, is_async_handler, load_handler
 from sharecon.worker._protocol import (
     EXIT_ERROR,
@@ -179,8 +180,12 @@ class Reporter:
 
 def wrap_handler(
     handler: Callable[..., object], stats: Stats, dlq_after: int | None
-) -> Callable[[Record], Awaitable[None]]:
+) -> Callable[[Record], Awaitable[object]]:
     """``handler`` as the async callable ``process()`` runs, counting what happens.
+
+    A :class:`~sharecon.RetryLater` the handler raises or returns goes to ``process()``
+    as it came (the record is released after its delay); it is neither handled nor
+    failed, and is logged.
 
     While draining, a record ``process()`` still hands out was fetched before the drain
     began (the consumer fetches no more): it is handled like any other, since releasing
@@ -196,14 +201,17 @@ def wrap_handler(
             # must not keep the process from closing its consumer; the process exits next.
             return await anyio.to_thread.run_sync(handler, record, abandon_on_cancel=True)
 
-    async def wrapped(record: Record) -> None:
+    async def wrapped(record: Record) -> object:
         if stats.draining:
             stats.finished_in_drain += 1
         if record.delivery_count > 1:
             stats.redelivered += 1
         token = stats.start()
         try:
-            await call(record)
+            result = await call(record)
+        except RetryLater as retry:
+            _retried(record, retry)
+            raise
         except Exception as exc:
             stats.failed += 1
             if dlq_after is not None and record.delivery_count >= dlq_after:
@@ -219,11 +227,26 @@ def wrap_handler(
             )
             raise
         else:
+            if isinstance(result, RetryLater):
+                _retried(record, result)
+                return result
             stats.handled += 1
+            return None
         finally:
             stats.finish(token)
 
     return wrapped
+
+
+def _retried(record: Record, retry: RetryLater) -> None:
+    logger.info(
+        "%s-%d@%d (delivery %d): retry in %g s",
+        record.topic,
+        record.partition,
+        record.offset,
+        record.delivery_count,
+        retry.delay,
+    )
 
 
 async def serve_child(config: WorkerConfig, index: int, report_fd: int) -> int:
@@ -313,27 +336,17 @@ async def _consume(
             work.cancel_scope.cancel()
 
 
-#: A drain is over when nothing was in the handler, buffered or unconfirmed for this long:
-#: longer than a fetch already sent when fetching stopped can take to come back (the
-#: broker holds it at most ``max_wait_ms``, 500 ms by default).
-DRAIN_QUIET = 1.0
-
-
 def _buffered(consumer: ShareConsumer[Any, Any]) -> int:
     return int(consumer.metrics().buffered_records)
 
 
 async def _until_finished(consumer: ShareConsumer[Any, Any], stats: Stats) -> None:
-    """Wait until every record fetched was handled and its answer confirmed."""
-    quiet_since: float | None = None
+    """Wait until no fetch can bring more records, and every record fetched was handled
+    and its answer confirmed (the caller bounds the wait with the grace period)."""
+    await consumer.fetching_stopped()
     while True:
         m = consumer.metrics()
-        now = anyio.current_time()
-        if stats.in_flight or m.buffered_records or m.held_records:
-            quiet_since = None
-        elif quiet_since is None:
-            quiet_since = now
-        elif now - quiet_since >= DRAIN_QUIET:
+        if not (stats.in_flight or m.buffered_records or m.held_records):
             return
         await anyio.sleep(0.05)
 

@@ -295,7 +295,7 @@ class Supervisor:
     def liveness(self, now: float) -> _health.Verdict:
         """``GET /healthz``: see :func:`sharecon.worker._health.liveness`."""
         return _health.liveness(
-            [s.view() for s in self.slots],
+            self._serving(),
             now,
             last_tick=self._last_tick,
             silent_after=LIVE_SILENCE,
@@ -305,11 +305,16 @@ class Supervisor:
     def readiness(self, now: float) -> _health.Verdict:
         """``GET /readyz``: see :func:`sharecon.worker._health.readiness`."""
         return _health.readiness(
-            [s.view() for s in self.slots],
+            self._serving(),
             now,
             draining=self._stopping.is_set(),
             silent_after=READY_FRESH,
         )
+
+    def _serving(self) -> list[_health.ChildView]:
+        # A slot autoscaling drained and retired is gone on purpose: not one of the M in
+        # "N of M" (a retired slot still draining counts until its process has left).
+        return [s.view() for s in self.slots if not (s.retired and s.done)]
 
     async def _tick(self) -> None:
         # The sign of life /healthz checks: this task runs only while the loop does.

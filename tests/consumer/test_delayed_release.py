@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import textwrap
+import uuid
 from typing import TYPE_CHECKING
 
 import anyio
@@ -17,7 +18,9 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from sharecon import Backoff, DeadLetterPolicy, RetryLater
 from sharecon.consumer import ShareConsumer
+from sharecon.dlq import dead_letter_info
 from tests.consumer.conftest import produce
+from tests.consumer.test_dlq import read_all
 
 if TYPE_CHECKING:
     from sharecon.record import Record
@@ -178,3 +181,66 @@ async def test_a_clean_close_releases_delayed_records_at_once(
         await b.commit()
     assert (back.offset, back.delivery_count) == (record.offset, 2)
     assert back_after < 20, back_after  # neither the 600 s delay nor the 60 s lock
+
+
+async def test_poll_in_explicit_mode_goes_on_after_a_delayed_release(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    """A record released with a delay is answered: the next poll() does not ask for it."""
+    topic = topic_factory(1)
+    await produce(kafka_bootstrap, topic, [b"later"])
+    async with ShareConsumer(
+        kafka_bootstrap, group_id=share_group, topics=[topic], ack_mode="explicit"
+    ) as consumer:
+        with anyio.fail_after(30):
+            batch: list[Record] = []
+            while not batch:
+                batch = await consumer.poll(5.0)
+            released_at = anyio.current_time()
+            batch[0].release(delay=1.0)
+            back: list[Record] = []
+            while not back:
+                back = await consumer.poll(5.0)  # raised UnacknowledgedRecordsError before
+            back_after = anyio.current_time() - released_at
+            back[0].accept()
+            await consumer.commit()
+    assert (back[0].offset, back[0].delivery_count) == (batch[0].offset, 2)
+    assert back_after >= 1.0
+
+
+async def test_with_retry_backoff_the_last_allowed_delivery_still_goes_to_the_dlq(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    """docs/consumer.md: the backoff spaces the deliveries before the last; a failure on the
+    last allowed delivery is routed to the dead-letter topic, not released again."""
+    topic = topic_factory(1)
+    dlq = f"dlq-{uuid.uuid4().hex[:8]}"
+    await produce(kafka_bootstrap, topic, [b"poison"])
+    seen: list[tuple[float, int]] = []
+    policy = DeadLetterPolicy(
+        topic=dlq, max_deliveries=2, retry_backoff=Backoff(initial=1.5, maximum=1.5, jitter=0)
+    )
+
+    more = anyio.Event()
+
+    async def handler(record: Record) -> None:
+        seen.append((anyio.current_time(), record.delivery_count))
+        if len(seen) > 2:
+            more.set()
+        raise ValueError("cannot parse")
+
+    async with ShareConsumer(
+        kafka_bootstrap, group_id=share_group, topics=[topic], dead_letter=policy
+    ) as consumer:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consumer.process, handler)
+            [copy] = await read_all(kafka_bootstrap, dlq, 1)
+            with anyio.move_on_after(1.0):  # nothing more is delivered
+                await more.wait()
+            tg.cancel_scope.cancel()
+    assert [count for _, count in seen] == [1, 2]
+    assert seen[1][0] - seen[0][0] >= 1.5  # the backoff before the last delivery
+    # Routed on delivery 2, the last allowed, not released for another backoff.
+    info = dead_letter_info(copy.headers)
+    assert info is not None and info.delivery_count == 2, info
+    assert info.reason == "ValueError: cannot parse"

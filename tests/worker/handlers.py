@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from sharecon.record import RetryLater
+
 if TYPE_CHECKING:
     from sharecon.record import Record
 
@@ -46,6 +48,18 @@ def started_then_sleeps_sync(record: Record) -> None:
     _note("started", record)
     time.sleep(float(os.environ.get(SLEEP_ENV, "0")))
     _note("handled", record)
+
+
+async def retry_first(record: Record) -> RetryLater | None:
+    """Delivery 1: noted as ``retry``, then retried in 1 s, the ``RetryLater`` returned for
+    an even record number and raised for an odd one; later deliveries are handled."""
+    if record.delivery_count == 1:
+        _note("retry", record)
+        if int((record.value or b"r0").decode()[1:]) % 2:
+            raise RetryLater(1.0)
+        return RetryLater(1.0)
+    _note("handled", record)
+    return None
 
 
 async def always_fails(record: Record) -> None:

@@ -141,3 +141,82 @@ def test_parse_range_refuses(text: str) -> None:
 def test_policy_refuses_inconsistent_settings(kwargs: dict[str, float]) -> None:
     with pytest.raises(errors.ConfigError, match="autoscale"):
         AutoscalePolicy(**kwargs)  # type: ignore[arg-type]
+
+
+def feed_growing(
+    scaler: Autoscaler, start: float, end: float, processes: int, busy: float, step: int
+) -> list[tuple[float, int]]:
+    """As :func:`feed`, with a backlog from 500 changing by ``step`` a sample."""
+    changes = []
+    t, backlog = start, 500
+    while t <= end:
+        d = scaler.observe(Sample(t, processes, busy, backlog))
+        if d is not None:
+            processes = d.target
+            changes.append((t, processes))
+        t += 0.5
+        backlog += step
+    return changes
+
+
+def test_a_growing_backlog_with_idle_handlers_adds_processes() -> None:
+    # Handlers 10 % busy (each process holds few records: a tiny --max-records) while the
+    # backlog grows: more fetching is needed, so up after up_after, one per cool-down.
+    scaler = Autoscaler(POLICY)
+    assert feed_growing(scaler, 0.0, 30.0, 1, 0.1, 40) == [(2.0, 2), (12.0, 3)]
+
+
+def test_growth_that_says_why() -> None:
+    scaler = Autoscaler(POLICY)
+    d = None
+    t, backlog = 0.0, 1000
+    while d is None:
+        d = scaler.observe(Sample(t, 1, 0.125, backlog))
+        t += 0.5
+        backlog += 100
+    assert d.reason == (
+        "backlog growing from 1,000 to 1,400 in 2.0 s with handlers only 12% busy "
+        "(more fetching needed)"
+    )
+
+
+def test_a_backlog_that_only_holds_steady_or_falls_adds_nothing_when_idle() -> None:
+    scaler = Autoscaler(POLICY)
+    assert feed_growing(scaler, 0.0, 30.0, 1, 0.1, 0) == []  # steady: keeping up
+    assert feed_growing(scaler, 30.0, 60.0, 1, 0.1, -5) == []  # falling: catching up
+
+
+def test_any_fall_starts_the_growth_window_again() -> None:
+    scaler = Autoscaler(POLICY)
+    t, backlog = 0.0, 500
+    for _ in range(5):  # grows 1.5 s, then one sample lower: never 2 s of growth
+        for _ in range(3):
+            assert scaler.observe(Sample(t, 1, 0.1, backlog)) is None
+            t += 0.5
+            backlog += 50
+        backlog -= 60
+        assert scaler.observe(Sample(t, 1, 0.1, backlog)) is None
+        t += 0.5
+    # Equal samples (the backlog is read less often than sampled) do not break it.
+    for _ in range(4):
+        assert scaler.observe(Sample(t, 1, 0.1, backlog)) is None
+        t += 0.5
+    d = scaler.observe(Sample(t, 1, 0.1, backlog + 1))
+    assert d is not None and d.target == 2
+
+
+def test_growth_below_the_backlog_threshold_or_unknown_adds_nothing() -> None:
+    scaler = Autoscaler(POLICY)
+    t, backlog = 0.0, 0
+    for _ in range(40):  # grows, but never above backlog_high (100)
+        assert scaler.observe(Sample(t, 1, 0.1, backlog)) is None
+        t += 0.5
+        backlog += 2
+    assert feed(scaler, t, t + 30.0, 1, 0.1, None) == []
+
+
+def test_growth_keeps_the_cooldown_and_the_maximum() -> None:
+    scaler = Autoscaler(POLICY)
+    assert feed(scaler, 0.0, 2.0, 1, 1.0, 500) == [(2.0, 2)]  # busy: up at 2 s
+    # Then idle handlers and a growing backlog: the next change waits for the cool-down.
+    assert feed_growing(scaler, 2.5, 40.0, 2, 0.1, 40) == [(12.0, 3)]

@@ -97,3 +97,46 @@ async def test_process_count_follows_a_step_in_the_feed_and_nothing_is_lost_or_r
     # The scale-downs drained without spending a delivery attempt: every record was
     # handled on its first delivery.
     assert {dc for _, dc in noted(tmp_path)} == {1}, worker.stderr
+
+
+async def test_a_tiny_max_records_scales_up_on_a_growing_backlog(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str, tmp_path: Path
+) -> None:
+    """With --max-records 1 a process fetches a batch or so at a time: its 256 handler
+    slots (0.2 s a record) stay mostly idle, busyness far below 75 %, while the backlog
+    grows at 300 records/s, and the growth alone adds a process."""
+    topic = topic_factory(4)
+    args = (
+        "--group",
+        share_group,
+        "--topic",
+        topic,
+        "--concurrency",
+        "256",
+        "--max-records",
+        "1",
+        "--autoscale",
+        "1:2",
+        "--scale-up-after",
+        "1.5",
+        "--scale-cooldown",
+        "60",
+        "--interval",
+        "1",
+    )
+    async with running_worker(
+        kafka_bootstrap, tmp_path, "tests.worker.handlers:record_id", *args, sleep=0.2
+    ) as worker:
+        await worker.wait_for("the first process", lambda: worker.pids(0), 60)
+        n = await _feed(kafka_bootstrap, topic, 0, 5, 1)  # the lag becomes known
+        n = await _feed(kafka_bootstrap, topic, n, 300, 6)
+        await worker.wait_for("a scale-up", lambda: "backlog growing" in worker.stderr, 20)
+        await worker.wait_for("every record handled", lambda: len(counts(tmp_path)) >= n, 60)
+        code = await worker.terminate()
+    assert code == 0, worker.stderr
+    ups = [line for line in worker.lines if CHANGE.search(line)]
+    assert ups and "1 -> 2 processes (backlog growing" in ups[0], worker.stderr
+    handled = counts(tmp_path)
+    assert set(handled) == {f"r{i}" for i in range(n)}, "records lost"
+    assert max(handled.values()) == 1
+    assert {dc for _, dc in noted(tmp_path)} == {1}, worker.stderr

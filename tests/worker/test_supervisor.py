@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -331,3 +332,20 @@ async def test_a_health_port_in_use_stops_the_worker_with_an_error(
             code = await sup.run()
     assert code == 1
     assert f"cannot serve health on 127.0.0.1:{port}" in out.getvalue()
+
+
+def test_health_counts_leave_out_slots_autoscaling_retired(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sup, _ = _make(tmp_path, monkeypatch, "normal", processes=2)
+    for slot in sup.slots:  # two processes running and reporting healthy at t=100
+        slot.proc = SimpleNamespace(returncode=None)  # type: ignore[assignment]
+        slot.reported, slot.health_ok, slot.last_report = True, True, 100.0
+    sup._last_tick = 100.0
+    assert sup.readiness(100.0).reason == "ready: 2 of 2 consumers healthy"
+    gone = sup.slots[1]  # scaled down: drained, exited, retired
+    gone.proc, gone.done, gone.retired = None, True, True
+    assert sup.readiness(100.0).reason == "ready: 1 of 1 consumers healthy"
+    assert sup.liveness(100.0).reason == "live: 1 of 1 processes running"
+    gone.retired = False  # a process that died and waits for its restart still counts
+    assert sup.readiness(100.0).reason == "ready: 1 of 2 consumers healthy"

@@ -305,3 +305,28 @@ async def test_health_endpoints_ready_then_draining(
         assert worker.proc.returncode == 0, worker.stderr
     # Draining took the records in flight: /readyz was asked and said so.
     assert during == (503, "draining\n")
+
+
+async def test_a_handler_retries_later_by_raising_or_returning_retry_later(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str, tmp_path: Path
+) -> None:
+    """docs/worker.md, delayed retry: RetryLater raised or returned releases the record
+    after its delay (one delivery), and is not counted as a failure."""
+    topic = topic_factory(1)
+    values = await _produce(kafka_bootstrap, topic, 4)
+    args = ("--group", share_group, "--topic", topic, "--interval", "1")
+    async with running_worker(
+        kafka_bootstrap, tmp_path, "tests.worker.handlers:retry_first", *args
+    ) as worker:
+        await worker.wait_for(
+            "every record retried and handled", lambda: len(counts(tmp_path)) >= 4, 40
+        )
+        code = await worker.terminate()
+    assert code == 0, worker.stderr
+    assert sorted(noted(tmp_path, "retry")) == [(v, 1) for v in values]  # each retried once
+    assert sorted(noted(tmp_path)) == [(v, 2) for v in values]  # and back, on delivery 2
+    # Not failures: every count of failures said is 0.
+    failed = re.findall(r"failed (\d+)", worker.stderr)
+    assert failed and set(failed) == {"0"}, worker.stderr
+    # Nor handled: only the second deliveries count.
+    assert re.findall(r"handled (\d+)", worker.stderr)[-1] == "4", worker.stderr
