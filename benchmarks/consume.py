@@ -10,6 +10,10 @@ every record is accepted), on the same broker, the same data, one after another:
 * confluent-kafka's ``ShareConsumer`` (librdkafka), ``poll()`` loop, implicit mode;
 * the broker's own ``kafka-share-consumer-perf-test`` (Java reference client).
 
+With ``--baseline DIR`` another checkout of sharecon (say, main's) runs too, in both
+builds ("sharecon-baseline", "sharecon-baseline-compiled"), on the same data: a change's
+before and after side by side in one run.
+
 Every client touches each record's value (its length is summed), as applications do.
 
 Settings: every client gets the same ones. By default (tuned) sharecon runs with
@@ -31,6 +35,7 @@ Usage::
     python benchmarks/consume.py --records 200000 --sizes 100
     python benchmarks/consume.py --defaults      # every client at its own defaults
     python benchmarks/consume.py --max-records 1000   # the tuned mode's batch size, for all
+    python benchmarks/consume.py --baseline ../main   # also another checkout, same run
     SHARECON_BOOTSTRAP=host:9092 python benchmarks/consume.py
 """
 
@@ -40,6 +45,7 @@ import argparse
 import json
 import os
 import resource
+import subprocess
 import sys
 import time
 import uuid
@@ -82,7 +88,7 @@ def _worker_sharecon(
 
     from sharecon import ShareConsumer
 
-    async def main() -> tuple[float, int, int]:
+    async def main() -> tuple[float, float, int, int]:
         start = time.perf_counter()
         first = 0.0
         count = nbytes = 0
@@ -152,6 +158,8 @@ def worker_main(argv: list[str]) -> None:
     fn = {
         "sharecon": _worker_sharecon,
         "sharecon-compiled": _worker_sharecon,
+        "sharecon-baseline": _worker_sharecon,
+        "sharecon-baseline-compiled": _worker_sharecon,
         "confluent-kafka": _worker_confluent,
     }[name]
     before = _cpu_seconds(resource.RUSAGE_SELF)
@@ -168,15 +176,50 @@ def worker_main(argv: list[str]) -> None:
 # -- the driver ----------------------------------------------------------------------------
 
 
+#: ``--baseline DIR``: another checkout of sharecon (say, main's) measured in the same
+#: run as "sharecon-baseline" and "sharecon-baseline-compiled"; set by main().
+BASELINE: Path | None = None
+
+
+def baseline_tree(build: str) -> Path:
+    """What goes first on a baseline worker's PYTHONPATH: the checkout for the pure build,
+    its own compiled build (built in its ``build/`` folder, as ours is) for the other."""
+    assert BASELINE is not None
+    if build == "pure":
+        return BASELINE
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "_baseline_common", BASELINE / "benchmarks" / "_common.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return Path(module.compiled_tree())
+
+
 def run_worker(
     name: str, bootstrap: str, topic: str, group: str, n: int, settings: dict[str, Any]
 ) -> dict[str, Any]:
-    result: dict[str, Any] = run_child(
-        [__file__, "--worker", name, bootstrap, topic, group, str(n), json.dumps(settings)],
-        "compiled" if name.endswith("-compiled") else "pure",
-        f"{name} worker",
-        timeout=900,
-    )
+    build = "compiled" if name.endswith("-compiled") else "pure"
+    argv = [__file__, "--worker", name, bootstrap, topic, group, str(n), json.dumps(settings)]
+    if name.startswith("sharecon-baseline"):
+        env = {
+            **os.environ,
+            "SHARECON_BENCH_BUILD": build,
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(baseline_tree(build)), os.environ.get("PYTHONPATH")])
+            ),
+        }
+        proc = subprocess.run(
+            [sys.executable, *argv], env=env, capture_output=True, text=True, timeout=900
+        )
+        for line in proc.stdout.splitlines():
+            if line.startswith("RESULT "):
+                baseline: dict[str, Any] = json.loads(line[7:])
+                return baseline
+        raise RuntimeError(f"{name} worker failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    result: dict[str, Any] = run_child(argv, build, f"{name} worker", timeout=900)
     return result
 
 
@@ -235,7 +278,15 @@ def main() -> None:
         help="tuned mode: sharecon's max_records and librdkafka's max.poll.records"
         f" (default {TUNED_MAX_RECORDS})",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="another sharecon checkout (e.g. main's) to measure in the same run, both builds",
+    )
     args = parser.parse_args()
+    global BASELINE
+    BASELINE = args.baseline.resolve() if args.baseline else None
     max_records: int | None = None if args.defaults else args.max_records
     mode = "defaults" if args.defaults else "tuned"
 
@@ -243,6 +294,8 @@ def main() -> None:
 
     if "sharecon-compiled" not in args.skip.split(","):
         compiled_tree()  # built before any broker starts (about a minute once)
+    if BASELINE is not None and "sharecon-baseline-compiled" not in args.skip.split(","):
+        baseline_tree("compiled")
 
     external = os.environ.get("SHARECON_BOOTSTRAP")
     broker = (
@@ -283,7 +336,10 @@ def main() -> None:
                 f"loaded {n:,} records of {size} B in {time.perf_counter() - t0:.1f} s", flush=True
             )
             per: dict[str, dict[str, Any]] = {}
-            for name in ("sharecon", "sharecon-compiled", "confluent-kafka", "java"):
+            clients = ["sharecon", "sharecon-compiled", "confluent-kafka", "java"]
+            if BASELINE is not None:
+                clients[2:2] = ["sharecon-baseline", "sharecon-baseline-compiled"]
+            for name in clients:
                 if name in skip:
                     continue
                 group = f"bench-{name}-{uuid.uuid4().hex[:6]}"
