@@ -10,6 +10,20 @@ every record is accepted), on the same broker, the same data, one after another:
 * confluent-kafka's ``ShareConsumer`` (librdkafka), ``poll()`` loop, implicit mode;
 * the broker's own ``kafka-share-consumer-perf-test`` (Java reference client).
 
+With ``--baseline DIR`` another checkout of sharecon (say, main's) runs too, in both
+builds ("sharecon-baseline", "sharecon-baseline-compiled"), on the same data: a change's
+before and after side by side in one run.
+
+Every client touches each record's value (its length is summed), as applications do.
+
+Settings: every client gets the same ones. By default (tuned) sharecon runs with
+``max_records=TUNED_MAX_RECORDS`` and librdkafka with ``max.poll.records`` set to the same
+number (``--max-records`` changes it; librdkafka has no other knob that matches sharecon's
+fetch sizing, so everything else stays at each client's defaults). With ``--defaults`` every
+client runs at its own defaults: sharecon ``max_records=500``, librdkafka with no
+setting at all. The Java tool runs at its defaults in both modes (``max.poll.records``
+500). The JSON gives the mode and each client's settings.
+
 Each Python client runs in its own process, so its peak RSS and CPU time are its own (the
 Java tool's CPU time includes starting its JVM). Prints a table with records/s, MB/s, the
 time from start to the first record, CPU seconds per million records and each sharecon
@@ -19,6 +33,9 @@ Usage::
 
     python benchmarks/consume.py                 # starts a local broker (sharecon.testing)
     python benchmarks/consume.py --records 200000 --sizes 100
+    python benchmarks/consume.py --defaults      # every client at its own defaults
+    python benchmarks/consume.py --max-records 1000   # the tuned mode's batch size, for all
+    python benchmarks/consume.py --baseline ../main   # also another checkout, same run
     SHARECON_BOOTSTRAP=host:9092 python benchmarks/consume.py
 """
 
@@ -28,6 +45,7 @@ import argparse
 import json
 import os
 import resource
+import subprocess
 import sys
 import time
 import uuid
@@ -46,21 +64,35 @@ from _common import (
 )
 
 PARTITIONS = 3
+#: The tuned mode's records per batch: sharecon's ``max_records``, librdkafka's
+#: ``max.poll.records``.
+TUNED_MAX_RECORDS = 2000
+
+
+def client_settings(name: str, max_records: int | None) -> dict[str, Any]:
+    """The settings ``name`` runs with: ``max_records`` None is every client's defaults."""
+    if max_records is None or name == "java":
+        return {}
+    if name.startswith("sharecon"):
+        return {"max_records": max_records}
+    return {"max.poll.records": str(max_records)}
 
 
 # -- workers (run in child processes) -------------------------------------------------------
 
 
-def _worker_sharecon(bootstrap: str, topic: str, group: str, n: int) -> dict[str, Any]:
+def _worker_sharecon(
+    bootstrap: str, topic: str, group: str, n: int, settings: dict[str, Any]
+) -> dict[str, Any]:
     import anyio
 
     from sharecon import ShareConsumer
 
-    async def main() -> tuple[float, int, int]:
+    async def main() -> tuple[float, float, int, int]:
         start = time.perf_counter()
         first = 0.0
         count = nbytes = 0
-        async with ShareConsumer(bootstrap, group_id=group, topics=[topic], max_records=2000) as c:
+        async with ShareConsumer(bootstrap, group_id=group, topics=[topic], **settings) as c:
             async for batch in c.batches():
                 if not count:
                     first = time.perf_counter()
@@ -84,11 +116,13 @@ def _worker_sharecon(bootstrap: str, topic: str, group: str, n: int) -> dict[str
     }
 
 
-def _worker_confluent(bootstrap: str, topic: str, group: str, n: int) -> dict[str, Any]:
+def _worker_confluent(
+    bootstrap: str, topic: str, group: str, n: int, settings: dict[str, Any]
+) -> dict[str, Any]:
     from confluent_kafka import ShareConsumer
 
     start = time.perf_counter()
-    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, **settings})
     consumer.subscribe([topic])
     count = nbytes = 0
     first = 0.0
@@ -120,15 +154,18 @@ def _cpu_seconds(who: int) -> float:
 
 def worker_main(argv: list[str]) -> None:
     name, bootstrap, topic, group, n = argv[0], argv[1], argv[2], argv[3], int(argv[4])
+    settings: dict[str, Any] = json.loads(argv[5]) if len(argv) > 5 else {}
     fn = {
         "sharecon": _worker_sharecon,
         "sharecon-compiled": _worker_sharecon,
+        "sharecon-baseline": _worker_sharecon,
+        "sharecon-baseline-compiled": _worker_sharecon,
         "confluent-kafka": _worker_confluent,
     }[name]
     before = _cpu_seconds(resource.RUSAGE_SELF)
     if name.startswith("sharecon"):
         check_build()
-    result = fn(bootstrap, topic, group, n)
+    result = fn(bootstrap, topic, group, n, settings)
     # Every thread of the process (librdkafka's included), from the client's import on.
     result["cpu_s"] = _cpu_seconds(resource.RUSAGE_SELF) - before
     # ru_maxrss is KiB on Linux.
@@ -139,13 +176,50 @@ def worker_main(argv: list[str]) -> None:
 # -- the driver ----------------------------------------------------------------------------
 
 
-def run_worker(name: str, bootstrap: str, topic: str, group: str, n: int) -> dict[str, Any]:
-    result: dict[str, Any] = run_child(
-        [__file__, "--worker", name, bootstrap, topic, group, str(n)],
-        "compiled" if name.endswith("-compiled") else "pure",
-        f"{name} worker",
-        timeout=900,
+#: ``--baseline DIR``: another checkout of sharecon (say, main's) measured in the same
+#: run as "sharecon-baseline" and "sharecon-baseline-compiled"; set by main().
+BASELINE: Path | None = None
+
+
+def baseline_tree(build: str) -> Path:
+    """What goes first on a baseline worker's PYTHONPATH: the checkout for the pure build,
+    its own compiled build (built in its ``build/`` folder, as ours is) for the other."""
+    assert BASELINE is not None
+    if build == "pure":
+        return BASELINE
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "_baseline_common", BASELINE / "benchmarks" / "_common.py"
     )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return Path(module.compiled_tree())
+
+
+def run_worker(
+    name: str, bootstrap: str, topic: str, group: str, n: int, settings: dict[str, Any]
+) -> dict[str, Any]:
+    build = "compiled" if name.endswith("-compiled") else "pure"
+    argv = [__file__, "--worker", name, bootstrap, topic, group, str(n), json.dumps(settings)]
+    if name.startswith("sharecon-baseline"):
+        env = {
+            **os.environ,
+            "SHARECON_BENCH_BUILD": build,
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(baseline_tree(build)), os.environ.get("PYTHONPATH")])
+            ),
+        }
+        proc = subprocess.run(
+            [sys.executable, *argv], env=env, capture_output=True, text=True, timeout=900
+        )
+        for line in proc.stdout.splitlines():
+            if line.startswith("RESULT "):
+                baseline: dict[str, Any] = json.loads(line[7:])
+                return baseline
+        raise RuntimeError(f"{name} worker failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    result: dict[str, Any] = run_child(argv, build, f"{name} worker", timeout=900)
     return result
 
 
@@ -194,12 +268,34 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1024", help="record sizes in bytes")
     parser.add_argument("--version", default=None, help="Kafka version for the local broker")
     parser.add_argument("--skip", default="", help="comma-separated clients to skip")
+    parser.add_argument(
+        "--defaults", action="store_true", help="every client at its own default settings"
+    )
+    parser.add_argument(
+        "--max-records",
+        type=int,
+        default=TUNED_MAX_RECORDS,
+        help="tuned mode: sharecon's max_records and librdkafka's max.poll.records"
+        f" (default {TUNED_MAX_RECORDS})",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="another sharecon checkout (e.g. main's) to measure in the same run, both builds",
+    )
     args = parser.parse_args()
+    global BASELINE
+    BASELINE = args.baseline.resolve() if args.baseline else None
+    max_records: int | None = None if args.defaults else args.max_records
+    mode = "defaults" if args.defaults else "tuned"
 
     from sharecon.testing import KafkaBroker
 
     if "sharecon-compiled" not in args.skip.split(","):
         compiled_tree()  # built before any broker starts (about a minute once)
+    if BASELINE is not None and "sharecon-baseline-compiled" not in args.skip.split(","):
+        baseline_tree("compiled")
 
     external = os.environ.get("SHARECON_BOOTSTRAP")
     broker = (
@@ -222,7 +318,7 @@ def main() -> None:
         tools.create_topic(warm_topic, PARTITIONS)
         tools.produce(warm_topic, 1000, record_size=100)
         tools.alter_group_config(warm_group, {"share.auto.offset.reset": "earliest"})
-        run_worker("sharecon", bootstrap, warm_topic, warm_group, 1000)
+        run_worker("sharecon", bootstrap, warm_topic, warm_group, 1000, {})
         rows = []
         results: dict[str, Any] = {}
         for size in [int(s) for s in args.sizes.split(",")]:
@@ -240,7 +336,10 @@ def main() -> None:
                 f"loaded {n:,} records of {size} B in {time.perf_counter() - t0:.1f} s", flush=True
             )
             per: dict[str, dict[str, Any]] = {}
-            for name in ("sharecon", "sharecon-compiled", "confluent-kafka", "java"):
+            clients = ["sharecon", "sharecon-compiled", "confluent-kafka", "java"]
+            if BASELINE is not None:
+                clients[2:2] = ["sharecon-baseline", "sharecon-baseline-compiled"]
+            for name in clients:
                 if name in skip:
                     continue
                 group = f"bench-{name}-{uuid.uuid4().hex[:6]}"
@@ -248,8 +347,11 @@ def main() -> None:
                 if name == "java":
                     per[name] = run_java(tools, topic, group, n)
                 else:
-                    per[name] = run_worker(name, bootstrap, topic, group, n)
+                    per[name] = run_worker(
+                        name, bootstrap, topic, group, n, client_settings(name, max_records)
+                    )
                 r = per[name]
+                r["settings"] = client_settings(name, max_records)
                 r["records_per_s"] = r["records"] / r["elapsed"]
                 r["steady_records_per_s"] = r["records"] / r["steady"] if r["steady"] > 0 else 0.0
                 r["mb_per_s"] = r["bytes"] / r["steady"] / 1e6 if r["steady"] > 0 else 0.0
@@ -301,12 +403,21 @@ def main() -> None:
                 "steady compiled/this",
             ],
             rows,
-            title=f"Share-group consume + accept, {PARTITIONS} partitions, one consumer each",
+            title=(
+                f"Share-group consume + accept, {PARTITIONS} partitions, one consumer each, "
+                + (
+                    "every client at its defaults"
+                    if max_records is None
+                    else f"{max_records} records per batch for sharecon and librdkafka"
+                )
+            ),
         )
         path = write_json(
             "consume",
             {
                 "results": results,
+                "mode": mode,
+                "max_records": max_records,
                 "environment": environment(["sharecon", "confluent-kafka", "anyio"]),
             },
         )

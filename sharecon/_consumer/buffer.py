@@ -246,16 +246,17 @@ class DeliveryBuffer:
                 taken_bytes += chunk.decoded
             elif self._expired(chunk, clock):  # also a chunk part-taken by an earlier call
                 continue
-            rest = chunk.records[chunk.pos :] if chunk.pos else chunk.records
-            take = limit - len(out)
-            if len(rest) > take:
-                rest = rest[:take]
+            records = chunk.records
+            pos = chunk.pos
+            end = min(len(records), pos + limit - len(out))
+            # One slice (or none, for a whole batch), not a slice of a slice.
+            rest = records if pos == 0 and end == len(records) else records[pos:end]
             if out:
                 out.extend(rest)
             else:
-                out = list(rest) if rest is chunk.records else rest
-            chunk.pos += len(rest)
-            self.records -= len(rest)
+                out = list(rest) if rest is records else rest
+            chunk.pos = end
+            self.records -= end - pos
         return out
 
     def _room(self) -> None:

@@ -182,6 +182,18 @@ class Handout:
         """Tell the machine ``records`` were handed to the application (``poll()``), one
         range per run of consecutive offsets of one delivery."""
         start = records[0]
+        last = records[-1]
+        if (
+            last.offset - start.offset == len(records) - 1
+            and type(start._owner) is SessionOwner
+            and last._owner is start._owner
+            and last.topic_partition is start.topic_partition
+        ):
+            # One chunk's records without a hole (the usual batch): each delivery has its
+            # own owner, a chunk is handed out in rising offsets before the next one, so
+            # first and last spanning exactly len(records) offsets is one run.
+            self._handed_run(start, last.offset)
+            return
         prev = start
         for rec in records:
             # Records of one chunk share one TopicIdPartition object: identity is the fast

@@ -168,7 +168,7 @@ class FetchPlanner:
         tag = session.tag
         urgent = urgent or self.linger_expired
         marked = ledger.has_marked(tag)
-        holding = extra_records > 0 or ledger.outstanding(tag) > 0
+        holding = extra_records > 0 or ledger.has_outstanding(tag)
         if self.dry and not marked and not urgent and holding:
             return Turn(None, None, not holding)  # rule 2: wait for answers
         taken = ledger.take(tag) if marked else None

@@ -70,6 +70,9 @@ _MARKED_ANY = re.compile(rb"[\x00-\x04]")
 _DELIVERED_RUN = re.compile(rb"\x11+")
 _NOT_DONE = re.compile(rb"[^\x40]")
 _OUTSTANDING = re.compile(rb"[\x00-\x04\x10\x11\x20-\x24]")
+# Every state byte _OUTSTANDING does not match: deleting them leaves one byte per
+# outstanding offset, counted without a match object (or a list) per offset.
+_NOT_OUTSTANDING = bytes(b for b in range(256) if not _OUTSTANDING.match(bytes([b])))
 _SENT_RUN = re.compile(rb"([\x20-\x24])\1*")
 # Per-partition gauges: buffered (acquired, not handed out); held (handed out, or answered
 # and not sent yet); in flight (answers sent, the broker's reply awaited).
@@ -638,13 +641,23 @@ class AckLedger:
         for part in self._parts.values():
             for seg in part.segments:
                 if seg.tag == tag:
-                    n += len(_OUTSTANDING.findall(seg.states))
+                    n += len(seg.states.translate(None, _NOT_OUTSTANDING))
         return n
+
+    def has_outstanding(self, tag: SessionTag) -> bool:
+        """Whether any offset acquired on ``tag`` is not finished (:meth:`outstanding` > 0,
+        stopping at the first one: the fetch planner asks before every request)."""
+        return any(
+            _OUTSTANDING.search(seg.states) is not None
+            for part in self._parts.values()
+            for seg in part.segments
+            if seg.tag == tag
+        )
 
     def outstanding_all(self) -> int:
         """How many offsets of any session are not finished: what the member holds."""
         return sum(
-            len(_OUTSTANDING.findall(seg.states))
+            len(seg.states.translate(None, _NOT_OUTSTANDING))
             for part in self._parts.values()
             for seg in part.segments
         )

@@ -42,6 +42,28 @@ def test_poll_marks_handed_out_only_what_it_handed_out() -> None:
     assert ledger.unacknowledged() == {TP: [*range(10), *range(50, 60)]}
 
 
+@pytest.mark.anyio
+async def test_poll_marks_owned_batches_handed_out_run_by_run() -> None:
+    # Records of one delivery without a hole are one run; a batch spanning two deliveries
+    # (offsets contiguous, owners not) or a delivery with a hole is noted piece by piece.
+    core = _core()
+    _push(core, 0, 6)
+    _push(core, 6, 4)
+    _push(core, 20, 3)
+    take = core.buffer.pop_many
+    first = take(4, lambda: 0.0)  # 0..3 of the first delivery: one run
+    core.handout.handed_out(first)
+    assert core.ledger.unacknowledged() == {TP: [0, 1, 2, 3]}
+    both = take(4, lambda: 0.0)  # 4, 5 of the first delivery, 6, 7 of the second
+    assert [r.offset for r in both] == [4, 5, 6, 7]
+    core.handout.handed_out(both)
+    assert core.ledger.unacknowledged() == {TP: [*range(8)]}
+    rest = take(10, lambda: 0.0)  # 8, 9, then 20..22 of the third delivery
+    assert [r.offset for r in rest] == [8, 9, 20, 21, 22]
+    core.handout.handed_out(rest)
+    assert core.ledger.unacknowledged() == {TP: [*range(10), 20, 21, 22]}
+
+
 def lost(offset: int) -> AckResult:
     return AckResult(TP, tuple(batches_from_runs([(offset, offset, 1)])), 121, AckFailure.LOCK_LOST)
 

@@ -319,6 +319,28 @@ def test_outstanding_counts() -> None:
     assert ledger.outstanding(TAG) == 0
 
 
+def test_has_outstanding_and_the_counts_agree_in_every_state() -> None:
+    ledger = AckLedger()
+    assert not ledger.has_outstanding(TAG) and ledger.outstanding_all() == 0
+    ledger.add(TP0, TAG, [(0, 9)], gaps=[(9, 9)])
+    ledger.add(TP1, TAG_NEXT, [(0, 4)])
+    steps = [
+        lambda: ledger.deliver(TP0, 0, 5),  # buffered, handed out, a gap
+        lambda: ledger.mark(TP0, 0, A),  # marked
+        lambda: ledger.take(TAG),  # sent
+        lambda: ledger.complete(TAG, {TP0: 0}),  # 0 and the gap finished
+        lambda: ledger.mark_delivered(A, include_buffered=True),
+        lambda: ledger.take(TAG),
+        lambda: ledger.complete(TAG, {TP0: 0}),  # TAG holds nothing
+    ]
+    for step in steps:
+        step()
+        n = ledger.outstanding(TAG)
+        assert ledger.has_outstanding(TAG) is (n > 0)
+        assert ledger.outstanding_all() == n + ledger.outstanding(TAG_NEXT)
+    assert not ledger.has_outstanding(TAG) and ledger.outstanding(TAG_NEXT) == 5
+
+
 def test_finished_offset_inside_a_live_delivery_is_unknown() -> None:
     ledger = AckLedger()
     delivered(ledger, TP0, 0, 1)
