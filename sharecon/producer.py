@@ -23,13 +23,14 @@ Design (rules of this module):
    partitions, collects every ready batch whose partition has nothing in flight, groups
    them by leader broker and starts one Produce request per broker (split at
    ``max_request_size``). Requests to one broker share its connection, pipelined.
-3. **At most one batch in flight per partition.** That is the simplest ordering that is
-   always correct: with idempotence the batch's sequence number is simply the next one
-   the broker expects, a retry resends the very same bytes (same producer id, epoch and
-   sequence, so the broker drops a copy it already wrote and answers with the first
-   offset), and a rejected batch never leaves a gap behind later ones. Throughput does
-   not suffer much because records keep accumulating (into bigger batches) while a batch
-   is in flight.
+3. **Up to ``max_in_flight`` batches in flight per partition** (5, with idempotence; one
+   without). A batch gets its sequence numbers when it is first sent; a retry resends the
+   very same bytes (same producer id, epoch and sequence, so the broker drops a copy it
+   already wrote and answers with the first offset). A batch to resend waits until
+   nothing else of its partition is in flight and goes before every batch never sent, so
+   the broker sees the sequences in order; a batch refused only because an earlier one
+   is missing is resent after it. Records keep accumulating (into bigger batches) while
+   batches are in flight.
 4. **Retries.** Retriable broker errors, lost connections and timeouts put the batch back
    at the head of its partition's queue with jittered exponential backoff, and ask for a
    metadata refresh (leader hints in the Produce response are applied at once). A batch
@@ -133,6 +134,16 @@ _YIELD_EVERY = 64
 _new = object.__new__
 
 
+def _future(batch: Batch) -> RecordFuture:
+    """The future of the record just appended to ``batch`` (its last)."""
+    future: RecordFuture = _new(RecordFuture)
+    future._batch = batch
+    future._index = len(batch.timestamps) - 1
+    future._claimed = False
+    batch.unclaimed += 1
+    return future
+
+
 # -- public value types --------------------------------------------------------------------
 
 
@@ -181,6 +192,10 @@ class Producer(Generic[KT, VT]):
     :param max_batch_bytes: a batch is closed once it holds about this many bytes.
     :param max_request_size: largest Produce request (and record) this client sends.
     :param max_buffer_bytes: bytes of records waiting to be sent before ``send`` waits.
+    :param max_in_flight: batches of one partition sent and not yet answered, 1 to 5
+        (Kafka's ``max.in.flight.requests.per.connection``). With idempotence their
+        sequence numbers keep them in order through retries; without it, one batch per
+        partition is in flight whatever this says, so that a retry cannot reorder records.
     :param delivery_timeout: seconds from ``send`` until a record that could not be
         delivered (retries included) fails with :class:`~sharecon.errors.KafkaTimeoutError`.
     :param request_timeout: seconds one Produce request may take (also the broker-side
@@ -215,6 +230,7 @@ class Producer(Generic[KT, VT]):
         max_batch_bytes: int = 512 * 1024,
         max_request_size: int = 1024 * 1024,
         max_buffer_bytes: int = 32 * 1024 * 1024,
+        max_in_flight: int = 5,
         delivery_timeout: float = 120.0,
         request_timeout: float = 30.0,
         metadata_timeout: float = 30.0,
@@ -246,6 +262,7 @@ class Producer(Generic[KT, VT]):
             max_batch_bytes=max_batch_bytes,
             max_request_size=max_request_size,
             max_buffer_bytes=max_buffer_bytes,
+            max_in_flight=max_in_flight,
             delivery_timeout=delivery_timeout,
             request_timeout=request_timeout,
             metadata_timeout=metadata_timeout,
@@ -426,26 +443,17 @@ class Producer(Generic[KT, VT]):
         # work (a batch was started or filled) and at least every _YIELD_EVERY sends: a
         # tight loop of sends still lets the dispatcher and every other task run, without
         # paying for a checkpoint per record. A send cancelled there has queued nothing.
-        self._unyielded += 1
-        if self._unyielded >= _YIELD_EVERY or self._sender.work:
+        unyielded = self._unyielded + 1
+        if unyielded >= _YIELD_EVERY or self._sender.work:
             self._unyielded = 0
             await anyio.lowlevel.checkpoint()
-        # The per-record path, inlined: the common record goes straight into the engine.
-        cluster = self._runtime.current
-        batch = None
-        if cluster is not None and self._plain:
-            batch = self._acc.place(
-                topic, value, key, headers, partition, timestamp, -1, cluster.metadata.partitions
-            )
+        else:
+            self._unyielded = unyielded
+        batch = self._short(topic, value, key, headers, partition, timestamp, -1)
         if batch is None:
             placed = self._place(topic, value, key, headers, partition, timestamp, -1)
             batch = placed if type(placed) is Batch else await placed  # type: ignore[misc]
-        future: RecordFuture = _new(RecordFuture)
-        future._batch = batch
-        future._index = len(batch.timestamps) - 1
-        future._claimed = False
-        batch.unclaimed += 1
-        return future
+        return _future(batch)
 
     def send_nowait(
         self,
@@ -472,24 +480,14 @@ class Producer(Generic[KT, VT]):
 
         :raises WouldBlockError: the record cannot be queued without waiting.
         """
-        cluster = self._runtime.current
-        batch = None
-        if cluster is not None and self._plain:
-            batch = self._acc.place(
-                topic, value, key, headers, partition, timestamp, -1, cluster.metadata.partitions
-            )
+        batch = self._short(topic, value, key, headers, partition, timestamp, -1)
         if batch is None:
             placed = self._place(topic, value, key, headers, partition, timestamp, -1)
             if type(placed) is not Batch:
                 placed.close()  # type: ignore[union-attr]  # the waiting half is not run
                 raise self._would_block(topic)
             batch = placed
-        future: RecordFuture = _new(RecordFuture)
-        future._batch = batch
-        future._index = len(batch.timestamps) - 1
-        future._claimed = False
-        batch.unclaimed += 1
-        return future
+        return _future(batch)
 
     def _would_block(self, topic: str) -> errors.WouldBlockError:
         cluster = self._runtime.current
@@ -570,7 +568,7 @@ class Producer(Generic[KT, VT]):
         # Where the records went, as runs of consecutive records in one batch:
         # (batch, first index, index after the last).
         runs: list[tuple[Batch, int, int]] = []
-        place, fast = self._place, self._acc.place
+        place, short = self._place, self._short
         # Records of one call are created together: they share the default timestamp.
         now_ms = time.time_ns() // 1_000_000
         run_batch: Batch | None = None
@@ -582,19 +580,7 @@ class Producer(Generic[KT, VT]):
                 )
             topic, value, key = rec.topic, rec.value, rec.key
             headers, partition, timestamp = rec.headers, rec.partition, rec.timestamp
-            cluster = self._runtime.current
-            batch = None
-            if cluster is not None and self._plain:  # the short path, as in send()
-                batch = fast(
-                    topic,
-                    value,
-                    key,
-                    headers,
-                    partition,
-                    timestamp,
-                    now_ms,
-                    cluster.metadata.partitions,
-                )
+            batch = short(topic, value, key, headers, partition, timestamp, now_ms)
             if batch is None:
                 placed = place(topic, value, key, headers, partition, timestamp, now_ms)
                 batch = placed if type(placed) is Batch else await placed  # type: ignore[misc]
@@ -646,6 +632,26 @@ class Producer(Generic[KT, VT]):
         return await self._sender.partition_count(self._open_cluster, topic)
 
     # -- enqueueing --------------------------------------------------------------------------
+
+    def _short(
+        self,
+        topic: object,
+        value: object,
+        key: object,
+        headers: object,
+        partition: object,
+        timestamp: object,
+        now_ms: int,
+    ) -> Batch | None:
+        """The short path of every send: a record of an open producer without serializers
+        goes straight into the engine. ``None``: the record takes :meth:`_place`, which
+        checks the producer's state and says why it cannot be queued, or waits."""
+        cluster = self._runtime.current
+        if cluster is None or not self._plain:
+            return None
+        return self._acc.place(
+            topic, value, key, headers, partition, timestamp, now_ms, cluster.metadata.partitions
+        )
 
     def _check_open(self) -> Cluster:
         cluster = self._runtime.current  # per record: an attribute, not a property

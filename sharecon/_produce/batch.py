@@ -151,14 +151,16 @@ class Batch:
 
 class PartitionQueue:
     """Queue and sequence state of one partition: batches waiting (the last one open for
-    appends), the one in flight, the next sequence number, and when it may send again."""
+    appends; batches to resend first, in sequence order), the batches in flight (in the
+    order they were sent), the next sequence number to hand out, and when it may send
+    again."""
 
-    __slots__ = ("in_flight", "next_seq", "partition", "queue", "retry_at", "topic")
+    __slots__ = ("flight", "next_seq", "partition", "queue", "retry_at", "topic")
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
         self.partition = partition
         self.queue: deque[Batch] = deque()
-        self.in_flight: Batch | None = None
+        self.flight: deque[Batch] = deque()
         self.next_seq = 0
         self.retry_at = 0.0
