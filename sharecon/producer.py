@@ -131,19 +131,6 @@ _VT_co = TypeVar("_VT_co", covariant=True, default=bytes | bytearray | memoryvie
 _YIELD_EVERY = 64
 
 
-_new = object.__new__
-
-
-def _future(batch: Batch) -> RecordFuture:
-    """The future of the record just appended to ``batch`` (its last)."""
-    future: RecordFuture = _new(RecordFuture)
-    future._batch = batch
-    future._index = len(batch.timestamps) - 1
-    future._claimed = False
-    batch.unclaimed += 1
-    return future
-
-
 # -- public value types --------------------------------------------------------------------
 
 
@@ -293,9 +280,10 @@ class Producer(Generic[KT, VT]):
             randrange=random.randrange,
         )
         self._unyielded = 0  # send() calls since the last one that checkpointed
-        # Whether a record may take the short path (open, not closing, not failed, no
-        # serializers); else it goes through _place, which checks and says why not.
-        self._plain = False
+        # The short path (Accumulator.enqueue) is open while acc.view is set: started, not
+        # closing, not failed, no serializers. Else a record goes through _place, which
+        # checks and says why not.
+        self._acc.future_type = RecordFuture
         sender.on_fatal = self._no_short_path
 
     def __repr__(self) -> str:
@@ -330,7 +318,8 @@ class Producer(Generic[KT, VT]):
             ),
             self._on_connected,
         )
-        self._plain = not self._serializing
+        if not self._serializing:
+            self._acc.view = self._runtime.current
 
     async def _on_connected(self, cluster: Cluster, tg: TaskGroup) -> None:
         if self._acc.idempotent:
@@ -340,7 +329,7 @@ class Producer(Generic[KT, VT]):
         tg.start_soon(self._sender.metadata_loop, cluster)
 
     def _no_short_path(self, closing: bool = True) -> None:
-        self._plain = False
+        self._acc.view = None
         self._acc.closing = self._acc.closing or closing
 
     def _on_close(self) -> None:
@@ -449,11 +438,15 @@ class Producer(Generic[KT, VT]):
             await anyio.lowlevel.checkpoint()
         else:
             self._unyielded = unyielded
-        batch = self._short(topic, value, key, headers, partition, timestamp, -1)
-        if batch is None:
-            placed = self._place(topic, value, key, headers, partition, timestamp, -1)
-            batch = placed if type(placed) is Batch else await placed  # type: ignore[misc]
-        return _future(batch)
+        # The short path: the whole per-record job in one call of the (compiled) engine.
+        future: RecordFuture | None = self._acc.enqueue(
+            topic, value, key, headers, partition, timestamp, -1
+        )
+        if future is not None:
+            return future
+        placed = self._place(topic, value, key, headers, partition, timestamp, -1)
+        batch = placed if type(placed) is Batch else await placed  # type: ignore[misc]
+        return RecordFuture._for(batch, len(batch.timestamps) - 1)
 
     def send_nowait(
         self,
@@ -480,14 +473,16 @@ class Producer(Generic[KT, VT]):
 
         :raises WouldBlockError: the record cannot be queued without waiting.
         """
-        batch = self._short(topic, value, key, headers, partition, timestamp, -1)
-        if batch is None:
-            placed = self._place(topic, value, key, headers, partition, timestamp, -1)
-            if type(placed) is not Batch:
-                placed.close()  # type: ignore[union-attr]  # the waiting half is not run
-                raise self._would_block(topic)
-            batch = placed
-        return _future(batch)
+        future: RecordFuture | None = self._acc.enqueue(
+            topic, value, key, headers, partition, timestamp, -1
+        )
+        if future is not None:
+            return future
+        placed = self._place(topic, value, key, headers, partition, timestamp, -1)
+        if type(placed) is not Batch:
+            placed.close()  # type: ignore[union-attr]  # the waiting half is not run
+            raise self._would_block(topic)
+        return RecordFuture._for(placed, len(placed.timestamps) - 1)
 
     def _would_block(self, topic: str) -> errors.WouldBlockError:
         cluster = self._runtime.current
@@ -568,7 +563,7 @@ class Producer(Generic[KT, VT]):
         # Where the records went, as runs of consecutive records in one batch:
         # (batch, first index, index after the last).
         runs: list[tuple[Batch, int, int]] = []
-        place, short = self._place, self._short
+        place, short = self._place, self._acc.place
         # Records of one call are created together: they share the default timestamp.
         now_ms = time.time_ns() // 1_000_000
         run_batch: Batch | None = None
@@ -632,26 +627,6 @@ class Producer(Generic[KT, VT]):
         return await self._sender.partition_count(self._open_cluster, topic)
 
     # -- enqueueing --------------------------------------------------------------------------
-
-    def _short(
-        self,
-        topic: object,
-        value: object,
-        key: object,
-        headers: object,
-        partition: object,
-        timestamp: object,
-        now_ms: int,
-    ) -> Batch | None:
-        """The short path of every send: a record of an open producer without serializers
-        goes straight into the engine. ``None``: the record takes :meth:`_place`, which
-        checks the producer's state and says why it cannot be queued, or waits."""
-        cluster = self._runtime.current
-        if cluster is None or not self._plain:
-            return None
-        return self._acc.place(
-            topic, value, key, headers, partition, timestamp, now_ms, cluster.metadata.partitions
-        )
 
     def _check_open(self) -> Cluster:
         cluster = self._runtime.current  # per record: an attribute, not a property

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections import deque  # noqa: TC003  (a real import: the compiled build reads it)
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sharecon import errors
 from sharecon.partitioner import partition_for_key
@@ -61,7 +61,9 @@ from .settings import Settings  # noqa: TC001  (a real import: the compiled buil
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-__all__ = ["DEBUG", "INFO", "WARNING", "Accumulator", "Hooks", "Prepared"]
+__all__ = ["DEBUG", "INFO", "WARNING", "Accumulator", "Hooks", "Prepared", "View"]
+
+_new: Any = object.__new__
 
 # Log levels the hooks get (the values of the logging module's, which this layer does
 # not import).
@@ -111,6 +113,18 @@ class _Leader(Protocol):
     def leader_id(self) -> int: ...
 
 
+class _Metadata(Protocol):
+    @property
+    def partitions(self) -> Mapping[str, Sequence[object]]: ...
+
+
+class View(Protocol):
+    """The I/O layer's view of the cluster: its current metadata."""
+
+    @property
+    def metadata(self) -> _Metadata: ...
+
+
 class Prepared:
     """One record, checked and normalised, that must wait before it is appended."""
 
@@ -154,6 +168,7 @@ class Accumulator:
         "_randrange",
         "_wall_ns",
         "buffered",
+        "future_type",
         "closing",
         "flushing",
         "idempotent",
@@ -164,6 +179,7 @@ class Accumulator:
         "reset_wanted",
         "space_wanted",
         "sticky",
+        "view",
     )
 
     def __init__(
@@ -204,8 +220,47 @@ class Accumulator:
         self.producer_epoch = -1
         self.reset_wanted = False
         self.closing = False
+        #: The cluster view records are placed against by :meth:`enqueue` and by
+        #: :meth:`place` without ``known``: set by the I/O layer while the short path is
+        #: open (started, not closing, not failed, no serializers), else ``None``.
+        self.view: View | None = None
+        #: The class of the futures :meth:`enqueue` makes (slots ``_batch``, ``_index``,
+        #: ``_claimed``; the I/O layer's).
+        self.future_type: Any = None
 
     # -- placing records (the per-record path) -------------------------------------------------
+
+    def enqueue(
+        self,
+        topic: object,
+        value: object,
+        key: object,
+        headers: object,
+        partition: object,
+        timestamp: object,
+        now_ms: int,
+    ) -> Any:
+        """The short path of a send: :meth:`place` against :attr:`view`, and a future of
+        :attr:`future_type` for the record (it counts as unclaimed in its batch). ``None``
+        when the short path is closed or the record must wait (:meth:`place`).
+
+        :raises ConfigError: a wrong argument (nothing was queued).
+        :raises MessageTooLargeError: the record alone is larger than ``max_request``.
+        """
+        view = self.view
+        if view is None:
+            return None
+        batch = self.place(
+            topic, value, key, headers, partition, timestamp, now_ms, view.metadata.partitions
+        )
+        if batch is None:
+            return None
+        future = _new(self.future_type)
+        future._batch = batch
+        future._index = len(batch.timestamps) - 1
+        future._claimed = False
+        batch.unclaimed += 1
+        return future
 
     def place(
         self,
@@ -216,20 +271,26 @@ class Accumulator:
         partition: object,
         timestamp: object,
         now_ms: int,
-        known: Mapping[str, Sequence[object]],
+        known: Mapping[str, Sequence[object]] | None = None,
     ) -> Batch | None:
         """Check one record and append it to its partition's open batch; its index there
         is ``len(batch.timestamps) - 1``.
 
         ``now_ms`` is the create time of a record without ``timestamp`` (-1: read the
         wall clock given at construction). ``known`` maps each topic the metadata knows
-        to its partitions. Returns ``None``
-        when the record must wait (its topic or partition is not known yet, or the buffer
-        is full): the caller then uses :meth:`prepare`, waits, and :meth:`append`.
+        to its partitions (by default :attr:`view`'s; none while it is ``None``). Returns
+        ``None`` when the record must wait (its topic or partition is not known yet, or the
+        buffer is full) or there is no view: the caller then uses :meth:`prepare`, waits,
+        and :meth:`append`.
 
         :raises ConfigError: a wrong argument (nothing was queued).
         :raises MessageTooLargeError: the record alone is larger than ``max_request``.
         """
+        if known is None:
+            view = self.view
+            if view is None:
+                return None
+            known = view.metadata.partitions
         if type(topic) is not str or not topic:
             raise errors.ConfigError(f"topic must be a non-empty str, not {topic!r}")
         v: bytes | None = (

@@ -641,3 +641,25 @@ def test_seeded_faults_with_several_batches_in_flight_keep_order_without_duplica
         for meta in b.outcomes(0, len(b.timestamps)):
             assert not isinstance(meta, errors.KafkaError)
             assert parts[b.partition].log[meta.offset].startswith(b"%d-" % b.partition)
+
+
+def test_enqueue_is_the_short_path_only_while_a_view_is_set() -> None:
+    acc, _, _, _ = make()
+
+    class Future:
+        __slots__ = ("_batch", "_claimed", "_index")
+
+    class View:
+        class metadata:  # the cluster view's attribute
+            partitions = KNOWN
+
+    acc.future_type = Future
+    assert acc.enqueue("t", b"v", None, None, 0, None, NOW_MS) is None  # no view: the long path
+    assert acc.place("t", b"v", None, None, 0, None, NOW_MS) is None and acc.buffered == 0
+    acc.view = View()
+    future = acc.enqueue("t", b"v", None, None, 0, None, NOW_MS)
+    again = acc.enqueue("t", b"w", None, None, 0, None, NOW_MS)
+    assert type(future) is Future and future._batch is again._batch
+    assert (future._index, again._index, future._claimed) == (0, 1, False)
+    assert future._batch.unclaimed == 2
+    assert acc.enqueue("u", b"v", None, None, None, None, NOW_MS) is None  # an unknown topic
