@@ -78,7 +78,7 @@ from sharecon._lifecycle import ClientRuntime
 from sharecon._net.cluster import Cluster, parse_bootstrap
 from sharecon._net.connect import ConnectionConfig
 from sharecon._produce.accumulator import Accumulator
-from sharecon._produce.batch import Batch
+from sharecon._produce.batch import Batch, add_to_runs, outcomes_of
 from sharecon._produce.metadata import RecordMetadata
 from sharecon._produce.settings import check_settings
 from sharecon._producer.future import RecordFuture
@@ -561,47 +561,31 @@ class Producer(Generic[KT, VT]):
             record has been either written or given up on.
         """
         # Where the records went, as runs of consecutive records in one batch:
-        # (batch, first index, index after the last).
-        runs: list[tuple[Batch, int, int]] = []
-        place, short = self._place, self._acc.place
+        # [batch, first index, index after the last].
+        runs: list[list[Any]] = []
+        acc = self._acc
+        items = iter(records)
         # Records of one call are created together: they share the default timestamp.
         now_ms = time.time_ns() // 1_000_000
-        run_batch: Batch | None = None
-        run_start = run_stop = 0
-        for rec in records:
-            if type(rec) is not ProducerRecord:
-                raise errors.ConfigError(
-                    f"send_batch takes ProducerRecord items, not {type(rec).__name__}"
-                )
-            topic, value, key = rec.topic, rec.value, rec.key
-            headers, partition, timestamp = rec.headers, rec.partition, rec.timestamp
-            batch = short(topic, value, key, headers, partition, timestamp, now_ms)
-            if batch is None:
-                placed = place(topic, value, key, headers, partition, timestamp, now_ms)
-                batch = placed if type(placed) is Batch else await placed  # type: ignore[misc]
-            index = len(batch.timestamps) - 1
-            if batch is not run_batch or index != run_stop:
-                if run_batch is not None:
-                    runs.append((run_batch, run_start, run_stop))
-                run_batch, run_start = batch, index
-            run_stop = index + 1
-        if run_batch is not None:
-            runs.append((run_batch, run_start, run_stop))
+        while True:
+            # The short path takes records in a (compiled) loop until one must go the long
+            # way: it is checked (and waited for) here, then the loop goes on.
+            rec = acc.place_records(items, now_ms, runs, ProducerRecord)
+            if rec is None:
+                break
+            placed = self._place(
+                rec.topic, rec.value, rec.key, rec.headers, rec.partition, rec.timestamp, now_ms
+            )
+            add_to_runs(runs, placed if type(placed) is Batch else await placed)  # type: ignore[misc]
         waited = False
-        for batch, _, _ in runs:
+        for run in runs:
+            batch = run[0]
             if not batch.done:
                 await Sender.wait_done(batch)
                 waited = True
         if not waited:
             await anyio.lowlevel.checkpoint()  # a send_batch call always is a checkpoint
-        out: list[RecordMetadata | errors.KafkaError] = []
-        for batch, first, stop in runs:
-            out += batch.outcomes(first, stop)
-        if not return_exceptions:
-            for result in out:
-                if isinstance(result, errors.KafkaError):
-                    raise result
-        return out
+        return outcomes_of(runs, raise_first=not return_exceptions)
 
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now (ignoring ``linger``) and wait until it is done.

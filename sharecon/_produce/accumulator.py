@@ -59,7 +59,7 @@ from .policy import Action, answer_action
 from .settings import Settings  # noqa: TC001  (a real import: the compiled build reads it)
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
 __all__ = ["DEBUG", "INFO", "WARNING", "Accumulator", "Hooks", "Prepared", "View"]
 
@@ -261,6 +261,48 @@ class Accumulator:
         future._claimed = False
         batch.unclaimed += 1
         return future
+
+    def place_records(
+        self, items: Iterator[Any], now_ms: int, runs: list[list[Any]], record_type: Any
+    ) -> Any:
+        """The short path of ``send_batch``: :meth:`place` each item of ``items`` (objects
+        of ``record_type``, with ``topic``, ``value``, ``key``, ``headers``, ``partition``
+        and ``timestamp``) against :attr:`view`, noting each in ``runs``
+        (:func:`.batch.add_to_runs`). Returns the first item that must take the long way
+        (the caller places it, adds it to ``runs`` and calls again), or ``None`` once
+        ``items`` is exhausted.
+
+        :raises ConfigError: an item that is not a ``record_type``, or a wrong argument.
+        :raises MessageTooLargeError: a record alone is larger than ``max_request``.
+        """
+        view = self.view
+        last: list[Any] | None = runs[-1] if runs else None
+        for rec in items:
+            if type(rec) is not record_type:
+                raise errors.ConfigError(
+                    f"send_batch takes {record_type.__name__} items, not {type(rec).__name__}"
+                )
+            if view is None:
+                return rec
+            batch = self.place(
+                rec.topic,
+                rec.value,
+                rec.key,
+                rec.headers,
+                rec.partition,
+                rec.timestamp,
+                now_ms,
+                view.metadata.partitions,
+            )
+            if batch is None:
+                return rec
+            index = len(batch.timestamps) - 1
+            if last is not None and last[0] is batch and last[2] == index:
+                last[2] = index + 1
+            else:
+                last = [batch, index, index + 1]
+                runs.append(last)
+        return None
 
     def place(
         self,

@@ -7,6 +7,7 @@ import itertools
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from sharecon import errors
 from sharecon.protocol.records import BatchBuilder
 
 from .inputs import BATCH_OVERHEAD
@@ -21,9 +22,7 @@ _set_timestamp: Any = RecordMetadata.__dict__["timestamp"].__set__
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    from sharecon import errors
-
-__all__ = ["Batch", "PartitionQueue"]
+__all__ = ["Batch", "PartitionQueue", "add_to_runs", "outcomes_of"]
 
 
 class Batch:
@@ -147,6 +146,34 @@ class Batch:
             _set_timestamp(meta, t)
             out.append(meta)
         return out
+
+
+def add_to_runs(runs: list[list[Any]], batch: Batch) -> None:
+    """Note that the last record of ``batch`` was placed: ``runs`` holds where a call's
+    records went, as ``[batch, first index, index after the last]`` runs."""
+    index = len(batch.timestamps) - 1
+    if runs:
+        last = runs[-1]
+        if last[0] is batch and last[2] == index:
+            last[2] = index + 1
+            return
+    runs.append([batch, index, index + 1])
+
+
+def outcomes_of(
+    runs: list[list[Any]], *, raise_first: bool
+) -> list[RecordMetadata | errors.KafkaError]:
+    """Every record's outcome of ``runs`` (see :func:`add_to_runs`), in order, once their
+    batches are done. With ``raise_first`` the first failure is raised instead."""
+    out: list[RecordMetadata | errors.KafkaError] = []
+    for run in runs:
+        batch: Batch = run[0]
+        out += batch.outcomes(run[1], run[2])
+    if raise_first:
+        for result in out:
+            if isinstance(result, errors.KafkaError):
+                raise result
+    return out
 
 
 class PartitionQueue:

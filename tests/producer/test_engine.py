@@ -663,3 +663,41 @@ def test_enqueue_is_the_short_path_only_while_a_view_is_set() -> None:
     assert (future._index, again._index, future._claimed) == (0, 1, False)
     assert future._batch.unclaimed == 2
     assert acc.enqueue("u", b"v", None, None, None, None, NOW_MS) is None  # an unknown topic
+
+
+def test_place_records_fills_runs_until_a_record_must_take_the_long_way() -> None:
+    from sharecon._produce.batch import add_to_runs, outcomes_of
+
+    @dataclass(frozen=True)
+    class Rec:
+        topic: str
+        value: bytes
+        key: bytes | None = None
+        headers: object = None
+        partition: int | None = None
+        timestamp: int | None = None
+
+    class View:
+        class metadata:  # the cluster view's attribute
+            partitions = KNOWN
+
+    acc, _, clock, _ = make(linger=0)
+    acc.view = View()
+    runs: list[list[Any]] = []
+    items = iter([Rec("t", b"a", partition=0), Rec("t", b"b", partition=0), Rec("u", b"c")])
+    waiting = acc.place_records(items, NOW_MS, runs, Rec)
+    assert waiting == Rec("u", b"c")  # an unknown topic: the caller's to place
+    (run,) = runs
+    assert run[1:] == [0, 2]
+    add_to_runs(runs, put(acc, b"d", partition=1))  # placed the long way
+    assert acc.place_records(iter([Rec("t", b"e", partition=0)]), NOW_MS, runs, Rec) is None
+    assert [r[1:] for r in runs] == [[0, 2], [0, 1], [2, 3]]
+    with pytest.raises(errors.ConfigError, match="send_batch takes Rec items, not int"):
+        acc.place_records(iter([1]), NOW_MS, runs, Rec)
+    first, second = runs[0][0], runs[1][0]
+    acc.finish(first)
+    acc.finish(second, errors.KafkaError("refused"))
+    got = outcomes_of(runs, raise_first=False)
+    assert [getattr(o, "offset", str(o)) for o in got] == [-1, -1, "refused", -1]
+    with pytest.raises(errors.KafkaError, match="refused"):
+        outcomes_of(runs, raise_first=True)
