@@ -32,6 +32,8 @@ Usage::
     python benchmarks/produce.py --records 200000 --sizes 100
     python benchmarks/produce.py --records 100000 --sizes 100 --skip sharecon,confluent-kafka,java
     python benchmarks/produce.py --defaults      # every client at its own defaults
+    python benchmarks/produce.py --baseline ../main  # also each sharecon client from ../main
+    python benchmarks/produce.py --profile       # top-10 profile entries of each sharecon client
     SHARECON_BOOTSTRAP=host:9092 python benchmarks/produce.py
 """
 
@@ -41,6 +43,7 @@ import argparse
 import json
 import os
 import resource
+import subprocess
 import sys
 import time
 import uuid
@@ -71,6 +74,8 @@ CLIENTS = (
 )
 CHUNK = 10_000
 IN_FLIGHT_CHUNKS = 4
+#: ``--baseline DIR``: each sharecon client is also run from DIR's sources, named so.
+BASE = "@base"
 #: ``--defaults``: every client at its own defaults (set in the workers from the environment).
 DEFAULTS = os.environ.get("SHARECON_BENCH_DEFAULTS") == "1"
 
@@ -203,6 +208,11 @@ def _worker_confluent(bootstrap: str, topic: str, n: int, size: int) -> dict[str
 
 def worker_main(argv: list[str]) -> None:
     name, bootstrap, topic, n, size = argv[0], argv[1], argv[2], int(argv[3]), int(argv[4])
+    if name.endswith(BASE):
+        # The baseline's sources (or its compiled build) ahead of this checkout's.
+        name = name.removesuffix(BASE)
+        build = "compiled" if name.endswith("-compiled") else "pure"
+        sys.path.insert(0, os.environ[f"SHARECON_BENCH_BASE_{build.upper()}"])
     fn = {
         "sharecon": _worker_sharecon,
         "sharecon-send-loop": _worker_sharecon_send_loop,
@@ -211,7 +221,19 @@ def worker_main(argv: list[str]) -> None:
     }[name.removesuffix("-compiled")]
     if name.startswith("sharecon"):
         check_build()
-    result = fn(bootstrap, topic, n, size)
+    profile = os.environ.get("SHARECON_BENCH_PROFILE") == "1" and name.startswith("sharecon")
+    if profile:
+        import cProfile
+        import io
+        import pstats
+
+        profiler = cProfile.Profile()
+        result = profiler.runcall(fn, bootstrap, topic, n, size)
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(10)
+        result["profile"] = out.getvalue()
+    else:
+        result = fn(bootstrap, topic, n, size)
     # ru_maxrss is KiB on Linux.
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print("RESULT " + json.dumps(result), flush=True)
@@ -223,7 +245,7 @@ def worker_main(argv: list[str]) -> None:
 def run_worker(name: str, bootstrap: str, topic: str, n: int, size: int) -> dict[str, Any]:
     result: dict[str, Any] = run_child(
         [__file__, "--worker", name, bootstrap, topic, str(n), str(size)],
-        "compiled" if name.endswith("-compiled") else "pure",
+        "compiled" if name.removesuffix(BASE).endswith("-compiled") else "pure",
         f"{name} worker",
         timeout=1800,
     )
@@ -260,7 +282,45 @@ def main() -> None:
     parser.add_argument(
         "--defaults", action="store_true", help="every client at its own default settings"
     )
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        help="another sharecon checkout: each sharecon client also runs from its sources "
+        "(pure and compiled, the latter built by its own benchmarks/_common.py), right after "
+        "this checkout's, as '<client>@base'",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="run the sharecon clients under cProfile and print their top-10 entries "
+        "(own time); the figures then include the profiler's cost",
+    )
     args = parser.parse_args()
+    if args.profile:
+        os.environ["SHARECON_BENCH_PROFILE"] = "1"  # read by the workers
+    clients: list[str] = list(CLIENTS)
+    if args.baseline:
+        base = Path(args.baseline).resolve()
+        os.environ["SHARECON_BENCH_BASE_PURE"] = str(base)
+        if any(c.endswith("-compiled") and c not in args.skip.split(",") for c in CLIENTS):
+            built = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys; sys.path.insert(0, sys.argv[1]); import _common; "
+                    "print(_common.compiled_tree())",
+                    str(base / "benchmarks"),
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            os.environ["SHARECON_BENCH_BASE_COMPILED"] = built.stdout.strip().splitlines()[-1]
+        clients = [
+            c
+            for name in CLIENTS
+            for c in ((name, name + BASE) if name.startswith("sharecon") else (name,))
+        ]
     if args.defaults:
         os.environ["SHARECON_BENCH_DEFAULTS"] = "1"  # read by the workers
         global DEFAULTS
@@ -288,10 +348,10 @@ def main() -> None:
         for size in [int(s) for s in args.sizes.split(",")]:
             n = args.records if size <= 100 else max(args.records // 4, 1000)
             per: dict[str, dict[str, Any]] = {}
-            for name in CLIENTS:
-                if name in skip:
+            for name in clients:
+                if name.removesuffix(BASE) in skip:
                     continue
-                topic = f"bench-produce-{name}-{size}-{uuid.uuid4().hex[:6]}"
+                topic = f"bench-produce-{name.replace('@', '-')}-{size}-{uuid.uuid4().hex[:6]}"
                 tools.create_topic(topic, PARTITIONS)
                 if name == "java":
                     per[name] = run_java(tools, topic, n, size)
@@ -305,6 +365,8 @@ def main() -> None:
                     f"{r['mb_per_s']:.1f} MB/s",
                     flush=True,
                 )
+                if "profile" in r:
+                    print(r.pop("profile"), flush=True)
             pure, compiled = per.get("sharecon"), per.get("sharecon-compiled")
 
             def ratio(base: dict[str, Any] | None, r: dict[str, Any]) -> str:

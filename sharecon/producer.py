@@ -23,13 +23,14 @@ Design (rules of this module):
    partitions, collects every ready batch whose partition has nothing in flight, groups
    them by leader broker and starts one Produce request per broker (split at
    ``max_request_size``). Requests to one broker share its connection, pipelined.
-3. **At most one batch in flight per partition.** That is the simplest ordering that is
-   always correct: with idempotence the batch's sequence number is simply the next one
-   the broker expects, a retry resends the very same bytes (same producer id, epoch and
-   sequence, so the broker drops a copy it already wrote and answers with the first
-   offset), and a rejected batch never leaves a gap behind later ones. Throughput does
-   not suffer much because records keep accumulating (into bigger batches) while a batch
-   is in flight.
+3. **Up to ``max_in_flight`` batches in flight per partition** (5, with idempotence; one
+   without). A batch gets its sequence numbers when it is first sent; a retry resends the
+   very same bytes (same producer id, epoch and sequence, so the broker drops a copy it
+   already wrote and answers with the first offset). A batch to resend waits until
+   nothing else of its partition is in flight and goes before every batch never sent, so
+   the broker sees the sequences in order; a batch refused only because an earlier one
+   is missing is resent after it. Records keep accumulating (into bigger batches) while
+   batches are in flight.
 4. **Retries.** Retriable broker errors, lost connections and timeouts put the batch back
    at the head of its partition's queue with jittered exponential backoff, and ask for a
    metadata refresh (leader hints in the Produce response are applied at once). A batch
@@ -78,7 +79,7 @@ from sharecon._lifecycle import ClientRuntime
 from sharecon._net.cluster import Cluster, parse_bootstrap
 from sharecon._net.connect import ConnectionConfig
 from sharecon._produce.accumulator import Accumulator
-from sharecon._produce.batch import Batch
+from sharecon._produce.batch import Batch, add_to_runs, outcomes_of
 from sharecon._produce.metadata import RecordMetadata
 from sharecon._produce.settings import check_settings
 from sharecon._producer.future import RecordFuture
@@ -137,9 +138,6 @@ _PRODUCER_POINTS = metric_points(PRODUCER_METRICS, "producer")
 _YIELD_EVERY = 64
 
 
-_new = object.__new__
-
-
 # -- public value types --------------------------------------------------------------------
 
 
@@ -188,6 +186,10 @@ class Producer(Generic[KT, VT]):
     :param max_batch_bytes: a batch is closed once it holds about this many bytes.
     :param max_request_size: largest Produce request (and record) this client sends.
     :param max_buffer_bytes: bytes of records waiting to be sent before ``send`` waits.
+    :param max_in_flight: batches of one partition sent and not yet answered, 1 to 5
+        (Kafka's ``max.in.flight.requests.per.connection``). With idempotence their
+        sequence numbers keep them in order through retries; without it, one batch per
+        partition is in flight whatever this says, so that a retry cannot reorder records.
     :param delivery_timeout: seconds from ``send`` until a record that could not be
         delivered (retries included) fails with :class:`~sharecon.errors.KafkaTimeoutError`.
     :param request_timeout: seconds one Produce request may take (also the broker-side
@@ -226,6 +228,7 @@ class Producer(Generic[KT, VT]):
         max_batch_bytes: int = 512 * 1024,
         max_request_size: int = 1024 * 1024,
         max_buffer_bytes: int = 32 * 1024 * 1024,
+        max_in_flight: int = 5,
         delivery_timeout: float = 120.0,
         request_timeout: float = 30.0,
         metadata_timeout: float = 30.0,
@@ -258,6 +261,7 @@ class Producer(Generic[KT, VT]):
             max_batch_bytes=max_batch_bytes,
             max_request_size=max_request_size,
             max_buffer_bytes=max_buffer_bytes,
+            max_in_flight=max_in_flight,
             delivery_timeout=delivery_timeout,
             request_timeout=request_timeout,
             metadata_timeout=metadata_timeout,
@@ -289,9 +293,10 @@ class Producer(Generic[KT, VT]):
             randrange=random.randrange,
         )
         self._unyielded = 0  # send() calls since the last one that checkpointed
-        # Whether a record may take the short path (open, not closing, not failed, no
-        # serializers); else it goes through _place, which checks and says why not.
-        self._plain = False
+        # The short path (Accumulator.enqueue) is open while acc.view is set: started, not
+        # closing, not failed, no serializers. Else a record goes through _place, which
+        # checks and says why not.
+        self._acc.future_type = RecordFuture
         sender.on_fatal = self._no_short_path
 
     def __repr__(self) -> str:
@@ -326,7 +331,8 @@ class Producer(Generic[KT, VT]):
             ),
             self._on_connected,
         )
-        self._plain = not self._serializing
+        if not self._serializing:
+            self._acc.view = self._runtime.current
 
     async def _on_connected(self, cluster: Cluster, tg: TaskGroup) -> None:
         if self._acc.idempotent:
@@ -343,7 +349,7 @@ class Producer(Generic[KT, VT]):
             )
 
     def _no_short_path(self, closing: bool = True) -> None:
-        self._plain = False
+        self._acc.view = None
         self._acc.closing = self._acc.closing or closing
 
     def _on_close(self) -> None:
@@ -446,26 +452,21 @@ class Producer(Generic[KT, VT]):
         # work (a batch was started or filled) and at least every _YIELD_EVERY sends: a
         # tight loop of sends still lets the dispatcher and every other task run, without
         # paying for a checkpoint per record. A send cancelled there has queued nothing.
-        self._unyielded += 1
-        if self._unyielded >= _YIELD_EVERY or self._sender.work:
+        unyielded = self._unyielded + 1
+        if unyielded >= _YIELD_EVERY or self._sender.work:
             self._unyielded = 0
             await anyio.lowlevel.checkpoint()
-        # The per-record path, inlined: the common record goes straight into the engine.
-        cluster = self._runtime.current
-        batch = None
-        if cluster is not None and self._plain:
-            batch = self._acc.place(
-                topic, value, key, headers, partition, timestamp, -1, cluster.metadata.partitions
-            )
-        if batch is None:
-            placed = self._place(topic, value, key, headers, partition, timestamp, -1)
-            batch = placed if type(placed) is Batch else await placed  # type: ignore[misc]
-        future: RecordFuture = _new(RecordFuture)
-        future._batch = batch
-        future._index = len(batch.timestamps) - 1
-        future._claimed = False
-        batch.unclaimed += 1
-        return future
+        else:
+            self._unyielded = unyielded
+        # The short path: the whole per-record job in one call of the (compiled) engine.
+        future: RecordFuture | None = self._acc.enqueue(
+            topic, value, key, headers, partition, timestamp, -1
+        )
+        if future is not None:
+            return future
+        placed = self._place(topic, value, key, headers, partition, timestamp, -1)
+        batch = placed if type(placed) is Batch else await placed  # type: ignore[misc]
+        return RecordFuture._for(batch, len(batch.timestamps) - 1)
 
     def send_nowait(
         self,
@@ -492,24 +493,16 @@ class Producer(Generic[KT, VT]):
 
         :raises WouldBlockError: the record cannot be queued without waiting.
         """
-        cluster = self._runtime.current
-        batch = None
-        if cluster is not None and self._plain:
-            batch = self._acc.place(
-                topic, value, key, headers, partition, timestamp, -1, cluster.metadata.partitions
-            )
-        if batch is None:
-            placed = self._place(topic, value, key, headers, partition, timestamp, -1)
-            if type(placed) is not Batch:
-                placed.close()  # type: ignore[union-attr]  # the waiting half is not run
-                raise self._would_block(topic)
-            batch = placed
-        future: RecordFuture = _new(RecordFuture)
-        future._batch = batch
-        future._index = len(batch.timestamps) - 1
-        future._claimed = False
-        batch.unclaimed += 1
-        return future
+        future: RecordFuture | None = self._acc.enqueue(
+            topic, value, key, headers, partition, timestamp, -1
+        )
+        if future is not None:
+            return future
+        placed = self._place(topic, value, key, headers, partition, timestamp, -1)
+        if type(placed) is not Batch:
+            placed.close()  # type: ignore[union-attr]  # the waiting half is not run
+            raise self._would_block(topic)
+        return RecordFuture._for(placed, len(placed.timestamps) - 1)
 
     def _would_block(self, topic: str) -> errors.WouldBlockError:
         cluster = self._runtime.current
@@ -588,59 +581,31 @@ class Producer(Generic[KT, VT]):
             record has been either written or given up on.
         """
         # Where the records went, as runs of consecutive records in one batch:
-        # (batch, first index, index after the last).
-        runs: list[tuple[Batch, int, int]] = []
-        place, fast = self._place, self._acc.place
+        # [batch, first index, index after the last].
+        runs: list[list[Any]] = []
+        acc = self._acc
+        items = iter(records)
         # Records of one call are created together: they share the default timestamp.
         now_ms = time.time_ns() // 1_000_000
-        run_batch: Batch | None = None
-        run_start = run_stop = 0
-        for rec in records:
-            if type(rec) is not ProducerRecord:
-                raise errors.ConfigError(
-                    f"send_batch takes ProducerRecord items, not {type(rec).__name__}"
-                )
-            topic, value, key = rec.topic, rec.value, rec.key
-            headers, partition, timestamp = rec.headers, rec.partition, rec.timestamp
-            cluster = self._runtime.current
-            batch = None
-            if cluster is not None and self._plain:  # the short path, as in send()
-                batch = fast(
-                    topic,
-                    value,
-                    key,
-                    headers,
-                    partition,
-                    timestamp,
-                    now_ms,
-                    cluster.metadata.partitions,
-                )
-            if batch is None:
-                placed = place(topic, value, key, headers, partition, timestamp, now_ms)
-                batch = placed if type(placed) is Batch else await placed  # type: ignore[misc]
-            index = len(batch.timestamps) - 1
-            if batch is not run_batch or index != run_stop:
-                if run_batch is not None:
-                    runs.append((run_batch, run_start, run_stop))
-                run_batch, run_start = batch, index
-            run_stop = index + 1
-        if run_batch is not None:
-            runs.append((run_batch, run_start, run_stop))
+        while True:
+            # The short path takes records in a (compiled) loop until one must go the long
+            # way: it is checked (and waited for) here, then the loop goes on.
+            rec = acc.place_records(items, now_ms, runs, ProducerRecord)
+            if rec is None:
+                break
+            placed = self._place(
+                rec.topic, rec.value, rec.key, rec.headers, rec.partition, rec.timestamp, now_ms
+            )
+            add_to_runs(runs, placed if type(placed) is Batch else await placed)  # type: ignore[misc]
         waited = False
-        for batch, _, _ in runs:
+        for run in runs:
+            batch = run[0]
             if not batch.done:
                 await Sender.wait_done(batch)
                 waited = True
         if not waited:
             await anyio.lowlevel.checkpoint()  # a send_batch call always is a checkpoint
-        out: list[RecordMetadata | errors.KafkaError] = []
-        for batch, first, stop in runs:
-            out += batch.outcomes(first, stop)
-        if not return_exceptions:
-            for result in out:
-                if isinstance(result, errors.KafkaError):
-                    raise result
-        return out
+        return outcomes_of(runs, raise_first=not return_exceptions)
 
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now (ignoring ``linger``) and wait until it is done.

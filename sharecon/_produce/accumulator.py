@@ -12,9 +12,17 @@ Rules of this module:
    murmur2; a record without either sticks to the partition of the last keyless batch of
    its topic while that batch has room (the sticky partitioner, KIP-480), then moves to
    another partition at random.
-3. **At most one batch in flight per partition** (:meth:`Accumulator.ready`), so a
-   batch's sequence number is simply the next one the broker expects and a retry
-   resends the very same bytes.
+3. **Up to ``max_in_flight`` batches in flight per partition** with idempotence (one
+   without), in order (:meth:`Accumulator.ready`). A batch gets its sequence numbers when
+   it is first sent, and keeps them: a retry resends the very same bytes. A batch sent
+   before goes back into its queue in sequence order (ahead of every batch never sent),
+   and is sent again only once nothing else of its partition is in flight, so the broker
+   always sees the sequences in order. A batch answered OUT_OF_ORDER_SEQUENCE_NUMBER while
+   an earlier batch of its partition is still pending (in flight or waiting to be resent)
+   is only behind that one's failure: it is resent after it (:data:`.policy.Action.RESEND`).
+   A batch that fails for good after getting sequence numbers hands them back when nothing
+   was numbered after it; otherwise (a gap the broker would never see filled) the producer
+   gets a new producer id, as for an ambiguous failure (rule 5).
 4. **Outcomes** follow :mod:`.policy`: written, split, retried (back at the head of its
    queue with a backoff), expired after ``delivery_timeout`` or failed. A batch done for
    good frees its buffer space and tells the hooks once.
@@ -31,7 +39,8 @@ or are read from the wall clock given at construction.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Protocol
+from collections import deque  # noqa: TC003  (a real import: the compiled build reads it)
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sharecon import errors
 from sharecon.partitioner import partition_for_key
@@ -46,13 +55,15 @@ from .inputs import (
     normalise_headers,
     record_size,
 )
-from .policy import Action
+from .policy import Action, answer_action
 from .settings import Settings  # noqa: TC001  (a real import: the compiled build reads it)
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
-__all__ = ["DEBUG", "INFO", "WARNING", "Accumulator", "Hooks", "Prepared"]
+__all__ = ["DEBUG", "INFO", "WARNING", "Accumulator", "Hooks", "Prepared", "View"]
+
+_new: Any = object.__new__
 
 # Log levels the hooks get (the values of the logging module's, which this layer does
 # not import).
@@ -61,6 +72,23 @@ INFO = 20
 WARNING = 30
 
 Headers = tuple[tuple[str, bytes | None], ...]
+
+# Sequence numbers are int32 and wrap to 0 after 2**31 - 1.
+_SEQ_MASK = 0x7FFFFFFF
+
+
+def _precedes(a: int, b: int) -> bool:
+    """Whether sequence number ``a`` comes before ``b`` (wrapping)."""
+    return 0 < ((b - a) & _SEQ_MASK) < 0x40000000
+
+
+def _discard(flight: deque[Batch], batch: Batch) -> None:
+    # A batch leaves the in-flight list when its outcome is applied (usually the first).
+    if flight:
+        if flight[0] is batch:
+            flight.popleft()
+        elif batch in flight:
+            flight.remove(batch)
 
 
 class Hooks(Protocol):
@@ -83,6 +111,18 @@ class Hooks(Protocol):
 class _Leader(Protocol):
     @property
     def leader_id(self) -> int: ...
+
+
+class _Metadata(Protocol):
+    @property
+    def partitions(self) -> Mapping[str, Sequence[object]]: ...
+
+
+class View(Protocol):
+    """The I/O layer's view of the cluster: its current metadata."""
+
+    @property
+    def metadata(self) -> _Metadata: ...
 
 
 class Prepared:
@@ -122,11 +162,13 @@ class Accumulator:
         "_level",
         "_linger",
         "_max_batch",
+        "_max_flight",
         "_max_buffer",
         "_max_request",
         "_randrange",
         "_wall_ns",
         "buffered",
+        "future_type",
         "closing",
         "flushing",
         "idempotent",
@@ -137,6 +179,7 @@ class Accumulator:
         "reset_wanted",
         "space_wanted",
         "sticky",
+        "view",
     )
 
     def __init__(
@@ -154,6 +197,8 @@ class Accumulator:
         self._randrange = randrange
         self._max_batch = settings.max_batch
         self._max_buffer = settings.max_buffer
+        # Without idempotence nothing would keep two batches of a partition in order.
+        self._max_flight = settings.max_in_flight if settings.idempotent else 1
         self._max_request = settings.max_request
         self._delivery_timeout = settings.delivery_timeout
         self._linger = settings.linger
@@ -175,8 +220,89 @@ class Accumulator:
         self.producer_epoch = -1
         self.reset_wanted = False
         self.closing = False
+        #: The cluster view records are placed against by :meth:`enqueue` and by
+        #: :meth:`place` without ``known``: set by the I/O layer while the short path is
+        #: open (started, not closing, not failed, no serializers), else ``None``.
+        self.view: View | None = None
+        #: The class of the futures :meth:`enqueue` makes (slots ``_batch``, ``_index``,
+        #: ``_claimed``; the I/O layer's).
+        self.future_type: Any = None
 
     # -- placing records (the per-record path) -------------------------------------------------
+
+    def enqueue(
+        self,
+        topic: object,
+        value: object,
+        key: object,
+        headers: object,
+        partition: object,
+        timestamp: object,
+        now_ms: int,
+    ) -> Any:
+        """The short path of a send: :meth:`place` against :attr:`view`, and a future of
+        :attr:`future_type` for the record (it counts as unclaimed in its batch). ``None``
+        when the short path is closed or the record must wait (:meth:`place`).
+
+        :raises ConfigError: a wrong argument (nothing was queued).
+        :raises MessageTooLargeError: the record alone is larger than ``max_request``.
+        """
+        view = self.view
+        if view is None:
+            return None
+        batch = self.place(
+            topic, value, key, headers, partition, timestamp, now_ms, view.metadata.partitions
+        )
+        if batch is None:
+            return None
+        future = _new(self.future_type)
+        future._batch = batch
+        future._index = len(batch.timestamps) - 1
+        future._claimed = False
+        batch.unclaimed += 1
+        return future
+
+    def place_records(
+        self, items: Iterator[Any], now_ms: int, runs: list[list[Any]], record_type: Any
+    ) -> Any:
+        """The short path of ``send_batch``: :meth:`place` each item of ``items`` (objects
+        of ``record_type``, with ``topic``, ``value``, ``key``, ``headers``, ``partition``
+        and ``timestamp``) against :attr:`view`, noting each in ``runs``
+        (:func:`.batch.add_to_runs`). Returns the first item that must take the long way
+        (the caller places it, adds it to ``runs`` and calls again), or ``None`` once
+        ``items`` is exhausted.
+
+        :raises ConfigError: an item that is not a ``record_type``, or a wrong argument.
+        :raises MessageTooLargeError: a record alone is larger than ``max_request``.
+        """
+        view = self.view
+        last: list[Any] | None = runs[-1] if runs else None
+        for rec in items:
+            if type(rec) is not record_type:
+                raise errors.ConfigError(
+                    f"send_batch takes {record_type.__name__} items, not {type(rec).__name__}"
+                )
+            if view is None:
+                return rec
+            batch = self.place(
+                rec.topic,
+                rec.value,
+                rec.key,
+                rec.headers,
+                rec.partition,
+                rec.timestamp,
+                now_ms,
+                view.metadata.partitions,
+            )
+            if batch is None:
+                return rec
+            index = len(batch.timestamps) - 1
+            if last is not None and last[0] is batch and last[2] == index:
+                last[2] = index + 1
+            else:
+                last = [batch, index, index + 1]
+                runs.append(last)
+        return None
 
     def place(
         self,
@@ -187,20 +313,26 @@ class Accumulator:
         partition: object,
         timestamp: object,
         now_ms: int,
-        known: Mapping[str, Sequence[object]],
+        known: Mapping[str, Sequence[object]] | None = None,
     ) -> Batch | None:
         """Check one record and append it to its partition's open batch; its index there
         is ``len(batch.timestamps) - 1``.
 
         ``now_ms`` is the create time of a record without ``timestamp`` (-1: read the
         wall clock given at construction). ``known`` maps each topic the metadata knows
-        to its partitions. Returns ``None``
-        when the record must wait (its topic or partition is not known yet, or the buffer
-        is full): the caller then uses :meth:`prepare`, waits, and :meth:`append`.
+        to its partitions (by default :attr:`view`'s; none while it is ``None``). Returns
+        ``None`` when the record must wait (its topic or partition is not known yet, or the
+        buffer is full) or there is no view: the caller then uses :meth:`prepare`, waits,
+        and :meth:`append`.
 
         :raises ConfigError: a wrong argument (nothing was queued).
         :raises MessageTooLargeError: the record alone is larger than ``max_request``.
         """
+        if known is None:
+            view = self.view
+            if view is None:
+                return None
+            known = view.metadata.partitions
         if type(topic) is not str or not topic:
             raise errors.ConfigError(f"topic must be a non-empty str, not {topic!r}")
         v: bytes | None = (
@@ -398,12 +530,17 @@ class Accumulator:
             queue = state.queue
             while queue and queue[0].deadline <= now:
                 self._expire(state, queue.popleft())
-            if not queue or state.in_flight is not None:
+            if not queue:
+                continue
+            head = queue[0]
+            flight = state.flight
+            if flight and (len(flight) >= self._max_flight or head.base_seq >= 0):
+                # Rule 3: a batch numbered before (a retry) waits until nothing else of
+                # its partition is in flight; a new one until there is a free place.
                 continue
             if state.retry_at > now:
                 next_due = min(next_due, state.retry_at)
                 continue
-            head = queue[0]
             if not head.sealed and lingering:
                 due = head.created + self._linger
                 if due > now:
@@ -418,7 +555,7 @@ class Accumulator:
                 continue
             head.sealed = True
             queue.popleft()
-            state.in_flight = head
+            flight.append(head)
             self.in_flight += 1
             group = out.get(leader)
             if group is None:
@@ -445,8 +582,11 @@ class Accumulator:
     def _encode(self, batch: Batch) -> bytes:
         if batch.encoded is not None:
             return batch.encoded  # a retry sends the very same bytes
-        if self.idempotent:
-            batch.base_seq = self.partitions[(batch.topic, batch.partition)].next_seq
+        if self.idempotent and batch.base_seq < 0:
+            # Numbered when first sent (rule 3): the batches after it may go before its answer.
+            state = self.partitions[(batch.topic, batch.partition)]
+            batch.base_seq = state.next_seq
+            state.next_seq = (state.next_seq + len(batch.timestamps)) & _SEQ_MASK
         assert batch.builder is not None  # dropped only once the batch is done
         encoded = batch.builder.build(
             codec=self._codec,
@@ -464,6 +604,30 @@ class Accumulator:
         self.in_flight -= count
 
     # -- outcomes --------------------------------------------------------------------------
+
+    def answer_action(self, batch: Batch, code: int) -> Action:
+        """The action for a partition's ``ErrorCode`` in the answer to ``batch``
+        (:func:`.policy.answer_action`, told whether an earlier batch of the partition is
+        still pending: rule 3)."""
+        return answer_action(
+            code,
+            records=len(batch.timestamps),
+            idempotent=self.idempotent,
+            earlier_pending=code != 0 and self.earlier_pending(batch),
+        )
+
+    def earlier_pending(self, batch: Batch) -> bool:
+        """Whether a batch numbered before ``batch`` in its partition is still in flight
+        or waiting to be resent (so a gap in front of ``batch`` is that one's)."""
+        if not self.idempotent or batch.base_seq < 0:
+            return False
+        state = self.partitions[(batch.topic, batch.partition)]
+        seq = batch.base_seq
+        for other in state.flight:
+            if other is not batch and other.base_seq >= 0 and _precedes(other.base_seq, seq):
+                return True
+        queue = state.queue
+        return bool(queue) and queue[0].base_seq >= 0 and _precedes(queue[0].base_seq, seq)
 
     def transport_failed(
         self, batches: list[Batch], error: errors.KafkaError, action: Action, now: float
@@ -493,9 +657,6 @@ class Accumulator:
         written), ``hinted`` whether the answer's leader hint was applied."""
         if action is Action.WRITTEN:
             batch.ambiguous = False
-            if self.idempotent:
-                state = self.partitions[(batch.topic, batch.partition)]
-                state.next_seq = (batch.base_seq + len(batch.timestamps)) & 0x7FFFFFFF
             batch.base_offset = base_offset
             batch.log_append_time = log_append_time
             self.finish(batch)
@@ -522,29 +683,52 @@ class Accumulator:
             self.retry(batch, error, now, immediate=True)
         elif action is Action.RETRY or action is Action.RETRY_AMBIGUOUS:
             self.retry(batch, error, now, immediate=hinted)
+        elif action is Action.RESEND:
+            # Behind an earlier batch's failure (rule 3): resent after it, on its schedule.
+            self.retry(batch, error, now, keep_due=True)
         else:
             self.finish(batch, error)
 
     def retry(
-        self, batch: Batch, error: errors.KafkaError, now: float, *, immediate: bool = False
+        self,
+        batch: Batch,
+        error: errors.KafkaError,
+        now: float,
+        *,
+        immediate: bool = False,
+        keep_due: bool = False,
     ) -> None:
-        """Put ``batch`` back at the head of its queue, due after a backoff (at once if
-        ``immediate``), or expire it if its deadline passed or the producer closes."""
+        """Put ``batch`` back in its queue, ahead of the batches never sent and in sequence
+        order (rule 3), due after a backoff (at once if ``immediate``; when the partition
+        is due already if ``keep_due``), or expire it if its deadline passed or the
+        producer closes."""
         state = self.partitions[(batch.topic, batch.partition)]
-        if state.in_flight is batch:
-            state.in_flight = None
+        _discard(state.flight, batch)
         batch.last_error = error
         if now >= batch.deadline or self.closing:
             self._expire(state, batch)
             return
         self._hooks.retrying(batch, error)
-        state.queue.appendleft(batch)
-        state.retry_at = now if immediate else now + self._backoff.delay(batch.attempts - 1)
+        self._requeue(state, batch)
+        if not keep_due:
+            state.retry_at = now if immediate else now + self._backoff.delay(batch.attempts - 1)
+
+    def _requeue(self, state: PartitionQueue, batch: Batch) -> None:
+        # Ahead of every batch never sent; among those numbered already, in sequence order
+        # (one not numbered yet, a half of a split, goes after them all).
+        queue = state.queue
+        index = 0
+        if self.idempotent:
+            seq = batch.base_seq
+            for queued in queue:
+                if queued.base_seq < 0 or (seq >= 0 and not _precedes(queued.base_seq, seq)):
+                    break
+                index += 1
+        queue.insert(index, batch)
 
     def _split(self, batch: Batch) -> None:
         state = self.partitions[(batch.topic, batch.partition)]
-        if state.in_flight is batch:
-            state.in_flight = None
+        _discard(state.flight, batch)
         assert batch.builder is not None  # dropped only once the batch is done
         records = batch.builder.records()  # decoded back: splitting is rare
         half = len(records) // 2
@@ -568,16 +752,24 @@ class Accumulator:
             half,
             len(records) - half,
         )
+        if batch.base_seq >= 0:
+            # The halves take over its sequence numbers (rule 3): numbered again when sent
+            # if none were handed out after them, else the same range, split.
+            if state.next_seq == (batch.base_seq + len(records)) & _SEQ_MASK:
+                state.next_seq = batch.base_seq
+            else:
+                pieces[0].base_seq = batch.base_seq
+                pieces[1].base_seq = (batch.base_seq + half) & _SEQ_MASK
+            batch.base_seq = -1
         # The halves go first, in order; the buffer space moves to them.
         batch.children = (pieces[0], pieces[1])
         batch.encoded = None
         batch.builder = None  # the records live on in the halves
-        state.queue.appendleft(pieces[1])
-        state.queue.appendleft(pieces[0])
+        self._requeue(state, pieces[1])
+        self._requeue(state, pieces[0])
 
     def _expire(self, state: PartitionQueue, batch: Batch) -> None:
-        if state.in_flight is batch:
-            state.in_flight = None
+        _discard(state.flight, batch)
         last = f"; last error: {batch.last_error}" if batch.last_error else ""
         self.finish(
             batch,
@@ -595,13 +787,22 @@ class Accumulator:
         if batch.done:
             return
         state = self.partitions.get((batch.topic, batch.partition))
-        if state is not None and state.in_flight is batch:
-            state.in_flight = None
+        if state is not None:
+            _discard(state.flight, batch)
         batch.error = error
-        if error is not None and batch.ambiguous and self.idempotent:
-            # It may have been written under its sequence number: never reuse that.
-            self.reset_wanted = True
-            self._hooks.wake()
+        if error is not None and self.idempotent:
+            if batch.ambiguous:
+                # It may have been written under its sequence number: never reuse that.
+                self.reset_wanted = True
+                self._hooks.wake()
+            elif batch.base_seq >= 0 and state is not None:
+                end = (batch.base_seq + len(batch.timestamps)) & _SEQ_MASK
+                if state.next_seq == end:
+                    state.next_seq = batch.base_seq  # never written, nothing after it
+                else:
+                    # Batches numbered after it would wait for it forever (rule 3).
+                    self.reset_wanted = True
+                    self._hooks.wake()
         if batch.children is None:
             self.buffered -= batch.size - BATCH_OVERHEAD
         batch.encoded = None
@@ -618,15 +819,15 @@ class Accumulator:
     def fail_all(self, error: errors.KafkaError) -> None:
         """Fail every batch queued or in flight with ``error``."""
         for state in self.partitions.values():
-            if state.in_flight is not None:
-                self.finish(state.in_flight, error)
+            while state.flight:
+                self.finish(state.flight[0], error)
             while state.queue:
                 self.finish(state.queue.popleft(), error)
 
     def pending(self) -> list[Batch]:
         """Every batch not done yet: queued, then in flight (what a flush waits for)."""
         out = [b for s in self.partitions.values() for b in s.queue]
-        out += [s.in_flight for s in self.partitions.values() if s.in_flight is not None]
+        out += [b for s in self.partitions.values() for b in s.flight]
         return out
 
     def restart_sequences(self, producer_id: int, producer_epoch: int) -> None:
@@ -637,4 +838,5 @@ class Accumulator:
             state.next_seq = 0
             for batch in state.queue:
                 batch.encoded = None
+                batch.base_seq = -1
                 batch.ambiguous = False

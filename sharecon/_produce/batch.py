@@ -7,6 +7,7 @@ import itertools
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from sharecon import errors
 from sharecon.protocol.records import BatchBuilder
 
 from .inputs import BATCH_OVERHEAD
@@ -21,9 +22,7 @@ _set_timestamp: Any = RecordMetadata.__dict__["timestamp"].__set__
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    from sharecon import errors
-
-__all__ = ["Batch", "PartitionQueue"]
+__all__ = ["Batch", "PartitionQueue", "add_to_runs", "outcomes_of"]
 
 
 class Batch:
@@ -149,16 +148,46 @@ class Batch:
         return out
 
 
+def add_to_runs(runs: list[list[Any]], batch: Batch) -> None:
+    """Note that the last record of ``batch`` was placed: ``runs`` holds where a call's
+    records went, as ``[batch, first index, index after the last]`` runs."""
+    index = len(batch.timestamps) - 1
+    if runs:
+        last = runs[-1]
+        if last[0] is batch and last[2] == index:
+            last[2] = index + 1
+            return
+    runs.append([batch, index, index + 1])
+
+
+def outcomes_of(
+    runs: list[list[Any]], *, raise_first: bool
+) -> list[RecordMetadata | errors.KafkaError]:
+    """Every record's outcome of ``runs`` (see :func:`add_to_runs`), in order, once their
+    batches are done. With ``raise_first`` the first failure is raised instead."""
+    out: list[RecordMetadata | errors.KafkaError] = []
+    for run in runs:
+        batch: Batch = run[0]
+        out += batch.outcomes(run[1], run[2])
+    if raise_first:
+        for result in out:
+            if isinstance(result, errors.KafkaError):
+                raise result
+    return out
+
+
 class PartitionQueue:
     """Queue and sequence state of one partition: batches waiting (the last one open for
-    appends), the one in flight, the next sequence number, and when it may send again."""
+    appends; batches to resend first, in sequence order), the batches in flight (in the
+    order they were sent), the next sequence number to hand out, and when it may send
+    again."""
 
-    __slots__ = ("in_flight", "next_seq", "partition", "queue", "retry_at", "topic")
+    __slots__ = ("flight", "next_seq", "partition", "queue", "retry_at", "topic")
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
         self.partition = partition
         self.queue: deque[Batch] = deque()
-        self.in_flight: Batch | None = None
+        self.flight: deque[Batch] = deque()
         self.next_seq = 0
         self.retry_at = 0.0

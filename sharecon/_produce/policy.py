@@ -8,7 +8,10 @@ Rules of this module:
    (both halves retried, in order); a lone record fails with the error, naming its size.
 3. With idempotence, OUT_OF_ORDER_SEQUENCE_NUMBER and UNKNOWN_PRODUCER_ID mean the broker
    lost (or never had) our producer state: get a new producer id, then resend at once.
-   Without idempotence they are ordinary errors.
+   But OUT_OF_ORDER_SEQUENCE_NUMBER for a batch while an earlier batch of its partition
+   is still pending (several in flight; the earlier one failed or is being resent) only
+   says the broker has not seen that one yet: resend the batch after it. Without
+   idempotence both are ordinary errors.
 4. A retriable error refreshes metadata and retries after a backoff (at once when the
    answer named the new leader); any other error fails the batch.
 5. A lost connection or a timed-out request retries the same bytes; unless the request
@@ -40,6 +43,9 @@ class Action(Enum):
     TOO_LARGE = "too large"
     #: Get a new producer id, then resend the batch at once (rule 3).
     NEW_PRODUCER_ID = "new producer id"
+    #: Resend the same bytes, in sequence order, after the earlier batch that is pending
+    #: (rule 3).
+    RESEND = "resend in order"
     #: Refresh metadata and retry (at once if the answer's leader hint was applied; rule 4).
     RETRY = "retry"
     #: Retry the same bytes; the request may have been written (rule 5).
@@ -58,14 +64,20 @@ _ANSWERS: dict[int, Action] = {
 }
 
 
-def answer_action(code: int, *, records: int, idempotent: bool) -> Action:
+def answer_action(
+    code: int, *, records: int, idempotent: bool, earlier_pending: bool = False
+) -> Action:
     """The action for a partition's ``ErrorCode`` in a Produce answer to a batch of
-    ``records`` records (rules 1 to 4)."""
+    ``records`` records (rules 1 to 4); ``earlier_pending``: a batch numbered before it in
+    its partition is still in flight or waiting to be resent (rule 3)."""
     action = _ANSWERS.get(code)
     if action is Action.SPLIT:
         return Action.SPLIT if records > 1 else Action.TOO_LARGE
-    if action is Action.NEW_PRODUCER_ID and not idempotent:
-        action = None
+    if action is Action.NEW_PRODUCER_ID:
+        if not idempotent:
+            action = None
+        elif earlier_pending and code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+            return Action.RESEND
     if action is not None:
         return action
     spec = errors.error_class_for_code(code)

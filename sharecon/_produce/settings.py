@@ -15,7 +15,12 @@ if TYPE_CHECKING:
 
     from sharecon._backoff import Backoff
 
-__all__ = ["CODECS", "Settings", "check_settings", "parse_codec"]
+__all__ = ["CODECS", "MAX_IN_FLIGHT", "Settings", "check_settings", "parse_codec"]
+
+#: The most batches in flight per partition: what the broker remembers per producer to
+#: recognise a resent batch (Java's limit on max.in.flight.requests.per.connection with
+#: idempotence).
+MAX_IN_FLIGHT = 5
 
 #: The compression names ``compression=`` takes.
 CODECS: Mapping[str, Codec] = {
@@ -39,6 +44,7 @@ class Settings:
     max_batch: int
     max_request: int
     max_buffer: int
+    max_in_flight: int
     delivery_timeout: float
     request_timeout: float
     metadata_timeout: float
@@ -89,6 +95,7 @@ def check_settings(
     metadata_timeout: float,
     close_timeout: float,
     retry_backoff: Backoff,
+    max_in_flight: int = 5,
 ) -> Settings:
     """The options of ``Producer(...)``, checked.
 
@@ -115,6 +122,11 @@ def check_settings(
     ):
         if not isinstance(size, int) or size < 1024:
             raise errors.ConfigError(f"{name}={size!r}: must be an int of at least 1024")
+    if type(max_in_flight) is not int or not 1 <= max_in_flight <= MAX_IN_FLIGHT:
+        # The broker keeps the last 5 batches of each producer to spot a resent one.
+        raise errors.ConfigError(
+            f"max_in_flight={max_in_flight!r}: must be an int from 1 to {MAX_IN_FLIGHT}"
+        )
     if max_batch_bytes > max_request_size:
         raise errors.ConfigError(
             f"max_batch_bytes={max_batch_bytes} is larger than max_request_size={max_request_size}"
@@ -128,6 +140,7 @@ def check_settings(
         max_batch=max_batch_bytes,
         max_request=max_request_size,
         max_buffer=max_buffer_bytes,
+        max_in_flight=max_in_flight,
         delivery_timeout=float(delivery_timeout),
         request_timeout=float(request_timeout),
         metadata_timeout=float(metadata_timeout),

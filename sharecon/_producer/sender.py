@@ -30,7 +30,7 @@ import anyio.lowlevel
 
 from sharecon import errors
 from sharecon._net.connection import BrokerAddress
-from sharecon._produce.policy import Action, answer_action, transport_action
+from sharecon._produce.policy import Action, transport_action
 from sharecon.protocol import InitProducerIdRequest, ProduceRequest
 from sharecon.protocol.error_codes import ErrorCode
 from sharecon.protocol.messages.produce import PartitionProduceData, TopicProduceData
@@ -468,7 +468,7 @@ class Sender:
         now: float,
     ) -> None:
         code = pr.error_code
-        action = answer_action(code, records=len(batch.timestamps), idempotent=self.acc.idempotent)
+        action = self.acc.answer_action(batch, code)
         err: errors.KafkaError | None = None
         hinted = False
         if action is not Action.WRITTEN:

@@ -223,8 +223,14 @@ def test_keyless_records_stick_to_one_partition_until_its_batch_is_full() -> Non
 # -- sending ---------------------------------------------------------------------------------
 
 
-def test_ready_honours_linger_flush_and_one_batch_in_flight_per_partition() -> None:
-    acc, _, clock, _ = make()
+@pytest.mark.parametrize(
+    ("options", "in_flight"),
+    [({}, 5), ({"max_in_flight": 2}, 2), ({"idempotent": False, "acks": 1}, 1)],
+)
+def test_ready_honours_linger_flush_and_the_batches_in_flight_per_partition(
+    options: dict[str, Any], in_flight: int
+) -> None:
+    acc, _, clock, _ = make(**options)
     b0 = put(acc, partition=0)
     ready, wait, want = acc.ready(clock.now, KNOWN)
     assert ready == {} and wait == pytest.approx(0.005) and not want
@@ -232,15 +238,26 @@ def test_ready_honours_linger_flush_and_one_batch_in_flight_per_partition() -> N
     ready, _, _ = acc.ready(clock.now, KNOWN)
     assert ready == {1: [b0]} and b0.sealed and acc.in_flight == 1
     acc.flushing = 0
-    b1 = put(acc, partition=0)
-    assert b1 is not b0
-    clock.now += 1
-    ready, _, _ = acc.ready(clock.now, KNOWN)
-    assert ready == {}  # b0 still in flight
     (group,) = acc.requests([b0], 1 << 20)
     assert group == [b0] and b0.encoded is not None
     batch = read_batches(b0.encoded).batches[0]
-    assert (batch.producer_id, batch.base_sequence) == (-1, 0)
+    assert (batch.producer_id, batch.base_sequence) == (-1, 0 if in_flight > 1 else -1)
+    # One more batch per round, each due after linger, until max_in_flight are out.
+    taken = [b0]
+    for _ in range(6):
+        nxt = put(acc, partition=0)
+        assert nxt not in taken
+        clock.now += 1
+        ready, _, _ = acc.ready(clock.now, KNOWN)
+        if len(taken) < in_flight:
+            assert ready == {1: [nxt]}
+            acc.requests([nxt], 1 << 20)
+            taken.append(nxt)
+        else:
+            assert ready == {}  # the partition has max_in_flight batches out
+    assert acc.in_flight == in_flight
+    if options.get("idempotent", True):
+        assert [b.base_seq for b in taken] == list(range(in_flight))  # numbered when sent
 
 
 def test_a_partition_without_leader_asks_for_metadata_and_backs_off() -> None:
@@ -435,3 +452,252 @@ def test_batch_overhead_matches_the_encoder() -> None:
     (encoded,) = [b.encoded for b in acc.requests([batch], 1 << 20)[0]]
     assert encoded is not None and len(encoded) <= batch.size
     assert batch.size - BATCH_OVERHEAD == record_size(b"k", b"x" * 100, [("h", b"1")])
+
+
+# -- several batches in flight per partition (idempotence) -----------------------------------
+
+
+def test_an_out_of_order_answer_behind_a_pending_batch_is_resent_after_it() -> None:
+    acc, _, clock, _ = make(linger=0)
+    acc.restart_sequences(7, 0)
+    first = send_one(acc, clock, partition=0)
+    second = send_one(acc, clock, partition=0)
+    assert (first.base_seq, second.base_seq) == (0, 1) and acc.in_flight == 2
+    moved = errors.NotLeaderOrFollowerError("moved")
+    acc.answered(first, Action.RETRY, moved, base_offset=-1, log_append_time=-1, now=clock.now)
+    gap = errors.error_for_code(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    assert gap is not None
+    action = acc.answer_action(second, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    assert action is Action.RESEND  # the gap is first's, still pending
+    acc.answered(second, action, gap, base_offset=-1, log_append_time=-1, now=clock.now)
+    state = acc.partitions[("t", 0)]
+    assert list(state.queue) == [first, second] and not acc.reset_wanted
+    third = put(acc, partition=0)
+    # The resends go one at a time, in order, before the new batch; same bytes each time.
+    before = first.encoded
+    taken = [b for g in acc.ready(clock.now + 1, KNOWN)[0].values() for b in g]
+    assert taken == [first] and acc.requests(taken, 1 << 20) and first.encoded is before
+    assert acc.ready(clock.now + 1, KNOWN)[0] == {}  # second waits for first's answer
+    # The first expected batch refused as out of order: the broker lost our state.
+    assert acc.answer_action(first, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER) is (
+        Action.NEW_PRODUCER_ID
+    )
+    acc.answered(first, Action.WRITTEN, None, base_offset=0, log_append_time=-1, now=clock.now)
+    taken = [b for g in acc.ready(clock.now + 1, KNOWN)[0].values() for b in g]
+    assert taken == [second]
+    acc.requests(taken, 1 << 20)
+    taken = [b for g in acc.ready(clock.now + 1, KNOWN)[0].values() for b in g]
+    assert taken == [third]  # a new batch may follow a resend in flight
+    acc.requests(taken, 1 << 20)
+    assert third.base_seq == 2
+
+
+def test_a_batch_failing_for_good_hands_back_its_sequence_or_asks_for_a_new_producer_id() -> None:
+    acc, _, clock, _ = make(linger=0)
+    acc.restart_sequences(7, 0)
+    last = send_one(acc, clock, partition=0)
+    acc.finish(last, errors.KafkaError("refused"))
+    assert acc.partitions[("t", 0)].next_seq == 0 and not acc.reset_wanted  # nothing after it
+    first = send_one(acc, clock, partition=0)
+    send_one(acc, clock, partition=0)
+    acc.finish(first, errors.KafkaError("refused"))
+    assert acc.reset_wanted  # the second's sequence would never be accepted
+
+
+def test_a_split_keeps_the_sequence_range_when_batches_were_numbered_after_it() -> None:
+    acc, _, clock, _ = make(linger=0)
+    acc.restart_sequences(7, 0)
+    big = put(acc, partition=0)
+    put(acc, b"w", partition=0)
+    taken = [b for g in acc.ready(clock.now, KNOWN)[0].values() for b in g]
+    acc.requests(taken, 1 << 20)
+    after = send_one(acc, clock, partition=0)
+    assert (big.base_seq, after.base_seq) == (0, 2)
+    err = errors.MessageTooLargeError("too big")
+    acc.answered(big, Action.SPLIT, err, base_offset=-1, log_append_time=-1, now=clock.now)
+    assert big.children is not None
+    assert [b.base_seq for b in big.children] == [0, 1]
+    assert list(acc.partitions[("t", 0)].queue) == list(big.children)
+
+
+class _ModelPartition:
+    """A partition as an idempotent broker keeps it: the next sequence it expects per
+    producer, the last five batches (a resent one is answered with its first offset),
+    and the log."""
+
+    def __init__(self) -> None:
+        self.expected: dict[int, int] = {}
+        self.recent: dict[int, list[tuple[int, int]]] = {}
+        self.log: list[bytes] = []
+
+    def produce(self, encoded: bytes) -> tuple[int, int]:
+        (rb,) = read_batches(encoded).batches
+        pid, seq = rb.producer_id, rb.base_sequence
+        for base_seq, offset in self.recent.get(pid, []):
+            if base_seq == seq:
+                return ErrorCode.NONE, offset  # a duplicate: its first offset
+        if seq != self.expected.get(pid, 0):
+            return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
+        offset = len(self.log)
+        self.log += [r.value or b"" for r in rb.records()]
+        self.expected[pid] = seq + rb.records_count
+        self.recent.setdefault(pid, []).append((seq, offset))
+        del self.recent[pid][:-5]
+        return ErrorCode.NONE, offset
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_seeded_faults_with_several_batches_in_flight_keep_order_without_duplicates(
+    seed: int,
+) -> None:
+    """Requests lost before or after the broker wrote them, NOT_LEADER answers and slow
+    answers, at random, with up to five batches of a partition in flight: each partition's
+    log holds every record once, in the order queued, and no producer id is replaced."""
+    import random
+
+    rng = random.Random(seed)
+    acc, _, clock, _ = make(linger=0.0, max_batch_bytes=1024, max_buffer_bytes=1 << 20)
+    acc.restart_sequences(1, 0)
+    parts = {p: _ModelPartition() for p in range(2)}
+    sent: dict[int, list[bytes]] = {0: [], 1: []}
+    batches: list[Batch] = []
+    transit: list[list[Batch]] = []  # requests on the one connection, answered in order
+    most_in_flight = 0
+    counter = 0
+    for step in range(600):
+        clock.now += 0.01
+        roll = rng.random()
+        if roll < 0.4 and step < 450:
+            for _ in range(rng.randint(1, 40)):
+                p = rng.randrange(2)
+                value = b"%d-%06d" % (p, counter)
+                counter += 1
+                sent[p].append(value)
+                batches.append(put(acc, value, partition=p))
+        elif roll < 0.7:
+            ready, _, _ = acc.ready(clock.now, KNOWN)
+            for group in ready.values():
+                for request in acc.requests(group, 4096):
+                    for b in request:
+                        b.attempts += 1
+                    transit.append(request)
+            most_in_flight = max(
+                [most_in_flight, *(len(s.flight) for s in acc.partitions.values())]
+            )
+        elif transit:
+            request = transit.pop(0)
+            fault = rng.random()
+            if fault < 0.12 or fault < 0.24:  # lost: before, or after, the broker wrote it
+                if fault >= 0.12:
+                    for b in request:
+                        parts[b.partition].produce(b.encoded or b"")
+                # The connection dropped: every request still on it is lost too.
+                for lost in [request, *transit]:
+                    acc.transport_failed(
+                        lost,
+                        errors.BrokerDisconnectedError("lost"),
+                        Action.RETRY_AMBIGUOUS,
+                        clock.now,
+                    )
+                    acc.request_done(len(lost))
+                transit.clear()
+                continue
+            for b in request:
+                if fault < 0.32 and rng.random() < 0.5:
+                    code, offset = ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
+                else:
+                    code, offset = parts[b.partition].produce(b.encoded or b"")
+                action = acc.answer_action(b, code)
+                err = None if action is Action.WRITTEN else errors.error_for_code(code)
+                acc.answered(b, action, err, base_offset=offset, log_append_time=-1, now=clock.now)
+            acc.request_done(len(request))
+        assert not acc.reset_wanted
+    # Drain: every batch is answered in the end.
+    for _ in range(10_000):
+        if not acc.pending() and not transit:
+            break
+        clock.now += 0.2
+        ready, _, _ = acc.ready(clock.now, KNOWN)
+        for group in ready.values():
+            for request in acc.requests(group, 4096):
+                for b in request:
+                    b.attempts += 1
+                transit.append(request)
+        if transit:
+            request = transit.pop(0)
+            for b in request:
+                code, offset = parts[b.partition].produce(b.encoded or b"")
+                action = acc.answer_action(b, code)
+                err = None if action is Action.WRITTEN else errors.error_for_code(code)
+                acc.answered(b, action, err, base_offset=offset, log_append_time=-1, now=clock.now)
+            acc.request_done(len(request))
+    assert not acc.reset_wanted
+    assert all(b.done and b.error is None for b in batches)
+    assert most_in_flight > 1
+    for p, model in parts.items():
+        assert model.log == sent[p]  # each record once, in order
+    # Each record's offset is where the log holds it.
+    for b in batches:
+        for meta in b.outcomes(0, len(b.timestamps)):
+            assert not isinstance(meta, errors.KafkaError)
+            assert parts[b.partition].log[meta.offset].startswith(b"%d-" % b.partition)
+
+
+def test_enqueue_is_the_short_path_only_while_a_view_is_set() -> None:
+    acc, _, _, _ = make()
+
+    class Future:
+        __slots__ = ("_batch", "_claimed", "_index")
+
+    class View:
+        class metadata:  # the cluster view's attribute
+            partitions = KNOWN
+
+    acc.future_type = Future
+    assert acc.enqueue("t", b"v", None, None, 0, None, NOW_MS) is None  # no view: the long path
+    assert acc.place("t", b"v", None, None, 0, None, NOW_MS) is None and acc.buffered == 0
+    acc.view = View()
+    future = acc.enqueue("t", b"v", None, None, 0, None, NOW_MS)
+    again = acc.enqueue("t", b"w", None, None, 0, None, NOW_MS)
+    assert type(future) is Future and future._batch is again._batch
+    assert (future._index, again._index, future._claimed) == (0, 1, False)
+    assert future._batch.unclaimed == 2
+    assert acc.enqueue("u", b"v", None, None, None, None, NOW_MS) is None  # an unknown topic
+
+
+def test_place_records_fills_runs_until_a_record_must_take_the_long_way() -> None:
+    from sharecon._produce.batch import add_to_runs, outcomes_of
+
+    @dataclass(frozen=True)
+    class Rec:
+        topic: str
+        value: bytes
+        key: bytes | None = None
+        headers: object = None
+        partition: int | None = None
+        timestamp: int | None = None
+
+    class View:
+        class metadata:  # the cluster view's attribute
+            partitions = KNOWN
+
+    acc, _, clock, _ = make(linger=0)
+    acc.view = View()
+    runs: list[list[Any]] = []
+    items = iter([Rec("t", b"a", partition=0), Rec("t", b"b", partition=0), Rec("u", b"c")])
+    waiting = acc.place_records(items, NOW_MS, runs, Rec)
+    assert waiting == Rec("u", b"c")  # an unknown topic: the caller's to place
+    (run,) = runs
+    assert run[1:] == [0, 2]
+    add_to_runs(runs, put(acc, b"d", partition=1))  # placed the long way
+    assert acc.place_records(iter([Rec("t", b"e", partition=0)]), NOW_MS, runs, Rec) is None
+    assert [r[1:] for r in runs] == [[0, 2], [0, 1], [2, 3]]
+    with pytest.raises(errors.ConfigError, match="send_batch takes Rec items, not int"):
+        acc.place_records(iter([1]), NOW_MS, runs, Rec)
+    first, second = runs[0][0], runs[1][0]
+    acc.finish(first)
+    acc.finish(second, errors.KafkaError("refused"))
+    got = outcomes_of(runs, raise_first=False)
+    assert [getattr(o, "offset", str(o)) for o in got] == [-1, -1, "refused", -1]
+    with pytest.raises(errors.KafkaError, match="refused"):
+        outcomes_of(runs, raise_first=True)

@@ -303,3 +303,42 @@ async def test_non_retriable_error_fails_the_batch_and_later_records_still_go(
         ok = await producer.send_and_wait(topic, b"accepted")
     reads = await read_back(kafka_bootstrap, topic, 1, 1)
     assert [(r.offset, r.value) for r in reads] == [(ok.offset, b"accepted")]
+
+
+async def test_a_request_lost_unread_while_later_batches_fly_is_resent_first_in_order(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    """Several batches of one partition in flight (idempotence): the first request is lost
+    before the broker reads it (held back, then its connection "drops") while the later
+    ones reach the broker, which refuses them as out of order. They are resent after the
+    lost one, in sequence order: every record once, in order, under the same producer id."""
+    topic = topic_factory(1)
+    answers: Counter[int] = Counter()
+    held = 0
+    async with Producer(kafka_bootstrap, linger=0, max_batch_bytes=1024) as producer:
+        await producer.send_and_wait(topic, b"warm")
+        pid = producer.producer_id
+        real = producer._open_cluster.request
+
+        async def fake(node: int, body: object, *, timeout: float | None = None) -> object:
+            nonlocal held
+            if isinstance(body, ProduceRequest) and held == 0:
+                held = 1
+                await anyio.sleep(0.5)  # later requests overtake it
+                raise errors.BrokerDisconnectedError("injected: lost before the broker read it")
+            response = await real(node, body, timeout=timeout)  # type: ignore[arg-type]
+            if isinstance(response, ProduceResponse):
+                for t in response.responses:
+                    answers.update(p.error_code for p in t.partition_responses)
+            return response
+
+        producer._open_cluster.request = fake  # type: ignore[method-assign]
+        values = [b"in-order-%05d" % i for i in range(600)]
+        futures = [await producer.send(topic, v) for v in values]
+        metas = [await f for f in futures]
+        assert producer.producer_id == pid  # no reset: the gap was the lost request's
+    assert held == 1
+    assert answers[errors.OutOfOrderSequenceNumberError.code] >= 1  # several were in flight
+    reads = await read_back(kafka_bootstrap, topic, 1, len(values) + 1)
+    assert [r.value for r in reads] == [b"warm", *values]
+    assert [m.offset for m in metas] == [r.offset for r in reads[1:]]
