@@ -218,3 +218,36 @@ def test_the_docs_tables_are_what_the_committed_run_renders() -> None:
     for doc in tables.DOCS:
         text = doc.read_text()
         assert tables.rewrite(text, blocks) == text, f"{doc.name}: run python benchmarks/tables.py"
+
+
+def test_hotspots_prints_the_top_entries_by_own_time(capsys: pytest.CaptureFixture[str]) -> None:
+    """benchmarks/hotspots.py's table: by own time, busiest first, the event loop's wait left out."""
+    import types
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_hotspots", ROOT / "benchmarks" / "hotspots.py"
+    )
+    assert spec is not None and spec.loader is not None
+    hotspots = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hotspots)
+    # pstats' shape: (file, line, function) -> (primitive calls, calls, own, cumulative, callers)
+    stats = types.SimpleNamespace(
+        stats={
+            ("/x/sharecon/protocol/records.py", 815, "_decode_run"): (56, 56, 3.0, 3.5, {}),
+            ("~", 0, "<method 'poll' of 'select.epoll' objects>"): (9, 9, 50.0, 50.0, {}),
+            ("/x/sharecon/record.py", 135, "__init__"): (1000, 1000, 1.0, 1.0, {}),
+            ("~", 0, "<built-in method builtins.len>"): (10, 10, 0.5, 0.5, {}),
+            ("/usr/lib/python3.11/asyncio/base_events.py", 1845, "_run_once"): (5, 5, 0.4, 6, {}),
+        }
+    )
+    hotspots.print_top(stats, 3)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "4.90 s of own time profiled; 50.00 s waiting in epoll left out"
+    table = [line for line in lines if line.startswith("|")]
+    assert table == [
+        "| own s | own % | cumulative s | calls | function |",
+        "|---|---|---|---|---|",
+        "| 3.000 | 61.2 | 3.500 | 56 | `sharecon/protocol/records.py:815` _decode_run |",
+        "| 1.000 | 20.4 | 1.000 | 1,000 | `sharecon/record.py:135` __init__ |",
+        "| 0.500 | 10.2 | 0.500 | 10 | <built-in method builtins.len> |",
+    ]
