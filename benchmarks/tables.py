@@ -36,7 +36,7 @@ MARKER = re.compile(r"<!-- bench:([a-z0-9-]+) -->(.*?)<!-- /bench:\1 -->", re.DO
 MODES = {
     "defaults": "every client at its defaults",
     "tuned": "same tuning for all",
-    "script": "the script's settings",
+    "script": "as the script ships",
 }
 CONSUME_CLIENTS = {
     "sharecon-compiled": "**sharecon**, compiled",
