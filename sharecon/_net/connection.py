@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 import anyio
 
 from sharecon import errors
+from sharecon._net.clock import event_loop_clock
 from sharecon.protocol import NEED_DATA, FrameDecoder, decode_response_for, encode_request
 from sharecon.protocol.framing import identify_protocol
 
@@ -179,6 +180,8 @@ class BrokerConnection:
         self._reauth_task: int | None = None
         self._reauth_done: anyio.Event | None = None
         self._decoder: FrameDecoder | None = None
+        # The event loop's clock, for request deadlines; bound to the loop when run() starts.
+        self._clock: Callable[[], float] = anyio.current_time
 
     # -- state -------------------------------------------------------------------------------
 
@@ -217,6 +220,7 @@ class BrokerConnection:
         and returns, so it cannot tear down the owner's task group.
         """
         decoder = self._decoder = FrameDecoder(max_frame_size=self._max_frame_size)
+        self._clock = event_loop_clock()
         try:
             with anyio.CancelScope() as scope:
                 self._reader_scope = scope
@@ -302,7 +306,7 @@ class BrokerConnection:
         sent: SentRequest[R] | None = None
         # A plain cancel scope, not anyio.fail_after: that is two generator context
         # managers deep, a measurable part of a round trip.
-        deadline = math.inf if timeout is None else anyio.current_time() + timeout
+        deadline = math.inf if timeout is None else self._clock() + timeout
         with anyio.CancelScope(deadline=deadline) as scope:
             sent = await self.send(body, api_version=api_version)
             return await sent.wait()
