@@ -16,7 +16,6 @@ Rules for this module:
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeAlias, TypeVar
 
@@ -286,12 +285,7 @@ def _is_default(value: Any, default: Any) -> bool:
 class _Gen:
     """Accumulates the source of one codec function and the globals it needs."""
 
-    def __init__(self, prefix: str = "", file_mode: bool = False) -> None:
-        #: Prefix of constant names (unique per function when many share one module).
-        self.prefix = prefix
-        #: True when the source goes into a module file (tools/gen_codecs.py), where
-        #: nested codecs are named, not looked up, and locals are declared.
-        self.file_mode = file_mode
+    def __init__(self) -> None:
         self.lines: list[str] = []
         self.ns: dict[str, Any] = {
             "DecodeError": DecodeError,
@@ -304,21 +298,9 @@ class _Gen:
 
     def const(self, value: Any, hint: str = "k") -> str:
         self._n += 1
-        name = f"_{self.prefix}{hint}{self._n}"
+        name = f"_{hint}{self._n}"
         self.ns[name] = value
         return name
-
-    def decoder(self, cls: type[Struct], version: int) -> str:
-        """An expression naming the decoder of ``cls`` at ``version``."""
-        if self.file_mode:
-            return codec_name("d", cls, version)
-        return self.const(decoder_for(cls, version), "dec")
-
-    def encoder(self, cls: type[Struct], version: int) -> str:
-        """An expression naming the encoder of ``cls`` at ``version``."""
-        if self.file_mode:
-            return codec_name("e", cls, version)
-        return self.const(encoder_for(cls, version), "enc")
 
     def var(self, hint: str = "v") -> str:
         self._n += 1
@@ -340,7 +322,7 @@ def _read_expr(g: _Gen, t: TypeSpec, version: int, flex: bool) -> str:
         raise AssertionError(t)
     if isinstance(t, ArrayOf):
         raise AssertionError("nested arrays are read by _emit_read")
-    return g.decoder(t, version) + "(r)"
+    return g.const(decoder_for(t, version), "dec") + "(r)"
 
 
 def _emit_read(
@@ -366,7 +348,7 @@ def _emit_read(
         g.emit(ind + 1, f"{target} = tuple([{elem} for _ in range({n})])")
         return
     if isinstance(t, type):
-        dec = g.decoder(t, version)
+        dec = g.const(decoder_for(t, version), "dec")
         if nullable:
             g.emit(ind, f"{target} = None if r.int8() < 0 else {dec}(r)")
         else:
@@ -393,28 +375,15 @@ def decoder_for(cls: type[Struct], version: int) -> Callable[[Reader], Any]:
     fn = _DECODERS.get(key)
     if fn is not None:
         return fn
-    fn = _generated("d", key)
-    if fn is None:
-        g = _Gen()
-        decoder_source(g, cls, version, "decode")
-        exec(compile("\n".join(g.lines), f"<decode {cls.__name__} v{version}>", "exec"), g.ns)
-        fn = g.ns["decode"]
-    _DECODERS[key] = fn
-    return fn  # type: ignore[no-any-return]
-
-
-def decoder_source(g: _Gen, cls: type[Struct], version: int, fname: str) -> None:
-    """Emit into ``g`` the source of the decoder of ``cls`` at ``version``, named ``fname``."""
     flex = _flexible(cls, version)
+    g = _Gen()
     sname = cls.__name__
     names = [f.name for f in cls.kafka_fields] + ["<tagged fields>", "<start>"]
-    n_names = g.const(names, "names")
-    n_cls = g.const(cls, "cls")
-    n_struct = g.const(sname, "struct")
-    if g.file_mode:
-        g.emit(0, f"def {fname}(r: Reader) -> Any:")
-    else:
-        g.emit(0, f"def {fname}(r):")
+    g.ns["_names"] = names
+    g.ns["_cls"] = cls
+    g.ns["_struct"] = sname
+    # Placeholder so recursive structs (none in Kafka today) would not loop forever.
+    g.emit(0, "def decode(r):")
     g.emit(1, "fi = -1")
     g.emit(1, "try:")
     g.emit(2, "pass")
@@ -475,10 +444,14 @@ def decoder_source(g: _Gen, cls: type[Struct], version: int, fname: str) -> None
         g.emit(3, "unk = tuple(unk_l)")
         kwargs.append("unknown_tags=unk")
     g.emit(1, "except DecodeError as e:")
-    g.emit(2, f"e.path.append({n_struct} + '.' + {n_names}[fi] if fi >= 0 else {n_struct})")
+    g.emit(2, "e.path.append(_struct + '.' + _names[fi] if fi >= 0 else _struct)")
     g.emit(2, "raise")
-    g.emit(1, f"return {n_cls}({', '.join(kwargs)})")
-    _declare_locals(g)
+    g.emit(1, f"return _cls({', '.join(kwargs)})")
+    src = "\n".join(g.lines)
+    exec(compile(src, f"<decode {sname} v{version}>", "exec"), g.ns)
+    fn = g.ns["decode"]
+    _DECODERS[key] = fn
+    return fn  # type: ignore[no-any-return]
 
 
 def _write_stmt(g: _Gen, t: TypeSpec, version: int, flex: bool, value: str, w: str) -> str:
@@ -490,7 +463,7 @@ def _write_stmt(g: _Gen, t: TypeSpec, version: int, flex: bool, value: str, w: s
         return f"{w}.{'compact_bytes' if flex else 'bytes'}({value})"
     if isinstance(t, ArrayOf):
         raise AssertionError("arrays are written by _emit_write")
-    enc = g.encoder(t, version)
+    enc = g.const(encoder_for(t, version), "enc")
     return f"{enc}({w}, {value})"
 
 
@@ -536,27 +509,13 @@ def encoder_for(cls: type[Struct], version: int) -> Callable[[Writer, Any], None
     fn = _ENCODERS.get(key)
     if fn is not None:
         return fn
-    fn = _generated("e", key)
-    if fn is None:
-        g = _Gen()
-        encoder_source(g, cls, version, "encode")
-        exec(compile("\n".join(g.lines), f"<encode {cls.__name__} v{version}>", "exec"), g.ns)
-        fn = g.ns["encode"]
-    _ENCODERS[key] = fn
-    return fn  # type: ignore[no-any-return]
-
-
-def encoder_source(g: _Gen, cls: type[Struct], version: int, fname: str) -> None:
-    """Emit into ``g`` the source of the encoder of ``cls`` at ``version``, named ``fname``."""
     flex = _flexible(cls, version)
+    g = _Gen()
     sname = cls.__name__
     names = [f.name for f in cls.kafka_fields] + ["unknown_tags", "<start>"]
-    n_names = g.const(names, "names")
-    n_struct = g.const(sname, "struct")
-    if g.file_mode:
-        g.emit(0, f"def {fname}(w: Writer, o: Any) -> None:")
-    else:
-        g.emit(0, f"def {fname}(w, o):")
+    g.ns["_names"] = names
+    g.ns["_struct"] = sname
+    g.emit(0, "def encode(w, o):")
     g.emit(1, "fi = -1")
     g.emit(1, "try:")
     g.emit(2, "pass")
@@ -605,54 +564,18 @@ def encoder_source(g: _Gen, cls: type[Struct], version: int, fname: str) -> None
         g.emit(2, "if o.unknown_tags:")
         g.emit(3, f"raise EncodeError({msg})")
     g.emit(1, "except EncodeError as e:")
-    g.emit(2, f"e.path.append({n_struct} + '.' + {n_names}[fi] if fi >= 0 else {n_struct})")
+    g.emit(2, "e.path.append(_struct + '.' + _names[fi] if fi >= 0 else _struct)")
     g.emit(2, "raise")
     g.emit(1, "except LocalProtocolError as e:")
     g.emit(2, "err = EncodeError(str(e))")
-    g.emit(2, f"err.path.append({n_struct} + '.' + {n_names}[fi] if fi >= 0 else {n_struct})")
+    g.emit(2, "err.path.append(_struct + '.' + _names[fi] if fi >= 0 else _struct)")
     g.emit(2, "raise err from None")
     g.emit(1, "except (TypeError, AttributeError, ValueError, OverflowError) as e:")
     g.emit(2, "err = EncodeError(f'bad value ({type(e).__name__}: {e})')")
-    g.emit(2, f"err.path.append({n_struct} + '.' + {n_names}[fi] if fi >= 0 else {n_struct})")
+    g.emit(2, "err.path.append(_struct + '.' + _names[fi] if fi >= 0 else _struct)")
     g.emit(2, "raise err from None")
-    _declare_locals(g)
-
-
-_ASSIGNED = re.compile(r"^\s*(?:for\s+)?([a-z_][a-z0-9_]*)\s*(?:=|in)\s")
-
-
-def _declare_locals(g: _Gen) -> None:
-    # In a module file the codec is type-checked (and compiled by mypyc): one local takes
-    # values of several types (None, then a tuple), so each is declared Any up front.
-    if not g.file_mode:
-        return
-    names = {"fi"}
-    for line in g.lines[1:]:
-        m = _ASSIGNED.match(line)
-        if m and m.group(1) != "_":
-            names.add(m.group(1))
-    names.discard("fi")
-    decl = ["    fi: int"] + [f"    {n}: Any" for n in sorted(names)]
-    g.lines[1:1] = decl
-
-
-def codec_name(kind: str, cls: type[Struct], version: int) -> str:
-    """The name of a generated codec function: ``kind`` is ``"d"`` or ``"e"``."""
-    module = cls.__module__.rpartition(".")[2]
-    return f"{kind}_{module}__{cls.__name__}_{version}"
-
-
-_GENERATED: dict[str, dict[tuple[type[Struct], int], Any]] | None = None
-
-
-def _generated(kind: str, key: tuple[type[Struct], int]) -> Any:
-    # The codecs checked in as source (sharecon/protocol/_codecs.py, made by
-    # tools/gen_codecs.py; compiled in the compiled build), if this one is among them.
-    global _GENERATED
-    if _GENERATED is None:
-        try:
-            from sharecon.protocol import _codecs
-        except ImportError:  # while tools/gen_codecs.py writes it anew
-            return None
-        _GENERATED = {"d": _codecs.DECODERS, "e": _codecs.ENCODERS}
-    return _GENERATED[kind].get(key)
+    src = "\n".join(g.lines)
+    exec(compile(src, f"<encode {sname} v{version}>", "exec"), g.ns)
+    fn = g.ns["encode"]
+    _ENCODERS[key] = fn
+    return fn  # type: ignore[no-any-return]
