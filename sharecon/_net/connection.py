@@ -84,24 +84,26 @@ class _Pending:
 class SentRequest(Generic[R]):
     """A request on the wire; :meth:`wait` returns its decoded response."""
 
-    __slots__ = ("_body", "_conn", "_corr", "_pending", "_version", "what")
+    __slots__ = ("_body", "_conn", "_corr", "_pending", "_version")
 
     def __init__(
         self,
         body: Request[R],
         api_version: int,
         pending: _Pending,
-        what: str,
-        conn: BrokerConnection | None = None,
-        corr: int = -1,
+        conn: BrokerConnection,
+        corr: int,
     ) -> None:
         self._body = body
         self._version = api_version
         self._pending = pending
         self._conn = conn
         self._corr = corr
-        #: ``broker ... RequestClass vN corr=M``, for messages.
-        self.what = what
+
+    @property
+    def what(self) -> str:
+        """``broker ... RequestClass vN corr=M``, for messages (built only when needed)."""
+        return self._conn._what(self._body, self._version, self._corr)
 
     async def wait(self, timeout: float | None = None) -> R:
         """Wait for the response (``timeout`` seconds at most) and decode it.
@@ -127,7 +129,7 @@ class SentRequest(Generic[R]):
                         f"{self.what}: no response within {timeout:g} s"
                     ) from None
         except BaseException:
-            if self._conn is not None and not pending.event.is_set():
+            if not pending.event.is_set():
                 self._conn._withdraw(self._corr, pending)
             raise
         if pending.error is not None:
@@ -339,9 +341,11 @@ class BrokerConnection:
         frame = encode_request(api_key, api_version, corr, self.client_id, body)
         pending = _Pending(api_key, api_version)
         self._pending[corr] = pending
-        what = f"{self.address} {type(body).__name__} v{api_version} corr={corr}"
-        await self._send(frame, corr, what)
-        return SentRequest(body, api_version, pending, what, self, corr)
+        await self._send(frame, corr, body, api_version)
+        return SentRequest(body, api_version, pending, self, corr)
+
+    def _what(self, body: Request[R], api_version: int, corr: int) -> str:
+        return f"{self.address} {type(body).__name__} v{api_version} corr={corr}"
 
     def _withdraw(self, corr: int, pending: _Pending) -> None:
         # A caller gave up while its frame still waits in the outbox: take the frame out,
@@ -385,7 +389,9 @@ class BrokerConnection:
             self._reauth_done = None
             self._reauth_task = None
 
-    async def _send(self, frame: bytes, corr: int, what: str) -> None:
+    async def _send(
+        self, frame: bytes, corr: int, body: Request[Response], api_version: int
+    ) -> None:
         self._raise_if_failed()
         self._outbox.append(frame)
         self._outbox_ids.append(corr)
@@ -400,6 +406,7 @@ class BrokerConnection:
                 try:
                     await self._stream.send(data)
                 except BaseException as exc:
+                    what = self._what(body, api_version, corr)
                     reason = (
                         f"interrupted while writing {what}"
                         if isinstance(exc, anyio.get_cancelled_exc_class())
