@@ -15,7 +15,11 @@ own CPU time per request (``time.process_time``: the broker runs in another proc
     SHARECON_BOOTSTRAP=host:9092 python benchmarks/roundtrip.py
 
 Needs the ``bench`` extra (aiokafka). Versions differ by client (each negotiates its own);
-they are listed in the table.
+they are listed in the table with the size of each answer. sharecon asks Metadata v12+ as
+its cluster view needs topic ids (v10+) and asks topics by id (v12); aiokafka stops at v5.
+
+``--profile N`` also runs one more Metadata round per client (asyncio only) under cProfile
+and prints its top N entries by own time (the figures above are measured without it).
 """
 
 from __future__ import annotations
@@ -23,7 +27,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
+import io
 import os
+import pstats
 import sys
 import time
 import uuid
@@ -61,7 +68,10 @@ def broker_bootstrap() -> Iterator[str]:
 
 
 async def drive(
-    call: Callable[[], Awaitable[object]], total: int, concurrency: int
+    call: Callable[[], Awaitable[object]],
+    total: int,
+    concurrency: int,
+    profile: cProfile.Profile | None = None,
 ) -> tuple[float, float]:
     """Run ``total`` calls from ``concurrency`` tasks; return (wall seconds, CPU seconds)."""
     per_task, extra = divmod(total, concurrency)
@@ -70,15 +80,44 @@ async def drive(
         for _ in range(n):
             await call()
 
+    if profile is not None:
+        profile.enable()
     wall0, cpu0 = time.perf_counter(), time.process_time()
     async with anyio.create_task_group() as tg:
         for i in range(concurrency):
             tg.start_soon(worker, per_task + (1 if i < extra else 0))
-    return time.perf_counter() - wall0, time.process_time() - cpu0
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    if profile is not None:
+        profile.disable()
+    return wall, cpu
+
+
+def top_entries(profile: cProfile.Profile, n: int) -> list[dict[str, Any]]:
+    """The ``n`` functions with the most own time: name, calls, own and total seconds."""
+    stats = pstats.Stats(profile, stream=io.StringIO())
+    rows = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:n]
+    out = []
+    for (path, line, func), (_, calls, own, total, _) in rows:
+        where = f"{Path(path).name}:{line}" if line else "~"
+        out.append({"function": f"{where}({func})", "calls": calls, "own_s": own, "total_s": total})
+    return out
+
+
+async def profiled(
+    call: Callable[[], Awaitable[object]], total: int, concurrency: int, n: int
+) -> dict[str, Any]:
+    """One more round under cProfile: its rate and CPU (inflated) and the top ``n`` entries."""
+    profile = cProfile.Profile()
+    wall, cpu = await drive(call, total, concurrency, profile)
+    return {
+        "requests_per_s": total / wall,
+        "cpu_us_per_request": cpu / total * 1e6,
+        "top": top_entries(profile, n),
+    }
 
 
 async def bench_sharecon(
-    bootstrap: str, topic: str, total: int, concurrency: int, rounds: int
+    bootstrap: str, topic: str, total: int, concurrency: int, rounds: int, profile: int = 0
 ) -> dict[str, Any]:
     results: dict[str, Any] = {}
     async with anyio.create_task_group() as tg:
@@ -100,9 +139,13 @@ async def bench_sharecon(
             async def call(body: Any = body) -> object:
                 return await cluster.request(node, body)
 
+            response: Any = await call()
             await drive(call, min(total, 2000), concurrency)  # warm up
             runs = [await drive(call, total, concurrency) for _ in range(rounds)]
             results[name] = _summary(runs, total, version)
+            results[name]["response_bytes"] = len(response.encode(version))
+            if profile and name == "Metadata":
+                results[name]["profile"] = await profiled(call, total, concurrency, profile)
             assert await cluster.connection(node) is conn, "one connection throughout"
         await cluster.aclose()
         tg.cancel_scope.cancel()
@@ -110,7 +153,7 @@ async def bench_sharecon(
 
 
 async def bench_aiokafka(
-    bootstrap: str, topic: str, total: int, concurrency: int, rounds: int
+    bootstrap: str, topic: str, total: int, concurrency: int, rounds: int, profile: int = 0
 ) -> dict[str, Any]:
     from aiokafka.client import AIOKafkaClient
     from aiokafka.protocol.admin import ApiVersionRequest
@@ -131,6 +174,9 @@ async def bench_aiokafka(
             await drive(call, min(total, 2000), concurrency)
             runs = [await drive(call, total, concurrency) for _ in range(rounds)]
             results[name] = _summary(runs, total, getattr(response, "API_VERSION", None))
+            results[name]["response_bytes"] = len(response.encode())
+            if profile and name == "Metadata":
+                results[name]["profile"] = await profiled(call, total, concurrency, profile)
     finally:
         await client.close()
     return results
@@ -154,6 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=200, help="requests kept in flight")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="small run (a smoke test)")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="one more Metadata round per client under cProfile; print its top N entries",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.requests, args.rounds = 2000, 1
@@ -171,10 +224,13 @@ def main(argv: list[str] | None = None) -> int:
             f"best of {args.rounds}, one connection, broker {bootstrap}\n"
         )
         ours = anyio.run(
-            bench_sharecon, bootstrap, topic, args.requests, args.concurrency, args.rounds
-        )
+            bench_sharecon, bootstrap, topic, args.requests, args.concurrency, args.rounds,
+            args.profile,
+        )  # fmt: skip
         theirs = asyncio.run(
-            bench_aiokafka(bootstrap, topic, args.requests, args.concurrency, args.rounds)
+            bench_aiokafka(
+                bootstrap, topic, args.requests, args.concurrency, args.rounds, args.profile
+            )
         )
         ours_trio = anyio.run(
             bench_sharecon, bootstrap, topic, args.requests, args.concurrency, args.rounds,
@@ -195,16 +251,34 @@ def main(argv: list[str] | None = None) -> int:
                     call,
                     client,
                     f"v{r['version']}",
+                    f"{r['response_bytes']:,}",
                     fmt_rate(r["requests_per_s"]),
                     f"{r['cpu_us_per_request']:.1f}",
                     f"{ratio:.2f}x",
                 ]
             )
     print_table(
-        ["call", "client", "version", "requests/s", "client CPU us/request", "vs aiokafka"],
+        [
+            "call",
+            "client",
+            "version",
+            "answer bytes",
+            "requests/s",
+            "client CPU us/request",
+            "vs aiokafka",
+        ],
         rows,
         title="Pipelined round trips on one connection",
     )
+    for client, res in (("sharecon (asyncio)", ours), ("aiokafka", theirs)):
+        prof = res["Metadata"].get("profile")
+        if prof:
+            print(
+                f"\n{client}, Metadata, profiled round ({fmt_rate(prof['requests_per_s'])}/s, "
+                f"{prof['cpu_us_per_request']:.1f} us CPU/request under cProfile):"
+            )
+            for e in prof["top"]:
+                print(f"  {e['own_s']:7.3f} s own {e['calls']:>8} calls  {e['function']}")
     path = write_json(
         "roundtrip",
         {

@@ -30,6 +30,7 @@ import anyio
 
 from sharecon import errors
 from sharecon._backoff import RECONNECT_BACKOFF, RETRY_BACKOFF, Backoff
+from sharecon._net.clock import event_loop_clock
 from sharecon._net.connect import open_connection
 from sharecon._net.connection import BrokerAddress, BrokerConnection, SentRequest
 from sharecon._net.health import ClusterHealth, HealthTracker
@@ -47,7 +48,7 @@ from sharecon.types import ZERO_UUID
 
 if TYPE_CHECKING:
     import uuid
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from anyio.abc import TaskGroup, TaskStatus
 
@@ -344,6 +345,11 @@ class Cluster:
         if self._bootstrap_timeout <= 0 or idle_timeout <= 0 or close_timeout <= 0:
             raise errors.ConfigError("bootstrap, idle and close timeouts must be positive seconds")
         self._idle_timeout = idle_timeout
+        # The loop's clock, read per request (anyio.current_time costs ~1 us each time).
+        try:
+            self._clock: Callable[[], float] = event_loop_clock()
+        except RuntimeError:
+            self._clock = anyio.current_time
         self._close_timeout = close_timeout
         self._reconnect_backoff = reconnect_backoff
         self._retry_backoff = retry_backoff
@@ -593,7 +599,7 @@ class Cluster:
         conn = self._connections.get(node_id)
         if conn is None or conn.closed:
             return None
-        now = anyio.current_time()
+        now = self._clock()
         if conn.in_flight == 0 and now - self._last_used.get(node_id, now) > self._idle_timeout:
             return None
         self._last_used[node_id] = now

@@ -6,8 +6,13 @@ Rules of this module:
    group. It only splits the byte stream into frames and routes each by correlation id. Bodies
    are decoded in the task that made the request, so a body that fails to decode fails that
    request alone and the connection stays usable.
-2. One writer at a time. An interruption (cancellation, timeout, error) while a frame is being
-   written closes the connection: half a frame on the wire would desynchronise the stream.
+2. One writer at a time. A request's frame goes into an outbox; the first task to find no
+   write in progress writes the outbox, and keeps writing what other tasks queued meanwhile,
+   one ``send`` for all of them. The others do not wait for the write: their answer (or the
+   connection's death) resolves their request. Many requests in flight thus cost one write,
+   not one write and one event-loop pass each. An interruption (cancellation, timeout,
+   error) while frames are being written closes the connection: half a frame on the wire
+   would desynchronise the stream.
 3. A caller that gives up (cancelled, timed out) leaves its entry in ``_pending``; the reader
    drops the late response when it arrives. An id the reader does not know at all means the
    stream is out of step, and the connection is closed.
@@ -27,6 +32,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 import anyio
 
 from sharecon import errors
+from sharecon._net.clock import event_loop_clock
 from sharecon.protocol import NEED_DATA, FrameDecoder, decode_response_for, encode_request
 from sharecon.protocol.framing import identify_protocol
 
@@ -78,14 +84,26 @@ class _Pending:
 class SentRequest(Generic[R]):
     """A request on the wire; :meth:`wait` returns its decoded response."""
 
-    __slots__ = ("_body", "_pending", "_version", "what")
+    __slots__ = ("_body", "_conn", "_corr", "_pending", "_version")
 
-    def __init__(self, body: Request[R], api_version: int, pending: _Pending, what: str) -> None:
+    def __init__(
+        self,
+        body: Request[R],
+        api_version: int,
+        pending: _Pending,
+        conn: BrokerConnection,
+        corr: int,
+    ) -> None:
         self._body = body
         self._version = api_version
         self._pending = pending
-        #: ``broker ... RequestClass vN corr=M``, for messages.
-        self.what = what
+        self._conn = conn
+        self._corr = corr
+
+    @property
+    def what(self) -> str:
+        """``broker ... RequestClass vN corr=M``, for messages (built only when needed)."""
+        return self._conn._what(self._body, self._version, self._corr)
 
     async def wait(self, timeout: float | None = None) -> R:
         """Wait for the response (``timeout`` seconds at most) and decode it.
@@ -95,20 +113,25 @@ class SentRequest(Generic[R]):
         :raises RemoteProtocolError: the body could not be decoded.
         """
         pending = self._pending
-        if pending.event.is_set():
-            pass
-        elif timeout is None:
-            # No deadline of our own: the caller's scope bounds the wait (request() does),
-            # and a cancel scope per response is a measurable part of a round trip.
-            await pending.event.wait()
-        else:
-            try:
-                with anyio.fail_after(timeout):
-                    await pending.event.wait()
-            except TimeoutError:
-                raise errors.RequestTimeoutError(
-                    f"{self.what}: no response within {timeout:g} s"
-                ) from None
+        try:
+            if pending.event.is_set():
+                pass
+            elif timeout is None:
+                # No deadline of our own: the caller's scope bounds the wait (request() does),
+                # and a cancel scope per response is a measurable part of a round trip.
+                await pending.event.wait()
+            else:
+                try:
+                    with anyio.fail_after(timeout):
+                        await pending.event.wait()
+                except TimeoutError:
+                    raise errors.RequestTimeoutError(
+                        f"{self.what}: no response within {timeout:g} s"
+                    ) from None
+        except BaseException:
+            if not pending.event.is_set():
+                self._conn._withdraw(self._corr, pending)
+            raise
         if pending.error is not None:
             raise pending.error
         assert pending.frame is not None
@@ -144,7 +167,10 @@ class BrokerConnection:
         self._max_frame_size = max_frame_size
         self._pending: dict[int, _Pending] = {}
         self._next_id = 0
-        self._write_lock = anyio.Lock()
+        # Frames waiting to be written, and whether a task is writing (see rule 2).
+        self._outbox: list[bytes] = []
+        self._outbox_ids: list[int] = []
+        self._writing = False
         self._failure: str | None = None
         self._failure_cause: BaseException | None = None
         self._reader_scope: anyio.CancelScope | None = None
@@ -156,6 +182,8 @@ class BrokerConnection:
         self._reauth_task: int | None = None
         self._reauth_done: anyio.Event | None = None
         self._decoder: FrameDecoder | None = None
+        # The event loop's clock, for request deadlines; bound to the loop when run() starts.
+        self._clock: Callable[[], float] = anyio.current_time
 
     # -- state -------------------------------------------------------------------------------
 
@@ -194,6 +222,7 @@ class BrokerConnection:
         and returns, so it cannot tear down the owner's task group.
         """
         decoder = self._decoder = FrameDecoder(max_frame_size=self._max_frame_size)
+        self._clock = event_loop_clock()
         try:
             with anyio.CancelScope() as scope:
                 self._reader_scope = scope
@@ -277,13 +306,15 @@ class BrokerConnection:
         :raises RemoteProtocolError: the response body could not be decoded.
         """
         sent: SentRequest[R] | None = None
-        try:
-            with anyio.fail_after(math.inf if timeout is None else timeout):
-                sent = await self.send(body, api_version=api_version)
-                return await sent.wait()
-        except TimeoutError:
-            what = sent.what if sent is not None else f"{self.address} {type(body).__name__}"
-            raise errors.RequestTimeoutError(f"{what}: no response within {timeout:g} s") from None
+        # A plain cancel scope, not anyio.fail_after: that is two generator context
+        # managers deep, a measurable part of a round trip.
+        deadline = math.inf if timeout is None else self._clock() + timeout
+        with anyio.CancelScope(deadline=deadline) as scope:
+            sent = await self.send(body, api_version=api_version)
+            return await sent.wait()
+        assert scope.cancelled_caught  # only a cancellation leaves the block without returning
+        what = sent.what if sent is not None else f"{self.address} {type(body).__name__}"
+        raise errors.RequestTimeoutError(f"{what}: no response within {timeout:g} s")
 
     async def send(self, body: Request[R], *, api_version: int | None = None) -> SentRequest[R]:
         """Write a request and return at once; :meth:`SentRequest.wait` gets the answer.
@@ -310,9 +341,22 @@ class BrokerConnection:
         frame = encode_request(api_key, api_version, corr, self.client_id, body)
         pending = _Pending(api_key, api_version)
         self._pending[corr] = pending
-        what = f"{self.address} {type(body).__name__} v{api_version} corr={corr}"
-        await self._send(frame, what)
-        return SentRequest(body, api_version, pending, what)
+        await self._send(frame, corr, body, api_version)
+        return SentRequest(body, api_version, pending, self, corr)
+
+    def _what(self, body: Request[R], api_version: int, corr: int) -> str:
+        return f"{self.address} {type(body).__name__} v{api_version} corr={corr}"
+
+    def _withdraw(self, corr: int, pending: _Pending) -> None:
+        # A caller gave up while its frame still waits in the outbox: take the frame out,
+        # so the broker never sees a request nobody waits for.
+        try:
+            i = self._outbox_ids.index(corr)
+        except ValueError:
+            return  # written already (or being written)
+        del self._outbox[i], self._outbox_ids[i]
+        if self._pending.get(corr) is pending:
+            del self._pending[corr]
 
     # -- re-authentication (KIP-368) ---------------------------------------------------------
 
@@ -345,23 +389,40 @@ class BrokerConnection:
             self._reauth_done = None
             self._reauth_task = None
 
-    async def _send(self, frame: bytes, what: str) -> None:
-        async with self._write_lock:
-            self._raise_if_failed()
-            try:
-                await self._stream.send(frame)
-            except BaseException as exc:
-                reason = (
-                    f"interrupted while writing {what}"
-                    if isinstance(exc, anyio.get_cancelled_exc_class())
-                    else f"writing {what} failed ({str(exc) or type(exc).__name__})"
-                )
-                self._fail(reason, exc)
-                with anyio.CancelScope(shield=True):
-                    await self._close_stream()
-                if isinstance(exc, (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)):
-                    raise self._error() from exc
-                raise
+    async def _send(
+        self, frame: bytes, corr: int, body: Request[Response], api_version: int
+    ) -> None:
+        self._raise_if_failed()
+        self._outbox.append(frame)
+        self._outbox_ids.append(corr)
+        if self._writing:
+            # The task writing now takes this frame in its next write.
+            return
+        self._writing = True
+        try:
+            while self._outbox:
+                frames, self._outbox, self._outbox_ids = self._outbox, [], []
+                data = frames[0] if len(frames) == 1 else b"".join(frames)
+                try:
+                    await self._stream.send(data)
+                except BaseException as exc:
+                    what = self._what(body, api_version, corr)
+                    reason = (
+                        f"interrupted while writing {what}"
+                        if isinstance(exc, anyio.get_cancelled_exc_class())
+                        else f"writing {what} failed ({str(exc) or type(exc).__name__})"
+                    )
+                    self._fail(reason, exc)
+                    with anyio.CancelScope(shield=True):
+                        await self._close_stream()
+                    if isinstance(
+                        exc, (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+                    ):
+                        raise self._error() from exc
+                    raise
+                self._raise_if_failed()
+        finally:
+            self._writing = False
 
     # -- failure and close -------------------------------------------------------------------
 
@@ -387,6 +448,7 @@ class BrokerConnection:
         else:
             logger.debug("%s: %s", self.address, reason)
         pending, self._pending = self._pending, {}
+        self._outbox, self._outbox_ids = [], []
         for entry in pending.values():
             entry.error = self._error()
             entry.event.set()

@@ -300,3 +300,45 @@ async def test_request_cancelled_while_queued_is_never_sent() -> None:
         await conn.aclose()
     assert sorted(corr for _, _, corr in seen) == [0, 2, 3, 4]  # corr 1 was never sent
     broker_end.close()
+
+
+async def test_requests_queued_behind_a_write_go_out_in_one_write() -> None:
+    """Requests made while another is being written are written together, in one send,
+    and each still gets its own answer."""
+    client, broker_end = byte_stream_pair(client_send_delay=0.05)
+    writes: list[int] = []
+    send = client.send
+
+    async def counting_send(item: bytes) -> None:
+        writes.append(len(item))
+        await send(item)
+
+    client.send = counting_send  # type: ignore[method-assign]
+    conn = BrokerConnection(client, ADDRESS)
+    broker = ScriptedBroker(broker_end)
+    answers: dict[int, str | None] = {}
+    async with anyio.create_task_group() as tg:
+        await tg.start(conn.run)
+
+        all_answered = anyio.Event()
+
+        async def call(i: int) -> None:
+            resp = await conn.request(MetadataRequest(), api_version=12, timeout=5)
+            answers[i] = resp.cluster_id
+            if len(answers) == 20:
+                all_answered.set()
+
+        for i in range(20):
+            tg.start_soon(call, i)
+        seen = [await broker.read_request() for _ in range(20)]
+        for _, version, corr in reversed(seen):  # answered out of order on purpose
+            await broker.answer_metadata(corr, version, cluster_id=f"c{corr}")
+        with anyio.fail_after(5):
+            await all_answered.wait()
+        assert not conn.closed
+        await conn.aclose()
+    assert sorted(corr for _, _, corr in seen) == list(range(20))
+    assert sorted(answers.values()) == sorted(f"c{i}" for i in range(20))
+    # The first request's write, then one write for the 19 queued behind it.
+    assert writes[0] < writes[1] and len(writes) == 2
+    broker_end.close()

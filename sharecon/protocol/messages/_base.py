@@ -16,6 +16,7 @@ Rules for this module:
 from __future__ import annotations
 
 import dataclasses
+import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeAlias, TypeVar
 
@@ -369,6 +370,52 @@ def _emit_read(
     g.emit(ind, f"{target} = {expr}")
 
 
+#: struct format letters of the fixed-size numbers a run of fields can be read with at once.
+_STRUCT_CODES = {
+    "int8": "b",
+    "int16": "h",
+    "uint16": "H",
+    "int32": "i",
+    "uint32": "I",
+    "int64": "q",
+    "float64": "d",
+}
+
+
+def _runs(fields: list[tuple[int, FieldSpec]]) -> list[list[tuple[int, FieldSpec]]]:
+    # Consecutive fixed-size numbers form one run; every other field is a run of its own.
+    runs: list[list[tuple[int, FieldSpec]]] = []
+    for i, f in fields:
+        fixed = isinstance(f.type, str) and f.type in _STRUCT_CODES
+        if (
+            fixed
+            and runs
+            and isinstance(runs[-1][0][1].type, str)
+            and (runs[-1][0][1].type in _STRUCT_CODES)
+        ):
+            runs[-1].append((i, f))
+        else:
+            runs.append([(i, f)])
+    return runs
+
+
+def _emit_fixed_run(g: _Gen, run: list[tuple[int, FieldSpec]]) -> None:
+    # One struct.unpack_from for the whole run (a partition's error code, index, leader
+    # and epoch are one call, not four). Too few bytes left: read field by field, so the
+    # error names the field that was cut short, exactly as before.
+    fmt = ">" + "".join(_STRUCT_CODES[str(f.type)] for _, f in run)
+    unpack = g.const(struct.Struct(fmt).unpack_from, "unpack")
+    size = struct.calcsize(fmt)
+    targets = ", ".join(f"f{i}" for i, _ in run)
+    g.emit(2, f"if r.pos + {size} <= r.end:")
+    g.emit(3, f"{targets} = {unpack}(r.buf, r.pos)")
+    g.emit(3, f"r.pos += {size}")
+    g.emit(2, "else:")
+    for i, f in run:
+        g.emit(3, f"fi = {i}")
+        g.emit(3, f"f{i} = r.{f.type}()")
+
+
 def decoder_for(cls: type[Struct], version: int) -> Callable[[Reader], Any]:
     """The compiled decoder of ``cls`` at ``version`` (built on first use, then cached)."""
     key = (cls, version)
@@ -389,16 +436,22 @@ def decoder_for(cls: type[Struct], version: int) -> Callable[[Reader], Any]:
     g.emit(2, "pass")
     kwargs: list[str] = []
     tagged: list[tuple[int, FieldSpec]] = []
+    body: list[tuple[int, FieldSpec]] = []
     for i, f in enumerate(cls.kafka_fields):
         if not f.present(version):
             continue
         if flex and f.is_tagged(version):
             tagged.append((i, f))
             continue
-        target = f"f{i}"
+        body.append((i, f))
+        kwargs.append(f"{f.name}=f{i}")
+    for run in _runs(body):
+        if len(run) > 1:
+            _emit_fixed_run(g, run)
+            continue
+        i, f = run[0]
         g.emit(2, f"fi = {i}")
-        _emit_read(g, 2, target, f, version, flex, sname)
-        kwargs.append(f"{f.name}={target}")
+        _emit_read(g, 2, f"f{i}", f, version, flex, sname)
     if flex:
         tag_idx = len(cls.kafka_fields)
         g.emit(2, f"fi = {tag_idx}")
