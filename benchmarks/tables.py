@@ -297,6 +297,12 @@ def render_decode(data: dict[str, Any], *, codecs: bool) -> str:
     )
 
 
+def _bytes(result: dict[str, Any]) -> str:
+    """The answer's size in bytes, where the run recorded it."""
+    size = result.get("response_bytes")
+    return f"{size:,}" if isinstance(size, int) else ""
+
+
 def render_roundtrip(data: dict[str, Any]) -> str:
     """Round trips: requests/s and CPU per request, each build against aiokafka in its run."""
     if note := _missing("roundtrip", data):
@@ -316,6 +322,7 @@ def render_roundtrip(data: dict[str, Any]) -> str:
                         call,
                         f"**sharecon**, {'pure Python' if build == 'pure' else build}, {loop}",
                         f"v{r['version']}",
+                        _bytes(r),
                         rate(r["requests_per_s"]),
                         us(r["cpu_us_per_request"]),
                         ratio(r["requests_per_s"], theirs["requests_per_s"]),
@@ -327,6 +334,7 @@ def render_roundtrip(data: dict[str, Any]) -> str:
                     call,
                     f"aiokafka (beside the {'pure Python' if build == 'pure' else build} run)",
                     f"v{theirs['version']}",
+                    _bytes(theirs),
                     rate(theirs["requests_per_s"]),
                     us(theirs["cpu_us_per_request"]),
                     "",
@@ -338,6 +346,7 @@ def render_roundtrip(data: dict[str, Any]) -> str:
             "request",
             "client",
             "version",
+            "answer bytes",
             "requests/s",
             "CPU µs/request",
             "requests/s ÷ aiokafka",

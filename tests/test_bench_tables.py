@@ -108,7 +108,12 @@ FIXTURE: dict[str, Any] = {
         "roundtrip/pure": {
             "result": {
                 "sharecon_asyncio": {
-                    "Metadata": {"version": 13, "requests_per_s": 6000, "cpu_us_per_request": 150.0}
+                    "Metadata": {
+                        "version": 13,
+                        "response_bytes": 184,
+                        "requests_per_s": 6000,
+                        "cpu_us_per_request": 150.0,
+                    }
                 },
                 "aiokafka": {
                     "Metadata": {"version": 5, "requests_per_s": 12000, "cpu_us_per_request": 75.0}
@@ -148,7 +153,7 @@ def test_produce_decode_and_roundtrip_tables() -> None:
     assert "zstd" not in blocks["decode"]
     assert "| 1 KiB | zstd | 450k | 300k | 500k | 0.90x | 1.50x |" in blocks["decode-codecs"]
     assert (
-        "| Metadata | **sharecon**, pure Python, asyncio | v13 | 6.0k | 150.0 | 0.50x | 2.00x |"
+        "| Metadata | **sharecon**, pure Python, asyncio | v13 | 184 | 6.0k | 150.0 | 0.50x | 2.00x |"
         in blocks["roundtrip"]
     )
     assert blocks["decode-speedup"] == "3.00x"
