@@ -81,7 +81,7 @@ __all__ = [
 Headers = tuple[tuple[str, bytes | None], ...]
 
 #: The one empty headers tuple shared by every record that has none.
-NO_HEADERS: Headers = ()
+NO_HEADERS: Final[Headers] = ()
 
 #: Size of the fixed RecordBatch v2 header, up to and including RecordsCount.
 BATCH_HEADER_SIZE: Final = 61
