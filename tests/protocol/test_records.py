@@ -7,7 +7,10 @@ our encoder and decoder cannot hide.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import gzip
+import pickle
 import random
 import struct
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -633,3 +636,43 @@ def test_encoder_rejects_what_the_format_cannot_hold() -> None:
         encode_batch([_Loose(0, 0, None, None, (("k", "text"),))])  # type: ignore[list-item]
     with pytest.raises(LocalProtocolError, match="unknown compression codec 'gzip'"):
         encode_batch([], codec="gzip")  # type: ignore[arg-type]
+
+
+def test_default_records_match_what_a_factory_is_given() -> None:
+    # The default factory is built directly (compiled build); any other factory is
+    # called: both must give the same fields, LogAppendTime included.
+    records = sample_records(30)
+    for ts_type in TimestampType:
+        data = encode_batch(records, timestamp_type=ts_type, max_timestamp=99_999)
+        (batch,) = read_batches(data).batches
+        default = batch.records()
+        (batch,) = read_batches(data).batches
+        called = batch.records(lambda *args: Record(*args))
+        assert default == called
+        assert all(type(r) is Record for r in default)
+        if ts_type is TimestampType.LOG_APPEND_TIME:
+            assert {r.timestamp for r in default} == {99_999}
+        else:
+            assert default == records
+
+
+def test_record_is_a_dataclass_that_pickles_and_copies() -> None:
+    r = Record(3, 1_700_000_000_000, b"k", b"v", (("h", None),))
+    assert [f.name for f in dataclasses.fields(r)] == [
+        "offset",
+        "timestamp",
+        "key",
+        "value",
+        "headers",
+    ]
+    assert Record(offset=3, timestamp=1, key=None, value=None).headers is NO_HEADERS
+    assert dataclasses.replace(r, key=None) == Record(3, 1_700_000_000_000, None, b"v", r.headers)
+    for other in (pickle.loads(pickle.dumps(r)), copy.copy(r), copy.deepcopy(r)):
+        assert other == r and other is not r
+    assert repr(r) == (
+        "Record(offset=3, timestamp=1700000000000, key=b'k', value=b'v', headers=(('h', None),))"
+    )
+    r.value = None
+    assert r.value is None
+    with pytest.raises(TypeError):
+        Record(1, 2, b"k")  # type: ignore[call-arg]
