@@ -96,6 +96,9 @@ FIXTURE: dict[str, Any] = {
                     {
                         "value_size": "1KiB",
                         "codec": "zstd",
+                        # timed in alternation in the compiled build's process: this
+                        # ratio wins over the one the rates above would give (0.90x)
+                        "compiled_vs_aiokafka": 0.95,
                         "decoders": {
                             "sharecon": {"records_per_s": 300_000},
                             "sharecon-compiled": {"records_per_s": 450_000},
@@ -151,7 +154,7 @@ def test_produce_decode_and_roundtrip_tables() -> None:
     assert "| Java `kafka-producer-perf-test` | 250k | – | 0.83x | – |" in blocks["produce"]
     assert "| 100 B | none | 2.40 M | 800k | 4.00 M | 0.60x | 3.00x |" in blocks["decode"]
     assert "zstd" not in blocks["decode"]
-    assert "| 1 KiB | zstd | 450k | 300k | 500k | 0.90x | 1.50x |" in blocks["decode-codecs"]
+    assert "| 1 KiB | zstd | 450k | 300k | 500k | 0.95x | 1.50x |" in blocks["decode-codecs"]
     assert (
         "| Metadata | **sharecon**, pure Python, asyncio | v13 | 184 | 6.0k | 150.0 | 0.50x | 2.00x |"
         in blocks["roundtrip"]
