@@ -101,7 +101,8 @@ class ShareConsumer(Generic[K, V]):
     :param min_bytes: bytes the broker waits for before answering a fetch.
     :param fetch_max_bytes: most bytes per fetch response.
     :param max_buffered_records: fetching pauses while this many records wait in memory
-        (default ``2 * max_records``).
+        (default ``2 * max_records``; at the default, one more answer may wait behind an
+        answer over it when both can be handled within the lock at the measured rate).
     :param max_buffered_bytes: likewise for bytes (default ``fetch_max_bytes``).
     :param ack_linger: seconds answered records may wait for a fetch to carry them before
         a ShareAcknowledge is sent on its own.

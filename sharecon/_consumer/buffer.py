@@ -18,6 +18,9 @@ Rules of this module:
    locks are gone, and an answer to them could never reach the broker.
 5. Fetching pauses while the buffer holds ``max_records`` records or ``max_bytes`` bytes;
    :attr:`on_room` wakes the fetchers when it drains, the application waits on :attr:`data`.
+   With :attr:`overlap` it also wakes them when a chunk is used up and at most one is left:
+   they may fetch one answer ahead when it can be handled within the lock (rule 7 of
+   :mod:`sharecon._share.fetch_size`).
 """
 
 from __future__ import annotations
@@ -121,6 +124,9 @@ class DeliveryBuffer:
         self.data = Signal()
         #: Called when the buffer drops below its bounds (the consumer wakes its fetchers).
         self.on_room: Callable[[], None] | None = None
+        #: The record bound is the default one: one answer may wait behind the chunk being
+        #: handed out even past it (rule 5); the fetchers decide (:meth:`single_chunk`).
+        self.overlap = False
         #: Decodes a chunk's next batch and applies what it found (gaps, releases, dead
         #: letters) to the consumer's state; ``None`` when the chunk has no batch left.
         self.decoder: Callable[[Chunk], Decoded[Record] | None] | None = None
@@ -259,8 +265,18 @@ class DeliveryBuffer:
             self.records -= end - pos
         return out
 
+    def single_chunk(self, extra_records: int = 0) -> bool:
+        """Whether at most one chunk waits (counting an answer of ``extra_records`` about to
+        be pushed as one), under the byte bound, with :attr:`overlap` on (rule 5)."""
+        return (
+            self.overlap
+            and not self.stopped
+            and len(self._chunks) + (1 if extra_records else 0) <= 1
+            and self.nbytes < self.max_bytes
+        )
+
     def _room(self) -> None:
-        if self.on_room is not None and self.has_room():
+        if self.on_room is not None and (self.has_room() or self.single_chunk()):
             self.on_room()
 
     def holds(self, tp: TopicIdPartition, offset: int) -> bool:

@@ -104,6 +104,8 @@ class ConsumerCore:
             max_records=config.buffer_records, max_bytes=config.buffer_bytes
         )
         self.buffer.on_room = self.wake_fetchers
+        # Only at the default record bound: an explicit one stays strict.
+        self.buffer.overlap = config.max_buffered_records == 0
         #: The buffer's side: deliveries buffered, decoded, dropped (``handout.owner``: what
         #: the records call back into, the public ShareConsumer).
         self.handout = Handout(self.machine, self.buffer, self.apply_effects, self.check_renew)

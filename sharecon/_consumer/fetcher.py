@@ -115,10 +115,18 @@ class NodeFetcher:
 
     def _turn(self, extra_records: int = 0, extra_bytes: int = 0) -> Turn:
         core = self.core
+        buffer = core.buffer
+        room = buffer.has_room(extra_records, extra_bytes) or (
+            # One answer ahead of the application, past the default record bound, when
+            # both can be handled within the lock (rule 7 of _share.fetch_size).
+            buffer.single_chunk(extra_records)
+            and buffer.nbytes + extra_bytes < buffer.max_bytes
+            and self.machine.leader(self.node_id).sizer.overlap_fits(buffer.records + extra_records)
+        )
         return self.machine.next_turn(
             self.node_id,
             core.partitions_for(self.node_id),
-            room=core.buffer.has_room(extra_records, extra_bytes),
+            room=room,
             urgent=core.flush_requested > 0,
             extra_records=extra_records,
         )

@@ -37,6 +37,12 @@ Rules of this module:
    lock passed and nothing could be delivered) is :meth:`FetchSizer.stuck`, and the
    consumer's ``health().ok`` is false.
 6. No I/O, no clock: time is the caller's ``now`` (seconds, monotonic).
+7. Overlap: one answer may exceed the buffer's record bound on its own (the broker keeps
+   whole batches), and then no fetch could go out while the application works through it:
+   every cycle would wait for the broker's answer, which carries the acknowledgements'
+   persistence. At the default bound, one more answer may wait behind the records being
+   handed out when, at the measured handling rate, both are handled within
+   :data:`HANDLE_SHARE` of the lock (the two fetches of rule 2); unmeasured, it may not.
 """
 
 from __future__ import annotations
@@ -142,6 +148,13 @@ class FetchSizer:
             fits = int(rate * self.lock * HANDLE_SHARE / 2)
             records = max(1, min(records, fits))
         return FetchSize(self.cap, records)
+
+    def overlap_fits(self, held: int) -> bool:
+        """Whether one more answer may wait behind the ``held`` records being handed out
+        (rule 7): ``held`` and an answer as large again handled within :data:`HANDLE_SHARE`
+        of the lock at the measured rate; False while the rate is unmeasured."""
+        rate = self.handled_per_second
+        return rate is not None and 2 * held <= rate * self.lock * HANDLE_SHARE
 
     def fetched(
         self,

@@ -192,3 +192,22 @@ def test_a_chunk_admit_refuses_is_not_buffered() -> None:
     h.buf.admit = lambda c: True
     h.buf.push(chunk(5, [(5, 1)]))
     assert h.buf.pop_one(NOW).offset == 5  # type: ignore[union-attr]
+
+
+def test_one_answer_may_wait_past_the_default_record_bound() -> None:
+    h = Harness(max_records=5)
+    h.buf.push(chunk(0, [(0, 6)]))  # one answer over the record bound on its own
+    assert not h.buf.has_room()
+    assert not h.buf.single_chunk()  # an explicit bound stays strict
+    h.buf.overlap = True
+    assert h.buf.single_chunk() and not h.buf.single_chunk(extra_records=6)
+    h.buf.push(chunk(6, [(6, 6)]))
+    assert not h.buf.single_chunk()
+    rooms = h.rooms
+    assert len(h.buf.pop_many(6, NOW)) == 6  # the first chunk handed out
+    assert h.rooms == rooms  # used up, but not yet popped: nothing to fetch for
+    assert [r.offset for r in h.buf.pop_many(1, NOW)] == [6]
+    # The first chunk is gone and one is left: the fetchers are woken to fetch one ahead.
+    assert h.rooms == rooms + 1 and h.buf.single_chunk()
+    h.buf.stopped = True
+    assert not h.buf.single_chunk()

@@ -183,3 +183,16 @@ def test_not_stuck_on_a_short_stall_or_an_empty_answer() -> None:
     sizer.fetched(29.0, 29.5, 0, 0, lock_ms=30_000)  # nothing waiting at the broker
     assert sizer.stuck(100.0) == 0.0
     assert sizer.stalled_since is None
+
+
+def test_one_answer_ahead_only_when_both_fit_in_the_lock() -> None:
+    sizer = FetchSizer(CEILING, 500)
+    # Rate unmeasured: no answer may wait behind the one being handed out.
+    assert not sizer.overlap_fits(1)
+    sizer.fetched(0.0, 0.01, 50_000, 500, lock_ms=10_000)
+    sizer.handled(1.01, 100, backlog=True)
+    sizer.handled(2.01, 100, backlog=True)  # 100 records/s
+    # 100/s * 10 s * HANDLE_SHARE records fit: half of them held, as much again to come.
+    fits = int(100 * 10 * HANDLE_SHARE)
+    assert sizer.overlap_fits(fits // 2)
+    assert not sizer.overlap_fits(fits // 2 + 1)
