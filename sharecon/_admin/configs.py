@@ -7,6 +7,7 @@ import re
 from typing import TYPE_CHECKING
 
 from sharecon import errors
+from sharecon._admin.check import raise_for
 from sharecon._admin.results import ConfigEntry, ConfigSource, ResourceType
 from sharecon.protocol import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from sharecon.protocol.messages.describe_configs import DescribeConfigsResource
@@ -127,13 +128,11 @@ def configs_of(
     """
     out: dict[str, ConfigEntry] = {}
     for result in response.results:
-        err = errors.error_for_code(
+        raise_for(
             result.error_code,
-            f"describing configs of {resource_label(resource_type, name)}"
-            + (f": {result.error_message}" if result.error_message else ""),
+            f"describing configs of {resource_label(resource_type, name)}",
+            result.error_message,
         )
-        if err is not None:
-            raise err
         for c in result.configs:
             out[c.name] = ConfigEntry(
                 c.name, c.value, config_source(c.config_source), c.read_only, c.is_sensitive

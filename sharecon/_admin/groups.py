@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sharecon import errors
+from sharecon._admin.check import raise_for
 from sharecon._admin.results import (
     ShareGroupDescription,
     ShareGroupListing,
@@ -206,13 +207,11 @@ def share_offsets_of(
     for g in response.groups:
         for t in g.topics:
             for p in t.partitions:
-                err = errors.error_for_code(
+                raise_for(
                     p.error_code,
-                    f"group {group_id!r} partition {t.topic_name}-{p.partition_index}"
-                    + (f": {p.error_message}" if p.error_message else ""),
+                    f"group {group_id!r} partition {t.topic_name}-{p.partition_index}",
+                    p.error_message,
                 )
-                if err is not None:
-                    raise err
                 tp = TopicPartition(t.topic_name, p.partition_index)
                 out[tp] = SharePartitionOffset(
                     t.topic_name, p.partition_index, p.start_offset, p.leader_epoch, p.lag
@@ -247,13 +246,11 @@ def check_offsets_altered(response: AlterShareGroupOffsetsResponse, group_id: st
     """:raises BrokerError: a partition's error, naming the group and the partition."""
     for t in response.responses:
         for p in t.partitions:
-            err = errors.error_for_code(
+            raise_for(
                 p.error_code,
-                f"altering offsets of group {group_id!r} on {t.topic_name}-{p.partition_index}"
-                + (f": {p.error_message}" if p.error_message else ""),
+                f"altering offsets of group {group_id!r} on {t.topic_name}-{p.partition_index}",
+                p.error_message,
             )
-            if err is not None:
-                raise err
 
 
 def delete_offsets_request(group_id: str, topics: Iterable[str]) -> DeleteShareGroupOffsetsRequest:
@@ -267,13 +264,11 @@ def delete_offsets_request(group_id: str, topics: Iterable[str]) -> DeleteShareG
 def check_offsets_deleted(response: DeleteShareGroupOffsetsResponse, group_id: str) -> None:
     """:raises BrokerError: a topic's error, naming the group and the topic."""
     for t in response.responses:
-        err = errors.error_for_code(
+        raise_for(
             t.error_code,
-            f"deleting offsets of group {group_id!r} on topic {t.topic_name!r}"
-            + (f": {t.error_message}" if t.error_message else ""),
+            f"deleting offsets of group {group_id!r} on topic {t.topic_name!r}",
+            t.error_message,
         )
-        if err is not None:
-            raise err
 
 
 # -- DeleteGroups ----------------------------------------------------------------------------

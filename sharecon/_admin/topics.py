@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from sharecon import errors
+from sharecon._admin.check import raise_for
 from sharecon._admin.results import CreatedTopic, NewTopic, PartitionDescription, TopicDescription
 from sharecon._admin.retry import LEADER_MOVED
 from sharecon.protocol import (
@@ -225,13 +226,7 @@ def check_deleted(response: DeleteTopicsResponse, *, missing_ok: bool) -> None:
     for r in response.responses:
         if r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and missing_ok:
             continue
-        err = errors.error_for_code(
-            r.error_code,
-            f"deleting topic {r.name or r.topic_id!s}"
-            + (f": {r.error_message}" if r.error_message else ""),
-        )
-        if err is not None:
-            raise err
+        raise_for(r.error_code, f"deleting topic {r.name or r.topic_id!s}", r.error_message)
 
 
 # -- ListOffsets -----------------------------------------------------------------------------
