@@ -34,7 +34,14 @@ IO_MODULES = {
     "selectors",
     "subprocess",
 }
-SANS_IO_BASE = {"sharecon.errors", "sharecon.types", "sharecon._version", "sharecon._backoff"}
+SANS_IO_BASE = {
+    "sharecon.errors",
+    "sharecon.types",
+    "sharecon._version",
+    "sharecon._backoff",
+    # OAUTHBEARER token decisions (transient or permanent, when to ask again): pure.
+    "sharecon._token_policy",
+}
 # The metric counters (sans-I/O, time passed in) and their public snapshots: clients feed them.
 METRICS = {"sharecon._stats", "sharecon.metrics"}
 
@@ -149,6 +156,7 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     # (hatch_build.py reads it without importing sharecon).
     "sharecon._build": (set(), IO_MODULES),
     "sharecon._backoff": ({"sharecon.errors", "sharecon.types"}, IO_MODULES),
+    "sharecon._token_policy": ({"sharecon._backoff", "sharecon.errors"}, IO_MODULES),
     "sharecon.partitioner": ({"sharecon.errors", "sharecon.types"}, IO_MODULES),
     "sharecon.metrics": (set(), IO_MODULES),
     "sharecon._stats": ({"sharecon.metrics"}, IO_MODULES),
