@@ -378,6 +378,26 @@ def test_nothing_imports_the_test_kit() -> None:
     assert not found, "imports of the test kit:\n" + "\n".join(found)
 
 
+#: A client's insides: its cluster view and its runtime. Only the client's own methods use
+#: them; the CLI, the test kit and other clients go through public methods.
+CLIENT_INSIDES = {"_open_cluster", "_runtime"}
+
+
+def test_nothing_reaches_into_a_client() -> None:
+    """No ``something._open_cluster`` or ``x._runtime`` except on ``self``: sharecon's own
+    tools (the CLI, the test kit) use the clients' public seams (``Admin.api_versions``,
+    ``Admin.find_coordinator``, ...)."""
+    found = [
+        f"{path.relative_to(PKG.parent)}:{node.lineno} reaches into .{node.attr}"
+        for path in all_modules().values()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute)
+        and node.attr in CLIENT_INSIDES
+        and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+    ]
+    assert not found, "reach-ins:\n" + "\n".join(found)
+
+
 #: The share machine's modules: the code a seeded simulator drives with a virtual clock.
 MACHINE = ("sharecon._share.machine", "sharecon._share.effects")
 #: What would make the machine depend on the world outside its inputs: I/O, clocks,
