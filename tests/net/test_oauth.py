@@ -159,6 +159,28 @@ async def test_a_failing_provider_is_named_by_type_only() -> None:
         await fetch_token(lambda: "just-a-string")  # type: ignore[arg-type,return-value]
 
 
+async def test_a_providers_network_failure_may_heal_its_other_failures_do_not() -> None:
+    """Your own provider: an OSError (its endpoint refused the connection) is an outage the
+    clients wait out (OAuthTokenUnavailableError, a BrokerConnectError); anything else is
+    a plain OAuthTokenError that stops them."""
+
+    def down() -> OAuthBearerToken:
+        raise ConnectionRefusedError(f"vault at 10.0.0.1 refused ({SECRET})")
+
+    with pytest.raises(errors.OAuthTokenUnavailableError, match="ConnectionRefusedError") as info:
+        await fetch_token(down)
+    assert isinstance(info.value, errors.BrokerConnectError) and info.value.retriable
+    assert SECRET not in str(info.value)
+
+    def broken() -> OAuthBearerToken:
+        raise KeyError("token")
+
+    with pytest.raises(errors.OAuthTokenError) as failed:
+        await fetch_token(broken)
+    assert not isinstance(failed.value, errors.BrokerConnectError)
+    assert not failed.value.retriable
+
+
 # -- the OIDC provider ----------------------------------------------------------------------
 
 
