@@ -23,11 +23,19 @@ Rules of this module:
 6. Clients that another task hosts (the dead-letter router's producer and admin, run in a
    task of the consumer's group) are entered and exited by :class:`Hosting`, which
    started/stopped handshake the host and its owner share.
+7. ``start()`` and the close run in one task (the client's task group is entered by the one
+   and exited by the other, and anyio allows that only in the task that entered it). A
+   ``start()`` that is a task of its own (``tg.start_soon(client.start)``), whose task ends
+   holding the group, is refused before anything is entered; a close from another task
+   than the start's is refused too, and the client keeps running, to be closed from the
+   task that started it. Both raise :class:`~sharecon.errors.ClientStateError` naming the
+   rule; both were anyio's "cancel scope that isn't the current task's" before.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -38,6 +46,7 @@ from sharecon._telemetry import TelemetryPusher
 if TYPE_CHECKING:
     import logging
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+    from types import FrameType
 
     from anyio.abc import TaskGroup, TaskStatus
 
@@ -107,7 +116,7 @@ class ClientRuntime:
             await runtime.shutdown()
     """
 
-    __slots__ = ("life", "_stack", "_tg", "current", "_on_close", "telemetry")
+    __slots__ = ("life", "_stack", "_tg", "current", "_on_close", "telemetry", "_owner")
 
     def __init__(self, name: str, *, on_close: Callable[[], None] | None = None) -> None:
         """:param name: the client's class name, for error messages.
@@ -122,6 +131,8 @@ class ClientRuntime:
         self._on_close = on_close
         #: The KIP-714 pusher once :meth:`push_metrics` started it (rule 5).
         self.telemetry: TelemetryPusher | None = None
+        # The id of the task that started the client: the only one that can close it (rule 7).
+        self._owner: int | None = None
 
     @property
     def state(self) -> State:
@@ -165,9 +176,14 @@ class ClientRuntime:
         Any error in either (a cancellation too) shuts down what was entered, marks the
         client closed and propagates unwrapped (rule 3).
 
-        :raises ClientStateError: started already; :class:`ClientClosedError` once closed.
+        :raises ClientStateError: started already, or ``start()`` runs as a task of its own
+            (rule 7); :class:`ClientClosedError` once closed.
         """
+        task = anyio.get_current_task()
+        if self.life.state == "new" and _is_task_of_its_own(task.coro, self.life.name):
+            raise errors.ClientStateError(_own_task_message(self.life.name))
         self.life.begin_start()
+        self._owner = task.id
         stack = contextlib.AsyncExitStack()
         await stack.__aenter__()
         self._stack = stack
@@ -194,7 +210,17 @@ class ClientRuntime:
                 await setup(cluster, tg)
 
     def begin_close(self) -> bool:
-        """Mark the client closed; ``False`` if it already was (rule 2)."""
+        """Mark the client closed; ``False`` if it already was (rule 2).
+
+        :raises ClientStateError: called in another task than the one that started the
+            client, which stays running (rule 7): close it from that task.
+        """
+        if self._stack is not None and self._owner != anyio.get_current_task().id:
+            raise errors.ClientStateError(
+                f"{self.life.name} closed in another task than the one that started it: "
+                "start() and aclose() must run in the same task, as `async with` does. "
+                "It is still running: close it from the task that started it"
+            )
         return self.life.begin_close()
 
     def push_metrics(
@@ -266,6 +292,43 @@ class ClientRuntime:
             # ExceptionGroup), and no scope opened after it wraps its exit.
             await stack.aclose()
         return timed_out
+
+
+# The modules whose coroutines wrap a task's function (anyio's TaskHandle in some versions).
+_RUNNERS = ("anyio.", "trio.", "asyncio.")
+
+
+def _is_task_of_its_own(root: object, client: str) -> bool:
+    """Whether the running ``<client>.start()`` is its task's function (``root`` is the
+    task's coroutine): the task then ends as soon as the client started, holding its task
+    group (rule 7). Only anyio's own wrappers may stand between the two."""
+    root_frame = getattr(root, "cr_frame", None)
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and not _is_start_of(frame, client):
+        frame = frame.f_back
+    if frame is None or root_frame is None:
+        return False
+    while frame is not root_frame:
+        frame = frame.f_back
+        if frame is None or not frame.f_globals.get("__name__", "").startswith(_RUNNERS):
+            return False
+    return True
+
+
+def _is_start_of(frame: FrameType, client: str) -> bool:
+    if frame.f_code.co_name != "start":
+        return False
+    owner = frame.f_locals.get("self")
+    return owner is not None and any(c.__name__ == client for c in type(owner).__mro__)
+
+
+def _own_task_message(client: str) -> str:
+    return (
+        f"{client}.start() runs as a task of its own (e.g. tg.start_soon(client.start)): "
+        "that task would end holding the client's task group. start() and aclose() must run "
+        f"in the same task: use `async with {client}(...)`, or await start() in the task "
+        "that will close the client"
+    )
 
 
 class Hosting:

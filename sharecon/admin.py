@@ -77,7 +77,7 @@ if TYPE_CHECKING:
     from sharecon._net.sasl import SaslConfig
     from sharecon._net.sasl_gssapi import GssapiConfig
     from sharecon.metrics import AdminMetrics
-    from sharecon.protocol import Request, Response
+    from sharecon.protocol import Request, Response, VersionTable
     from sharecon.types import TopicPartition
 
 R = TypeVar("R", bound="Response")
@@ -252,6 +252,29 @@ class Admin:
             meta.controller_id,
             tuple(meta.brokers[n] for n in sorted(meta.brokers)),
         )
+
+    @property
+    def api_versions(self) -> VersionTable:
+        """The Kafka API versions this client speaks with the cluster (the highest both it
+        and the bootstrap broker offer, negotiated at start), and the broker's finalized
+        features: ``admin.api_versions.get(ShareFetchRequest)`` is 2 or more from Kafka 4.2
+        (record-limit acquisition). Read-only; no request is sent.
+
+        :raises ClientNotStartedError: before ``start()`` (or ``async with``).
+        """
+        return self._open_cluster.versions
+
+    async def find_coordinator(self, group_id: str, *, timeout: float | None = None) -> int:
+        """The node id of the broker coordinating ``group_id`` now (a share group or any
+        other group), as in :meth:`describe_cluster`'s brokers. Asks the cluster afresh
+        (FindCoordinator), retrying while the coordinator is being elected or loaded.
+
+        :raises BrokerError: a non-retriable error (e.g. ``GroupAuthorizationFailedError``),
+            or the last retriable one when ``timeout`` passed; the message names the group.
+        """
+        cluster = self._open_cluster
+        cluster.invalidate_coordinator(group_id)
+        return await cluster.coordinator(group_id, timeout=self._timeout(timeout))
 
     async def metadata(self, topics: Iterable[str]) -> ClusterMetadata:
         """Fresh metadata (topic ids, leaders) for ``topics``."""

@@ -22,6 +22,8 @@ Layout::
     │   ├── BrokerConnectError        could not connect (refused, unreachable, TLS handshake)
     │   └── BrokerDisconnectedError   an open connection broke or was closed
     ├── OAuthTokenError               no OAUTHBEARER token could be obtained
+    │   ├── OAuthTokenRefusedError    ... the token endpoint refused this client (never heals)
+    │   └── OAuthTokenUnavailableError ... not now (endpoint down, 5xx, 429): retried inside
     ├── KafkaTimeoutError             a deadline passed
     │   └── RequestTimeoutError       a request got no response in time
     └── BrokerError                   the broker answered with a non-zero error code
@@ -63,6 +65,8 @@ __all__ = [
     "KafkaTimeoutError",
     "LocalProtocolError",
     "OAuthTokenError",
+    "OAuthTokenRefusedError",
+    "OAuthTokenUnavailableError",
     "ProtocolError",
     "RemoteProtocolError",
     "RequestTimeoutError",
@@ -266,7 +270,33 @@ class OAuthTokenError(KafkaError):
     could not be reached after retries, or the token provider failed. The message names
     the endpoint and its HTTP status and OAuth error code, never a secret or a token.
     A token the *broker* refuses is a :class:`SaslAuthenticationFailedError` instead.
+
+    Two subclasses say whether waiting can help: :class:`OAuthTokenRefusedError` (no) and
+    :class:`OAuthTokenUnavailableError` (yes; the clients retry it by themselves).
     """
+
+
+class OAuthTokenRefusedError(OAuthTokenError):
+    """The token endpoint refused this client (HTTP 4xx such as 401 ``invalid_client``,
+    ``invalid_scope``, ``unsupported_grant_type``), or answered something that is not a
+    usable token. Asking again with the same settings gets the same answer, so it is
+    raised at once: fix the client id, secret or scope."""
+
+    retriable = False
+
+
+class OAuthTokenUnavailableError(OAuthTokenError, BrokerConnectError):
+    """No token now: the token endpoint could not be reached, timed out, or answered 5xx
+    or 429, and no still-valid token was cached.
+
+    It is a :class:`BrokerConnectError` too, because without a token no connection can be
+    opened; the clients treat it as one: they retry by themselves (with backoff, see
+    ``docs/security.md``), report it in ``health()``, and carry on when the endpoint answers
+    again. It reaches the caller only where a broker outage would (``start()`` past its
+    bootstrap timeout, an ``Admin`` call, a ``send()`` past its delivery timeout).
+    """
+
+    retriable = True
 
 
 class KafkaTimeoutError(KafkaError, builtins.TimeoutError):

@@ -34,7 +34,14 @@ IO_MODULES = {
     "selectors",
     "subprocess",
 }
-SANS_IO_BASE = {"sharecon.errors", "sharecon.types", "sharecon._version", "sharecon._backoff"}
+SANS_IO_BASE = {
+    "sharecon.errors",
+    "sharecon.types",
+    "sharecon._version",
+    "sharecon._backoff",
+    # OAUTHBEARER token decisions (transient or permanent, when to ask again): pure.
+    "sharecon._token_policy",
+}
 # The metric counters (sans-I/O, time passed in) and their public snapshots: clients feed them.
 METRICS = {"sharecon._stats", "sharecon.metrics"}
 
@@ -149,6 +156,7 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     # (hatch_build.py reads it without importing sharecon).
     "sharecon._build": (set(), IO_MODULES),
     "sharecon._backoff": ({"sharecon.errors", "sharecon.types"}, IO_MODULES),
+    "sharecon._token_policy": ({"sharecon._backoff", "sharecon.errors"}, IO_MODULES),
     "sharecon.partitioner": ({"sharecon.errors", "sharecon.types"}, IO_MODULES),
     "sharecon.metrics": (set(), IO_MODULES),
     "sharecon._stats": ({"sharecon.metrics"}, IO_MODULES),
@@ -368,6 +376,26 @@ def test_nothing_imports_the_test_kit() -> None:
         if module == "sharecon.testing" or module.startswith("sharecon.testing.")
     ]
     assert not found, "imports of the test kit:\n" + "\n".join(found)
+
+
+#: A client's insides: its cluster view and its runtime. Only the client's own methods use
+#: them; the CLI, the test kit and other clients go through public methods.
+CLIENT_INSIDES = {"_open_cluster", "_runtime"}
+
+
+def test_nothing_reaches_into_a_client() -> None:
+    """No ``something._open_cluster`` or ``x._runtime`` except on ``self``: sharecon's own
+    tools (the CLI, the test kit) use the clients' public seams (``Admin.api_versions``,
+    ``Admin.find_coordinator``, ...)."""
+    found = [
+        f"{path.relative_to(PKG.parent)}:{node.lineno} reaches into .{node.attr}"
+        for path in all_modules().values()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute)
+        and node.attr in CLIENT_INSIDES
+        and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+    ]
+    assert not found, "reach-ins:\n" + "\n".join(found)
 
 
 #: The share machine's modules: the code a seeded simulator drives with a virtual clock.

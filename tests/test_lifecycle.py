@@ -161,3 +161,65 @@ async def test_an_iteration_in_progress_ends_when_the_consumer_closes(
             await anyio.wait_all_tasks_blocked()
             await consumer.aclose()
     assert sorted(ended) == ["async for", "poll"]
+
+
+#: One call per client that succeeds while it runs (with no topic needed).
+WORKS: dict[type[Any], Callable[[Any], Awaitable[object]]] = {
+    ShareConsumer: lambda c: c.poll(0),
+    Producer: lambda p: p.flush(),
+    Admin: lambda a: a.describe_cluster(),
+}
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups, or ``exc`` itself."""
+    inner = getattr(exc, "exceptions", None)
+    return [exc] if inner is None else [leaf for e in inner for leaf in _leaves(e)]
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("kind", [ShareConsumer, Producer, Admin])
+async def test_start_as_a_task_of_its_own_is_refused_naming_the_rule(
+    kind: type[Any], anyio_backend: str, kafka_bootstrap: str, share_group: str
+) -> None:
+    """``tg.start_soon(client.start)``: the task would end holding the client's task group
+    (anyio's "cancel scope that isn't the current task's" before). Refused before anything
+    is entered, so the client is still new and starts fine the documented way."""
+    client = _make(kind, kafka_bootstrap, share_group)
+    with pytest.raises(BaseException) as info:  # an exception group: unpacked below
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.start)
+    (error,) = _leaves(info.value)
+    assert type(error) is errors.ClientStateError, repr(error)
+    assert "start() and aclose() must run in the same task" in str(error)
+    assert f"{kind.__name__}.start() runs as a task of its own" in str(error)
+    async with client:
+        await WORKS[kind](client)
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("kind", [ShareConsumer, Producer, Admin])
+async def test_close_from_another_task_is_refused_and_the_client_keeps_running(
+    kind: type[Any], anyio_backend: str, kafka_bootstrap: str, share_group: str
+) -> None:
+    client = _make(kind, kafka_bootstrap, share_group)
+    await client.start()
+    try:
+        refused: list[BaseException] = []
+
+        async def close_elsewhere() -> None:
+            try:
+                await client.aclose()
+            except errors.ClientStateError as exc:
+                refused.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(close_elsewhere)
+        (error,) = refused
+        assert "closed in another task than the one that started it" in str(error)
+        assert "start() and aclose() must run in the same task" in str(error)
+        await WORKS[kind](client)  # still running
+    finally:
+        await client.aclose()  # from the task that started it: closes
+    with pytest.raises(errors.ClientClosedError):
+        await USES[kind][0](client)

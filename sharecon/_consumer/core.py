@@ -31,6 +31,7 @@ from sharecon._share import effects as fx
 from sharecon._share.answers import Outcomes, renew_refusal
 from sharecon._share.machine import ShareMachine
 from sharecon._share.membership import Membership
+from sharecon._share.renew_refusals import RenewRefusals
 from sharecon._share.requests import FetchParams
 from sharecon._stats import ConsumerStats
 from sharecon.protocol import ShareAcknowledgeRequest
@@ -109,6 +110,8 @@ class ConsumerCore:
         #: The buffer's side: deliveries buffered, decoded, dropped (``handout.owner``: what
         #: the records call back into, the public ShareConsumer).
         self.handout = Handout(self.machine, self.buffer, self.apply_effects, self.check_renew)
+        # Refused renewals repeat every keeper tick for the same records: tell each once.
+        self._renew_refusals = RenewRefusals()
         #: The counters behind ShareConsumer.metrics(); their clock is time.monotonic.
         self.stats = ConsumerStats(time.monotonic(), client_id=client_id, group_id=config.group_id)
         #: Where acknowledgement outcomes go: commits, listeners, ``on_acknowledged``.
@@ -263,7 +266,8 @@ class ConsumerCore:
             observe.fetch_late(self.stats, cast("fx.FetchLate", e))
         elif kind is fx.RenewFailed:
             # The records keep their old lock: a slow handler may lose them to another member.
-            observe.renew_failed(cast("fx.RenewFailed", e))
+            failed = cast("fx.RenewFailed", e)
+            observe.renew_failed(failed, self._renew_refusals.news(failed.records))
         else:  # a back-off or re-routing outside a fetch loop: let the loops look again
             self.wake_all()
 

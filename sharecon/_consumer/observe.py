@@ -49,10 +49,13 @@ def session_lost(member_id: str, e: SessionLost, dropped: int) -> None:
     )
 
 
-def renew_failed(e: RenewFailed) -> None:
-    """The broker did not renew some locks (the records keep their old deadline)."""
-    logger.warning(
-        "node %d: renewing the locks of %d records failed (partitions %s)",
+def renew_failed(e: RenewFailed, new: int) -> None:
+    """The broker did not renew some locks (the records keep their old deadline); a
+    WARNING when ``new`` of them were not refused before, else DEBUG (once per record)."""
+    logger.log(
+        logging.WARNING if new else logging.DEBUG,
+        "node %d: the broker did not renew the locks of %d records (partitions %s); they "
+        "keep their current locks (each record is told once at WARNING, repeats at DEBUG)",
         *(e.node_id, e.count, ", ".join(str(tp) for tp in e.partitions)),
     )
 

@@ -175,9 +175,15 @@ async def open_connection(
             with anyio.fail_after(limit):
                 token = await fetch_token(config.sasl.token_provider)
         except TimeoutError:
-            raise errors.OAuthTokenError(
+            raise errors.OAuthTokenUnavailableError(
                 f"{where}: the OAUTHBEARER token provider gave no token within {limit:g} s "
                 "(connect_timeout)"
+            ) from None
+        except errors.OAuthTokenUnavailableError as exc:
+            # Named by the broker it kept us from, as every BrokerConnectError is: the
+            # clients retry it as they would an unreachable broker, and health() shows it.
+            raise errors.OAuthTokenUnavailableError(
+                f"{where}: no OAUTHBEARER token: {str(exc).removeprefix(where + ': ')}"
             ) from None
     stream: ByteStream
     context = config.current_ssl_context()
@@ -468,7 +474,10 @@ async def authenticate(
 async def fetch_token(provider: TokenProvider) -> OAuthBearerToken:
     """Call an OAUTHBEARER token provider: async ones awaited, plain ones in a worker thread.
 
-    :raises OAuthTokenError: the provider failed, timed out or returned something else;
+    :raises OAuthTokenUnavailableError: the provider timed out, or failed in a way that may
+        heal (its own ``OAuthTokenUnavailableError``, or an ``OSError`` such as a refused
+        connection).
+    :raises OAuthTokenError: the provider failed otherwise or returned something else;
         the message names the provider's error, never a token or secret.
     """
     try:
@@ -480,11 +489,16 @@ async def fetch_token(provider: TokenProvider) -> OAuthBearerToken:
             if inspect.isawaitable(result):
                 result = await result
     except TimeoutError:
-        raise errors.OAuthTokenError(
+        raise errors.OAuthTokenUnavailableError(
             f"the OAUTHBEARER token provider gave no token within {TOKEN_TIMEOUT:g} s"
         ) from None
     except errors.KafkaError:
         raise
+    except OSError as exc:
+        # A network failure inside the user's own provider: may heal like ours.
+        raise errors.OAuthTokenUnavailableError(
+            f"the OAUTHBEARER token provider failed: {type(exc).__name__}"
+        ) from exc
     except Exception as exc:
         # The provider's own error, by type only: its text could hold what it was given.
         raise errors.OAuthTokenError(

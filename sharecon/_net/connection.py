@@ -384,6 +384,15 @@ class BrokerConnection:
         try:
             logger.debug("%s: re-authenticating", self.address)
             await reauthenticate()
+        except errors.KafkaError as exc:
+            # Not re-authenticated (no token from the provider, or the broker refused it):
+            # the broker ends this session at its expiry anyway, and an exchange cut short
+            # leaves the wire in an unknown state. Drop the connection now; the next request
+            # reconnects and logs in afresh through the cluster's reconnect backoff.
+            self._fail(f"re-authentication failed: {exc}", exc)
+            if exc.retriable:
+                raise self._error() from exc
+            raise
         finally:
             self._reauth_done.set()
             self._reauth_done = None

@@ -8,7 +8,7 @@ them (tests/docs/test_env_tables.py checks).
 
 from __future__ import annotations
 
-__all__ = ["CONNECTION_ENV", "FILE_SECURITY_SETTINGS", "KERBEROS_SETTINGS"]
+__all__ = ["CONNECTION_ENV", "FILE_SECURITY_SETTINGS", "KERBEROS_SETTINGS", "OAUTH_SETTINGS"]
 
 #: Connection setting -> the environment variable that gives it when no flag does.
 CONNECTION_ENV: dict[str, str] = {
@@ -36,6 +36,9 @@ CONNECTION_ENV: dict[str, str] = {
 
 #: The Kerberos (GSSAPI) settings.
 KERBEROS_SETTINGS = ("kerberos_principal", "kerberos_keytab", "kerberos_service_name")
+#: The OAUTHBEARER settings that have a flag: naming one without that mechanism is an error,
+#: as for the Kerberos ones (it would be ignored, and the login would be something else).
+OAUTH_SETTINGS = ("oauth_token_url", "oauth_client_id", "oauth_scope")
 
 #: The TLS and SASL settings a properties file (``command_config``) gives instead: naming
 #: one of them next to the file is an error, in the CLI and the worker alike.
@@ -45,8 +48,6 @@ FILE_SECURITY_SETTINGS = (
     "tls_key",
     "sasl_mechanism",
     "sasl_username",
-    "oauth_token_url",
-    "oauth_client_id",
-    "oauth_scope",
+    *OAUTH_SETTINGS,
     *KERBEROS_SETTINGS,
 )

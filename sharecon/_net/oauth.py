@@ -10,8 +10,11 @@ Rules of this module:
 
 1. The client secret and the tokens never appear in a ``repr``, a log line or an error.
 2. An answer that says the client is wrong (4xx: ``invalid_client``, ``invalid_scope``)
-   fails at once; only an unreachable endpoint, a 5xx or a 429 is retried.
-3. A token still valid is used while a refresh fails; past its expiry the failure is raised.
+   fails at once with ``OAuthTokenRefusedError``; only an unreachable endpoint, a 5xx or a
+   429 is retried, and after the retries it is an ``OAuthTokenUnavailableError``, which the
+   clients treat as a broker they cannot reach yet (``sharecon._token_policy`` decides).
+3. A token still valid is used while a refresh fails; past its expiry the failure is raised,
+   and further fetches are held back for a short, capped wait (``_token_policy`` rule 4).
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ import base64
 import json
 import logging
 import math
-import random
 import time
 import urllib.parse
 from types import MappingProxyType
@@ -32,6 +34,7 @@ from sharecon import errors
 from sharecon._backoff import Backoff
 from sharecon._net.http import HttpError, check_url, post_form
 from sharecon._net.sasl import OAuthBearerToken
+from sharecon._token_policy import Step, TokenFailure, TokenSchedule, classify_status
 
 if TYPE_CHECKING:
     import ssl
@@ -44,25 +47,26 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: When a token is refreshed: this share of its lifetime, times a jitter factor.
-REFRESH_RATIO = 0.8
-_REFRESH_JITTER = (0.95, 1.05)
 _RETRY_BACKOFF = Backoff(initial=0.2, maximum=2.0)
-_RETRIABLE_STATUS = {408, 429}
 
 
 class RefreshingTokenProvider:
     """A token provider that keeps its token and fetches a new one at ~80 % of its life.
 
-    Subclasses implement :meth:`_fetch_with_retries`; this class does the caching, the
-    jittered refresh time, one fetch at a time, and the fallback to a still-valid token.
+    Subclasses implement :meth:`_fetch_with_retries`, raising
+    :class:`~sharecon.errors.OAuthTokenUnavailableError` for what may heal and any other
+    :class:`~sharecon.errors.OAuthTokenError` for what cannot. This class does the caching,
+    one fetch at a time, and follows :class:`~sharecon._token_policy.TokenSchedule` for
+    when to fetch, when a still-valid token stands in, and when to hold back.
     """
 
     def __init__(self) -> None:
         self._token: OAuthBearerToken | None = None
-        self._refresh_at = 0.0
+        self._schedule = TokenSchedule()
         self._lock: anyio.Lock | None = None
         self._clock = time.time
+        # The last transient failure's text, repeated while its hold is on.
+        self._last_failure = ""
         #: Tokens fetched so far (for tests and metrics).
         self.fetches = 0
         self._what = type(self).__name__
@@ -70,35 +74,53 @@ class RefreshingTokenProvider:
     async def __call__(self) -> OAuthBearerToken:
         """The current token, fetching a new one when it is due for refresh.
 
-        :raises OAuthTokenError: no valid token could be had (wrong client, unreachable).
+        :raises OAuthTokenRefusedError: the endpoint refused the client (never heals).
+        :raises OAuthTokenUnavailableError: no valid token now (endpoint down, 5xx, 429);
+            asking again later may succeed.
+        :raises OAuthTokenError: the provider failed otherwise.
         """
         token = self._token
-        if token is not None and self._clock() < self._refresh_at:
+        if token is not None and self._schedule.step(self._clock()) is Step.USE:
             return token
         if self._lock is None:
             self._lock = anyio.Lock()
         async with self._lock:
             token = self._token
             now = self._clock()
-            if token is not None and now < self._refresh_at:
+            step = self._schedule.step(now)
+            if step is Step.USE and token is not None:
                 return token  # another task refreshed it while we waited
+            if step is Step.HOLD:
+                raise errors.OAuthTokenUnavailableError(
+                    f"{self._last_failure}; next attempt in {self._schedule.retry_in(now):.1f} s"
+                )
             try:
                 fresh = await self._fetch_with_retries()
             except errors.OAuthTokenError as exc:
-                if token is not None and token.expires_at > now + 1.0:
-                    # Still valid: keep using it and try again soon.
-                    self._refresh_at = now + min(5.0, (token.expires_at - now) / 4)
+                kind = (
+                    TokenFailure.TRANSIENT
+                    if isinstance(exc, errors.OAuthTokenUnavailableError)
+                    else TokenFailure.PERMANENT
+                )
+                if self._schedule.failed(self._clock(), kind) and token is not None:
                     logger.warning("token refresh failed, using the current token: %s", exc)
                     return token
+                if kind is TokenFailure.TRANSIENT:
+                    self._last_failure = str(exc)
+                    logger.info(
+                        "no token: %s; the next attempt in %.1f s",
+                        exc,
+                        self._schedule.retry_in(self._clock()),
+                    )
                 raise
-            lifetime = max(fresh.expires_at - self._clock(), 0.0)
-            self._refresh_at = self._clock() + lifetime * REFRESH_RATIO * random.uniform(
-                *_REFRESH_JITTER
-            )
+            self._schedule.fetched(self._clock(), fresh.expires_at)
             self._token = fresh
             self.fetches += 1
             logger.debug(
-                "got a token for %r from %s, valid %.0f s", fresh.principal, self._what, lifetime
+                "got a token for %r from %s, valid %.0f s",
+                fresh.principal,
+                self._what,
+                max(fresh.expires_at - self._clock(), 0.0),
             )
             return fresh
 
@@ -175,7 +197,7 @@ class OidcTokenProvider(RefreshingTokenProvider):
             except _Retriable as exc:
                 attempt += 1
                 if attempt >= self.attempts:
-                    raise errors.OAuthTokenError(
+                    raise errors.OAuthTokenUnavailableError(
                         f"{self.token_url}: {exc} (after {attempt} attempts)"
                     ) from None
                 delay = _RETRY_BACKOFF.delay(attempt - 1)
@@ -202,10 +224,11 @@ class OidcTokenProvider(RefreshingTokenProvider):
         except HttpError as exc:
             raise _Retriable(self._scrub(str(exc).removeprefix(f"{self.token_url}: "))) from None
         doc = _json_object(response.body)
-        if response.status >= 500 or response.status in _RETRIABLE_STATUS:
+        failure = classify_status(response.status)
+        if failure is TokenFailure.TRANSIENT:
             raise _Retriable(f"HTTP {response.status}{_oauth_error(doc, self._scrub)}")
-        if response.status != 200:
-            raise errors.OAuthTokenError(
+        if failure is TokenFailure.PERMANENT:
+            raise errors.OAuthTokenRefusedError(
                 f"{self.token_url} refused client {self.client_id!r}: HTTP {response.status}"
                 f"{_oauth_error(doc, self._scrub)}"
             )
@@ -214,7 +237,7 @@ class OidcTokenProvider(RefreshingTokenProvider):
     def _token_from(self, doc: dict[str, object] | None) -> OAuthBearerToken:
         where = f"{self.token_url} (client {self.client_id!r})"
         if doc is None or not isinstance(doc.get("access_token"), str):
-            raise errors.OAuthTokenError(f"{where}: the answer has no access_token")
+            raise errors.OAuthTokenRefusedError(f"{where}: the answer has no access_token")
         value = str(doc["access_token"])
         now = self._clock()
         claims = _jwt_claims(value)
@@ -226,10 +249,12 @@ class OidcTokenProvider(RefreshingTokenProvider):
         if isinstance(exp, (int, float)) and not isinstance(exp, bool):
             expires.append(float(exp))
         if not expires:
-            raise errors.OAuthTokenError(f"{where}: the answer says neither expires_in nor exp")
+            raise errors.OAuthTokenRefusedError(
+                f"{where}: the answer says neither expires_in nor exp"
+            )
         expires_at = min(expires)
         if expires_at <= now:
-            raise errors.OAuthTokenError(
+            raise errors.OAuthTokenRefusedError(
                 f"{where}: the token it gave expired {now - expires_at:.0f} s ago "
                 "(is the endpoint's or this machine's clock wrong?)"
             )
@@ -242,7 +267,7 @@ class OidcTokenProvider(RefreshingTokenProvider):
                 extensions=self.extensions,
             )
         except errors.ConfigError:
-            raise errors.OAuthTokenError(
+            raise errors.OAuthTokenRefusedError(
                 f"{where}: the access_token is not a bearer token"
             ) from None
 

@@ -156,11 +156,13 @@ class LocksRenewed:
 @dataclass(frozen=True, slots=True)
 class RenewFailed:
     """The broker did not renew ``count`` records' locks on ``node_id`` (they keep their
-    old deadline: a slow handler may lose them)."""
+    old deadline: a slow handler may lose them); ``records`` names them (partition,
+    offset), so the driver tells each record once (``renew_refusals``)."""
 
     node_id: int
     count: int
     partitions: tuple[TopicIdPartition, ...]
+    records: tuple[tuple[TopicIdPartition, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

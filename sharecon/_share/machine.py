@@ -985,15 +985,17 @@ class ShareMachine:
         good, bad = renewed(plan, ok=ok, codes=codes)
         deadline = lock_deadline(now, lock_ms) if good else None
         moved: list[object] = []
-        failed = 0
+        failed: list[tuple[TopicIdPartition, int]] = []
         for key in [k for k in self.renewing if k[0] in good or k[0] in bad]:
             _tag, handle = self.renewing.pop(key)
             if key[0] in good and deadline is not None:
                 moved.append(handle)
             elif key[0] in bad:
-                failed += 1
+                failed.append(key)
         if moved:
             self.effects.append(LocksRenewed(tuple(moved), deadline))
         if failed:
-            self.renewals_failed += failed
-            self.effects.append(RenewFailed(leader.node_id, failed, tuple(sorted(bad, key=str))))
+            self.renewals_failed += len(failed)
+            self.effects.append(
+                RenewFailed(leader.node_id, len(failed), tuple(sorted(bad, key=str)), tuple(failed))
+            )

@@ -22,7 +22,12 @@ from typing import IO, TYPE_CHECKING, Any
 
 from sharecon import errors
 from sharecon._net.connect import ConnectionConfig
-from sharecon._net.environment import CONNECTION_ENV, FILE_SECURITY_SETTINGS, KERBEROS_SETTINGS
+from sharecon._net.environment import (
+    CONNECTION_ENV,
+    FILE_SECURITY_SETTINGS,
+    KERBEROS_SETTINGS,
+    OAUTH_SETTINGS,
+)
 from sharecon._net.oauth import OidcTokenProvider
 from sharecon._net.properties import from_properties
 from sharecon._net.sasl import MECHANISMS, SaslConfig
@@ -374,6 +379,11 @@ def client_options(args: argparse.Namespace) -> ClientOptions:
     if kerberos and (mechanism is None or mechanism.upper() != GSSAPI):
         raise CliError(
             f"{_flag_or_env(args, kerberos[0])} needs --sasl-mechanism GSSAPI", ExitCode.USAGE
+        )
+    oauth = [name for name in OAUTH_SETTINGS if pick(name) is not None]
+    if oauth and (mechanism is None or mechanism.upper() != "OAUTHBEARER"):
+        raise CliError(
+            f"{_flag_or_env(args, oauth[0])} needs --sasl-mechanism OAUTHBEARER", ExitCode.USAGE
         )
     if mechanism is not None and mechanism.upper() == "OAUTHBEARER":
         sasl = _oauth_sasl(pick, username, password)

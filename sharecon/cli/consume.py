@@ -142,7 +142,7 @@ async def run(args: argparse.Namespace, options: ClientOptions) -> int:
         if args.earliest:
             await set_earliest(admin, args.group)
         # --max N takes only N records where the broker can limit acquisition (4.2+).
-        fetch_version = admin._open_cluster.versions.get(ShareFetchRequest)
+        fetch_version = admin.api_versions.get(ShareFetchRequest)
         limited = args.max is not None and fetch_version is not None and fetch_version >= 2
     if args.max is not None and not limited and not args.quiet:
         sys.stderr.write(

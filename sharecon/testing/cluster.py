@@ -342,7 +342,7 @@ class KafkaCluster(Server):
 
     def coordinator_of(self, group: str) -> ClusterBroker:
         """The broker that is the group coordinator of ``group`` (share groups included)."""
-        node = with_admin(self.plaintext_bootstrap, lambda a: a._open_cluster.coordinator(group))
+        node = with_admin(self.plaintext_bootstrap, lambda a: a.find_coordinator(group))
         return self.broker(node)
 
     def wait_in_sync(self, timeout: float = 120.0, *, topics: Iterable[str] | None = None) -> None:

@@ -91,6 +91,9 @@ class OidcIssuer(Server):
         self._thread: threading.Thread | None = None
         self._scheme = "http"
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._tls_context: ssl.SSLContext | None = None
+        #: True between :meth:`pause` and :meth:`resume`: nothing listens on the port.
+        self.paused = False
         #: PEM of the certificate the HTTPS endpoints present (None without ``tls``).
         self.ca_file: Path | None = None
         if tls:
@@ -106,6 +109,7 @@ class OidcIssuer(Server):
         key_file.write_bytes(key)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(str(self.ca_file), str(key_file))
+        self._tls_context = context
         self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self._scheme = "https"
 
@@ -206,13 +210,39 @@ class OidcIssuer(Server):
             self._thread.start()
         return self
 
-    def stop(self) -> None:
-        """Stop serving and close the socket."""
+    def pause(self) -> None:
+        """Go down as an identity provider in an outage does: stop serving and close the
+        listening socket, so token requests (and JWKS fetches) are refused. The port, keys
+        and counters are kept for :meth:`resume`."""
+        if self.paused:
+            return
+        self.paused = True
+        self._halt()
+
+    def resume(self) -> None:
+        """Serve again on the same port, with the same keys, after :meth:`pause`."""
+        if not self.paused:
+            return
+        port = self._server.server_address[1]
+        self._server = _Server(("127.0.0.1", port), _handler(self))
+        self._server.daemon_threads = True
+        if self._tls_context is not None:
+            self._server.socket = self._tls_context.wrap_socket(
+                self._server.socket, server_side=True
+            )
+        self.paused = False
+        self.start()
+
+    def _halt(self) -> None:
         if self._thread is not None:
             self._server.shutdown()
             self._thread.join(5)
             self._thread = None
         self._server.server_close()
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self._halt()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

@@ -23,7 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sharecon import errors
-from sharecon._net.environment import CONNECTION_ENV, FILE_SECURITY_SETTINGS, KERBEROS_SETTINGS
+from sharecon._net.environment import (
+    CONNECTION_ENV,
+    FILE_SECURITY_SETTINGS,
+    KERBEROS_SETTINGS,
+    OAUTH_SETTINGS,
+)
 from sharecon._net.oauth import OidcTokenProvider
 from sharecon._net.sasl import SaslConfig
 from sharecon.config import ConnectionConfig, GssapiConfig, TlsConfig, from_properties
@@ -220,6 +225,9 @@ class WorkerConfig:
         kerberos = [name for name in _KERBEROS if getattr(self, name) is not None]
         if kerberos and mechanism != _GSSAPI:
             raise errors.ConfigError(f"{kerberos[0]} needs sasl_mechanism GSSAPI")
+        oauth = [name for name in OAUTH_SETTINGS if getattr(self, name) is not None]
+        if oauth and mechanism != "OAUTHBEARER":
+            raise errors.ConfigError(f"{oauth[0]} needs sasl_mechanism OAUTHBEARER")
         if mechanism == "OAUTHBEARER":
             self._check_oauth()
             return

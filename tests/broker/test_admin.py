@@ -377,3 +377,25 @@ async def test_admin_outside_context_is_a_clear_error() -> None:
     client = Admin("127.0.0.1:1")
     with pytest.raises(errors.ClientNotStartedError, match="async with Admin"):
         await client.list_topics()
+
+
+# -- seams for sharecon's own tools (the CLI, the test kit) ----------------------------------
+
+
+async def test_api_versions_and_find_coordinator(
+    admin: Admin, kafka_bootstrap: str, kafka_tools: KafkaTools
+) -> None:
+    """The public seams the CLI and the test kit use instead of the Admin's cluster view."""
+    from sharecon.protocol import ShareFetchRequest
+
+    # Kafka 4.1 speaks ShareFetch v1, 4.2+ v2 (record limits): what `consume --max` checks.
+    assert admin.api_versions.get(ShareFetchRequest) in (1, 2)
+    assert admin.api_versions.feature_level("share.version") >= 1
+    group = fresh("adm-coord")
+    node = await admin.find_coordinator(group)
+    brokers = (await admin.describe_cluster()).brokers
+    assert node in {b.node_id for b in brokers}
+    assert await admin.find_coordinator(group) == node  # asked again: the same broker
+    unstarted = Admin(kafka_bootstrap)
+    with pytest.raises(errors.ClientNotStartedError):
+        unstarted.api_versions  # noqa: B018 - the property raises

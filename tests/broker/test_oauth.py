@@ -16,6 +16,7 @@ import anyio
 import pytest
 
 from sharecon import errors
+from sharecon.admin import Admin
 from sharecon.config import ConnectionConfig, OAuthBearerToken, OidcTokenProvider, SaslConfig
 from sharecon.consumer import ShareConsumer
 from sharecon.producer import Producer
@@ -118,12 +119,88 @@ async def test_consume_while_tokens_expire_loses_nothing(
         assert provider._token is not None and provider._token.value not in text
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # ~40 s: once is enough
+async def test_token_endpoint_outage_longer_than_a_token_heals_by_itself(
+    oauth_broker: KafkaBroker, issuer: OidcIssuer
+) -> None:
+    """The identity provider goes down for two token lifetimes (the cached token expires
+    and re-authentication cannot get a new one), then comes back: the same consumer,
+    producer and admin objects carry on, and the consumer's health says so meanwhile."""
+    topic, group = "oauth-outage", "oauth-outage-group"
+    oauth_broker.tools.create_topic(topic, partitions=1)
+    oauth_broker.tools.alter_group_config(group, {"share.auto.offset.reset": "earliest"})
+    provider = OidcTokenProvider(issuer.token_url, "app", SECRET, scope="kafka")
+    # A short request timeout: health() names an outage after it, well within this one.
+    config = oauth(provider, request_timeout=3.0)
+    seen: list[bytes] = []
+    got = anyio.Event()
+    failed: list[BaseException] = []
+
+    async def consume(consumer: ShareConsumer) -> None:
+        try:
+            async for record in consumer:
+                assert record.value is not None
+                seen.append(record.value)
+                got.set()
+        except Exception as exc:  # the failure under test: recorded, then re-raised
+            failed.append(exc)
+            raise
+
+    with anyio.fail_after(150):
+        async with (
+            Producer(oauth_broker.bootstrap, config=config) as producer,
+            Admin(oauth_broker.bootstrap, config=config) as admin,
+            ShareConsumer(
+                oauth_broker.bootstrap, group_id=group, topics=[topic], config=config
+            ) as consumer,
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(consume, consumer)
+            await producer.send_and_wait(topic, b"before")
+            await got.wait()
+            issuer.pause()
+            try:
+                # Down for two token lifetimes: every token the clients hold expires.
+                outage_seen = False
+                end = time.monotonic() + 2 * TOKEN_LIFETIME
+                await anyio.sleep(TOKEN_LIFETIME)  # the producer's token has expired too
+                # Sent in the outage: waits in the producer, delivered after it.
+                during = await producer.send(topic, b"during")
+                while time.monotonic() < end:
+                    await anyio.sleep(0.5)
+                    outage_seen = outage_seen or not consumer.health().ok
+                assert not failed, failed
+                assert outage_seen, consumer.health()
+            finally:
+                issuer.resume()
+            resumed = time.monotonic()
+            await during
+            after = [f"after-{i}".encode() for i in range(15)]
+            for value in after:
+                await producer.send_and_wait(topic, value)
+            while not {b"during", *after} <= set(seen):
+                assert not failed, failed
+                await anyio.sleep(0.2)
+            logging.getLogger(__name__).info(
+                "recovered: %d records consumed %.1f s after the issuer came back",
+                len(after),
+                time.monotonic() - resumed,
+            )
+            assert topic in await admin.list_topics()
+            # health() back to ok by itself (polled: it is a status, not an event).
+            while not consumer.health().ok:  # noqa: ASYNC110
+                await anyio.sleep(0.2)
+            tg.cancel_scope.cancel()
+    assert all(seen.count(v) == 1 for v in [b"before", b"during", *after])
+
+
 async def test_wrong_client_secret_is_a_prompt_token_error(
     oauth_broker: KafkaBroker, issuer: OidcIssuer
 ) -> None:
     provider = OidcTokenProvider(issuer.token_url, "app", "not-the-secret")
     start = time.monotonic()
-    with anyio.fail_after(10), pytest.raises(errors.OAuthTokenError) as info:
+    # Refused, not unavailable: never retried like an outage of the endpoint.
+    with anyio.fail_after(10), pytest.raises(errors.OAuthTokenRefusedError) as info:
         async with ShareConsumer(
             oauth_broker.bootstrap,
             group_id="g-wrong-secret",

@@ -94,3 +94,63 @@ def test_a_properties_file_replaces_the_oauth_settings(monkeypatch: pytest.Monke
     assert (config.oauth_token_url, config.oauth_client_secret) == (None, None)
     with pytest.raises(errors.ConfigError, match="drop oauth_client_id"):
         config_from_sources({**flags, "oauth_client_id": "app"}, env={})
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        # No mechanism: the flags were silently ignored and the connection was made without
+        # SASL.
+        (["--oauth-token-url", URL], "--oauth-token-url needs --sasl-mechanism OAUTHBEARER"),
+        (["--oauth-scope", "kafka"], "--oauth-scope needs --sasl-mechanism OAUTHBEARER"),
+        # Another mechanism: the login would be PLAIN, not what the flags ask for.
+        (
+            [
+                "--sasl-mechanism",
+                "PLAIN",
+                "--sasl-username",
+                "u",
+                "--sasl-password",
+                "p",
+                "--oauth-client-id",
+                "app",
+            ],
+            "--oauth-client-id needs --sasl-mechanism OAUTHBEARER",
+        ),  # fmt: skip
+    ],
+)
+def test_cli_oauth_flags_without_oauthbearer_are_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, argv: list[str], needle: str
+) -> None:
+    for name in ("SASL_MECHANISM", "OAUTH_TOKEN_URL", "OAUTH_CLIENT_ID", "OAUTH_SCOPE"):
+        monkeypatch.delenv(f"SHARECON_{name}", raising=False)
+    with pytest.raises(CliError, match=needle) as info:
+        client_options(parse(*argv))
+    assert info.value.code == 2
+
+
+def test_cli_oauth_variable_without_oauthbearer_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("SHARECON_SASL_MECHANISM", raising=False)
+    monkeypatch.setenv("SHARECON_OAUTH_CLIENT_ID", "app")
+    with pytest.raises(CliError, match="SHARECON_OAUTH_CLIENT_ID needs --sasl-mechanism"):
+        client_options(parse())
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"oauth_token_url": URL},
+        {
+            "sasl_mechanism": "PLAIN",
+            "sasl_username": "u",
+            "sasl_password": "p",
+            "oauth_scope": "kafka",
+        },
+    ],  # fmt: skip
+)
+def test_worker_oauth_settings_without_oauthbearer(settings: dict[str, str]) -> None:
+    flags = {"handler": "m:f", "group": "g", "topics": ("t",), **settings}
+    with pytest.raises(errors.ConfigError, match=r"oauth_\w+ needs sasl_mechanism OAUTHBEARER"):
+        config_from_sources(flags, env={})

@@ -342,3 +342,37 @@ async def test_requests_queued_behind_a_write_go_out_in_one_write() -> None:
     # The first request's write, then one write for the 19 queued behind it.
     assert writes[0] < writes[1] and len(writes) == 2
     broker_end.close()
+
+
+@pytest.mark.parametrize(
+    ("failure", "raised"),
+    [
+        # No token while the identity provider is down: a broken connection, retried.
+        (errors.OAuthTokenUnavailableError("idp down"), errors.BrokerDisconnectedError),
+        # The endpoint refuses the client: that error, promptly, as it is.
+        (errors.OAuthTokenRefusedError("HTTP 401 invalid_client"), errors.OAuthTokenRefusedError),
+    ],
+)
+async def test_a_failed_re_authentication_drops_the_connection(
+    pair: tuple[BrokerConnection, ScriptedBroker],
+    failure: errors.OAuthTokenError,
+    raised: type[errors.KafkaError],
+) -> None:
+    """KIP-368: a re-authentication that cannot get a token leaves no half-authenticated
+    connection in use; the caller sees a retriable disconnect (so the cluster reconnects
+    through its backoff) unless the failure can never heal."""
+    conn, _broker = pair
+
+    async def reauthenticate() -> None:
+        raise failure
+
+    conn.set_reauthentication(anyio.current_time() - 1, reauthenticate)
+    with pytest.raises(raised) as info:
+        await conn.request(MetadataRequest(), api_version=12, timeout=5)
+    assert conn.closed
+    assert info.value.retriable is failure.retriable
+    if raised is errors.BrokerDisconnectedError:
+        assert "re-authentication failed: idp down" in str(info.value)
+    # Later requests on it fail as disconnected: nobody keeps using it.
+    with pytest.raises(errors.BrokerDisconnectedError):
+        await conn.request(MetadataRequest(), api_version=12, timeout=5)

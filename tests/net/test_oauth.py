@@ -159,6 +159,28 @@ async def test_a_failing_provider_is_named_by_type_only() -> None:
         await fetch_token(lambda: "just-a-string")  # type: ignore[arg-type,return-value]
 
 
+async def test_a_providers_network_failure_may_heal_its_other_failures_do_not() -> None:
+    """Your own provider: an OSError (its endpoint refused the connection) is an outage the
+    clients wait out (OAuthTokenUnavailableError, a BrokerConnectError); anything else is
+    a plain OAuthTokenError that stops them."""
+
+    def down() -> OAuthBearerToken:
+        raise ConnectionRefusedError(f"vault at 10.0.0.1 refused ({SECRET})")
+
+    with pytest.raises(errors.OAuthTokenUnavailableError, match="ConnectionRefusedError") as info:
+        await fetch_token(down)
+    assert isinstance(info.value, errors.BrokerConnectError) and info.value.retriable
+    assert SECRET not in str(info.value)
+
+    def broken() -> OAuthBearerToken:
+        raise KeyError("token")
+
+    with pytest.raises(errors.OAuthTokenError) as failed:
+        await fetch_token(broken)
+    assert not isinstance(failed.value, errors.BrokerConnectError)
+    assert not failed.value.retriable
+
+
 # -- the OIDC provider ----------------------------------------------------------------------
 
 
@@ -383,3 +405,36 @@ async def test_a_secret_with_reserved_characters(issuer: OidcIssuer) -> None:
         assert token.principal == "odd:id"
     finally:
         del issuer.clients["odd:id"]
+
+
+async def test_an_outage_past_expiry_fails_fast_typed_then_heals(issuer: OidcIssuer) -> None:
+    """The endpoint is down past the token's expiry: the provider's failure is an
+    ``OAuthTokenUnavailableError`` (a ``BrokerConnectError``: clients retry it), asks in
+    the hold fail without a request, and once the endpoint is back a token comes again."""
+    issuer.lifetime = 100
+    provider = OidcTokenProvider(issuer.token_url, "app", SECRET, attempts=1)
+    await provider()
+    start = time.time()
+    provider._clock = lambda: start + 101  # expired
+    issuer.fail_next = 1
+    with pytest.raises(errors.OAuthTokenUnavailableError, match="503") as info:
+        await provider()
+    assert isinstance(info.value, errors.BrokerConnectError) and info.value.retriable
+    issuer.fail_next = 1  # would fail again, but the hold keeps the provider from asking
+    with pytest.raises(errors.OAuthTokenUnavailableError, match="next attempt in"):
+        await provider()
+    assert issuer.fail_next == 1
+    issuer.fail_next, issuer.lifetime = 0, 200  # back, with tokens valid past the fake now
+    provider._clock = lambda: start + 101 + 6  # past the longest hold
+    fetched = provider.fetches
+    token = await provider()
+    assert provider.fetches == fetched + 1 and token.expires_at > start + 101
+
+
+async def test_refusals_are_typed_permanent(issuer: OidcIssuer) -> None:
+    provider = OidcTokenProvider(issuer.token_url, "app", "wrong-" + SECRET)
+    for _ in range(2):  # never held back as an outage would be: asked and refused again
+        with pytest.raises(errors.OAuthTokenRefusedError, match="HTTP 401") as info:
+            await provider()
+        assert not isinstance(info.value, errors.BrokerConnectError)
+        assert not info.value.retriable

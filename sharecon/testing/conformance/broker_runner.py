@@ -90,9 +90,8 @@ async def _connect(target: BrokerTarget, address: BrokerAddress | None = None) -
 
 async def _leader(target: BrokerTarget, topic: str, topic_id: uuid.UUID) -> BrokerAddress:
     """The address of the broker leading partition 0 of ``topic`` now."""
-    cluster = target.admin._open_cluster
     for _ in range(100):
-        meta = await cluster.refresh_metadata([topic])
+        meta = await target.admin.metadata([topic])
         leader = meta.leader_for(topic_id, 0)
         if leader is not None and leader in meta.brokers:
             return meta.brokers[leader]
