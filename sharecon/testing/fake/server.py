@@ -53,7 +53,7 @@ class _Conn:
     name: str
     stream: SocketStream
     scope: anyio.CancelScope
-    #: closed by a fault hook without the broker-side release (a restart)
+    #: closed by a fault hook without the broker-side release (a crash, or a restart that released first)
     silent: bool = False
 
 
