@@ -47,6 +47,7 @@ from sharecon._net.clock import event_loop_clock
 from sharecon._net.cluster import Cluster, require_record_limit, require_share_groups
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.health import ClusterHealth  # noqa: TC001 - resolvable for get_type_hints
+from sharecon._share.breaker import DeadLetterBreaker
 from sharecon._share.lock_keeper import LockKeeper
 from sharecon._share.membership import MemberState
 from sharecon._telemetry import check_enabled, metric_points
@@ -254,6 +255,14 @@ class ShareConsumer(Generic[K, V]):
         # reject_to_dlq works without a policy too: its topic comes from either argument.
         policy = dead_letter or DeadLetterPolicy()
         self._dlq_policy = replace(policy, topic=policy.topic or dlq_topic)
+        #: The dead-letter circuit breaker of process() (None: no policy, or turned off).
+        self._breaker: DeadLetterBreaker | None = None
+        if dead_letter is not None and dead_letter.breaker_threshold is not None:
+            self._breaker = DeadLetterBreaker(
+                dead_letter.breaker_threshold,
+                dead_letter.breaker_window,
+                dead_letter.breaker_cooldown,
+            )
         self._router: DeadLetterRouter | None = None
         self._runtime = ClientRuntime("ShareConsumer")
         self._life = self._runtime.life
@@ -516,12 +525,15 @@ class ShareConsumer(Generic[K, V]):
         fatal = core.fatal
         running = not (self._closed or core.closing)
         stuck = core.stuck()
+        breaker = self._breaker
+        tripped = breaker.reason if breaker is not None and breaker.is_open(core.clock()) else None
         return ConsumerHealth(
             ok=running
             and fatal is None
             and state is MemberState.STABLE
             and cluster.ok
-            and not stuck,
+            and not stuck
+            and tripped is None,
             running=running,
             member_state=state.name.lower(),
             failed=None if fatal is None else f"{type(fatal).__name__}: {fatal}",
@@ -529,7 +541,25 @@ class ShareConsumer(Generic[K, V]):
             buffered_records=core.buffer.records,
             cluster=cluster,
             stuck_for=stuck,
+            dead_letter_breaker=tripped,
         )
+
+    def reset_dead_letter_breaker(self) -> bool:
+        """Close the dead-letter circuit breaker now (see
+        :class:`~sharecon.dlq.DeadLetterPolicy` ``breaker_threshold``): :meth:`process`
+        hands out records again within 0.5 s, and fetching goes on. Returns whether it was
+        open.
+
+        :raises ClientClosedError: the consumer was closed.
+        """
+        core = self._live()
+        breaker = self._breaker
+        if breaker is None or not breaker.is_open(core.clock()):
+            return False
+        breaker.reset()
+        core.buffer.pause(False)
+        logger.warning("share consumer %s: dead-letter circuit breaker reset", core.member_id)
+        return True
 
     def metrics(self) -> ConsumerMetrics:
         """A snapshot of this consumer's metrics, named and meant as the Java share
@@ -902,7 +932,7 @@ class ShareConsumer(Generic[K, V]):
         async def route(record: Record[Any, Any], reason: str) -> object:
             return await self._reject_to_dlq(core, record, reason, None)
 
-        await route_dead_letters(core, route, self._release_quietly)
+        await route_dead_letters(core, route, self._release_quietly, self._breaker)
 
     async def process(
         self,
@@ -968,6 +998,7 @@ class ShareConsumer(Generic[K, V]):
                 own_keeper=keeper is not self._keeper,
                 dead_letter_limit=limit,
                 retry_backoff=backoff,
+                breaker=self._breaker,
             )
         finally:
             self._processing -= 1
@@ -1301,6 +1332,8 @@ class ConsumerHealth:
     :param stuck_for: seconds records have been waiting at a leader with none delivered,
         when that is longer than the acquisition lock (fetches came back after the locks
         ended, or timed out: see "Adaptive fetch sizing" in docs/consumer.md); else 0.
+    :param dead_letter_breaker: why the dead-letter circuit breaker is open (then ``ok``
+        is false), or None.
     """
 
     ok: bool
@@ -1311,6 +1344,7 @@ class ConsumerHealth:
     buffered_records: int
     cluster: ClusterHealth
     stuck_for: float = 0.0
+    dead_letter_breaker: str | None = None
 
 
 def _check_same_connection(

@@ -17,8 +17,16 @@ Families (every sample labelled ``group``):
 * ``sharecon_share_partition_lag{topic,partition}``: the share-partition lag, where the
   broker reports it: Kafka 4.1 never does, and later versions only once the share-partition's
   state has been written (the first acknowledgement or lock expiry on it).
-* ``sharecon_share_group_lag``: the sum of the known partition lags: what an autoscaler
-  reads; ``sharecon_share_group_lag_unknown_partitions``: partitions without one.
+* ``sharecon_share_group_lag``: the sum of the known partition lags. It leaves out the
+  partitions whose lag is unknown, which may hold records: it can undercount.
+  ``sharecon_share_group_lag_unknown_partitions`` counts those partitions, and
+  ``sharecon_share_partition_lag_unknown{topic,partition}`` (1) names each.
+* ``sharecon_share_partition_lag_upper_bound{topic,partition}``: for a partition whose lag
+  is unknown, the most records it can have pending: its high watermark minus its share
+  start offset (or, without one, its log start offset), read with ListOffsets.
+  ``sharecon_share_group_lag_upper_bound``: the known lags plus those bounds. It never
+  undercounts (it may overcount a partition the group has not started on yet); it is
+  what an autoscaler should read. Absent when a bound could not be read.
 * ``sharecon_share_partition_start_offset{topic,partition}``: the share-partition start
   offset (SPSO), the earliest record the group still has to finish.
 * ``sharecon_share_group_partitions``: partitions the group has state for.
@@ -32,8 +40,13 @@ Families (every sample labelled ``group``):
 
 * ``sharecon_share_partition_oldest_record_age_seconds{topic,partition}`` and
   ``sharecon_share_group_oldest_record_age_seconds`` (their maximum): seconds since the
-  timestamp of the record at the start offset, the oldest record not yet
-  delivery-complete, on partitions with a lag above 0. No Kafka 4.x API reports this age
+  timestamp of the record at the share-partition start offset (SPSO), on partitions with
+  a lag above 0. Kafka keeps every record from the SPSO on that is not
+  delivery-complete, so this is the age of the oldest pending record *when the SPSO is at
+  the first such record*. Kafka may report an SPSO behind it (4.4 was seen reporting 0
+  after offsets 0-569 were accepted; its own ``kafka-share-groups`` tool shows the same):
+  then the record timed is older than any pending one, and the age is an upper bound, by
+  up to the time between that record and the first pending one. No Kafka 4.x API reports this age
   (DescribeShareGroupOffsets gives offsets and lag, not times): the exporter reads that
   one record with a plain Fetch from the partition's leader (which takes nothing from the
   group) and uses its timestamp (CreateTime: the producer's clock; LogAppendTime: the
@@ -74,7 +87,10 @@ class GroupState:
     :ivar error: why the group could not be read (None when it was).
     :ivar seconds: how long reading it took.
     :ivar oldest_age: per partition with records pending, seconds since the timestamp of
-        the record at its start offset: the oldest record not yet delivery-complete.
+        the record at its start offset: the age of the oldest record not yet
+        delivery-complete, or more where Kafka's start offset lags behind it.
+    :ivar lag_bounds: per partition whose lag is unknown, the most records it can have
+        pending (high watermark minus start offset, or log start offset without one).
     """
 
     group_id: str
@@ -83,6 +99,7 @@ class GroupState:
     error: str | None = None
     seconds: float = 0.0
     oldest_age: dict[TopicPartition, float] = field(default_factory=dict)
+    lag_bounds: dict[TopicPartition, int] = field(default_factory=dict)
 
     @property
     def lag(self) -> int:
@@ -93,6 +110,15 @@ class GroupState:
     def unknown_lag_partitions(self) -> int:
         """Share-partitions whose lag the broker did not report."""
         return sum(1 for o in self.offsets.values() if o.lag < 0)
+
+    @property
+    def lag_upper_bound(self) -> int | None:
+        """The known lags plus, for each partition whose lag is unknown, its bound: never
+        less than the records pending. None when a bound could not be read."""
+        unknown = [tp for tp, o in self.offsets.items() if o.lag < 0]
+        if any(tp not in self.lag_bounds for tp in unknown):
+            return None
+        return self.lag + sum(self.lag_bounds[tp] for tp in unknown)
 
 
 async def _collect_one(admin: Admin, group_id: str, timeout: float) -> GroupState:
@@ -111,9 +137,37 @@ async def _collect_one(admin: Admin, group_id: str, timeout: float) -> GroupStat
     except (errors.KafkaError, TimeoutError) as exc:
         logger.info("share group %r: oldest records not read: %s", group_id, exc)
         ages = {}
+    try:
+        with anyio.fail_after(timeout):
+            bounds = await _lag_bounds(admin, offsets)
+    except (errors.KafkaError, TimeoutError) as exc:
+        logger.info("share group %r: bounds of unknown lags not read: %s", group_id, exc)
+        bounds = {}
     return GroupState(
-        group_id, description, offsets, seconds=time.monotonic() - started, oldest_age=ages
+        group_id,
+        description,
+        offsets,
+        seconds=time.monotonic() - started,
+        oldest_age=ages,
+        lag_bounds=bounds,
     )
+
+
+async def _lag_bounds(
+    admin: Admin, offsets: dict[TopicPartition, SharePartitionOffset]
+) -> dict[TopicPartition, int]:
+    """For each partition whose lag is unknown, the most records it can have pending: its
+    high watermark minus the share start offset (the log start offset without one)."""
+    unknown = [tp for tp, o in offsets.items() if o.lag < 0]
+    if not unknown:
+        return {}
+    ends = await admin.list_offsets(unknown, "latest")
+    starts = await admin.list_offsets(unknown, "earliest")
+    out: dict[TopicPartition, int] = {}
+    for tp in unknown:
+        first = max(starts[tp], offsets[tp].start_offset)
+        out[tp] = max(0, ends[tp] - first)
+    return out
 
 
 async def _oldest_ages(
@@ -171,6 +225,19 @@ _FAMILIES: tuple[tuple[str, str], ...] = (
         "Records of the share-partition not yet delivery-complete (KIP-1226, Kafka 4.2+).",
     ),
     (
+        "sharecon_share_partition_lag_unknown",
+        "1 for each share-partition whose lag the broker did not report.",
+    ),
+    (
+        "sharecon_share_partition_lag_upper_bound",
+        "Most records a share-partition of unknown lag can have pending (high watermark "
+        "minus start offset).",
+    ),
+    (
+        "sharecon_share_group_lag_upper_bound",
+        "The known lags plus the bounds of the unknown ones: never below the records pending.",
+    ),
+    (
         "sharecon_share_group_oldest_record_age_seconds",
         "Seconds since the timestamp of the group's oldest record not yet delivery-complete.",
     ),
@@ -226,6 +293,9 @@ def render(states: Sequence[GroupState]) -> str:
         add("sharecon_share_group_partitions", g, len(s.offsets))
         add("sharecon_share_group_lag", g, s.lag)
         add("sharecon_share_group_lag_unknown_partitions", g, s.unknown_lag_partitions)
+        bound = s.lag_upper_bound
+        if bound is not None:
+            add("sharecon_share_group_lag_upper_bound", g, bound)
         if s.oldest_age:
             add("sharecon_share_group_oldest_record_age_seconds", g, max(s.oldest_age.values()))
         for tp in sorted(s.offsets, key=lambda tp: (tp.topic, tp.partition)):
@@ -233,6 +303,10 @@ def render(states: Sequence[GroupState]) -> str:
             where = (*g, ("topic", tp.topic), ("partition", str(tp.partition)))
             if o.lag >= 0:
                 add("sharecon_share_partition_lag", where, o.lag)
+            else:
+                add("sharecon_share_partition_lag_unknown", where, 1)
+                if tp in s.lag_bounds:
+                    add("sharecon_share_partition_lag_upper_bound", where, s.lag_bounds[tp])
             add("sharecon_share_partition_start_offset", where, o.start_offset)
             if tp in s.oldest_age:
                 add("sharecon_share_partition_oldest_record_age_seconds", where, s.oldest_age[tp])

@@ -119,6 +119,8 @@ class DeliveryBuffer:
         self.expired = 0
         #: No more fetching, for good (``ShareConsumer.stop_fetching()``).
         self.stopped = False
+        #: Fetching paused for a while (the dead-letter circuit breaker is open).
+        self.paused = False
         self.expired_by: dict[TopicIdPartition, int] = {}
         #: Set when records arrive (or the consumer fails/closes): the application waits on it.
         self.data = Signal()
@@ -143,6 +145,7 @@ class DeliveryBuffer:
         """Whether fetchers may fetch more (counting ``extra_*`` about to be pushed)."""
         return (
             not self.stopped
+            and not self.paused
             and self.records + extra_records < self.max_records
             and self.nbytes + extra_bytes < self.max_bytes
         )
@@ -271,9 +274,16 @@ class DeliveryBuffer:
         return (
             self.overlap
             and not self.stopped
+            and not self.paused
             and len(self._chunks) + (1 if extra_records else 0) <= 1
             and self.nbytes < self.max_bytes
         )
+
+    def pause(self, on: bool) -> None:
+        """Pause fetching (``on``), or let it go on, waking the fetchers if there is room."""
+        was, self.paused = self.paused, on
+        if was and not on:
+            self._room()
 
     def _room(self) -> None:
         if self.on_room is not None and (self.has_room() or self.single_chunk()):

@@ -11,6 +11,8 @@ Rules of this module:
 3. While the consumer closes or after it failed, queued records are released, not routed:
    another attempt could only fail the same way, or outlive the close.
 4. The job never raises into the consumer's task group.
+5. While the dead-letter circuit breaker is open, queued records wait: nothing more goes
+   to the dead-letter topic until it closes.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from sharecon._consumer.core import ConsumerCore
+    from sharecon._share.breaker import DeadLetterBreaker
     from sharecon.record import Record
 
 __all__ = ["route_dead_letters"]
@@ -35,8 +38,9 @@ async def route_dead_letters(
     core: ConsumerCore,
     route: Callable[[Record[Any, Any], str], Awaitable[object]],
     release: Callable[[Record[Any, Any]], None],
+    breaker: DeadLetterBreaker | None = None,
 ) -> None:
-    """Route queued dead letters until the consumer closes (rules 1-4).
+    """Route queued dead letters until the consumer closes (rules 1-5).
 
     :param route: copies one record to the dead-letter topic with a reason, then rejects
         it (releasing it instead when the copy fails, and raising).
@@ -51,7 +55,9 @@ async def route_dead_letters(
                 release(record)
             await core.dead_letter_signal.wait(timeout=_IDLE)
             continue
-        if not machine.dead_letters:
+        if not machine.dead_letters or (
+            breaker is not None and breaker.is_open(core.clock())  # rule 5
+        ):
             await core.dead_letter_signal.wait(timeout=_IDLE)
             continue
         for record in cast("list[Record[Any, Any]]", machine.take_dead_letters()):

@@ -17,6 +17,12 @@ Rules of this module:
    raises it once, not in an exception group. A dead-letter topic that cannot be written
    stops the consumer (the routing said so) and ends the workers.
 5. A lock keeper that only this call needs runs while its workers do, and ends with them.
+6. With a dead-letter circuit breaker (``sharecon._share.breaker``), each record's final
+   outcome is counted: accepted, or sent to the dead-letter topic. When it opens, fetching
+   pauses, one WARNING is logged, and the workers hand out nothing more until it is no
+   longer open; what is buffered stays buffered (releasing it would spend the same
+   delivery attempt a lock running out does, and feed it at once to other members
+   running the same broken handler). The workers look again at least every 0.5 s.
 """
 
 from __future__ import annotations
@@ -36,12 +42,16 @@ if TYPE_CHECKING:
 
     from sharecon._backoff import Backoff
     from sharecon._consumer.core import ConsumerCore
+    from sharecon._share.breaker import DeadLetterBreaker
     from sharecon._share.lock_keeper import LockKeeper
     from sharecon.record import Record
 
 logger = logging.getLogger("sharecon.consumer")
 
-__all__ = ["Host", "run_workers"]
+__all__ = ["Host", "breaker_opened", "run_workers", "wait_while_open"]
+
+#: Longest sleep of a worker while the breaker is open (a reset is seen within it).
+_BREAKER_POLL = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +90,9 @@ async def run_workers(
     own_keeper: bool,
     dead_letter_limit: int | None,
     retry_backoff: Backoff | None = None,
+    breaker: DeadLetterBreaker | None = None,
 ) -> None:
-    """Run ``concurrency`` workers until the consumer closes or fails (rules 1-5).
+    """Run ``concurrency`` workers until the consumer closes or fails (rules 1-6).
 
     :param own_keeper: ``keeper`` is this call's own: run it alongside the workers.
     """
@@ -98,6 +109,9 @@ async def run_workers(
             host.asked(core)
             if core.fatal is not None:
                 return  # raised by the caller, once (rule 4)
+            if breaker is not None and breaker.opened_at is not None:
+                await wait_while_open(core, breaker, host.closed)  # rule 6
+                continue
             record: Record[Any, Any] | None = buffer.pop_one(clock)
             if record is None:
                 if host.closed() or core.closing:
@@ -127,6 +141,9 @@ async def run_workers(
                         if _failed(core):
                             return  # it stopped the consumer (rule 4)
                         core.note_error(dlq_exc)
+                    else:
+                        if breaker is not None and breaker.outcome(True, clock()):
+                            breaker_opened(core, breaker)
                 elif backoff is not None:
                     host.release_later(record, backoff.delay(record.delivery_count - 1))
                 else:
@@ -136,6 +153,8 @@ async def run_workers(
                     host.release_later(record, result.delay)
                 else:
                     host.answer(record, AckType.ACCEPT)
+                    if breaker is not None:
+                        breaker.outcome(False, clock())
 
     async with anyio.create_task_group() as tg:
         if keeper is not None and own_keeper:
@@ -144,6 +163,33 @@ async def run_workers(
             for _ in range(concurrency):
                 workers.start_soon(worker)
         tg.cancel_scope.cancel()  # the workers are done: so is this keeper (rule 5)
+
+
+def breaker_opened(core: ConsumerCore, breaker: DeadLetterBreaker) -> None:
+    """The breaker just opened: pause fetching and say so, once (rule 6)."""
+    core.buffer.pause(True)
+    left = breaker.remaining(core.clock())
+    logger.warning(
+        "share consumer %s: dead-letter circuit breaker open: %s; no more records are "
+        "handled or fetched %s (what is buffered stays, unhandled)",
+        core.member_id,
+        breaker.reason,
+        "until reset_dead_letter_breaker()" if left is None else f"for {left:.0f} s",
+    )
+
+
+async def wait_while_open(
+    core: ConsumerCore, breaker: DeadLetterBreaker, closed: Callable[[], bool]
+) -> None:
+    """Sleep while the breaker is open (at most ``_BREAKER_POLL`` at a time), then let
+    fetching go on (rule 6)."""
+    while core.fatal is None and not core.closing and not closed():
+        now = core.clock()
+        if not breaker.is_open(now):
+            core.buffer.pause(False)
+            return
+        left = breaker.remaining(now)
+        await anyio.sleep(_BREAKER_POLL if left is None else min(_BREAKER_POLL, left))
 
 
 def _failed(core: ConsumerCore) -> bool:

@@ -24,6 +24,7 @@ from sharecon import errors
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.msk import msk_iam_token_provider
 from sharecon._net.oauth import OidcTokenProvider
+from sharecon._net.pem import canonical_pem, pem_entries
 from sharecon._net.sasl import SaslConfig
 from sharecon._net.tls import TlsConfig
 
@@ -479,7 +480,10 @@ def _truststore(props: Mapping[str, str]) -> dict[str, Any]:
             raise errors.ConfigError(
                 "give ssl.truststore.location or ssl.truststore.certificates, not both"
             )
-        return {"ca_file": path} if path is not None else {"ca_pem": inline}
+        if path is not None:
+            return {"ca_file": path}
+        assert inline is not None
+        return {"ca_pem": canonical_pem(inline, "CERTIFICATE", "ssl.truststore.certificates")}
     assert path is not None
     if kind == "PKCS12":
         certs, _key = _read_pkcs12(path, props.get("ssl.truststore.password"), "ssl.truststore")
@@ -508,7 +512,7 @@ def _keystore(props: Mapping[str, str]) -> dict[str, Any]:
             raise errors.ConfigError(
                 "ssl.keystore.key and ssl.keystore.certificate.chain go together"
             )
-        return {"cert_pem": chain, "key_pem": key, "key_password": key_password}
+        return _inline_keystore(key, chain, key_password)
     assert path is not None
     if kind == "PKCS12":
         password = props.get("ssl.keystore.password")
@@ -517,6 +521,32 @@ def _keystore(props: Mapping[str, str]) -> dict[str, Any]:
             raise errors.ConfigError(f"ssl.keystore.location {path}: no private key in it")
         return {"cert_pem": certs, "key_pem": private}
     raise _refuse_store(kind, path, "ssl.keystore")
+
+
+def _inline_keystore(key: str, chain: str, key_password: str | None) -> dict[str, Any]:
+    """``ssl.keystore.key`` and ``ssl.keystore.certificate.chain`` in any layout Kafka
+    reads (one line with spaces, as continuation lines join, or PEM's own lines)."""
+    keys = pem_entries(key, "PRIVATE KEY", "ssl.keystore.key")
+    if len(keys) != 1:
+        raise errors.ConfigError(f"ssl.keystore.key: expected one private key, found {len(keys)}")
+    encrypted = keys[0].label.startswith("ENCRYPTED") or any(
+        "ENCRYPTED" in header for header in keys[0].headers
+    )
+    # As Kafka: a key password means an encrypted key, and an encrypted key needs one.
+    if encrypted and not key_password:
+        raise errors.ConfigError(
+            "ssl.keystore.key is an encrypted key: set ssl.key.password to its password"
+        )
+    if key_password and not encrypted:
+        raise errors.ConfigError(
+            "ssl.key.password is set but ssl.keystore.key is not encrypted: remove "
+            "ssl.key.password, or give the key as -----BEGIN ENCRYPTED PRIVATE KEY-----"
+        )
+    return {
+        "cert_pem": canonical_pem(chain, "CERTIFICATE", "ssl.keystore.certificate.chain"),
+        "key_pem": keys[0].text(),
+        "key_password": key_password,
+    }
 
 
 def _refuse_store(kind: str, path: str, prefix: str) -> errors.ConfigError:
@@ -568,79 +598,116 @@ def _read_pkcs12(
 
 # -- the file format ---------------------------------------------------------------------------
 
+# java.util.Properties: whitespace is space, tab and form feed; lines end at \n, \r or \r\n.
+_PROP_SPACE = " \t\f"
+_PROP_LINES = re.compile(r"\r\n|\r|\n")
+# Only these letters are escapes; any other escaped character stands for itself (\b is "b").
+_PROP_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_HEX4 = re.compile(r"[0-9a-fA-F]{4}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
 
 def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
-    """A Java ``.properties`` file as a dict (``key=value``, ``key: value`` or
-    ``key value``; ``#``/``!`` comments; ``\\`` line continuations and escapes).
+    """A Java ``.properties`` file as a dict, read as ``java.util.Properties`` reads it.
 
-    :raises ConfigError: the file cannot be read (naming it).
+    ``key=value``, ``key: value`` or ``key value`` (the first unescaped ``=``, ``:`` or
+    whitespace ends the key; whitespace around it is dropped); ``#`` and ``!`` comment
+    lines; a line ending in an odd number of backslashes continues on the next, whose
+    leading whitespace is dropped (no newline is kept: an inline PEM value becomes one line
+    with spaces, which is read as Kafka reads it); escapes ``\\t \\n \\r \\f \\uXXXX``,
+    and a backslash before any other character stands for that character. The bytes are
+    UTF-8, or ISO-8859-1 when they are not valid UTF-8 (as Java 9+ reads resource bundles;
+    Kafka's tools read every file as ISO-8859-1, so write non-ASCII text as ``\\uXXXX``
+    for both to read it alike). A later key wins over an earlier one.
+
+    :raises ConfigError: the file cannot be read, or a malformed ``\\uXXXX`` (naming the
+        file and the line).
     """
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError as exc:
         raise errors.ConfigError(
             f"properties file {os.fspath(path)}: {exc.strerror or exc}"
         ) from None
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise errors.ConfigError(f"properties file {os.fspath(path)}: not UTF-8 text") from None
-    return dict(_entries(text))
+        text = data.decode("latin-1")
+    if text.startswith("\ufeff"):
+        text = text[1:]  # a UTF-8 byte order mark, as editors on Windows write
+    try:
+        return dict(_entries(text))
+    except errors.ConfigError as exc:
+        raise errors.ConfigError(f"properties file {os.fspath(path)}: {exc}") from None
 
 
-def _logical_lines(text: str) -> Iterator[str]:
-    pending = ""
-    for raw in text.splitlines():
-        line = raw.lstrip() if pending else raw
-        if not pending and (not line.strip() or line.lstrip()[:1] in ("#", "!")):
-            continue
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(first line number, logical line) for each line that is not blank or a comment."""
+    pending: str | None = None
+    start = 0
+    for number, raw in enumerate(_PROP_LINES.split(text), 1):
+        if pending is None:
+            line = raw.lstrip(_PROP_SPACE)
+            # Comments and blank lines are recognised only where a logical line begins.
+            if not line or line[0] in "#!":
+                continue
+            start, pending = number, ""
+        else:
+            line = raw.lstrip(_PROP_SPACE)
         # An odd number of trailing backslashes continues the line.
         trailing = len(line) - len(line.rstrip("\\"))
         if trailing % 2 == 1:
             pending += line[:-1]
             continue
-        yield pending + line
-        pending = ""
-    if pending:
-        yield pending
+        yield start, pending + line
+        pending = None
+    if pending is not None:
+        yield start, pending
 
 
 def _entries(text: str) -> Iterator[tuple[str, str]]:
-    for line in _logical_lines(text):
-        line = line.lstrip()
-        key_chars: list[str] = []
-        i = 0
-        while i < len(line):
+    for number, line in _logical_lines(text):
+        i, end = 0, len(line)
+        while i < end:
             ch = line[i]
-            if ch == "\\" and i + 1 < len(line):
-                key_chars.append(line[i : i + 2])
+            if ch == "\\":
                 i += 2
                 continue
-            if ch in "=: \t\f":
+            if ch in "=:" or ch in _PROP_SPACE:
                 break
-            key_chars.append(ch)
             i += 1
-        rest = line[i:].lstrip(" \t\f")
+        key, rest = line[:i], line[i:].lstrip(_PROP_SPACE)
         if rest[:1] in ("=", ":"):
-            rest = rest[1:].lstrip(" \t\f")
-        yield _unescape("".join(key_chars)), _unescape(rest)
+            rest = rest[1:].lstrip(_PROP_SPACE)
+        yield _unescape(key, number), _unescape(rest, number)
 
 
-def _unescape(text: str) -> str:
+def _unescape(text: str, line: int = 0) -> str:
     if "\\" not in text:
         return text
     out: list[str] = []
-    i = 0
-    while i < len(text):
+    i, end = 0, len(text)
+    while i < end:
         ch = text[i]
-        if ch == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
-            if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2 : i + 6]):
-                out.append(chr(int(text[i + 2 : i + 6], 16)))
-                i += 6
-                continue
-            out.append(_ESCAPES.get(nxt, nxt))
-            i += 2
+        if ch != "\\":
+            out.append(ch)
+            i += 1
             continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
+        if i + 1 >= end:
+            break  # a lone backslash at the very end of the file: dropped, as Java does
+        nxt = text[i + 1]
+        if nxt == "u":
+            digits = text[i + 2 : i + 6]
+            if not _HEX4.fullmatch(digits):
+                raise errors.ConfigError(f"line {line}: malformed \\uXXXX escape")
+            out.append(chr(int(digits, 16)))
+            i += 6
+            continue
+        out.append(_PROP_ESCAPES.get(nxt, nxt))
+        i += 2
+    result = "".join(out)
+    if _SURROGATE.search(result):
+        # Java strings are UTF-16: \\uD83D\\uDE00 is one character (a pair), so join pairs.
+        result = result.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return result

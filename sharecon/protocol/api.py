@@ -174,10 +174,11 @@ def peek_correlation_id(frame: bytes | bytearray | memoryview) -> int:
     return int.from_bytes(bytes(frame[:4]), "big", signed=True)
 
 
-def _decode_body(r: Reader, cls: type[Message], version: int) -> Message:
+def _decode_body(r: Reader, cls: type[Message], version: int, *, finish: bool = True) -> Message:
     try:
         body = decoder_for(cls, version)(r)
-        r.finish()
+        if finish:
+            r.finish()
     except DecodeError as exc:
         raise describe_decode_error(exc, f"{cls.__name__} v{version}") from None
     return body  # type: ignore[no-any-return]
@@ -232,8 +233,13 @@ def decode_response_for(
 
 def decode_request(
     frame: bytes | bytearray | memoryview,
+    *,
+    trailing_ok: bool = False,
 ) -> tuple[RequestHeader, Request[Response]]:
     """Decode a request frame (broker side): header first, then the body it announces.
+
+    :param trailing_ok: bytes after the body are ignored, as a Kafka broker ignores them
+        (librdkafka 2.x sends three extra bytes on some Metadata v13 requests).
 
     :raises RemoteProtocolError: for an unknown API key, an unsupported version, or bytes
         that do not decode (naming API, version, field and byte offset).
@@ -249,5 +255,5 @@ def decode_request(
             f"{cls.__name__} version {header.api_version} is outside the supported "
             f"{cls.min_version}-{cls.max_version}"
         )
-    body = _decode_body(r, cls, header.api_version)
+    body = _decode_body(r, cls, header.api_version, finish=not trailing_ok)
     return header, body  # type: ignore[return-value]

@@ -156,6 +156,8 @@ def health_of(health: ConsumerHealth) -> tuple[bool, str]:
         return False, f"brokers unreachable: {health.cluster.last_error or 'no connection'}"
     if health.stuck_for:
         return False, f"records stuck at a leader for {health.stuck_for:.0f} s"
+    if health.dead_letter_breaker is not None:
+        return False, f"dead-letter circuit breaker open: {health.dead_letter_breaker}"
     return False, "not ok"
 
 

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sharecon import Admin, Producer, ProducerRecord, ShareConsumer
-from sharecon.exporter import Exporter, GroupState, render
+from sharecon.exporter import Exporter, GroupState, collect_groups, render
 
 if TYPE_CHECKING:
     from sharecon.record import Record
@@ -198,3 +198,74 @@ def test_the_command_serves_until_sigterm(kafka_bootstrap: str, share_group: str
             proc.wait()
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+def test_unknown_lags_are_named_and_bounded_so_the_bound_never_undercounts() -> None:
+    from sharecon._admin.results import SharePartitionOffset
+    from sharecon.types import TopicPartition
+
+    known, fresh, unread = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("t", 2)
+    offsets = {
+        known: SharePartitionOffset("t", 0, 10, 0, 7),
+        fresh: SharePartitionOffset("t", 1, -1, -1, -1),
+        unread: SharePartitionOffset("t", 2, 40, 0, -1),
+    }
+    state = GroupState("g", None, offsets, lag_bounds={fresh: 25, unread: 3})
+    assert (state.lag, state.unknown_lag_partitions, state.lag_upper_bound) == (7, 2, 35)
+    # A bound that could not be read: no group bound rather than a low one.
+    assert GroupState("g", None, offsets, lag_bounds={fresh: 25}).lag_upper_bound is None
+
+
+@pytest.mark.broker
+async def test_a_partition_never_acknowledged_is_counted_by_the_upper_bound(
+    kafka_bootstrap: str, topic_factory: object, share_group: str
+) -> None:
+    """Kafka reports no lag for a share-partition whose state was never written: the group
+    lag leaves it out (undercounts); the upper bound counts it, never below the truth."""
+    topic = topic_factory(2)  # type: ignore[operator]
+    per_partition = 10
+
+    async def feed(partition: int) -> None:
+        async with Producer(kafka_bootstrap) as producer:
+            await producer.send_batch(
+                [ProducerRecord(topic, b"v", partition=partition) for _ in range(per_partition)]
+            )
+
+    g = (("group", share_group),)
+    await feed(0)
+    async with (
+        Admin(kafka_bootstrap) as admin,
+        ShareConsumer(
+            kafka_bootstrap, group_id=share_group, topics=[topic], ack_mode="explicit"
+        ) as consumer,
+    ):
+        with anyio.fail_after(60):
+            # Partition 0: every record accepted, so its state is written.
+            accepted = 0
+            while accepted < per_partition:
+                for r in await consumer.poll(5.0):
+                    r.accept()
+                    accepted += 1
+            await consumer.commit()
+            # Partition 1: records taken and held unanswered (no poll after these), so
+            # its share-partition state is never written.
+            await feed(1)
+            while not await consumer.poll(5.0):
+                pass
+            while True:
+                (state,) = await collect_groups(admin, [share_group])
+                p0 = [o for tp, o in state.offsets.items() if tp.partition == 0]
+                if p0 and p0[0].lag == 0:
+                    break
+                await anyio.sleep(0.2)
+        s = _samples(render([state]))
+        pending = per_partition  # partition 1's records, none delivery-complete
+        unknown = [tp for tp, o in state.offsets.items() if o.lag < 0]
+        assert unknown, "Kafka reported every lag: nothing to bound"
+        assert s[("sharecon_share_group_lag_unknown_partitions", g)] == len(unknown)
+        for tp in unknown:
+            where = (*g, ("partition", str(tp.partition)), ("topic", topic))
+            assert s[("sharecon_share_partition_lag_unknown", where)] == 1
+        assert s[("sharecon_share_group_lag", g)] < pending  # the undercount
+        assert s[("sharecon_share_group_lag_upper_bound", g)] >= pending
+        assert s[("sharecon_share_group_lag_upper_bound", g)] <= 2 * per_partition

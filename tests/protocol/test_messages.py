@@ -250,7 +250,7 @@ def test_wrong_body_type_or_version_is_refused() -> None:
     with pytest.raises(LocalProtocolError, match="needs a MetadataRequest"):
         encode_request(3, 12, 0, None, ShareFetchRequest())  # type: ignore[arg-type]
     with pytest.raises(LocalProtocolError, match="outside the supported"):
-        encode_request(3, 11, 0, None, MetadataRequest())
+        encode_request(3, 14, 0, None, MetadataRequest())
     with pytest.raises(LocalProtocolError, match="unknown API key"):
         encode_request(999, 0, 0, None, MetadataRequest())
     with pytest.raises(LocalProtocolError, match="int32"):
@@ -300,9 +300,15 @@ def test_decode_request_rejects_unknown_api_and_version() -> None:
     with pytest.raises(RemoteProtocolError, match="unknown API key 999"):
         decode_request(b"\x03\xe7\x00\x00\x00\x00\x00\x01\xff\xff")
     frame = encode_request(3, 12, 1, None, MetadataRequest())[4:]
-    bad = frame[:2] + b"\x00\x05" + frame[4:]
-    with pytest.raises(RemoteProtocolError, match="version 5"):
+    bad = frame[:2] + b"\x00\x0e" + frame[4:]
+    with pytest.raises(RemoteProtocolError, match="version 14"):
         decode_request(bad)
+    # Bytes after the body: refused, unless ignored as a Kafka broker ignores them (the
+    # fake: librdkafka 2.x sends three on some Metadata v13 requests).
+    with pytest.raises(RemoteProtocolError, match="3 unexpected trailing bytes"):
+        decode_request(frame + b"\x01\x00\x00")
+    header, body = decode_request(frame + b"\x01\x00\x00", trailing_ok=True)
+    assert (header.api_version, body) == (12, MetadataRequest())
 
 
 def test_message_classes_are_frozen_slotted_keyword_only() -> None:

@@ -478,3 +478,7 @@ def test_health_of_names_the_first_reason() -> None:
         "brokers unreachable: connection refused",
     )
     assert health_of(health(stuck_for=42.0)) == (False, "records stuck at a leader for 42 s")
+    assert health_of(health(dead_letter_breaker="101 of the last 101 ...")) == (
+        False,
+        "dead-letter circuit breaker open: 101 of the last 101 ...",
+    )

@@ -38,7 +38,6 @@ from sharecon.protocol.messages import share_acknowledge as sa
 from sharecon.protocol.messages import share_fetch as sf
 from sharecon.protocol.messages import share_group_describe as sgd
 from sharecon.protocol.messages import share_group_heartbeat as sgh
-from sharecon.protocol.versions import CLIENT_VERSIONS
 from sharecon.testing.fake.groups import FakeGroup, FakeMember
 from sharecon.testing.fake.log import TopicLog, split_batches
 from sharecon.testing.model import ModelBroker
@@ -71,6 +70,11 @@ GROUP_CONFIG_DEFAULTS_4_3: dict[str, str] = {
 }
 #: The range the test broker allows for a group's lock duration (ms).
 _LOCK_RANGE = (1000, 3_600_000)
+
+
+#: Lowest versions Kafka 4.1-4.4 offer where the codec reads older ones (ShareFetch and
+#: ShareAcknowledge v0 were Kafka 4.0's early access only).
+_KAFKA_4_MIN = {sf.ShareFetchRequest.api_key: 1, sa.ShareAcknowledgeRequest.api_key: 1}
 
 
 @dataclass(slots=True)
@@ -135,7 +139,9 @@ class FakeCluster:
             # offer GetTelemetrySubscriptions or PushTelemetry either (KIP-714).
             if key in _SASL_KEYS or not hasattr(self, f"_h{key}"):
                 continue
-            lo_v = max(cls.min_version, CLIENT_VERSIONS.get(key, (cls.min_version, 0))[0])
+            # Every version the codec reads and writes, as far as Kafka 4.x offers it: other
+            # clients (librdkafka, aiokafka) speak older versions than sharecon does.
+            lo_v = max(cls.min_version, _KAFKA_4_MIN.get(key, 0))
             out[key] = (lo_v, min(cls.max_version, caps.get(key, cls.max_version)))
         return out
 
@@ -300,7 +306,11 @@ class FakeCluster:
         )
 
     def _h10(self, body: Any, version: int, conn: str, now: float) -> Response:  # FindCoordinator
-        del version, conn, now
+        del conn, now
+        if version < 4:  # one key per request, answered at the top level
+            return fc.FindCoordinatorResponse(
+                error_message=None, node_id=self.node_id, host=self.host, port=self.port
+            )
         return fc.FindCoordinatorResponse(
             coordinators=tuple(
                 fc.Coordinator(key=k, node_id=self.node_id, host=self.host, port=self.port)

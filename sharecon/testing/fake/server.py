@@ -53,7 +53,7 @@ class _Conn:
     name: str
     stream: SocketStream
     scope: anyio.CancelScope
-    #: closed by a fault hook without the broker-side release (a restart)
+    #: closed by a fault hook without the broker-side release (a crash, or a restart that released first)
     silent: bool = False
 
 
@@ -205,8 +205,28 @@ class FakeKafka(Server):
         self.call(lambda c: c.model.move_leader(topic, partition, self.now()))
 
     def restart(self) -> None:
-        """The broker restarts: connections drop, share sessions and in-memory share
-        partitions are lost (nothing is released first), persisted state and records stay."""
+        """A clean restart, as a broker that is shut down and started again: every share
+        session is closed first, so the records its members held are released (back to
+        available, their delivery counts as a closing session leaves them), then
+        connections drop and in-memory share partitions are rebuilt from the persisted
+        state; records and persisted state stay. For a crash, see :meth:`crash`."""
+        names = list(self._conns)
+
+        def go(c: FakeCluster) -> None:
+            now = self.now()
+            c.model.disconnect_many(names, now, concurrent=False)
+            c.connection_members.clear()
+            c.model.restart(now)
+
+        self.call(go)
+        # Already released above: the closes must not release again.
+        self._close_conns(names, silent=True)
+
+    def crash(self) -> None:
+        """The broker dies and comes back: connections drop, share sessions and in-memory
+        share partitions are lost with nothing released (what members held comes back
+        only as the rebuilt share partitions forget the acquisitions), persisted state and
+        records stay. For a clean restart, see :meth:`restart`."""
 
         def go(c: FakeCluster) -> None:
             c.model.restart(self.now())
@@ -282,7 +302,7 @@ class FakeKafka(Server):
                     # handles them (a waiting fetch holds up what comes after it).
                     while (frame := decoder.next_frame()) is not NEED_DATA:
                         assert isinstance(frame, bytes)
-                        header, body = decode_request(frame)
+                        header, body = decode_request(frame, trailing_ok=True)
                         if isinstance(body, (ShareFetchRequest, FetchRequest)):
                             await self._answer_later(conn, header, body)
                         else:

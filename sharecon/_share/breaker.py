@@ -1,0 +1,113 @@
+"""The dead-letter circuit breaker: a poison flood stops instead of emptying the topic.
+
+Rules of this module (sans-I/O; the time is passed in):
+
+1. It counts final outcomes, one per record: accepted (``dead=False``) or sent to the
+   dead-letter path (``dead=True``). Releases for another try are not outcomes: a record
+   that fails and is tried again counts once, when it is finally done.
+2. Closed, it keeps the last ``window`` outcomes and opens as soon as more than
+   ``threshold`` of a whole window are dead (``dead > threshold * window``): with every
+   record failing that is the ``floor(threshold * window) + 1``-th dead letter, so at most
+   a window's worth goes to the dead-letter path before it opens.
+3. Open, it refuses every record (the consumer hands none to the handler and fetches no
+   more) until ``cooldown`` seconds passed (``None``: until :meth:`reset`). Outcomes of
+   records already being handled when it opened are not counted.
+4. After the cool-down it is half-open: the next ``probe`` outcomes decide. More than
+   ``threshold`` of ``probe`` dead opens it again at once (so a deploy that is still bad
+   dead-letters at most ``floor(threshold * probe) + 1`` records per cool-down); ``probe``
+   outcomes without that close it.
+5. :meth:`reset` closes it at once, with an empty window.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+__all__ = ["DeadLetterBreaker"]
+
+
+@dataclass(slots=True)
+class DeadLetterBreaker:
+    """The breaker's state (rules 1-5).
+
+    :param threshold: the share of dead outcomes past which it opens (0 < threshold < 1).
+    :param window: how many of the latest outcomes are judged.
+    :param cooldown: seconds it stays open, or ``None`` for until :meth:`reset`.
+    :param probe: outcomes judged while half-open.
+    """
+
+    threshold: float
+    window: int
+    cooldown: float | None
+    probe: int = 20
+    #: When it opened (the caller's clock), or None while closed or half-open.
+    opened_at: float | None = None
+    half_open: bool = False
+    #: How many times it opened.
+    trips: int = 0
+    #: Why it is open ("" while not).
+    reason: str = ""
+    _outcomes: deque[bool] = field(default_factory=deque)
+    _dead: int = 0
+
+    def __post_init__(self) -> None:
+        self.probe = min(self.probe, self.window)
+
+    @property
+    def limit(self) -> int:
+        """Dead outcomes in the current window at which it opens."""
+        size = self.probe if self.half_open else self.window
+        return math.floor(self.threshold * size) + 1
+
+    def is_open(self, now: float) -> bool:
+        """Whether records are refused at ``now`` (passing the cool-down half-opens it)."""
+        if self.opened_at is None:
+            return False
+        if self.cooldown is not None and now >= self.opened_at + self.cooldown:
+            self.opened_at, self.reason, self.half_open = None, "", True
+            self._clear()
+            return False
+        return True
+
+    def remaining(self, now: float) -> float | None:
+        """Seconds until the cool-down ends (None: open until reset; 0: not open)."""
+        if self.opened_at is None:
+            return 0.0
+        if self.cooldown is None:
+            return None
+        return max(0.0, self.opened_at + self.cooldown - now)
+
+    def outcome(self, dead: bool, now: float) -> bool:
+        """Count one record's final outcome; True when this opens the breaker (rule 1-4)."""
+        if self.is_open(now):
+            return False  # handled before it opened (rule 3)
+        size = self.probe if self.half_open else self.window
+        self._outcomes.append(dead)
+        self._dead += dead
+        if len(self._outcomes) > size:
+            self._dead -= self._outcomes.popleft()
+        if self._dead >= self.limit:
+            self.trips += 1
+            self.opened_at = now
+            self.reason = (
+                f"{self._dead} of the last {len(self._outcomes)} records went to the "
+                f"dead-letter path (more than {self.threshold:.0%} of {size})"
+            )
+            self.half_open = False
+            self._clear()
+            return True
+        if self.half_open and len(self._outcomes) >= size:
+            self.half_open = False  # the probe passed: closed (rule 4)
+            self._clear()
+        return False
+
+    def reset(self) -> None:
+        """Close it now, with an empty window (rule 5)."""
+        self.opened_at, self.reason, self.half_open = None, "", False
+        self._clear()
+
+    def _clear(self) -> None:
+        self._outcomes.clear()
+        self._dead = 0
