@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio.lowlevel
 
 from sharecon import errors
+from sharecon._consumer.handout import SessionOwner
 
 if TYPE_CHECKING:
     from sharecon._consumer.core import ConsumerCore
@@ -94,7 +95,16 @@ class Cursor:
                         "explicit ack mode: answer the previous record before asking for the "
                         f"next: {cur.topic}-{cur.partition} offset {cur.offset}"
                     )
-                core.handout.accept(cur)
+                # Handout.accept(), inlined: this runs once per record.
+                owner = cur._owner
+                machine = core.machine
+                machine.accept(
+                    cur.topic_partition,
+                    cur.offset,
+                    owner.delivery if type(owner) is SessionOwner else None,
+                )
+                if machine.effects:
+                    core.handout.settle()
             self.current = None
         fatal = core.fatal
         if fatal is not None:
