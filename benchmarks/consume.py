@@ -39,6 +39,7 @@ Usage::
     python benchmarks/consume.py --max-records 1000   # the tuned mode's batch size, for all
     python benchmarks/consume.py --baseline ../main   # also another checkout, same run
     python benchmarks/consume.py --styles batches,records   # async for record too
+    python benchmarks/consume.py --partitions 300 --records 300000 --sizes 100
     SHARECON_BOOTSTRAP=host:9092 python benchmarks/consume.py
 """
 
@@ -299,6 +300,12 @@ def main() -> None:
     parser.add_argument("--version", default=None, help="Kafka version for the local broker")
     parser.add_argument("--skip", default="", help="comma-separated clients to skip")
     parser.add_argument(
+        "--partitions",
+        type=int,
+        default=PARTITIONS,
+        help=f"partitions of the topic (default {PARTITIONS}; many: per-partition costs)",
+    )
+    parser.add_argument(
         "--styles",
         default="batches",
         help="how sharecon consumes, comma-separated: batches (batches()), records (async for)",
@@ -359,7 +366,7 @@ def main() -> None:
         for size in [int(s) for s in args.sizes.split(",")]:
             n = args.records if size <= 100 else max(args.records // 4, 1000)
             topic = f"bench-consume-{size}-{uuid.uuid4().hex[:6]}"
-            tools.create_topic(topic, PARTITIONS)
+            tools.create_topic(topic, args.partitions)
             t0 = time.perf_counter()
             tools.produce(
                 topic,
@@ -445,7 +452,7 @@ def main() -> None:
             ],
             rows,
             title=(
-                f"Share-group consume + accept, {PARTITIONS} partitions, one consumer each, "
+                f"Share-group consume + accept, {args.partitions} partitions, one consumer each, "
                 + (
                     "every client at its defaults"
                     if max_records is None
@@ -458,6 +465,7 @@ def main() -> None:
             {
                 "results": results,
                 "mode": mode,
+                "partitions": args.partitions,
                 "max_records": max_records,
                 "environment": environment(["sharecon", "confluent-kafka", "anyio"]),
             },
