@@ -4,7 +4,9 @@ One run loads N records (100 B, and a 1 KiB run) into one topic with 3 partition
 each client consumes all of them through its own fresh share group (implicit acks, so
 every record is accepted), on the same broker, the same data, one after another:
 
-* sharecon: one ShareConsumer, ``batches()``, implicit mode, in each of its two builds:
+* sharecon: one ShareConsumer, ``batches()`` (and, with ``--styles batches,records``,
+  also ``async for record in consumer``: the rows named ``...:records``), implicit mode,
+  in each of its two builds:
   pure Python ("sharecon") and the per-record modules compiled with mypyc
   ("sharecon-compiled", built on first use; see ``_common.compiled_tree``);
 * confluent-kafka's ``ShareConsumer`` (librdkafka), ``poll()`` loop, implicit mode;
@@ -36,6 +38,8 @@ Usage::
     python benchmarks/consume.py --defaults      # every client at its own defaults
     python benchmarks/consume.py --max-records 1000   # the tuned mode's batch size, for all
     python benchmarks/consume.py --baseline ../main   # also another checkout, same run
+    python benchmarks/consume.py --styles batches,records   # async for record too
+    python benchmarks/consume.py --partitions 300 --records 300000 --sizes 100
     SHARECON_BOOTSTRAP=host:9092 python benchmarks/consume.py
 """
 
@@ -88,6 +92,24 @@ def _worker_sharecon(
 
     from sharecon import ShareConsumer
 
+    async def records() -> tuple[float, float, int, int]:
+        # ``async for record in consumer``: each record accepted when the next is asked for.
+        start = time.perf_counter()
+        first = 0.0
+        count = nbytes = 0
+        async with ShareConsumer(bootstrap, group_id=group, topics=[topic], **settings) as c:
+            async for record in c:
+                if not count:
+                    first = time.perf_counter()
+                count += 1
+                nbytes += len(record.value or b"")
+                if count >= n:
+                    break
+            last = time.perf_counter()
+            await c.commit()
+            elapsed = time.perf_counter() - start
+        return elapsed, last - first, count, nbytes
+
     async def main() -> tuple[float, float, int, int]:
         start = time.perf_counter()
         first = 0.0
@@ -106,7 +128,7 @@ def _worker_sharecon(
             elapsed = time.perf_counter() - start
         return elapsed, last - first, count, nbytes
 
-    elapsed, steady, count, nbytes = anyio.run(main)
+    elapsed, steady, count, nbytes = anyio.run(records if STYLE == "records" else main)
     return {
         "elapsed": elapsed,
         "steady": steady,
@@ -152,8 +174,16 @@ def _cpu_seconds(who: int) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+#: In a worker: how the sharecon client consumes ("batches", or "records" for ``async for
+#: record``); a client named ``name:records`` runs the second.
+STYLE = "batches"
+
+
 def worker_main(argv: list[str]) -> None:
-    name, bootstrap, topic, group, n = argv[0], argv[1], argv[2], argv[3], int(argv[4])
+    global STYLE
+    full, bootstrap, topic, group, n = argv[0], argv[1], argv[2], argv[3], int(argv[4])
+    name, _, style = full.partition(":")
+    STYLE = style or "batches"
     settings: dict[str, Any] = json.loads(argv[5]) if len(argv) > 5 else {}
     fn = {
         "sharecon": _worker_sharecon,
@@ -201,7 +231,8 @@ def baseline_tree(build: str) -> Path:
 def run_worker(
     name: str, bootstrap: str, topic: str, group: str, n: int, settings: dict[str, Any]
 ) -> dict[str, Any]:
-    build = "compiled" if name.endswith("-compiled") else "pure"
+    base = name.partition(":")[0]
+    build = "compiled" if base.endswith("-compiled") else "pure"
     argv = [__file__, "--worker", name, bootstrap, topic, group, str(n), json.dumps(settings)]
     if name.startswith("sharecon-baseline"):
         env = {
@@ -269,6 +300,17 @@ def main() -> None:
     parser.add_argument("--version", default=None, help="Kafka version for the local broker")
     parser.add_argument("--skip", default="", help="comma-separated clients to skip")
     parser.add_argument(
+        "--partitions",
+        type=int,
+        default=PARTITIONS,
+        help=f"partitions of the topic (default {PARTITIONS}; many: per-partition costs)",
+    )
+    parser.add_argument(
+        "--styles",
+        default="batches",
+        help="how sharecon consumes, comma-separated: batches (batches()), records (async for)",
+    )
+    parser.add_argument(
         "--defaults", action="store_true", help="every client at its own default settings"
     )
     parser.add_argument(
@@ -324,7 +366,7 @@ def main() -> None:
         for size in [int(s) for s in args.sizes.split(",")]:
             n = args.records if size <= 100 else max(args.records // 4, 1000)
             topic = f"bench-consume-{size}-{uuid.uuid4().hex[:6]}"
-            tools.create_topic(topic, PARTITIONS)
+            tools.create_topic(topic, args.partitions)
             t0 = time.perf_counter()
             tools.produce(
                 topic,
@@ -339,8 +381,14 @@ def main() -> None:
             clients = ["sharecon", "sharecon-compiled", "confluent-kafka", "java"]
             if BASELINE is not None:
                 clients[2:2] = ["sharecon-baseline", "sharecon-baseline-compiled"]
+            styles = [s for s in args.styles.split(",") if s]
+            clients = [
+                c if style == "batches" else f"{c}:{style}"
+                for c in clients
+                for style in (styles if c.startswith("sharecon") else ["batches"])
+            ]
             for name in clients:
-                if name in skip:
+                if name in skip or name.partition(":")[0] in skip:
                     continue
                 group = f"bench-{name}-{uuid.uuid4().hex[:6]}"
                 tools.alter_group_config(group, {"share.auto.offset.reset": "earliest"})
@@ -404,7 +452,7 @@ def main() -> None:
             ],
             rows,
             title=(
-                f"Share-group consume + accept, {PARTITIONS} partitions, one consumer each, "
+                f"Share-group consume + accept, {args.partitions} partitions, one consumer each, "
                 + (
                     "every client at its defaults"
                     if max_records is None
@@ -417,6 +465,7 @@ def main() -> None:
             {
                 "results": results,
                 "mode": mode,
+                "partitions": args.partitions,
                 "max_records": max_records,
                 "environment": environment(["sharecon", "confluent-kafka", "anyio"]),
             },

@@ -2,8 +2,10 @@
 
 Workloads (each client at its defaults, against one local broker, or ``$SHARECON_BOOTSTRAP``):
 
-* ``consume``: a ShareConsumer reads ``--records`` records of ``--size`` bytes with
-  ``batches()`` (implicit acks), touching every value, then commits;
+* ``consume``: a ShareConsumer reads ``--records`` records of ``--size`` bytes from a
+  topic of ``--partitions`` partitions with ``batches()`` (implicit acks), or with
+  ``async for record in consumer`` (``--style records``), touching every value, then
+  commits;
 * ``produce``: a Producer writes ``--records`` records with the ``await send()`` loop
   (``--mode loop``), ``send_batch`` in chunks of 10,000 (``batch``) or ``send_nowait()``
   (``nowait``), then flushes;
@@ -21,6 +23,8 @@ library's ``profile``, which ``cProfile`` imports, for every script in this fold
 time, to paste into a note::
 
     python benchmarks/hotspots.py consume
+    python benchmarks/hotspots.py consume --style records --build compiled
+    python benchmarks/hotspots.py consume --partitions 300
     python benchmarks/hotspots.py produce --mode nowait --build compiled
     python benchmarks/hotspots.py consume --build compiled --perf
 """
@@ -58,12 +62,23 @@ def _cpu() -> float:
 # -- workloads (in the child) ---------------------------------------------------------------
 
 
-async def _consume(bootstrap: str, topic: str, group: str, n: int, prof: Any) -> int:
+async def _consume(
+    bootstrap: str, topic: str, group: str, n: int, prof: Any, style: str = "batches"
+) -> int:
     from sharecon import ShareConsumer
 
     count = 0
     prof.enable()
     async with ShareConsumer(bootstrap, group_id=group, topics=[topic]) as consumer:
+        if style == "records":
+            async for record in consumer:
+                len(record.value or b"")
+                count += 1
+                if count >= n:
+                    break
+            await consumer.commit()
+            prof.disable()
+            return count
         async for batch in consumer.batches():
             for record in batch:
                 len(record.value or b"")
@@ -158,7 +173,9 @@ def worker_main(spec: dict[str, Any]) -> None:
     workload, bootstrap, topic, n = spec["workload"], spec["bootstrap"], spec["topic"], spec["n"]
     wall, cpu = time.perf_counter(), _cpu()
     if workload == "consume":
-        done = anyio.run(_consume, bootstrap, topic, spec["group"], n, prof)
+        done = anyio.run(
+            _consume, bootstrap, topic, spec["group"], n, prof, spec.get("style") or "batches"
+        )
     elif workload == "produce":
         done = anyio.run(_produce, bootstrap, topic, n, spec["size"], spec["mode"], prof)
     else:
@@ -235,6 +252,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build", choices=("pure", "compiled"), default="pure")
     parser.add_argument("--records", type=int, default=None, help="records (or requests)")
     parser.add_argument("--size", type=int, default=100, help="record size in bytes")
+    parser.add_argument("--partitions", type=int, default=PARTITIONS, help="the topic's")
+    parser.add_argument(
+        "--style",
+        choices=("batches", "records"),
+        default="batches",
+        help="consume: batches() or `async for record in consumer`",
+    )
     parser.add_argument("--mode", choices=("loop", "batch", "nowait"), default="loop")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--perf", action="store_true", help="Linux perf instead of cProfile")
@@ -264,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         tools = broker.tools if broker is not None else KafkaTools(bootstrap)
         topic = f"profile-{args.workload}-{uuid.uuid4().hex[:6]}"
         group = f"profile-{uuid.uuid4().hex[:6]}"
-        tools.create_topic(topic, PARTITIONS)
+        tools.create_topic(topic, args.partitions)
         if args.workload == "consume":
             tools.produce(
                 topic, n, record_size=args.size,
@@ -275,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
             "workload": args.workload, "bootstrap": bootstrap, "topic": topic, "group": group,
             "n": n, "size": args.size, "mode": args.mode if args.workload == "produce" else None,
             "top": args.top, "perf": args.perf, "cpu_timer": args.cpu_timer,
+            "style": args.style,
         }  # fmt: skip
         cmd = [sys.executable, str(HERE), args.workload, "--worker", json.dumps(spec)]
         with tempfile.TemporaryDirectory() as tmp:

@@ -32,6 +32,7 @@ MODULES = (
     "sharecon._consumer.buffer",
     "sharecon._consumer.core",
     "sharecon._consumer.handout",
+    "sharecon._consumer.cursor",
     "sharecon._share.acks",
     "sharecon._share.ledger",
     "sharecon._share.effects",

@@ -33,6 +33,7 @@ from sharecon import errors
 from sharecon._consumer.backlog import keep_lag, partition_metrics
 from sharecon._consumer.config import AcquireMode, ConsumerConfig, check_max_records, topics_tuple
 from sharecon._consumer.core import ConsumerCore
+from sharecon._consumer.cursor import CHECKPOINT_EVERY, Cursor
 from sharecon._consumer.dead_letters import route_dead_letters
 from sharecon._consumer.delayed import DelayedReleaser
 from sharecon._consumer.deserialize import Deserializers
@@ -78,7 +79,6 @@ logger = logging.getLogger("sharecon.consumer")
 #: Every consumer metric as a KIP-714 point.
 _CONSUMER_POINTS = metric_points(CONSUMER_METRICS, "consumer")
 
-_CHECKPOINT_EVERY = 256
 #: The answers acknowledge_offset() gives (a renew goes through the Record, whose deadline
 #: it moves; GAP is the consumer's own).
 _OFFSET_ACKS = frozenset({AckType.ACCEPT, AckType.RELEASE, AckType.REJECT})
@@ -271,10 +271,7 @@ class ShareConsumer(Generic[K, V]):
         self._fetch_pool: FetcherPool | None = None
         self._heartbeat_done = anyio.Event()
         self._explicit = ack_mode == "explicit"
-        self._current: Record[Any, Any] | None = None
-        self._current_answered = False
         self._batch_out = False
-        self._served = 0
         #: Records handed out and not answered, whose locks are renewed (``keep_locks``).
         self._keeper: LockKeeper[Record[Any, Any]] | None = None
         #: Records released with a delay (``record.release(delay=...)``), made on first use.
@@ -284,6 +281,9 @@ class ShareConsumer(Generic[K, V]):
         #: Liveness (``max_poll_interval``): how often the application asked for records,
         #: how many of its tasks wait for records now, and whether it was made to leave.
         self._liveness = Liveness(self._config.max_poll_interval, self._config.request_timeout)
+        #: ``async for``: the current record and the per-record step (compiled).
+        self._cursor = Cursor(self, self._liveness, explicit=self._explicit)
+        self._cursor.prepare_each = self._prepare_each
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -353,6 +353,7 @@ class ShareConsumer(Generic[K, V]):
             core.clock = event_loop_clock()  # read per record: looked up once, here
             core.fetchers = self._fetch_pool = FetcherPool(core)
             self._core = core
+            self._cursor.core = core
             self._router = DeadLetterRouter(
                 self._bootstrap,
                 self._connection,
@@ -379,7 +380,7 @@ class ShareConsumer(Generic[K, V]):
                 core.check_renew()
                 await self._check_renewals(core, explicit=True)
                 self._keeper = LockKeeper(self._config.max_hold)
-                self._prepare_each = True
+                self._prepare_each = self._cursor.prepare_each = True
                 tg.start_soon(self._keep_locks, core, self._keeper, name="sharecon lock keeper")
             if self._config.max_poll_interval is not None:
                 tg.start_soon(self._watch_liveness, core, name="sharecon liveness")
@@ -714,8 +715,9 @@ class ShareConsumer(Generic[K, V]):
                 "not started"
             )
         core.handout.acknowledge(record, ack)
-        if record is self._current and ack is not AckType.RENEW:
-            self._current_answered = True
+        cursor = self._cursor
+        if record is cursor.current and ack is not AckType.RENEW:
+            cursor.answered = True
 
     def acknowledge_offset(
         self, topic: str, partition: int, offset: int, ack: AckType = AckType.ACCEPT
@@ -750,14 +752,14 @@ class ShareConsumer(Generic[K, V]):
                 f"{topic}-{partition} offset {offset}: the consumer is not started"
             )
         core.handout.acknowledge_offset(topic, partition, offset, ack)
-        cur = self._current
+        cur = self._cursor.current
         if (
             cur is not None
             and cur.offset == offset
             and cur.partition == partition
             and cur.topic == topic
         ):
-            self._current_answered = True
+            self._cursor.answered = True
 
     def release_later(self, record: Record[Any, Any], delay: float) -> None:
         """Release ``record`` ``delay`` seconds from now (what ``record.release(delay=...)``
@@ -776,7 +778,7 @@ class ShareConsumer(Generic[K, V]):
                 f"{record.topic}-{record.partition} offset {record.offset}: the consumer is "
                 "not running"
             )
-        if not self._explicit and record is not self._current and not self._processing:
+        if not self._explicit and record is not self._cursor.current and not self._processing:
             raise errors.InvalidRecordStateError(
                 "implicit ack mode: release(delay=...) only for the record of `async for` or "
                 "process(); poll() and batches() accept the rest of their records"
@@ -790,8 +792,8 @@ class ShareConsumer(Generic[K, V]):
         delayed.add(record, delay)
         if self._keeper is not None:
             self._keeper.drop(record)  # the delayed releases renew it, up to the release
-        if record is self._current:
-            self._current_answered = True
+        if record is self._cursor.current:
+            self._cursor.answered = True
 
     async def commit(
         self, timeout: float | None = None
@@ -1089,8 +1091,8 @@ class ShareConsumer(Generic[K, V]):
     def _give_up_current(self) -> None:
         # Leaving for idleness releases what was handed out: the current record or batch
         # is no longer the application's to answer.
-        if self._current is not None:
-            self._current_answered = True
+        if self._cursor.current is not None:
+            self._cursor.answered = True
         self._batch_out = False
 
     def _asked(self, core: ConsumerCore) -> None:
@@ -1132,9 +1134,10 @@ class ShareConsumer(Generic[K, V]):
         self.release_later(record, delay)
 
     def _accept_current(self) -> None:
-        cur = self._current
-        if cur is not None and not self._current_answered:
-            self._current_answered = True
+        cursor = self._cursor
+        cur = cursor.current
+        if cur is not None and not cursor.answered:
+            cursor.answered = True
             assert self._core is not None
             self._core.handout.answer(cur, AckType.ACCEPT)
 
@@ -1146,71 +1149,48 @@ class ShareConsumer(Generic[K, V]):
 
     # -- delivery -------------------------------------------------------------------------
 
-    def __aiter__(self) -> Self:
+    def __aiter__(self) -> AsyncIterator[Record[K, V]]:
         # A new loop over the consumer: it must be running (a loop in progress ends when
         # it closes, a new one is a mistake). The previous loop ended early (break or an
-        # exception), so its last record was not handled: give it back.
+        # exception), so its last record was not handled: give it back. The loop itself
+        # runs in the cursor (sharecon._consumer.cursor: compiled in the compiled build).
         self._live()
-        cur = self._current
-        if cur is not None and not self._current_answered and self._core is not None:
-            self._current_answered = True
+        cursor = self._cursor
+        cur = cursor.current
+        if cur is not None and not cursor.answered and self._core is not None:
+            cursor.answered = True
             self._core.handout.answer(cur, AckType.RELEASE)
             self._core.wake_leader(cur.topic_partition)
-        return self
+        return cast("AsyncIterator[Record[K, V]]", cursor)
 
     async def __anext__(self) -> Record[K, V]:
-        core = self._core
-        if core is None:
-            raise self._life.error()
-        # _asked(), inlined: this runs once per record.
-        live = self._liveness
-        live.asks += 1
-        core.stats.on_poll(_monotonic())
-        if live.left_idle:
-            live.rejoin(core, partial(self._restart_heartbeat, core))
-        cur = self._current
-        if cur is not None:
-            if not self._current_answered:
-                if self._explicit:
-                    raise errors.UnacknowledgedRecordsError(
-                        "explicit ack mode: answer the previous record before asking for the next: "
-                        f"{cur.topic}-{cur.partition} offset {cur.offset}"
-                    )
-                core.handout.accept(cur)
-            self._current = None
-        if core.fatal is not None:
-            raise core.fatal  # stop at once, not after the buffered records
-        if self._prepare_each:
-            return await self._next_prepared(core)
-        buffer = core.buffer
-        while True:
-            rec: Record[Any, Any] | None = buffer.pop_one(core.clock)
-            if rec is not None:
-                self._current = rec
-                self._current_answered = False
-                self._served += 1
-                if self._served % _CHECKPOINT_EVERY == 0:
-                    # Let the fetch and heartbeat loops run during long bursts.
-                    await anyio.lowlevel.checkpoint()
-                return rec
-            await self._no_record(core)
+        # What ``async for`` runs is the cursor's __anext__ (see __aiter__); this is for
+        # ``await consumer.__anext__()``.
+        return cast("Record[K, V]", await self._cursor.__anext__())
+
+    def _not_running(self) -> BaseException:
+        return self._life.error()
+
+    def _rejoin_after_idle(self, core: ConsumerCore) -> None:
+        self._liveness.rejoin(core, partial(self._restart_heartbeat, core))
 
     async def _next_prepared(self, core: ConsumerCore) -> Record[Any, Any]:
         """``__anext__`` with per-record work (deserializers, ``keep_locks``): a loop of
-        its own, so the plain loop above does nothing per record it does not need."""
+        its own, so the plain loop of the cursor does nothing per record it does not need."""
         if self._pending_error is not None:
             self._raise_pending()
         buffer = core.buffer
+        cursor = self._cursor
         while True:
             rec = buffer.pop_one(core.clock)
             if rec is None:
                 await self._no_record(core)
                 continue
             await self._prepare(core, rec)
-            self._current = rec
-            self._current_answered = False
-            self._served += 1
-            if self._served % _CHECKPOINT_EVERY == 0:
+            cursor.current = rec
+            cursor.answered = False
+            cursor.served += 1
+            if cursor.served % CHECKPOINT_EVERY == 0:
                 await anyio.lowlevel.checkpoint()
             return rec
 

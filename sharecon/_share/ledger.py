@@ -346,6 +346,11 @@ class AckLedger:
         self._parts: dict[TopicIdPartition, _Partition] = {}
         self._inflight: dict[SessionTag, Taken] = {}
         self._seq = 0
+        #: The partition :meth:`mark` found last, by identity: the records of one chunk
+        #: share one TopicIdPartition, and its hash is a Python call, once per record.
+        #: Forgotten when its entry leaves :attr:`_parts` (:meth:`_drop_empty`).
+        self._hot_tp: TopicIdPartition | None = None
+        self._hot_part: _Partition | None = None
 
     # -- intake ------------------------------------------------------------------------
 
@@ -442,7 +447,12 @@ class AckLedger:
             delivery never lands on a newer delivery of the same offset: the broker hands
             an offset out again once our lock on it ended (expired, or a session lost).
         """
-        part = self._parts.get(tp)
+        if tp is self._hot_tp:
+            part = self._hot_part
+        else:
+            part = self._parts.get(tp)
+            if part is not None:
+                self._hot_tp, self._hot_part = tp, part
         if part is None:
             return MarkResult.UNKNOWN
         if part.overlaps:
@@ -839,6 +849,8 @@ class AckLedger:
         empty = [tp for tp, p in self._parts.items() if not p.segments]
         for tp in empty:
             del self._parts[tp]
+        if empty:
+            self._hot_tp = self._hot_part = None
 
     def partitions(self) -> list[TopicIdPartition]:
         """Partitions with anything outstanding."""
