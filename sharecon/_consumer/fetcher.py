@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 import anyio
 
 from sharecon import errors
 from sharecon._backoff import RETRY_BACKOFF
+from sharecon._consumer.fetch_driver import Apply, FetchDriver, Send
 from sharecon._consumer.signal import Signal
 from sharecon._net.connection import BrokerAddress, BrokerConnection
 from sharecon._share.drain import FetchDrain
@@ -37,7 +39,8 @@ from sharecon._share.session import RequestKind
 if TYPE_CHECKING:
     from sharecon._consumer.core import ConsumerCore
     from sharecon._net.cluster import ClusterSent
-    from sharecon._share.machine import InFlight
+    from sharecon._share.effects import Effect
+    from sharecon._share.machine import FetchAnswer, InFlight
     from sharecon.protocol import Response, ShareAcknowledgeResponse, ShareFetchResponse
 
 logger = logging.getLogger("sharecon.consumer")
@@ -59,7 +62,15 @@ class NodeFetcher:
         self.machine = core.machine
         self.node_id = node_id
         self.pool = pool
-        self.machine.leader(node_id)
+        #: The loop's decisions and the order of the machine's calls (shared with the
+        #: simulator): this class is only their I/O.
+        self.driver = FetchDriver(
+            core.machine,
+            core.buffer,
+            node_id,
+            partial(core.partitions_for, node_id),
+            lambda: core.flush_requested > 0,
+        )
         self.wake = Signal()
         self.stopped = anyio.Event()
         self._backoff = RETRY_BACKOFF
@@ -96,9 +107,9 @@ class NodeFetcher:
             self.pool.loop_ended(self.node_id)
             self.stopped.set()
 
-    async def _apply(self) -> None:
-        """Carry out the machine's effects, in order (rule 1)."""
-        for e in self.machine.drain():
+    async def _apply(self, effects: list[Effect] | None = None) -> None:
+        """Carry out the machine's effects (or ``effects``), in order (rule 1)."""
+        for e in self.machine.drain() if effects is None else effects:
             if type(e) is BackOff:
                 await self._back_off(refresh=e.refresh)
             elif type(e) is Rediscover:
@@ -108,45 +119,30 @@ class NodeFetcher:
 
     async def _idle(self) -> None:
         # Acks waiting: send them after the linger even if no fetch is due.
-        linger = self.machine.idle_timeout(self.node_id, self.core.config.ack_linger)
+        linger = self.driver.idle_timeout(self.core.config.ack_linger)
         woke = await self.wake.wait(timeout=linger if linger is not None else 1.0)
         if not woke and linger is not None:
-            self.machine.linger_expired(self.node_id)
+            self.driver.linger_expired()
 
-    def _turn(self, extra_records: int = 0, extra_bytes: int = 0) -> Turn:
-        core = self.core
-        buffer = core.buffer
-        room = buffer.has_room(extra_records, extra_bytes) or (
-            # One answer ahead of the application, past the default record bound, when
-            # both can be handled within the lock (rule 7 of _share.fetch_size).
-            buffer.single_chunk(extra_records)
-            and buffer.nbytes + extra_bytes < buffer.max_bytes
-            and self.machine.leader(self.node_id).sizer.overlap_fits(buffer.records + extra_records)
-        )
-        return self.machine.next_turn(
-            self.node_id,
-            core.partitions_for(self.node_id),
-            room=room,
-            urgent=core.flush_requested > 0,
-            extra_records=extra_records,
-        )
+    def _turn(self) -> Turn:
+        return self.driver.turn()
 
     async def _start(self, turn: Turn) -> _Wire | None:
         """Put ``turn`` on the wire; ``None`` if that failed (already handled)."""
-        core, machine = self.core, self.machine
+        core = self.core
         assert turn.plan is not None
         fetches = turn.plan.fetches
         if fetches:  # counted before the send (rule 1 of _share.drain)
             self.pool.fetch_planned(self.node_id)
-        body = machine.request(turn, core.member_id)
+        body = self.driver.request(turn, core.member_id)
         try:
             sent = await core.cluster.send(self.node_id, body)
         except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
             if fetches:
                 self.pool.fetch_ended(self.node_id)
-            machine.send_failed(self.node_id, turn)
+            effects = self.driver.send_failed(turn)
             self._unreachable(exc)
-            await self._apply()
+            await self._apply(effects)
             return None
         conn = sent.connection
         if conn is not self._conn:
@@ -154,9 +150,7 @@ class NodeFetcher:
             core.tg.start_soon(self._watch, conn, name=f"sharecon watch node {self.node_id}")
         if turn.taken is not None:
             core.stats.on_acks_sent(time.monotonic(), turn.taken.count)
-        # The buffer's backlog: whether the application set the pace of the acks it carries.
-        backlog = core.buffer.records > 0
-        return _Wire(machine.sent(self.node_id, turn, anyio.current_time(), backlog=backlog), sent)
+        return _Wire(self.driver.sent(turn, anyio.current_time()), sent)
 
     async def _watch(self, conn: BrokerConnection) -> None:
         # Wake the loop the moment the session's connection dies, so records buffered
@@ -169,8 +163,7 @@ class NodeFetcher:
         if conn is None or not conn.closed:
             return
         self._conn = None
-        self.machine.connection_lost(self.node_id)
-        for e in self.machine.drain():  # no back-off or re-routing here
+        for e in self.driver.connection_lost():  # no back-off or re-routing here
             self.core.apply(e)
 
     async def _finish(self, w: _Wire, *, pipeline: bool) -> _Wire | None:
@@ -206,7 +199,7 @@ class NodeFetcher:
     async def _on_fetch(
         self, f: InFlight, resp: ShareFetchResponse, *, pipeline: bool
     ) -> _Wire | None:
-        core, machine = self.core, self.machine
+        core = self.core
         names = core.cluster.metadata.topic_names
         unknown = {t.topic_id for t in resp.responses} - names.keys()
         if unknown and resp.error_code == 0:
@@ -216,10 +209,37 @@ class NodeFetcher:
                 logger.info("node %d: metadata refresh failed: %s", self.node_id, exc)
             names = core.cluster.metadata.topic_names
         now = anyio.current_time()
-        answer = machine.fetch_answered(
-            f, resp, names, now, pipeline=pipeline and not core.closing and core.fatal is None
+        # The order of the machine's calls is the driver's (rule 2); this only sends,
+        # carries out effects and counts.
+        steps = self.driver.fetch_answer(
+            f,
+            resp,
+            names,
+            now,
+            pipeline=pipeline and not core.closing and core.fatal is None,
+            closing=core.is_closing,
         )
-        core.stats.on_fetch(
+        nxt: _Wire | None = None
+        try:
+            for step in steps:
+                if type(step) is Send:
+                    nxt = await self._start(step.turn)
+                    continue
+                assert type(step) is Apply
+                if step.answer is not None:
+                    self._answered(f, resp, now, step.answer)
+                await self._apply(step.effects)
+        except BaseException:
+            if nxt is not None and nxt.f.plan.fetches:
+                self.pool.fetch_ended(self.node_id)  # the pipelined fetch is abandoned
+            raise
+        return nxt
+
+    def _answered(
+        self, f: InFlight, resp: ShareFetchResponse, now: float, answer: FetchAnswer
+    ) -> None:
+        """Count (and at DEBUG log) the session part of a ShareFetch answer."""
+        self.core.stats.on_fetch(
             time.monotonic(), now - f.sent_at, answer.acquired, answer.size, resp.throttle_time_ms
         )
         if logger.isEnabledFor(logging.DEBUG):
@@ -235,24 +255,6 @@ class NodeFetcher:
                 (now - f.sent_at) * 1000,
                 answer.acquired,
             )
-        await self._apply()
-        if not answer.proceed:
-            return None
-        nxt: _Wire | None = None
-        if answer.pipeline:
-            # The machine has ended our earlier hold of what this answer re-acquired; the
-            # next request goes out before the records come in (pipelining).
-            turn = self._turn(answer.acquired, answer.size)
-            if turn.plan is not None:
-                nxt = await self._start(turn)
-        try:
-            machine.fetch_records(f, resp, names, closing=core.closing)
-        except BaseException:
-            if nxt is not None and nxt.f.plan.fetches:
-                self.pool.fetch_ended(self.node_id)  # the pipelined fetch is abandoned
-            raise
-        await self._apply()
-        return nxt
 
     # -- failures -------------------------------------------------------------------------
 

@@ -40,9 +40,11 @@ from typing import TYPE_CHECKING, Any, cast
 from sharecon import errors
 from sharecon._backoff import Backoff
 from sharecon._consumer.buffer import Chunk, DeliveryBuffer
+from sharecon._consumer.fetch_driver import Apply, FetchDriver, Send
 from sharecon._share.effects import (
     BackOff,
     Deliver,
+    Effect,
     Fail,
     LockLost,
     LocksRenewed,
@@ -69,7 +71,7 @@ from sharecon.testing.sim.checks import Checker, Violation
 from sharecon.types import AckType, TopicIdPartition
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Generator
 
     from sharecon._share.intake import Decoded
     from sharecon._share.ledger import AckResult, Delivery
@@ -208,6 +210,7 @@ class Knobs:
     close_at: float | None
     release: float
     reject: float
+    refuse: float = 0.0  #: a send fails at once (the broker refuses the connection)
 
 
 class World:
@@ -256,6 +259,10 @@ class World:
             release=rng.choice((0.0, 0.1, 0.3)),
             reject=rng.choice((0.0, 0.05)),
         )
+        # Sends the broker refuses: a stream of their own, so the other draws of a seed stay
+        # as they were before this fault.
+        self.srng = srng = random.Random(seed ^ 0x5E4D)
+        self.knobs.refuse = srng.choice((0.0, 0.0, 0.03, 0.1))
         for _ in range(rng.randint(0, 3)):
             kind = rng.choice(("cut", "move", "evict", "cut-all"))
             self.at(rng.uniform(0.0, FAULT_WINDOW), self._fault, kind)
@@ -423,6 +430,10 @@ class Member:
             buffer.pop_one if world.mutant != "no-record-lock-check" else self._pop_mutant
         )
         self.loops = {n: Loop(n) for n in NODES}
+        #: The consumer's own fetch-loop driver per leader: every decision and the order of
+        #: the machine's calls; this class is only its port (send, clock, hand-off).
+        driver = _NoSupersede if world.mutant == "no-supersede" else FetchDriver
+        self.drivers = {n: driver(self.machine, buffer, n, partial(self._want, n)) for n in NODES}
         rand = world.crng.random
         self.membership = Membership(
             GROUP,
@@ -542,38 +553,52 @@ class Member:
             lp.wake_at = lp.backoff_until
             w.at(lp.backoff_until, self._loop, node, lp.token)
             return
+        driver = self.drivers[node]
         if linger:
-            self.machine.linger_expired(node)
+            driver.linger_expired()
         if lp.conn_dead:  # _check_connection
             lp.conn_dead = False
             lp.conn = None
-            self.machine.connection_lost(node)
-            self._apply(node)
+            self._apply(node, driver.connection_lost())
             if self.loops[node].stopped:  # a fatal error closed the member
                 return
-        want = (
-            [tp for tp in w.tps if w.leader_of[tp] == node and tp in self.assigned]
-            if not self.closing
-            else []
-        )
-        turn = self.machine.next_turn(node, want, room=self.buffer.has_room())
+        turn = driver.turn()
         if turn.plan is None:
-            wait = self.machine.idle_timeout(node, ACK_LINGER)
+            wait = driver.idle_timeout(ACK_LINGER)
             lp.token += 1
             lp.wake_at = None
             w.at(w.now + (wait if wait is not None else 1.0), self._loop, node, lp.token, True)
             return
-        self._start(node, turn)
+        if self._start(node, turn) is None:
+            self._resume(node)
 
-    def _start(self, node: int, turn: Turn) -> Wire:
+    def _want(self, node: int) -> list[TopicIdPartition]:
+        """The assigned partitions ``node`` leads (none while closing)."""
+        if self.closing:
+            return []
+        w = self.world
+        return [tp for tp in w.tps if w.leader_of[tp] == node and tp in self.assigned]
+
+    def _start(self, node: int, turn: Turn) -> Wire | None:
+        """Send ``turn``'s request; ``None`` if the send failed (the broker refused the
+        connection: the session incarnation is over, as for the consumer)."""
         w = self.world
         lp = self.loops[node]
-        body = self.machine.request(turn, self.member_id)
+        driver = self.drivers[node]
+        body = driver.request(turn, self.member_id)
         lp.wake_at = None  # a wake-up still pending finds the request in flight
+        if not w.quiet and w.srng.random() < w.knobs.refuse:
+            w.faults.append(f"refused@{w.now:.2f}")
+            if lp.conn is not None:
+                w.brokers[node].disconnect(lp.conn, w.now)
+                lp.conn = None
+                lp.conn_dead = False
+            self._apply(node, driver.send_failed(turn))
+            return None
         if lp.conn is None:
             lp.conns += 1
             lp.conn = f"{self.member_id}/{node}/{lp.conns}"
-        f = self.machine.sent(node, turn, w.now)
+        f = driver.sent(turn, w.now)
         wire = Wire(f, body, lp.conn, self._meant(body, node))
         lp.inflight = wire
         w.at(w.now + self._delay(), self._arrive, node, wire)
@@ -801,37 +826,56 @@ class Member:
             machine.answer_failed(node, exc, f)
             self._apply(node)
         lp.inflight = nxt
+        self._session_agrees(node)
         if nxt is None:
             self._resume(node)
+
+    def _session_agrees(self, node: int) -> None:
+        """The member's view of its share session with ``node`` is the broker's
+        (invariant 8): at epoch 0 (no session held for this incarnation) it lists no
+        partitions; open, with no request out, it lists those the broker's session holds."""
+        session = self.machine.leader(node).session
+        mine = {(tp.topic_id, tp.partition) for tp in session.partitions}
+        if session.is_new:
+            if mine:
+                self.world.check.fail(
+                    8,
+                    self.world.now,
+                    f"node {node}: the member's new share session (epoch 0) still lists "
+                    f"partitions {sorted(p for _, p in mine)}",
+                )
+            return
+        if session.in_flight is not None:
+            return
+        held = self.world.brokers[node].sessions.get((GROUP, self.member_id))
+        if held is None or held.epoch != session.epoch:
+            return  # the broker ended it: the member learns so from its next answer
+        if mine != set(held.partitions):
+            self.world.check.fail(
+                8,
+                self.world.now,
+                f"node {node}: the member's share session lists partitions "
+                f"{sorted(p for _, p in mine)}, the broker's {sorted(p for _, p in held.partitions)}",
+            )
 
     def _on_fetch(
         self, node: int, f: InFlight, resp: ShareFetchResponse, got: dict[Any, int]
     ) -> Wire | None:
-        machine = self.machine
+        """The consumer's driver takes the answer in; this carries out its steps."""
         w = self.world
         pipeline = not self.closing and not self.failed
-        mutant = w.mutant == "no-supersede"
-        answer = machine.fetch_answered(f, resp, NAMES, w.now, pipeline=pipeline and not mutant)
-        self._apply(node)
-        if not answer.proceed:
-            return None
         nxt: Wire | None = None
-        if answer.pipeline or (mutant and pipeline and answer.acquired > 0):
-            want = [tp for tp in w.tps if w.leader_of[tp] == node and tp in self.assigned]
-            turn = machine.next_turn(
-                node,
-                want,
-                room=self.buffer.has_room(answer.acquired, answer.size),
-                extra_records=answer.acquired,
-            )
-            if turn.plan is not None:
-                nxt = self._start(node, turn)
         self._got = got
-        taking = f.plan.tag == machine.leader(node).session.tag
         try:
-            machine.fetch_records(f, resp, NAMES, closing=self.closing)
-            self._apply(node)
-            if self.closing and taking:
+            steps = self.drivers[node].fetch_answer(
+                f, resp, NAMES, w.now, pipeline=pipeline, closing=self._is_closing
+            )
+            for step in steps:
+                if type(step) is Send:
+                    nxt = self._start(node, step.turn)
+                else:
+                    self._apply(node, cast("Apply", step).effects)
+            if self.closing and f.plan.tag == self.machine.leader(node).session.tag:
                 # Taken in and released at once (no Deliver): they end when that is reported.
                 for key, d in got.items():
                     w.check.taken_in(key, d, self.member_id, node)
@@ -839,13 +883,16 @@ class Member:
             self._got = {}
         return nxt
 
+    def _is_closing(self) -> bool:
+        return self.closing
+
     # -- effects -----------------------------------------------------------------------------
 
-    def _apply(self, node: int | None) -> None:
-        """Carry out the machine's effects, in order (what ``ConsumerCore.apply`` and the
-        fetch loop do)."""
+    def _apply(self, node: int | None, effects: list[Effect] | None = None) -> None:
+        """Carry out the machine's effects (or ``effects``), in order (what
+        ``ConsumerCore.apply`` and the fetch loop do)."""
         w = self.world
-        for e in self.machine.drain():
+        for e in self.machine.drain() if effects is None else effects:
             if w.trace is not None:
                 w.trace(f"         effect {e!r:.300}")
             if isinstance(e, Deliver):
@@ -977,6 +1024,10 @@ class Member:
             return
         rec = SimRecord.of(got)
         w.check.handed_out((rec.tp, rec.offset), rec.d, w.now)
+        # Its answer goes back on the session it came from: that session must be current.
+        current = self.machine.leader(rec.tag.node_id).session.tag
+        if rec.tag != current:
+            w.check.handed_stale((rec.tp, rec.offset), rec.d, w.now, rec.tag, current)
         self.machine.deliver(rec.tp, rec.offset, rec.offset, rec.delivery)
         k = w.knobs
         rng = w.rng
@@ -1120,6 +1171,35 @@ def run(
     """Run the schedule of ``seed`` on Kafka ``version`` semantics (with a ``mutant``;
     ``trace`` is told every event and effect)."""
     return World(seed, version, mutant, trace).run()
+
+
+class _NoSupersede(FetchDriver):
+    """The mutant ``no-supersede``: the driver pipelines without the machine's supersede
+    rule (it asks for no pipelining, then sends the next request anyway)."""
+
+    __slots__ = ()
+
+    def fetch_answer(
+        self,
+        f: InFlight,
+        resp: ShareFetchResponse,
+        names: Any,
+        now: float,
+        *,
+        pipeline: bool,
+        closing: Callable[[], bool],
+    ) -> Generator[Apply | Send, None, None]:
+        machine = self.machine
+        answer = machine.fetch_answered(f, resp, names, now, pipeline=False)
+        yield Apply(machine.drain(), answer)
+        if not answer.proceed:
+            return
+        if pipeline and answer.acquired > 0:
+            turn = self.turn(answer.acquired, answer.size)
+            if turn.plan is not None:
+                yield Send(turn)
+        machine.fetch_records(f, resp, names, closing=closing())
+        yield Apply(machine.drain())
 
 
 def _same_session(tag: SessionTag) -> Callable[[Chunk], bool]:
