@@ -41,6 +41,7 @@ from sharecon import errors
 from sharecon._backoff import Backoff
 from sharecon._consumer.buffer import Chunk, DeliveryBuffer
 from sharecon._consumer.fetch_driver import Apply, FetchDriver, Send
+from sharecon._share.delayed import DelayedReleases
 from sharecon._share.effects import (
     BackOff,
     Deliver,
@@ -96,6 +97,15 @@ DRAIN = 40.0  #: then this long without faults for every record to finish
 MAX_EVENTS = 5000
 HEARTBEAT_MS = 1500  #: the coordinator's heartbeat interval
 SESSION_TIMEOUT = 3.0  #: the coordinator removes a member not heard from for this long
+#: Liveness (invariant 9): once the last fault healed, a record available at its leader
+#: is handed out (this one or another) within this many virtual seconds. The worst
+#: path: a fetch waiting at the broker (MAX_WAIT), a back-off (1 s), rejoining the group
+#: after a fence (heartbeat interval and the assignment), and one more fetch.
+PROGRESS_BOUND = 6.0
+PROGRESS_TICK = 0.25  #: how often the liveness check samples the brokers
+DELAY = 3 * LOCK  #: a ``release(delay=)`` longer than the lock (renewed meanwhile)
+DELAY_TICK = 0.25  #: how often the delayed releases are looked at
+PRODUCE_EVERY = 0.5  #: while a record waits out its delay, a record is written this often
 PARAMS = FetchParams(
     max_wait_ms=int(MAX_WAIT * 1000), min_bytes=1, max_bytes=1 << 20, max_records=8, batch_size=8
 )
@@ -117,10 +127,13 @@ class Outcome:
     handed: int
     ended: int
     faults: tuple[str, ...]
+    delayed: bool = False  #: the schedule had a delayed release (``--delayed-release``)
 
     def replay(self, mutant: str | None = None) -> str:
         """The one-line command that replays this schedule."""
         extra = f" --mutant {mutant}" if mutant else ""
+        if self.delayed:
+            extra += " --delayed-release"
         return f"python -m sharecon.testing.sim --seed {self.seed} --version {self.version}{extra}"
 
 
@@ -139,7 +152,7 @@ class Taken:
         raise AssertionError("the simulator answers records through the machine")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class SimRecord:
     """A record the application holds: the buffer's :class:`~sharecon.record.Record` and
     what the simulator knows of it."""
@@ -211,13 +224,21 @@ class Knobs:
     release: float
     reject: float
     refuse: float = 0.0  #: a send fails at once (the broker refuses the connection)
+    #: after the faults, the application releases a record with a delay longer than the
+    #: lock while a producer keeps writing (``--delayed-release``; renewals: Kafka 4.2+)
+    delayed: bool = False
 
 
 class World:
     """The brokers, the member, the application and the event queue of one schedule."""
 
     def __init__(
-        self, seed: int, version: str, mutant: str | None, trace: Callable[[str], None] | None
+        self,
+        seed: int,
+        version: str,
+        mutant: str | None,
+        trace: Callable[[str], None] | None,
+        delayed: bool = False,
     ) -> None:
         self.trace = trace
         if mutant is not None and mutant not in MUTANTS:
@@ -263,6 +284,12 @@ class World:
         # as they were before this fault.
         self.srng = srng = random.Random(seed ^ 0x5E4D)
         self.knobs.refuse = srng.choice((0.0, 0.0, 0.03, 0.1))
+        self.knobs.delayed = delayed and self.brokers[1].behaviour.renew
+        #: when the last fault heals (the coordinator's may outlast the fault window)
+        self.heal_at = FAULT_WINDOW
+        #: since when a record has been available at its leader with none handed out
+        self.waiting_since: float | None = None
+        self.max_wait = 0.0  #: the longest such wait seen after the heal
         for _ in range(rng.randint(0, 3)):
             kind = rng.choice(("cut", "move", "evict", "cut-all"))
             self.at(rng.uniform(0.0, FAULT_WINDOW), self._fault, kind)
@@ -331,6 +358,7 @@ class World:
             check.handed,
             check.n_ended,
             tuple(self.faults),
+            self.knobs.delayed,
         )
 
     def _finished(self) -> bool:
@@ -358,6 +386,55 @@ class World:
         if self.member.closing:
             # A fresh member drains what the first one left.
             self.member = Member(self, "m2")
+        self.at(self.heal_at, self._progress)
+        if self.knobs.delayed:
+            self.member.delay_next = True
+            self.at(self.now + PRODUCE_EVERY, self._produce, self.now + DELAY)
+
+    def _produce(self, until: float) -> None:
+        """A producer writes one record to each partition, until ``until``."""
+        for tp in self.tps:
+            self.brokers[self.leader_of[tp]].produce(TOPIC, tp.partition, 1)
+        if self.now + PRODUCE_EVERY < until:
+            self.at(self.now + PRODUCE_EVERY, self._produce, until)
+
+    def _progress(self) -> None:
+        """Invariant 9 (liveness), sampled: after the heal, a record available at its
+        leader is handed out (it or another) within :data:`PROGRESS_BOUND`."""
+        if self._available():
+            if self.waiting_since is None:
+                self.waiting_since = self.now
+            waited = self.now - self.waiting_since
+            self.max_wait = max(self.max_wait, waited)
+            if waited > PROGRESS_BOUND:
+                self.check.fail(
+                    9,
+                    self.now,
+                    f"records available since t={self.waiting_since:.3f} (the faults healed "
+                    f"at {self.heal_at:.3f}), none handed out in {waited:.2f} s",
+                )
+                return
+        else:
+            self.waiting_since = None
+        self.at(self.now + PROGRESS_TICK, self._progress)
+
+    def handed(self) -> None:
+        """The application got a record: the member made progress (invariant 9)."""
+        if self.now >= self.heal_at:
+            self.waiting_since = None
+
+    def _available(self) -> bool:
+        """Whether any record is available (neither acquired nor finished) at its leader."""
+        for tp in self.tps:
+            b = self.brokers[self.leader_of[tp]]
+            sp = b._partition(GROUP, (TOPIC_ID, tp.partition), self.now)
+            if sp is None:
+                continue
+            log = b.logs[(TOPIC_ID, tp.partition)]
+            for o in range(log.start, log.end):
+                if sp.state_of(o).state is RecordState.AVAILABLE:
+                    return True
+        return False
 
     def _fault(self, kind: str) -> None:
         if self.quiet:
@@ -394,6 +471,7 @@ class World:
             # Sometimes longer than the session timeout: the coordinator removes the member.
             cut = crng.uniform(0.5, 1.6) * SESSION_TIMEOUT
             self.hb_cut_until = max(self.hb_cut_until, now + cut)
+        self.heal_at = max(self.heal_at, coord.down_until, coord.loading_until, self.hb_cut_until)
 
     def _move(self, tp: TopicIdPartition) -> None:
         """Leadership of ``tp`` moves to the other broker; the new leader reads the
@@ -451,6 +529,9 @@ class Member:
         self.failed = False
         self.app_busy = False
         self.holding: list[SimRecord] = []  #: handed out, not answered yet
+        #: the application's next record is released with a delay (``release(delay=)``)
+        self.delay_next = False
+        self.delayed: DelayedReleases[SimRecord] = DelayedReleases()
         self._released = False
         self._got: dict[Any, int] = {}  #: the answer being taken in: its delivery ids
         #: per chunk (partition and ledger delivery): offset -> the checker's delivery id
@@ -1024,11 +1105,21 @@ class Member:
             return
         rec = SimRecord.of(got)
         w.check.handed_out((rec.tp, rec.offset), rec.d, w.now)
+        w.handed()
         # Its answer goes back on the session it came from: that session must be current.
         current = self.machine.leader(rec.tag.node_id).session.tag
         if rec.tag != current:
             w.check.handed_stale((rec.tp, rec.offset), rec.d, w.now, rec.tag, current)
         self.machine.deliver(rec.tp, rec.offset, rec.offset, rec.delivery)
+        if self.delay_next:
+            # release(delay=DELAY): kept (renewed) for the delay, then released; the
+            # application goes on with the next record at once.
+            self.delay_next = False
+            self.holding.append(rec)
+            self.delayed.add(rec, w.now, DELAY, rec.record.lock_deadline)
+            w.at(w.now + DELAY_TICK, self._delay_tick)
+            self._app_take()
+            return
         k = w.knobs
         rng = w.rng
         quiet = w.quiet
@@ -1053,14 +1144,45 @@ class Member:
             )
             self._apply(None)
 
-    def _app_answer(self, rec: SimRecord, again: bool = False) -> None:
+    def _delay_tick(self) -> None:
+        """The delayed releases' tick (``DelayedReleaser.step``, with the consumer's own
+        decisions of :class:`~sharecon._share.delayed.DelayedReleases`)."""
+        pending = self.delayed
+        if self.closing or not len(pending):
+            return
+        machine = self.machine
+        for rec in pending.keys():
+            key = (rec.tp, rec.offset)
+            if key not in machine.renewing and not machine.holds(rec.tp, rec.offset, rec.delivery):
+                pending.drop(rec)  # its lock was lost: it comes back, early, not lost
+                if rec in self.holding:
+                    self.holding.remove(rec)
+                check = self.world.check
+                if check.is_handed(key, rec.d):
+                    check.ended(key, self.world.now, "lost waiting", self.member_id, d=rec.d)
+        renew, release = pending.due(
+            self.world.now, {r: r.record.lock_deadline for r in pending.keys()}
+        )
+        for rec in renew:
+            if (rec.tp, rec.offset) not in machine.renewing:
+                machine.answer(rec.tp, rec.offset, AckType.RENEW, rec.delivery, rec.tag, rec.record)
+                self._apply(None)
+        for rec in release:
+            self._app_answer(rec, again=True, ack=AckType.RELEASE)
+            self._wake(rec.tag.node_id)
+        if len(pending):
+            self.world.at(self.world.now + DELAY_TICK, self._delay_tick)
+
+    def _app_answer(self, rec: SimRecord, again: bool = False, ack: AckType | None = None) -> None:
         w = self.world
         k = w.knobs
         rng = w.rng
         if rec in self.holding:
             self.holding.remove(rec)
-        r = rng.random()
-        if w.quiet:
+        r = rng.random() if ack is None else 0.0
+        if ack is not None:
+            pass
+        elif w.quiet:
             ack = AckType.ACCEPT
         elif r < k.reject:
             ack = AckType.REJECT
@@ -1167,10 +1289,13 @@ def run(
     version: str = "4.4",
     mutant: str | None = None,
     trace: Callable[[str], None] | None = None,
+    *,
+    delayed: bool = False,
 ) -> Outcome:
     """Run the schedule of ``seed`` on Kafka ``version`` semantics (with a ``mutant``;
-    ``trace`` is told every event and effect)."""
-    return World(seed, version, mutant, trace).run()
+    ``trace`` is told every event and effect; ``delayed``: after the faults the
+    application releases a record with a delay while a producer writes, on 4.2+)."""
+    return World(seed, version, mutant, trace, delayed).run()
 
 
 class _NoSupersede(FetchDriver):
