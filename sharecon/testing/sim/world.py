@@ -41,6 +41,7 @@ from sharecon import errors
 from sharecon._backoff import Backoff
 from sharecon._consumer.buffer import Chunk, DeliveryBuffer
 from sharecon._consumer.fetch_driver import Apply, FetchDriver, Send
+from sharecon._consumer.handout import Handout, chunk_of, owner_of
 from sharecon._share.delayed import DelayedReleases
 from sharecon._share.effects import (
     BackOff,
@@ -64,9 +65,9 @@ from sharecon._share.session import RequestKind
 from sharecon.protocol import (
     ShareAcknowledgeRequest,
     ShareFetchRequest,
-    ShareGroupHeartbeatRequest,
 )
-from sharecon.record import Record
+from sharecon.protocol.records import TimestampType
+from sharecon.record import BatchInfo, Record
 from sharecon.testing.model import ModelBroker, ModelCoordinator, RecordState
 from sharecon.testing.sim.checks import Checker, Violation
 from sharecon.types import AckType, TopicIdPartition
@@ -74,7 +75,6 @@ from sharecon.types import AckType, TopicIdPartition
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
 
-    from sharecon._share.intake import Decoded
     from sharecon._share.ledger import AckResult, Delivery
     from sharecon._share.machine import InFlight
     from sharecon._share.membership import HeartbeatPlan
@@ -137,19 +137,15 @@ class Outcome:
         return f"python -m sharecon.testing.sim --seed {self.seed} --version {self.version}{extra}"
 
 
-@dataclass(frozen=True, slots=True)
-class Taken:
-    """What the simulator knows of one buffered chunk: the checker's delivery id of each
-    offset (0: the broker never acquired it), the ledger's delivery, the session. It is
-    the owner of the chunk's records (the consumer's ``SessionOwner`` in its place)."""
-
-    ids: dict[int, int]
-    delivery: Delivery
-    tag: SessionTag
+class _NoAnswers:
+    """What the records call back into (the public ShareConsumer in the consumer): never
+    called, the simulated application answers through the consumer's Handout."""
 
     def acknowledge(self, record: Record[Any, Any], ack: AckType) -> None:
-        """Never called: the simulated application answers through the machine."""
-        raise AssertionError("the simulator answers records through the machine")
+        raise AssertionError("the simulator answers records through the Handout")
+
+    def release_later(self, record: Record[Any, Any], delay: float) -> None:
+        raise AssertionError("the simulator releases records later itself")
 
 
 @dataclass(slots=True, eq=False)
@@ -165,17 +161,19 @@ class SimRecord:
     tag: SessionTag
 
     @classmethod
-    def of(cls, record: Record[Any, Any]) -> SimRecord:
-        """The simulator's view of a record its buffer handed out."""
-        taken = cast("Taken", record._owner)
+    def of(cls, record: Record[Any, Any], ids: dict[int, int]) -> SimRecord:
+        """The simulator's view of a record its buffer handed out (``ids``: its chunk's
+        checker delivery ids)."""
+        owner = owner_of(record)
+        assert owner is not None
         offset = record.offset
         return cls(
             record,
             offset,
             record.topic_partition,
-            taken.ids.get(offset, 0),
-            taken.delivery,
-            taken.tag,
+            ids.get(offset, 0),
+            owner.delivery,
+            owner.tag,
         )
 
 
@@ -502,8 +500,13 @@ class Member:
         self.member_id = member_id
         self.machine = ShareMachine(GROUP, PARAMS, record_limit=world.record_limit)
         self.buffer = buffer = DeliveryBuffer(max_records=16, max_bytes=1 << 20)
-        buffer.decoder = self._decode
-        buffer.on_drop = self._dropped
+        #: The consumer's own hand-off: chunks, records and their owners, decoding, the
+        #: application's answers given to the machine.
+        self.handout = Handout(self.machine, buffer, self._settle, _can_renew)
+        self.handout.owner = _NoAnswers()
+        buffer.on_drop = self._dropped  # the Handout's, and the checker told
+        #: effects the Handout had carried out (invariant 6: an answer after close has none)
+        self.settled = 0
         self.pop: Callable[[Callable[[], float]], Any] = (
             buffer.pop_one if world.mutant != "no-record-lock-check" else self._pop_mutant
         )
@@ -574,25 +577,8 @@ class Member:
         if self.coordinator is None or now < w.hb_cut_until:
             outcome = ms.on_error(now)
         else:
-            request = ShareGroupHeartbeatRequest(
-                group_id=plan.group_id,
-                member_id=plan.member_id,
-                member_epoch=plan.member_epoch,
-                rack_id=plan.rack_id,
-                subscribed_topic_names=plan.subscribed_topic_names,
-            )
-            resp = coord.heartbeat(request, self.coordinator, now)
-            assignment = None
-            if resp.assignment is not None:
-                assignment = {t.topic_id: t.partitions for t in resp.assignment.topic_partitions}
-            outcome = ms.on_response(
-                now,
-                error_code=resp.error_code,
-                member_epoch=resp.member_epoch,
-                heartbeat_interval_ms=resp.heartbeat_interval_ms,
-                assignment=assignment,
-                error_message=resp.error_message,
-            )
+            resp = coord.heartbeat(ms.request(plan), self.coordinator, now)
+            outcome = ms.answered(now, resp)
         if outcome.find_coordinator:
             self.coordinator = None
         if outcome.change is not None:
@@ -1030,30 +1016,24 @@ class Member:
                 d = got.get((tp, o), 0)
                 ids[o] = d
                 self.world.check.taken_in((tp, o), d, self.member_id, e.tag.node_id)
-        tag, delivery, deadline = e.tag, e.delivery, e.deadline
-        # Real records (the compiled buffer checks their type), owned by what the
-        # simulator knows of the chunk.
-        owner = Taken(ids, delivery, tag)
-        factory = partial(Record, TOPIC, tp.partition, tp, owner, deadline, None)
-        chunk = Chunk(e.intake, tag, deadline, factory, delivery)
-        self._ids[(tp, delivery)] = ids
+        self._ids[(tp, e.delivery)] = ids
+        # Handout.deliver, with the chunk's wall-clock offset given (the consumer reads
+        # it from the event loop's clock and the wall clock when the first batch is
+        # decoded; the simulator has neither).
+        chunk = chunk_of(e, self.handout.owner)
+        chunk.batch_info = BatchInfo(None, TimestampType.CREATE_TIME, None)
         self.buffer.push(chunk)
         self._app_wake()
 
-    def _decode(self, chunk: Chunk) -> Decoded[Any] | None:
-        intake = chunk.intake
-        if intake.next_batch() is None:
-            return None
-        d = intake.decode_next(chunk.factory)  # type: ignore[arg-type]
-        if d is not None and (d.gaps or d.release):
-            self.machine.decoded(chunk.tag, intake.tp, d.gaps, d.release)
-            self._apply(None)
-        return d
+    def _settle(self) -> None:
+        effects = self.machine.drain()
+        self.settled += len(effects)
+        self._apply(None, effects)
 
     def _dropped(self, chunk: Chunk, first: int) -> None:
+        self.handout.dropped(chunk, first)
         tp = chunk.intake.tp
         last = chunk.last_offset()
-        self.machine.forget(tp, chunk.delivery, first, last)
         if self._released:
             return
         ids = self._ids.get((tp, chunk.delivery), {})
@@ -1103,14 +1083,14 @@ class Member:
             if self.buffer.has_room():
                 self._wake(None)
             return
-        rec = SimRecord.of(got)
+        rec = SimRecord.of(got, self._ids.get((got.topic_partition, owner_of(got).delivery), {}))  # type: ignore[union-attr]
         w.check.handed_out((rec.tp, rec.offset), rec.d, w.now)
         w.handed()
         # Its answer goes back on the session it came from: that session must be current.
         current = self.machine.leader(rec.tag.node_id).session.tag
         if rec.tag != current:
             w.check.handed_stale((rec.tp, rec.offset), rec.d, w.now, rec.tag, current)
-        self.machine.deliver(rec.tp, rec.offset, rec.offset, rec.delivery)
+        self.handout.handed_out([got])
         if self.delay_next:
             # release(delay=DELAY): kept (renewed) for the delay, then released; the
             # application goes on with the next record at once.
@@ -1139,10 +1119,7 @@ class Member:
 
     def _app_renew(self, rec: SimRecord) -> None:
         if rec in self.holding and not self.closing:
-            self.machine.answer(
-                rec.tp, rec.offset, AckType.RENEW, rec.delivery, rec.tag, rec.record
-            )
-            self._apply(None)
+            self.handout.answer(rec.record, AckType.RENEW)
 
     def _delay_tick(self) -> None:
         """The delayed releases' tick (``DelayedReleaser.step``, with the consumer's own
@@ -1153,7 +1130,7 @@ class Member:
         machine = self.machine
         for rec in pending.keys():
             key = (rec.tp, rec.offset)
-            if key not in machine.renewing and not machine.holds(rec.tp, rec.offset, rec.delivery):
+            if key not in machine.renewing and not self.handout.holds(rec.record):
                 pending.drop(rec)  # its lock was lost: it comes back, early, not lost
                 if rec in self.holding:
                     self.holding.remove(rec)
@@ -1165,8 +1142,7 @@ class Member:
         )
         for rec in renew:
             if (rec.tp, rec.offset) not in machine.renewing:
-                machine.answer(rec.tp, rec.offset, AckType.RENEW, rec.delivery, rec.tag, rec.record)
-                self._apply(None)
+                self.handout.answer(rec.record, AckType.RENEW)
         for rec in release:
             self._app_answer(rec, again=True, ack=AckType.RELEASE)
             self._wake(rec.tag.node_id)
@@ -1193,7 +1169,7 @@ class Member:
         if self.closing:
             self._answer_after_close(rec, ack)
         else:
-            result = self.machine.answer(rec.tp, rec.offset, ack, rec.delivery, rec.tag, rec.record)
+            result = self.handout.answer(rec.record, ack)
             key = (rec.tp, rec.offset)
             if result is MarkResult.OK:
                 w.check.answered(key, rec.d)
@@ -1212,14 +1188,15 @@ class Member:
         w = self.world
         machine = self.machine
         before = machine.ledger.holds(rec.tp, rec.offset, rec.delivery)
+        settled = self.settled
         try:
-            machine.acknowledge(rec.tp, rec.offset, ack, rec.delivery, rec.tag, rec.record)
+            self.handout.acknowledge(rec.record, ack)
         except errors.InvalidRecordStateError:
             refused = True
         else:
             refused = False
         changed = machine.ledger.holds(rec.tp, rec.offset, rec.delivery) != before
-        if not refused or changed or machine.effects:
+        if not refused or changed or machine.effects or self.settled != settled:
             w.check.fail(
                 6,
                 w.now,
@@ -1325,6 +1302,11 @@ class _NoSupersede(FetchDriver):
                 yield Send(turn)
         machine.fetch_records(f, resp, names, closing=closing())
         yield Apply(machine.drain())
+
+
+def _can_renew() -> None:
+    """The Handout's renew check: the simulated application renews only where the model
+    takes renewals."""
 
 
 def _same_session(tag: SessionTag) -> Callable[[Chunk], bool]:
