@@ -25,15 +25,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sharecon._share.fetch_policy import Turn
+
 if TYPE_CHECKING:
     import uuid
     from collections.abc import Callable, Generator, Iterable, Mapping
 
+    from sharecon import errors
     from sharecon._consumer.buffer import DeliveryBuffer
     from sharecon._share.effects import Effect
-    from sharecon._share.fetch_policy import Turn
     from sharecon._share.machine import FetchAnswer, InFlight, ShareMachine
-    from sharecon.protocol import ShareAcknowledgeRequest, ShareFetchRequest, ShareFetchResponse
+    from sharecon.protocol import (
+        ShareAcknowledgeRequest,
+        ShareAcknowledgeResponse,
+        ShareFetchRequest,
+        ShareFetchResponse,
+    )
     from sharecon.types import TopicIdPartition
 
 __all__ = ["Apply", "FetchDriver", "Send", "Step"]
@@ -168,3 +175,49 @@ class FetchDriver:
         # answer's tag is no longer current and takes none of its records.
         machine.fetch_records(f, resp, names, closing=closing())
         yield Apply(machine.drain())
+
+    def acknowledge_answer(
+        self,
+        f: InFlight,
+        resp: ShareAcknowledgeResponse,
+        names: Mapping[uuid.UUID, str],
+        now: float,
+    ) -> list[Effect]:
+        """The ShareAcknowledge answer ``resp`` to ``f`` arrived at ``now``."""
+        self.machine.acknowledge_answered(f, resp, names, now)
+        return self.machine.drain()
+
+    def request_failed(self, f: InFlight, *, timed_out: bool = False) -> list[Effect]:
+        """``f`` failed in transport, or (``timed_out``) got no answer in time."""
+        self.machine.request_failed(f, timed_out=timed_out)
+        return self.machine.drain()
+
+    def answer_failed(self, error: errors.KafkaError, f: InFlight) -> list[Effect]:
+        """The answer to ``f`` could not be taken in: the session is reset."""
+        self.machine.answer_failed(self.node_id, error, f)
+        return self.machine.drain()
+
+    # -- closing ----------------------------------------------------------------------------
+
+    def close_session(
+        self, now: float, member_id: str
+    ) -> tuple[InFlight, ShareFetchRequest | ShareAcknowledgeRequest] | None:
+        """The FINAL (-1) request that closes the session, with the last acknowledgements,
+        sent at ``now`` (``None``: no session is open)."""
+        machine = self.machine
+        f = machine.close_session(self.node_id, now)
+        if f is None:
+            return None
+        return f, machine.request(Turn(f.plan), member_id)
+
+    def close_answered(
+        self, f: InFlight, resp: ShareAcknowledgeResponse, names: Mapping[uuid.UUID, str]
+    ) -> list[Effect]:
+        """The FINAL request ``f`` was answered: the session is closed."""
+        self.machine.close_answered(f, resp, names)
+        return self.machine.drain()
+
+    def close_failed(self, f: InFlight) -> list[Effect]:
+        """The FINAL request ``f`` failed in transport (closing: no back-off)."""
+        self.machine.transport_failed(self.node_id, f.plan, back_off=False)
+        return self.machine.drain()

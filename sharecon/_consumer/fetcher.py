@@ -1,16 +1,19 @@
 """One fetch loop per leader broker: the I/O around its share session.
 
 Every decision lives in the sans-I/O machine (:mod:`sharecon._share.machine`): what to
-send next, what an answer and each error mean, what an answer's records are, and the
-order all of that happens in. This module sends, waits, tells the machine what happened
-(and when), and carries out the effects it returns (:mod:`sharecon._share.effects`).
+send next, what an answer and each error mean, what an answer's records are. The order
+of the machine's calls is the fetch driver's (:mod:`sharecon._consumer.fetch_driver`),
+which the simulator runs too. This module sends, waits, tells the driver what happened
+(and when), and carries out the steps and effects it returns
+(:mod:`sharecon._share.effects`); it calls the machine itself for nothing else.
 
 Rules of this module:
 
-1. One request in flight per session. Right after every event it gives the machine, the
-   loop drains and applies the effects, in order: the effects are that event's.
-2. A ShareFetch answer is given to the machine in two steps (its session part, then its
-   records) with the pipelined next request sent in between, when the machine says so.
+1. One request in flight per session. Right after every event it gives the driver, the
+   loop applies the effects it returned, in order: the effects are that event's.
+2. A ShareFetch answer is given to the driver, whose steps take it in two parts (its
+   session part, then its records) with the pipelined next request sent in between,
+   when the machine says so.
 3. Anything that goes wrong while taking an answer in, whatever the exception, becomes a
    typed :class:`~sharecon.errors.KafkaError` given to the machine (it resets the
    session): the consumer's task group never sees it.
@@ -33,13 +36,13 @@ from sharecon._consumer.signal import Signal
 from sharecon._net.connection import BrokerAddress, BrokerConnection
 from sharecon._share.drain import FetchDrain
 from sharecon._share.effects import BackOff, Rediscover
-from sharecon._share.fetch_policy import Turn
 from sharecon._share.session import RequestKind
 
 if TYPE_CHECKING:
     from sharecon._consumer.core import ConsumerCore
     from sharecon._net.cluster import ClusterSent
     from sharecon._share.effects import Effect
+    from sharecon._share.fetch_policy import Turn
     from sharecon._share.machine import FetchAnswer, InFlight
     from sharecon.protocol import Response, ShareAcknowledgeResponse, ShareFetchResponse
 
@@ -59,7 +62,6 @@ class NodeFetcher:
 
     def __init__(self, core: ConsumerCore, node_id: int, pool: FetcherPool) -> None:
         self.core = core
-        self.machine = core.machine
         self.node_id = node_id
         self.pool = pool
         #: The loop's decisions and the order of the machine's calls (shared with the
@@ -107,9 +109,9 @@ class NodeFetcher:
             self.pool.loop_ended(self.node_id)
             self.stopped.set()
 
-    async def _apply(self, effects: list[Effect] | None = None) -> None:
-        """Carry out the machine's effects (or ``effects``), in order (rule 1)."""
-        for e in self.machine.drain() if effects is None else effects:
+    async def _apply(self, effects: list[Effect]) -> None:
+        """Carry out ``effects``, in order (rule 1)."""
+        for e in effects:
             if type(e) is BackOff:
                 await self._back_off(refresh=e.refresh)
             elif type(e) is Rediscover:
@@ -169,7 +171,7 @@ class NodeFetcher:
     async def _finish(self, w: _Wire, *, pipeline: bool) -> _Wire | None:
         """Take the answer to ``w``; with ``pipeline``, the next request may be sent
         before this answer's records are taken in (rule 2)."""
-        core, machine, f = self.core, self.machine, w.f
+        core, f = self.core, w.f
         nxt: _Wire | None = None
         try:
             if f.plan.kind is RequestKind.SHARE_FETCH:
@@ -180,16 +182,17 @@ class NodeFetcher:
                     "ShareAcknowledgeResponse", await w.sent.wait(core.config.request_timeout)
                 )
                 names = core.cluster.metadata.topic_names
-                machine.acknowledge_answered(f, ack, names, anyio.current_time())
-                await self._apply()
+                await self._apply(
+                    self.driver.acknowledge_answer(f, ack, names, anyio.current_time())
+                )
             self._failures = 0
         except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
-            machine.request_failed(f, timed_out=isinstance(exc, errors.KafkaTimeoutError))
+            timed_out = isinstance(exc, errors.KafkaTimeoutError)
+            effects = self.driver.request_failed(f, timed_out=timed_out)
             self._unreachable(exc)
-            await self._apply()
+            await self._apply(effects)
         except Exception as exc:  # rule 3: an answer we could not take in
-            machine.answer_failed(self.node_id, self._typed(exc), f)
-            await self._apply()
+            await self._apply(self.driver.answer_failed(self._typed(exc), f))
         finally:
             if f.plan.fetches:  # its records are in the buffer now, or it failed
                 self.pool.fetch_ended(self.node_id)
@@ -313,25 +316,25 @@ class NodeFetcher:
     async def close_session(self) -> None:
         """Send the FINAL (-1) ShareAcknowledge with the last acks; the broker then releases
         every record still acquired by this member on this node."""
-        core, machine = self.core, self.machine
-        f = machine.close_session(self.node_id, anyio.current_time())
-        if f is None:
+        core = self.core
+        final = self.driver.close_session(anyio.current_time(), core.member_id)
+        if final is None:
             return
+        f, body = final
         if f.taken is not None:
             core.stats.on_acks_sent(time.monotonic(), f.taken.count)
-        body = machine.request(Turn(f.plan), core.member_id)
         try:
             resp = await core.cluster.request(
                 self.node_id, body, timeout=core.config.request_timeout
             )
         except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
-            machine.transport_failed(self.node_id, f.plan, back_off=False)
+            effects = self.driver.close_failed(f)
             logger.info("node %d: closing the share session failed: %s", self.node_id, exc)
         else:
-            machine.close_answered(
+            effects = self.driver.close_answered(
                 f, cast("ShareAcknowledgeResponse", resp), core.cluster.metadata.topic_names
             )
-        for e in machine.drain():  # closing: nothing to back off or re-route
+        for e in effects:  # closing: nothing to back off or re-route
             core.apply(e)
 
 

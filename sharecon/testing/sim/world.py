@@ -56,7 +56,6 @@ from sharecon._share.effects import (
     SessionLost,
     Wake,
 )
-from sharecon._share.fetch_policy import Turn
 from sharecon._share.ledger import MarkResult
 from sharecon._share.machine import ShareMachine
 from sharecon._share.membership import EARLY_HEARTBEAT, Membership, MemberState
@@ -75,6 +74,7 @@ from sharecon.types import AckType, TopicIdPartition
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
 
+    from sharecon._share.fetch_policy import Turn
     from sharecon._share.ledger import AckResult, Delivery
     from sharecon._share.machine import InFlight
     from sharecon._share.membership import HeartbeatPlan
@@ -698,8 +698,7 @@ class Member:
         if wire.conn != lp.conn or lp.conn_dead:
             # The connection is gone: the broker never read it.
             if wire.closing and lp.inflight is wire:
-                self.machine.transport_failed(node, wire.f.plan, back_off=False)
-                self._apply(node)
+                self._apply(node, self.drivers[node].close_failed(wire.f))
                 self._closed(node)
             return
         broker = w.brokers[node]
@@ -838,8 +837,7 @@ class Member:
         lp.inflight = None
         lp.conn = None
         lp.conn_dead = False
-        self.machine.request_failed(wire.f)
-        self._apply(node)
+        self._apply(node, self.drivers[node].request_failed(wire.f))
         self._resume(node)
 
     def cut(self, node: int, *, broker_side: bool = True) -> None:
@@ -853,8 +851,7 @@ class Member:
         if wire is not None and wire.conn == lp.conn:
             lp.inflight = None
             lp.conn = None
-            self.machine.request_failed(wire.f)
-            self._apply(node)
+            self._apply(node, self.drivers[node].request_failed(wire.f))
             self._resume(node)
         else:
             lp.conn_dead = True  # the watcher wakes the loop
@@ -875,23 +872,20 @@ class Member:
             return  # orphaned: its connection broke, or the loop gave it up
         lp.inflight = None
         f = wire.f
-        machine = self.machine
+        driver = self.drivers[node]
         nxt: Wire | None = None
         try:
             if wire.closing:
-                machine.close_answered(f, resp, NAMES)
-                self._apply(node)
+                self._apply(node, driver.close_answered(f, resp, NAMES))
                 self._closed(node)
                 return
             if f.plan.kind is RequestKind.SHARE_FETCH:
                 nxt = self._on_fetch(node, f, resp, got)
             else:
-                machine.acknowledge_answered(f, resp, NAMES, w.now)
-                self._apply(node)
+                self._apply(node, driver.acknowledge_answer(f, resp, NAMES, w.now))
             lp.failures = 0
         except errors.KafkaError as exc:
-            machine.answer_failed(node, exc, f)
-            self._apply(node)
+            self._apply(node, driver.answer_failed(exc, f))
         lp.inflight = nxt
         self._session_agrees(node)
         if nxt is None:
@@ -1237,13 +1231,12 @@ class Member:
         if lp.conn_dead:
             lp.conn_dead = False
             lp.conn = None
-            self.machine.connection_lost(node)
-            self._apply(node)
-        f = self.machine.close_session(node, self.world.now)
-        if f is None:
+            self._apply(node, self.drivers[node].connection_lost())
+        final = self.drivers[node].close_session(self.world.now, self.member_id)
+        if final is None:
             self._closed(node)
             return
-        body = self.machine.request(Turn(f.plan), self.member_id)
+        f, body = final
         conn = lp.conn or f"{self.member_id}/{node}/final"
         wire = Wire(f, body, conn, self._meant(body, node), closing=True)
         lp.conn = conn
