@@ -734,6 +734,7 @@ class Member:
             if r < k.drop + k.stall:
                 w.faults.append(f"stall@{w.now:.2f}")
                 delay += LOCK * w.rng.uniform(0.5, 1.5)
+                w.heal_at = max(w.heal_at, w.now + delay)  # the stall outlasts the window
             elif isinstance(body, ShareFetchRequest) and got and r < k.drop + k.stall + k.hostile:
                 resp = self._hostile(resp)  # type: ignore[arg-type]
         w.at(w.now + delay, self._answer, node, wire, resp, got)
@@ -1103,6 +1104,9 @@ class Member:
             took = LOCK * rng.uniform(0.9, 1.1)
         else:
             took = rng.uniform(0.0, 0.05)
+        if not quiet:
+            # A slow handler is a fault too: it heals when the handler returns.
+            w.heal_at = max(w.heal_at, w.now + took)
         if k.keep_locks and not quiet and took > LOCK / 2:
             t = LOCK / 2
             while t < took:
