@@ -1,16 +1,19 @@
 """One fetch loop per leader broker: the I/O around its share session.
 
 Every decision lives in the sans-I/O machine (:mod:`sharecon._share.machine`): what to
-send next, what an answer and each error mean, what an answer's records are, and the
-order all of that happens in. This module sends, waits, tells the machine what happened
-(and when), and carries out the effects it returns (:mod:`sharecon._share.effects`).
+send next, what an answer and each error mean, what an answer's records are. The order
+of the machine's calls is the fetch driver's (:mod:`sharecon._consumer.fetch_driver`),
+which the simulator runs too. This module sends, waits, tells the driver what happened
+(and when), and carries out the steps and effects it returns
+(:mod:`sharecon._share.effects`); it calls the machine itself for nothing else.
 
 Rules of this module:
 
-1. One request in flight per session. Right after every event it gives the machine, the
-   loop drains and applies the effects, in order: the effects are that event's.
-2. A ShareFetch answer is given to the machine in two steps (its session part, then its
-   records) with the pipelined next request sent in between, when the machine says so.
+1. One request in flight per session. Right after every event it gives the driver, the
+   loop applies the effects it returned, in order: the effects are that event's.
+2. A ShareFetch answer is given to the driver, whose steps take it in two parts (its
+   session part, then its records) with the pipelined next request sent in between,
+   when the machine says so.
 3. Anything that goes wrong while taking an answer in, whatever the exception, becomes a
    typed :class:`~sharecon.errors.KafkaError` given to the machine (it resets the
    session): the consumer's task group never sees it.
@@ -21,23 +24,26 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 import anyio
 
 from sharecon import errors
 from sharecon._backoff import RETRY_BACKOFF
+from sharecon._consumer.fetch_driver import Apply, FetchDriver, Send
 from sharecon._consumer.signal import Signal
 from sharecon._net.connection import BrokerAddress, BrokerConnection
 from sharecon._share.drain import FetchDrain
 from sharecon._share.effects import BackOff, Rediscover
-from sharecon._share.fetch_policy import Turn
 from sharecon._share.session import RequestKind
 
 if TYPE_CHECKING:
     from sharecon._consumer.core import ConsumerCore
     from sharecon._net.cluster import ClusterSent
-    from sharecon._share.machine import InFlight
+    from sharecon._share.effects import Effect
+    from sharecon._share.fetch_policy import Turn
+    from sharecon._share.machine import FetchAnswer, InFlight
     from sharecon.protocol import Response, ShareAcknowledgeResponse, ShareFetchResponse
 
 logger = logging.getLogger("sharecon.consumer")
@@ -56,10 +62,17 @@ class NodeFetcher:
 
     def __init__(self, core: ConsumerCore, node_id: int, pool: FetcherPool) -> None:
         self.core = core
-        self.machine = core.machine
         self.node_id = node_id
         self.pool = pool
-        self.machine.leader(node_id)
+        #: The loop's decisions and the order of the machine's calls (shared with the
+        #: simulator): this class is only their I/O.
+        self.driver = FetchDriver(
+            core.machine,
+            core.buffer,
+            node_id,
+            partial(core.partitions_for, node_id),
+            lambda: core.flush_requested > 0,
+        )
         self.wake = Signal()
         self.stopped = anyio.Event()
         self._backoff = RETRY_BACKOFF
@@ -96,9 +109,9 @@ class NodeFetcher:
             self.pool.loop_ended(self.node_id)
             self.stopped.set()
 
-    async def _apply(self) -> None:
-        """Carry out the machine's effects, in order (rule 1)."""
-        for e in self.machine.drain():
+    async def _apply(self, effects: list[Effect]) -> None:
+        """Carry out ``effects``, in order (rule 1)."""
+        for e in effects:
             if type(e) is BackOff:
                 await self._back_off(refresh=e.refresh)
             elif type(e) is Rediscover:
@@ -108,45 +121,30 @@ class NodeFetcher:
 
     async def _idle(self) -> None:
         # Acks waiting: send them after the linger even if no fetch is due.
-        linger = self.machine.idle_timeout(self.node_id, self.core.config.ack_linger)
+        linger = self.driver.idle_timeout(self.core.config.ack_linger)
         woke = await self.wake.wait(timeout=linger if linger is not None else 1.0)
         if not woke and linger is not None:
-            self.machine.linger_expired(self.node_id)
+            self.driver.linger_expired()
 
-    def _turn(self, extra_records: int = 0, extra_bytes: int = 0) -> Turn:
-        core = self.core
-        buffer = core.buffer
-        room = buffer.has_room(extra_records, extra_bytes) or (
-            # One answer ahead of the application, past the default record bound, when
-            # both can be handled within the lock (rule 7 of _share.fetch_size).
-            buffer.single_chunk(extra_records)
-            and buffer.nbytes + extra_bytes < buffer.max_bytes
-            and self.machine.leader(self.node_id).sizer.overlap_fits(buffer.records + extra_records)
-        )
-        return self.machine.next_turn(
-            self.node_id,
-            core.partitions_for(self.node_id),
-            room=room,
-            urgent=core.flush_requested > 0,
-            extra_records=extra_records,
-        )
+    def _turn(self) -> Turn:
+        return self.driver.turn()
 
     async def _start(self, turn: Turn) -> _Wire | None:
         """Put ``turn`` on the wire; ``None`` if that failed (already handled)."""
-        core, machine = self.core, self.machine
+        core = self.core
         assert turn.plan is not None
         fetches = turn.plan.fetches
         if fetches:  # counted before the send (rule 1 of _share.drain)
             self.pool.fetch_planned(self.node_id)
-        body = machine.request(turn, core.member_id)
+        body = self.driver.request(turn, core.member_id)
         try:
             sent = await core.cluster.send(self.node_id, body)
         except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
             if fetches:
                 self.pool.fetch_ended(self.node_id)
-            machine.send_failed(self.node_id, turn)
+            effects = self.driver.send_failed(turn)
             self._unreachable(exc)
-            await self._apply()
+            await self._apply(effects)
             return None
         conn = sent.connection
         if conn is not self._conn:
@@ -154,9 +152,7 @@ class NodeFetcher:
             core.tg.start_soon(self._watch, conn, name=f"sharecon watch node {self.node_id}")
         if turn.taken is not None:
             core.stats.on_acks_sent(time.monotonic(), turn.taken.count)
-        # The buffer's backlog: whether the application set the pace of the acks it carries.
-        backlog = core.buffer.records > 0
-        return _Wire(machine.sent(self.node_id, turn, anyio.current_time(), backlog=backlog), sent)
+        return _Wire(self.driver.sent(turn, anyio.current_time()), sent)
 
     async def _watch(self, conn: BrokerConnection) -> None:
         # Wake the loop the moment the session's connection dies, so records buffered
@@ -169,14 +165,13 @@ class NodeFetcher:
         if conn is None or not conn.closed:
             return
         self._conn = None
-        self.machine.connection_lost(self.node_id)
-        for e in self.machine.drain():  # no back-off or re-routing here
+        for e in self.driver.connection_lost():  # no back-off or re-routing here
             self.core.apply(e)
 
     async def _finish(self, w: _Wire, *, pipeline: bool) -> _Wire | None:
         """Take the answer to ``w``; with ``pipeline``, the next request may be sent
         before this answer's records are taken in (rule 2)."""
-        core, machine, f = self.core, self.machine, w.f
+        core, f = self.core, w.f
         nxt: _Wire | None = None
         try:
             if f.plan.kind is RequestKind.SHARE_FETCH:
@@ -187,16 +182,17 @@ class NodeFetcher:
                     "ShareAcknowledgeResponse", await w.sent.wait(core.config.request_timeout)
                 )
                 names = core.cluster.metadata.topic_names
-                machine.acknowledge_answered(f, ack, names, anyio.current_time())
-                await self._apply()
+                await self._apply(
+                    self.driver.acknowledge_answer(f, ack, names, anyio.current_time())
+                )
             self._failures = 0
         except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
-            machine.request_failed(f, timed_out=isinstance(exc, errors.KafkaTimeoutError))
+            timed_out = isinstance(exc, errors.KafkaTimeoutError)
+            effects = self.driver.request_failed(f, timed_out=timed_out)
             self._unreachable(exc)
-            await self._apply()
+            await self._apply(effects)
         except Exception as exc:  # rule 3: an answer we could not take in
-            machine.answer_failed(self.node_id, self._typed(exc), f)
-            await self._apply()
+            await self._apply(self.driver.answer_failed(self._typed(exc), f))
         finally:
             if f.plan.fetches:  # its records are in the buffer now, or it failed
                 self.pool.fetch_ended(self.node_id)
@@ -206,7 +202,7 @@ class NodeFetcher:
     async def _on_fetch(
         self, f: InFlight, resp: ShareFetchResponse, *, pipeline: bool
     ) -> _Wire | None:
-        core, machine = self.core, self.machine
+        core = self.core
         names = core.cluster.metadata.topic_names
         unknown = {t.topic_id for t in resp.responses} - names.keys()
         if unknown and resp.error_code == 0:
@@ -216,10 +212,37 @@ class NodeFetcher:
                 logger.info("node %d: metadata refresh failed: %s", self.node_id, exc)
             names = core.cluster.metadata.topic_names
         now = anyio.current_time()
-        answer = machine.fetch_answered(
-            f, resp, names, now, pipeline=pipeline and not core.closing and core.fatal is None
+        # The order of the machine's calls is the driver's (rule 2); this only sends,
+        # carries out effects and counts.
+        steps = self.driver.fetch_answer(
+            f,
+            resp,
+            names,
+            now,
+            pipeline=pipeline and not core.closing and core.fatal is None,
+            closing=core.is_closing,
         )
-        core.stats.on_fetch(
+        nxt: _Wire | None = None
+        try:
+            for step in steps:
+                if type(step) is Send:
+                    nxt = await self._start(step.turn)
+                    continue
+                assert type(step) is Apply
+                if step.answer is not None:
+                    self._answered(f, resp, now, step.answer)
+                await self._apply(step.effects)
+        except BaseException:
+            if nxt is not None and nxt.f.plan.fetches:
+                self.pool.fetch_ended(self.node_id)  # the pipelined fetch is abandoned
+            raise
+        return nxt
+
+    def _answered(
+        self, f: InFlight, resp: ShareFetchResponse, now: float, answer: FetchAnswer
+    ) -> None:
+        """Count (and at DEBUG log) the session part of a ShareFetch answer."""
+        self.core.stats.on_fetch(
             time.monotonic(), now - f.sent_at, answer.acquired, answer.size, resp.throttle_time_ms
         )
         if logger.isEnabledFor(logging.DEBUG):
@@ -235,24 +258,6 @@ class NodeFetcher:
                 (now - f.sent_at) * 1000,
                 answer.acquired,
             )
-        await self._apply()
-        if not answer.proceed:
-            return None
-        nxt: _Wire | None = None
-        if answer.pipeline:
-            # The machine has ended our earlier hold of what this answer re-acquired; the
-            # next request goes out before the records come in (pipelining).
-            turn = self._turn(answer.acquired, answer.size)
-            if turn.plan is not None:
-                nxt = await self._start(turn)
-        try:
-            machine.fetch_records(f, resp, names, closing=core.closing)
-        except BaseException:
-            if nxt is not None and nxt.f.plan.fetches:
-                self.pool.fetch_ended(self.node_id)  # the pipelined fetch is abandoned
-            raise
-        await self._apply()
-        return nxt
 
     # -- failures -------------------------------------------------------------------------
 
@@ -311,25 +316,25 @@ class NodeFetcher:
     async def close_session(self) -> None:
         """Send the FINAL (-1) ShareAcknowledge with the last acks; the broker then releases
         every record still acquired by this member on this node."""
-        core, machine = self.core, self.machine
-        f = machine.close_session(self.node_id, anyio.current_time())
-        if f is None:
+        core = self.core
+        final = self.driver.close_session(anyio.current_time(), core.member_id)
+        if final is None:
             return
+        f, body = final
         if f.taken is not None:
             core.stats.on_acks_sent(time.monotonic(), f.taken.count)
-        body = machine.request(Turn(f.plan), core.member_id)
         try:
             resp = await core.cluster.request(
                 self.node_id, body, timeout=core.config.request_timeout
             )
         except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
-            machine.transport_failed(self.node_id, f.plan, back_off=False)
+            effects = self.driver.close_failed(f)
             logger.info("node %d: closing the share session failed: %s", self.node_id, exc)
         else:
-            machine.close_answered(
+            effects = self.driver.close_answered(
                 f, cast("ShareAcknowledgeResponse", resp), core.cluster.metadata.topic_names
             )
-        for e in machine.drain():  # closing: nothing to back off or re-route
+        for e in effects:  # closing: nothing to back off or re-route
             core.apply(e)
 
 

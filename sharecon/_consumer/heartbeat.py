@@ -23,7 +23,6 @@ import anyio
 
 from sharecon import errors
 from sharecon._share.membership import MemberState
-from sharecon.protocol import ShareGroupHeartbeatRequest
 from sharecon.types import TopicIdPartition
 
 if TYPE_CHECKING:
@@ -59,13 +58,7 @@ async def heartbeat_loop(core: ConsumerCore) -> None:
 
 async def _send(core: ConsumerCore, plan: HeartbeatPlan) -> HeartbeatOutcome:
     membership = core.membership
-    request = ShareGroupHeartbeatRequest(
-        group_id=plan.group_id,
-        member_id=plan.member_id,
-        member_epoch=plan.member_epoch,
-        rack_id=plan.rack_id,
-        subscribed_topic_names=plan.subscribed_topic_names,
-    )
+    request = membership.request(plan)
     try:
         node = await core.cluster.coordinator(core.config.group_id)
         sent_at = anyio.current_time()
@@ -90,17 +83,7 @@ async def _send(core: ConsumerCore, plan: HeartbeatPlan) -> HeartbeatOutcome:
     )
     now = anyio.current_time()
     core.stats.on_heartbeat(time.monotonic(), now - sent_at)
-    assignment = None
-    if resp.assignment is not None:
-        assignment = {t.topic_id: t.partitions for t in resp.assignment.topic_partitions}
-    return membership.on_response(
-        now,
-        error_code=resp.error_code,
-        member_epoch=resp.member_epoch,
-        heartbeat_interval_ms=resp.heartbeat_interval_ms,
-        assignment=assignment,
-        error_message=resp.error_message,
-    )
+    return membership.answered(now, resp)
 
 
 async def _apply(core: ConsumerCore, outcome: HeartbeatOutcome) -> None:

@@ -53,11 +53,14 @@ from typing import TYPE_CHECKING
 
 from sharecon._backoff import RETRY_BACKOFF, Backoff
 from sharecon.errors import BrokerError, error_class_for_code, error_for_code
+from sharecon.protocol import ShareGroupHeartbeatRequest
 from sharecon.protocol.error_codes import ErrorCode
 from sharecon.types import TopicIdPartition
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
+
+    from sharecon.protocol import ShareGroupHeartbeatResponse
 
 __all__ = [
     "AssignmentChange",
@@ -358,6 +361,32 @@ class Membership:
             self._sent.topics = topics
         self._inflight = _InFlight(self._epoch)
         return HeartbeatPlan(self.group_id, self.member_id, self._epoch, rack, topics)
+
+    @staticmethod
+    def request(plan: HeartbeatPlan) -> ShareGroupHeartbeatRequest:
+        """The wire request for ``plan`` (the consumer's loop and the simulator send it)."""
+        return ShareGroupHeartbeatRequest(
+            group_id=plan.group_id,
+            member_id=plan.member_id,
+            member_epoch=plan.member_epoch,
+            rack_id=plan.rack_id,
+            subscribed_topic_names=plan.subscribed_topic_names,
+        )
+
+    def answered(self, now: float, resp: ShareGroupHeartbeatResponse) -> HeartbeatOutcome:
+        """Apply the ShareGroupHeartbeat answer ``resp`` received at ``now``
+        (:meth:`on_response` with its fields)."""
+        assignment = None
+        if resp.assignment is not None:
+            assignment = {t.topic_id: t.partitions for t in resp.assignment.topic_partitions}
+        return self.on_response(
+            now,
+            error_code=resp.error_code,
+            member_epoch=resp.member_epoch,
+            heartbeat_interval_ms=resp.heartbeat_interval_ms,
+            assignment=assignment,
+            error_message=resp.error_message,
+        )
 
     def on_response(
         self,

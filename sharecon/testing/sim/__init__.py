@@ -15,13 +15,18 @@ __all__ = ["MUTANTS", "Outcome", "Violation", "first_failure", "run", "search"]
 
 
 def search(
-    seeds: list[int], versions: tuple[str, ...] = ("4.1", "4.4"), mutant: str | None = None
+    seeds: list[int],
+    versions: tuple[str, ...] = ("4.1", "4.4"),
+    mutant: str | None = None,
+    *,
+    delayed: bool = False,
 ) -> list[Outcome]:
-    """Run every seed on every version; the failing outcomes, in order."""
+    """Run every seed on every version (``delayed``: with a delayed release after the
+    faults); the failing outcomes, in order."""
     bad = []
     for seed in seeds:
         for version in versions:
-            out = run(seed, version, mutant)
+            out = run(seed, version, mutant, delayed=delayed)
             if out.violation is not None:
                 bad.append(out)
     return bad

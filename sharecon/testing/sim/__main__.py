@@ -16,13 +16,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count", type=int, default=1000, help="seeds to search")
     ap.add_argument("--version", default="4.4", help="Kafka line of the model (4.1 .. 4.4)")
     ap.add_argument("--mutant", choices=MUTANTS, help="run against a deliberate bug")
+    ap.add_argument(
+        "--delayed-release",
+        action="store_true",
+        help="after the faults, release a record with a delay while a producer writes (4.2+)",
+    )
     ap.add_argument("--trace", action="store_true", help="print every event and effect")
     ap.add_argument("--faults", action="store_true", help="print the schedule's faults")
     args = ap.parse_args(argv)
     seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.count)
     failed = 0
     for seed in seeds:
-        out = run(seed, args.version, args.mutant, print if args.trace else None)
+        out = run(
+            seed,
+            args.version,
+            args.mutant,
+            print if args.trace else None,
+            delayed=args.delayed_release,
+        )
         if out.violation is not None or args.seed is not None:
             status = str(out.violation) if out.violation else "ok"
             print(f"seed {seed} ({out.events} events, {out.handed} handed out): {status}")

@@ -16,6 +16,10 @@ is kept as a :class:`Violation`; the first one ends the schedule.
 5. Nothing produced is lost: after a quiet drain every record is accepted or archived.
 6. An answer the application gives after close is refused (the machine raises
    InvalidRecordStateError) and changes nothing.
+7. No record is handed out whose answer can no longer reach the broker: the share
+   session it was acquired under is still the member's current one with its leader.
+8. The member's view of each share session is the broker's: a session at epoch 0 lists
+   no partitions; an open one with no request out lists those the broker's session holds.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ ANSWERED = 2  #: the application answered; the outcome is not reported yet
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One broken invariant: its number (1-6), when, and what happened."""
+    """One broken invariant: its number (1-8), when, and what happened."""
 
     invariant: int
     at: float
@@ -138,6 +142,16 @@ class Checker:
             self.fail(3, at, f"{_name(key)} (delivery {d}) handed out but never taken in")
         else:
             entry.state = HANDED
+
+    def handed_stale(self, key: Key, d: int, at: float, tag: object, current: object) -> None:
+        """Delivery ``d`` of ``key`` was handed out though its session ``tag`` ended
+        (the leader's is ``current`` now): its answer cannot reach the broker (rule 7)."""
+        self.fail(
+            7,
+            at,
+            f"{_name(key)} (delivery {d}) handed out from share session {tag}, "
+            f"which has ended (now {current}): its answer cannot reach the broker",
+        )
 
     def answered(self, key: Key, d: int) -> None:
         """The application's answer to delivery ``d`` was marked (MarkResult.OK)."""

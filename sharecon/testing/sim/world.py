@@ -40,9 +40,13 @@ from typing import TYPE_CHECKING, Any, cast
 from sharecon import errors
 from sharecon._backoff import Backoff
 from sharecon._consumer.buffer import Chunk, DeliveryBuffer
+from sharecon._consumer.fetch_driver import Apply, FetchDriver, Send
+from sharecon._consumer.handout import Handout, chunk_of, owner_of
+from sharecon._share.delayed import DelayedReleases
 from sharecon._share.effects import (
     BackOff,
     Deliver,
+    Effect,
     Fail,
     LockLost,
     LocksRenewed,
@@ -52,7 +56,6 @@ from sharecon._share.effects import (
     SessionLost,
     Wake,
 )
-from sharecon._share.fetch_policy import Turn
 from sharecon._share.ledger import MarkResult
 from sharecon._share.machine import ShareMachine
 from sharecon._share.membership import EARLY_HEARTBEAT, Membership, MemberState
@@ -61,17 +64,17 @@ from sharecon._share.session import RequestKind
 from sharecon.protocol import (
     ShareAcknowledgeRequest,
     ShareFetchRequest,
-    ShareGroupHeartbeatRequest,
 )
-from sharecon.record import Record
+from sharecon.protocol.records import TimestampType
+from sharecon.record import BatchInfo, Record
 from sharecon.testing.model import ModelBroker, ModelCoordinator, RecordState
 from sharecon.testing.sim.checks import Checker, Violation
 from sharecon.types import AckType, TopicIdPartition
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Generator
 
-    from sharecon._share.intake import Decoded
+    from sharecon._share.fetch_policy import Turn
     from sharecon._share.ledger import AckResult, Delivery
     from sharecon._share.machine import InFlight
     from sharecon._share.membership import HeartbeatPlan
@@ -94,6 +97,15 @@ DRAIN = 40.0  #: then this long without faults for every record to finish
 MAX_EVENTS = 5000
 HEARTBEAT_MS = 1500  #: the coordinator's heartbeat interval
 SESSION_TIMEOUT = 3.0  #: the coordinator removes a member not heard from for this long
+#: Liveness (invariant 9): once the last fault healed, a record available at its leader
+#: is handed out (this one or another) within this many virtual seconds. The worst
+#: path: a fetch waiting at the broker (MAX_WAIT), a back-off (1 s), rejoining the group
+#: after a fence (heartbeat interval and the assignment), and one more fetch.
+PROGRESS_BOUND = 6.0
+PROGRESS_TICK = 0.25  #: how often the liveness check samples the brokers
+DELAY = 3 * LOCK  #: a ``release(delay=)`` longer than the lock (renewed meanwhile)
+DELAY_TICK = 0.25  #: how often the delayed releases are looked at
+PRODUCE_EVERY = 0.5  #: while a record waits out its delay, a record is written this often
 PARAMS = FetchParams(
     max_wait_ms=int(MAX_WAIT * 1000), min_bytes=1, max_bytes=1 << 20, max_records=8, batch_size=8
 )
@@ -115,29 +127,28 @@ class Outcome:
     handed: int
     ended: int
     faults: tuple[str, ...]
+    delayed: bool = False  #: the schedule had a delayed release (``--delayed-release``)
 
     def replay(self, mutant: str | None = None) -> str:
         """The one-line command that replays this schedule."""
         extra = f" --mutant {mutant}" if mutant else ""
+        if self.delayed:
+            extra += " --delayed-release"
         return f"python -m sharecon.testing.sim --seed {self.seed} --version {self.version}{extra}"
 
 
-@dataclass(frozen=True, slots=True)
-class Taken:
-    """What the simulator knows of one buffered chunk: the checker's delivery id of each
-    offset (0: the broker never acquired it), the ledger's delivery, the session. It is
-    the owner of the chunk's records (the consumer's ``SessionOwner`` in its place)."""
-
-    ids: dict[int, int]
-    delivery: Delivery
-    tag: SessionTag
+class _NoAnswers:
+    """What the records call back into (the public ShareConsumer in the consumer): never
+    called, the simulated application answers through the consumer's Handout."""
 
     def acknowledge(self, record: Record[Any, Any], ack: AckType) -> None:
-        """Never called: the simulated application answers through the machine."""
-        raise AssertionError("the simulator answers records through the machine")
+        raise AssertionError("the simulator answers records through the Handout")
+
+    def release_later(self, record: Record[Any, Any], delay: float) -> None:
+        raise AssertionError("the simulator releases records later itself")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class SimRecord:
     """A record the application holds: the buffer's :class:`~sharecon.record.Record` and
     what the simulator knows of it."""
@@ -150,17 +161,19 @@ class SimRecord:
     tag: SessionTag
 
     @classmethod
-    def of(cls, record: Record[Any, Any]) -> SimRecord:
-        """The simulator's view of a record its buffer handed out."""
-        taken = cast("Taken", record._owner)
+    def of(cls, record: Record[Any, Any], ids: dict[int, int]) -> SimRecord:
+        """The simulator's view of a record its buffer handed out (``ids``: its chunk's
+        checker delivery ids)."""
+        owner = owner_of(record)
+        assert owner is not None
         offset = record.offset
         return cls(
             record,
             offset,
             record.topic_partition,
-            taken.ids.get(offset, 0),
-            taken.delivery,
-            taken.tag,
+            ids.get(offset, 0),
+            owner.delivery,
+            owner.tag,
         )
 
 
@@ -208,13 +221,22 @@ class Knobs:
     close_at: float | None
     release: float
     reject: float
+    refuse: float = 0.0  #: a send fails at once (the broker refuses the connection)
+    #: after the faults, the application releases a record with a delay longer than the
+    #: lock while a producer keeps writing (``--delayed-release``; renewals: Kafka 4.2+)
+    delayed: bool = False
 
 
 class World:
     """The brokers, the member, the application and the event queue of one schedule."""
 
     def __init__(
-        self, seed: int, version: str, mutant: str | None, trace: Callable[[str], None] | None
+        self,
+        seed: int,
+        version: str,
+        mutant: str | None,
+        trace: Callable[[str], None] | None,
+        delayed: bool = False,
     ) -> None:
         self.trace = trace
         if mutant is not None and mutant not in MUTANTS:
@@ -256,6 +278,16 @@ class World:
             release=rng.choice((0.0, 0.1, 0.3)),
             reject=rng.choice((0.0, 0.05)),
         )
+        # Sends the broker refuses: a stream of their own, so the other draws of a seed stay
+        # as they were before this fault.
+        self.srng = srng = random.Random(seed ^ 0x5E4D)
+        self.knobs.refuse = srng.choice((0.0, 0.0, 0.03, 0.1))
+        self.knobs.delayed = delayed and self.brokers[1].behaviour.renew
+        #: when the last fault heals (the coordinator's may outlast the fault window)
+        self.heal_at = FAULT_WINDOW
+        #: since when a record has been available at its leader with none handed out
+        self.waiting_since: float | None = None
+        self.max_wait = 0.0  #: the longest such wait seen after the heal
         for _ in range(rng.randint(0, 3)):
             kind = rng.choice(("cut", "move", "evict", "cut-all"))
             self.at(rng.uniform(0.0, FAULT_WINDOW), self._fault, kind)
@@ -324,6 +356,7 @@ class World:
             check.handed,
             check.n_ended,
             tuple(self.faults),
+            self.knobs.delayed,
         )
 
     def _finished(self) -> bool:
@@ -351,6 +384,55 @@ class World:
         if self.member.closing:
             # A fresh member drains what the first one left.
             self.member = Member(self, "m2")
+        self.at(self.heal_at, self._progress)
+        if self.knobs.delayed:
+            self.member.delay_next = True
+            self.at(self.now + PRODUCE_EVERY, self._produce, self.now + DELAY)
+
+    def _produce(self, until: float) -> None:
+        """A producer writes one record to each partition, until ``until``."""
+        for tp in self.tps:
+            self.brokers[self.leader_of[tp]].produce(TOPIC, tp.partition, 1)
+        if self.now + PRODUCE_EVERY < until:
+            self.at(self.now + PRODUCE_EVERY, self._produce, until)
+
+    def _progress(self) -> None:
+        """Invariant 9 (liveness), sampled: after the heal, a record available at its
+        leader is handed out (it or another) within :data:`PROGRESS_BOUND`."""
+        if self._available():
+            if self.waiting_since is None:
+                self.waiting_since = self.now
+            waited = self.now - self.waiting_since
+            self.max_wait = max(self.max_wait, waited)
+            if waited > PROGRESS_BOUND:
+                self.check.fail(
+                    9,
+                    self.now,
+                    f"records available since t={self.waiting_since:.3f} (the faults healed "
+                    f"at {self.heal_at:.3f}), none handed out in {waited:.2f} s",
+                )
+                return
+        else:
+            self.waiting_since = None
+        self.at(self.now + PROGRESS_TICK, self._progress)
+
+    def handed(self) -> None:
+        """The application got a record: the member made progress (invariant 9)."""
+        if self.now >= self.heal_at:
+            self.waiting_since = None
+
+    def _available(self) -> bool:
+        """Whether any record is available (neither acquired nor finished) at its leader."""
+        for tp in self.tps:
+            b = self.brokers[self.leader_of[tp]]
+            sp = b._partition(GROUP, (TOPIC_ID, tp.partition), self.now)
+            if sp is None:
+                continue
+            log = b.logs[(TOPIC_ID, tp.partition)]
+            for o in range(log.start, log.end):
+                if sp.state_of(o).state is RecordState.AVAILABLE:
+                    return True
+        return False
 
     def _fault(self, kind: str) -> None:
         if self.quiet:
@@ -387,6 +469,7 @@ class World:
             # Sometimes longer than the session timeout: the coordinator removes the member.
             cut = crng.uniform(0.5, 1.6) * SESSION_TIMEOUT
             self.hb_cut_until = max(self.hb_cut_until, now + cut)
+        self.heal_at = max(self.heal_at, coord.down_until, coord.loading_until, self.hb_cut_until)
 
     def _move(self, tp: TopicIdPartition) -> None:
         """Leadership of ``tp`` moves to the other broker; the new leader reads the
@@ -417,12 +500,21 @@ class Member:
         self.member_id = member_id
         self.machine = ShareMachine(GROUP, PARAMS, record_limit=world.record_limit)
         self.buffer = buffer = DeliveryBuffer(max_records=16, max_bytes=1 << 20)
-        buffer.decoder = self._decode
-        buffer.on_drop = self._dropped
+        #: The consumer's own hand-off: chunks, records and their owners, decoding, the
+        #: application's answers given to the machine.
+        self.handout = Handout(self.machine, buffer, self._settle, _can_renew)
+        self.handout.owner = _NoAnswers()
+        buffer.on_drop = self._dropped  # the Handout's, and the checker told
+        #: effects the Handout had carried out (invariant 6: an answer after close has none)
+        self.settled = 0
         self.pop: Callable[[Callable[[], float]], Any] = (
             buffer.pop_one if world.mutant != "no-record-lock-check" else self._pop_mutant
         )
         self.loops = {n: Loop(n) for n in NODES}
+        #: The consumer's own fetch-loop driver per leader: every decision and the order of
+        #: the machine's calls; this class is only its port (send, clock, hand-off).
+        driver = _NoSupersede if world.mutant == "no-supersede" else FetchDriver
+        self.drivers = {n: driver(self.machine, buffer, n, partial(self._want, n)) for n in NODES}
         rand = world.crng.random
         self.membership = Membership(
             GROUP,
@@ -440,6 +532,9 @@ class Member:
         self.failed = False
         self.app_busy = False
         self.holding: list[SimRecord] = []  #: handed out, not answered yet
+        #: the application's next record is released with a delay (``release(delay=)``)
+        self.delay_next = False
+        self.delayed: DelayedReleases[SimRecord] = DelayedReleases()
         self._released = False
         self._got: dict[Any, int] = {}  #: the answer being taken in: its delivery ids
         #: per chunk (partition and ledger delivery): offset -> the checker's delivery id
@@ -482,25 +577,8 @@ class Member:
         if self.coordinator is None or now < w.hb_cut_until:
             outcome = ms.on_error(now)
         else:
-            request = ShareGroupHeartbeatRequest(
-                group_id=plan.group_id,
-                member_id=plan.member_id,
-                member_epoch=plan.member_epoch,
-                rack_id=plan.rack_id,
-                subscribed_topic_names=plan.subscribed_topic_names,
-            )
-            resp = coord.heartbeat(request, self.coordinator, now)
-            assignment = None
-            if resp.assignment is not None:
-                assignment = {t.topic_id: t.partitions for t in resp.assignment.topic_partitions}
-            outcome = ms.on_response(
-                now,
-                error_code=resp.error_code,
-                member_epoch=resp.member_epoch,
-                heartbeat_interval_ms=resp.heartbeat_interval_ms,
-                assignment=assignment,
-                error_message=resp.error_message,
-            )
+            resp = coord.heartbeat(ms.request(plan), self.coordinator, now)
+            outcome = ms.answered(now, resp)
         if outcome.find_coordinator:
             self.coordinator = None
         if outcome.change is not None:
@@ -542,38 +620,52 @@ class Member:
             lp.wake_at = lp.backoff_until
             w.at(lp.backoff_until, self._loop, node, lp.token)
             return
+        driver = self.drivers[node]
         if linger:
-            self.machine.linger_expired(node)
+            driver.linger_expired()
         if lp.conn_dead:  # _check_connection
             lp.conn_dead = False
             lp.conn = None
-            self.machine.connection_lost(node)
-            self._apply(node)
+            self._apply(node, driver.connection_lost())
             if self.loops[node].stopped:  # a fatal error closed the member
                 return
-        want = (
-            [tp for tp in w.tps if w.leader_of[tp] == node and tp in self.assigned]
-            if not self.closing
-            else []
-        )
-        turn = self.machine.next_turn(node, want, room=self.buffer.has_room())
+        turn = driver.turn()
         if turn.plan is None:
-            wait = self.machine.idle_timeout(node, ACK_LINGER)
+            wait = driver.idle_timeout(ACK_LINGER)
             lp.token += 1
             lp.wake_at = None
             w.at(w.now + (wait if wait is not None else 1.0), self._loop, node, lp.token, True)
             return
-        self._start(node, turn)
+        if self._start(node, turn) is None:
+            self._resume(node)
 
-    def _start(self, node: int, turn: Turn) -> Wire:
+    def _want(self, node: int) -> list[TopicIdPartition]:
+        """The assigned partitions ``node`` leads (none while closing)."""
+        if self.closing:
+            return []
+        w = self.world
+        return [tp for tp in w.tps if w.leader_of[tp] == node and tp in self.assigned]
+
+    def _start(self, node: int, turn: Turn) -> Wire | None:
+        """Send ``turn``'s request; ``None`` if the send failed (the broker refused the
+        connection: the session incarnation is over, as for the consumer)."""
         w = self.world
         lp = self.loops[node]
-        body = self.machine.request(turn, self.member_id)
+        driver = self.drivers[node]
+        body = driver.request(turn, self.member_id)
         lp.wake_at = None  # a wake-up still pending finds the request in flight
+        if not w.quiet and w.srng.random() < w.knobs.refuse:
+            w.faults.append(f"refused@{w.now:.2f}")
+            if lp.conn is not None:
+                w.brokers[node].disconnect(lp.conn, w.now)
+                lp.conn = None
+                lp.conn_dead = False
+            self._apply(node, driver.send_failed(turn))
+            return None
         if lp.conn is None:
             lp.conns += 1
             lp.conn = f"{self.member_id}/{node}/{lp.conns}"
-        f = self.machine.sent(node, turn, w.now)
+        f = driver.sent(turn, w.now)
         wire = Wire(f, body, lp.conn, self._meant(body, node))
         lp.inflight = wire
         w.at(w.now + self._delay(), self._arrive, node, wire)
@@ -606,8 +698,7 @@ class Member:
         if wire.conn != lp.conn or lp.conn_dead:
             # The connection is gone: the broker never read it.
             if wire.closing and lp.inflight is wire:
-                self.machine.transport_failed(node, wire.f.plan, back_off=False)
-                self._apply(node)
+                self._apply(node, self.drivers[node].close_failed(wire.f))
                 self._closed(node)
             return
         broker = w.brokers[node]
@@ -643,6 +734,7 @@ class Member:
             if r < k.drop + k.stall:
                 w.faults.append(f"stall@{w.now:.2f}")
                 delay += LOCK * w.rng.uniform(0.5, 1.5)
+                w.heal_at = max(w.heal_at, w.now + delay)  # the stall outlasts the window
             elif isinstance(body, ShareFetchRequest) and got and r < k.drop + k.stall + k.hostile:
                 resp = self._hostile(resp)  # type: ignore[arg-type]
         w.at(w.now + delay, self._answer, node, wire, resp, got)
@@ -746,8 +838,7 @@ class Member:
         lp.inflight = None
         lp.conn = None
         lp.conn_dead = False
-        self.machine.request_failed(wire.f)
-        self._apply(node)
+        self._apply(node, self.drivers[node].request_failed(wire.f))
         self._resume(node)
 
     def cut(self, node: int, *, broker_side: bool = True) -> None:
@@ -761,8 +852,7 @@ class Member:
         if wire is not None and wire.conn == lp.conn:
             lp.inflight = None
             lp.conn = None
-            self.machine.request_failed(wire.f)
-            self._apply(node)
+            self._apply(node, self.drivers[node].request_failed(wire.f))
             self._resume(node)
         else:
             lp.conn_dead = True  # the watcher wakes the loop
@@ -783,55 +873,71 @@ class Member:
             return  # orphaned: its connection broke, or the loop gave it up
         lp.inflight = None
         f = wire.f
-        machine = self.machine
+        driver = self.drivers[node]
         nxt: Wire | None = None
         try:
             if wire.closing:
-                machine.close_answered(f, resp, NAMES)
-                self._apply(node)
+                self._apply(node, driver.close_answered(f, resp, NAMES))
                 self._closed(node)
                 return
             if f.plan.kind is RequestKind.SHARE_FETCH:
                 nxt = self._on_fetch(node, f, resp, got)
             else:
-                machine.acknowledge_answered(f, resp, NAMES, w.now)
-                self._apply(node)
+                self._apply(node, driver.acknowledge_answer(f, resp, NAMES, w.now))
             lp.failures = 0
         except errors.KafkaError as exc:
-            machine.answer_failed(node, exc, f)
-            self._apply(node)
+            self._apply(node, driver.answer_failed(exc, f))
         lp.inflight = nxt
+        self._session_agrees(node)
         if nxt is None:
             self._resume(node)
+
+    def _session_agrees(self, node: int) -> None:
+        """The member's view of its share session with ``node`` is the broker's
+        (invariant 8): at epoch 0 (no session held for this incarnation) it lists no
+        partitions; open, with no request out, it lists those the broker's session holds."""
+        session = self.machine.leader(node).session
+        mine = {(tp.topic_id, tp.partition) for tp in session.partitions}
+        if session.is_new:
+            if mine:
+                self.world.check.fail(
+                    8,
+                    self.world.now,
+                    f"node {node}: the member's new share session (epoch 0) still lists "
+                    f"partitions {sorted(p for _, p in mine)}",
+                )
+            return
+        if session.in_flight is not None:
+            return
+        held = self.world.brokers[node].sessions.get((GROUP, self.member_id))
+        if held is None or held.epoch != session.epoch:
+            return  # the broker ended it: the member learns so from its next answer
+        if mine != set(held.partitions):
+            self.world.check.fail(
+                8,
+                self.world.now,
+                f"node {node}: the member's share session lists partitions "
+                f"{sorted(p for _, p in mine)}, the broker's {sorted(p for _, p in held.partitions)}",
+            )
 
     def _on_fetch(
         self, node: int, f: InFlight, resp: ShareFetchResponse, got: dict[Any, int]
     ) -> Wire | None:
-        machine = self.machine
+        """The consumer's driver takes the answer in; this carries out its steps."""
         w = self.world
         pipeline = not self.closing and not self.failed
-        mutant = w.mutant == "no-supersede"
-        answer = machine.fetch_answered(f, resp, NAMES, w.now, pipeline=pipeline and not mutant)
-        self._apply(node)
-        if not answer.proceed:
-            return None
         nxt: Wire | None = None
-        if answer.pipeline or (mutant and pipeline and answer.acquired > 0):
-            want = [tp for tp in w.tps if w.leader_of[tp] == node and tp in self.assigned]
-            turn = machine.next_turn(
-                node,
-                want,
-                room=self.buffer.has_room(answer.acquired, answer.size),
-                extra_records=answer.acquired,
-            )
-            if turn.plan is not None:
-                nxt = self._start(node, turn)
         self._got = got
-        taking = f.plan.tag == machine.leader(node).session.tag
         try:
-            machine.fetch_records(f, resp, NAMES, closing=self.closing)
-            self._apply(node)
-            if self.closing and taking:
+            steps = self.drivers[node].fetch_answer(
+                f, resp, NAMES, w.now, pipeline=pipeline, closing=self._is_closing
+            )
+            for step in steps:
+                if type(step) is Send:
+                    nxt = self._start(node, step.turn)
+                else:
+                    self._apply(node, cast("Apply", step).effects)
+            if self.closing and f.plan.tag == self.machine.leader(node).session.tag:
                 # Taken in and released at once (no Deliver): they end when that is reported.
                 for key, d in got.items():
                     w.check.taken_in(key, d, self.member_id, node)
@@ -839,13 +945,16 @@ class Member:
             self._got = {}
         return nxt
 
+    def _is_closing(self) -> bool:
+        return self.closing
+
     # -- effects -----------------------------------------------------------------------------
 
-    def _apply(self, node: int | None) -> None:
-        """Carry out the machine's effects, in order (what ``ConsumerCore.apply`` and the
-        fetch loop do)."""
+    def _apply(self, node: int | None, effects: list[Effect] | None = None) -> None:
+        """Carry out the machine's effects (or ``effects``), in order (what
+        ``ConsumerCore.apply`` and the fetch loop do)."""
         w = self.world
-        for e in self.machine.drain():
+        for e in self.machine.drain() if effects is None else effects:
             if w.trace is not None:
                 w.trace(f"         effect {e!r:.300}")
             if isinstance(e, Deliver):
@@ -902,30 +1011,24 @@ class Member:
                 d = got.get((tp, o), 0)
                 ids[o] = d
                 self.world.check.taken_in((tp, o), d, self.member_id, e.tag.node_id)
-        tag, delivery, deadline = e.tag, e.delivery, e.deadline
-        # Real records (the compiled buffer checks their type), owned by what the
-        # simulator knows of the chunk.
-        owner = Taken(ids, delivery, tag)
-        factory = partial(Record, TOPIC, tp.partition, tp, owner, deadline, None)
-        chunk = Chunk(e.intake, tag, deadline, factory, delivery)
-        self._ids[(tp, delivery)] = ids
+        self._ids[(tp, e.delivery)] = ids
+        # Handout.deliver, with the chunk's wall-clock offset given (the consumer reads
+        # it from the event loop's clock and the wall clock when the first batch is
+        # decoded; the simulator has neither).
+        chunk = chunk_of(e, self.handout.owner)
+        chunk.batch_info = BatchInfo(None, TimestampType.CREATE_TIME, None)
         self.buffer.push(chunk)
         self._app_wake()
 
-    def _decode(self, chunk: Chunk) -> Decoded[Any] | None:
-        intake = chunk.intake
-        if intake.next_batch() is None:
-            return None
-        d = intake.decode_next(chunk.factory)  # type: ignore[arg-type]
-        if d is not None and (d.gaps or d.release):
-            self.machine.decoded(chunk.tag, intake.tp, d.gaps, d.release)
-            self._apply(None)
-        return d
+    def _settle(self) -> None:
+        effects = self.machine.drain()
+        self.settled += len(effects)
+        self._apply(None, effects)
 
     def _dropped(self, chunk: Chunk, first: int) -> None:
+        self.handout.dropped(chunk, first)
         tp = chunk.intake.tp
         last = chunk.last_offset()
-        self.machine.forget(tp, chunk.delivery, first, last)
         if self._released:
             return
         ids = self._ids.get((tp, chunk.delivery), {})
@@ -975,9 +1078,23 @@ class Member:
             if self.buffer.has_room():
                 self._wake(None)
             return
-        rec = SimRecord.of(got)
+        rec = SimRecord.of(got, self._ids.get((got.topic_partition, owner_of(got).delivery), {}))  # type: ignore[union-attr]
         w.check.handed_out((rec.tp, rec.offset), rec.d, w.now)
-        self.machine.deliver(rec.tp, rec.offset, rec.offset, rec.delivery)
+        w.handed()
+        # Its answer goes back on the session it came from: that session must be current.
+        current = self.machine.leader(rec.tag.node_id).session.tag
+        if rec.tag != current:
+            w.check.handed_stale((rec.tp, rec.offset), rec.d, w.now, rec.tag, current)
+        self.handout.handed_out([got])
+        if self.delay_next:
+            # release(delay=DELAY): kept (renewed) for the delay, then released; the
+            # application goes on with the next record at once.
+            self.delay_next = False
+            self.holding.append(rec)
+            self.delayed.add(rec, w.now, DELAY, rec.record.lock_deadline)
+            w.at(w.now + DELAY_TICK, self._delay_tick)
+            self._app_take()
+            return
         k = w.knobs
         rng = w.rng
         quiet = w.quiet
@@ -987,6 +1104,9 @@ class Member:
             took = LOCK * rng.uniform(0.9, 1.1)
         else:
             took = rng.uniform(0.0, 0.05)
+        if not quiet:
+            # A slow handler is a fault too: it heals when the handler returns.
+            w.heal_at = max(w.heal_at, w.now + took)
         if k.keep_locks and not quiet and took > LOCK / 2:
             t = LOCK / 2
             while t < took:
@@ -997,19 +1117,46 @@ class Member:
 
     def _app_renew(self, rec: SimRecord) -> None:
         if rec in self.holding and not self.closing:
-            self.machine.answer(
-                rec.tp, rec.offset, AckType.RENEW, rec.delivery, rec.tag, rec.record
-            )
-            self._apply(None)
+            self.handout.answer(rec.record, AckType.RENEW)
 
-    def _app_answer(self, rec: SimRecord, again: bool = False) -> None:
+    def _delay_tick(self) -> None:
+        """The delayed releases' tick (``DelayedReleaser.step``, with the consumer's own
+        decisions of :class:`~sharecon._share.delayed.DelayedReleases`)."""
+        pending = self.delayed
+        if self.closing or not len(pending):
+            return
+        machine = self.machine
+        for rec in pending.keys():
+            key = (rec.tp, rec.offset)
+            if key not in machine.renewing and not self.handout.holds(rec.record):
+                pending.drop(rec)  # its lock was lost: it comes back, early, not lost
+                if rec in self.holding:
+                    self.holding.remove(rec)
+                check = self.world.check
+                if check.is_handed(key, rec.d):
+                    check.ended(key, self.world.now, "lost waiting", self.member_id, d=rec.d)
+        renew, release = pending.due(
+            self.world.now, {r: r.record.lock_deadline for r in pending.keys()}
+        )
+        for rec in renew:
+            if (rec.tp, rec.offset) not in machine.renewing:
+                self.handout.answer(rec.record, AckType.RENEW)
+        for rec in release:
+            self._app_answer(rec, again=True, ack=AckType.RELEASE)
+            self._wake(rec.tag.node_id)
+        if len(pending):
+            self.world.at(self.world.now + DELAY_TICK, self._delay_tick)
+
+    def _app_answer(self, rec: SimRecord, again: bool = False, ack: AckType | None = None) -> None:
         w = self.world
         k = w.knobs
         rng = w.rng
         if rec in self.holding:
             self.holding.remove(rec)
-        r = rng.random()
-        if w.quiet:
+        r = rng.random() if ack is None else 0.0
+        if ack is not None:
+            pass
+        elif w.quiet:
             ack = AckType.ACCEPT
         elif r < k.reject:
             ack = AckType.REJECT
@@ -1020,7 +1167,7 @@ class Member:
         if self.closing:
             self._answer_after_close(rec, ack)
         else:
-            result = self.machine.answer(rec.tp, rec.offset, ack, rec.delivery, rec.tag, rec.record)
+            result = self.handout.answer(rec.record, ack)
             key = (rec.tp, rec.offset)
             if result is MarkResult.OK:
                 w.check.answered(key, rec.d)
@@ -1039,14 +1186,15 @@ class Member:
         w = self.world
         machine = self.machine
         before = machine.ledger.holds(rec.tp, rec.offset, rec.delivery)
+        settled = self.settled
         try:
-            machine.acknowledge(rec.tp, rec.offset, ack, rec.delivery, rec.tag, rec.record)
+            self.handout.acknowledge(rec.record, ack)
         except errors.InvalidRecordStateError:
             refused = True
         else:
             refused = False
         changed = machine.ledger.holds(rec.tp, rec.offset, rec.delivery) != before
-        if not refused or changed or machine.effects:
+        if not refused or changed or machine.effects or self.settled != settled:
             w.check.fail(
                 6,
                 w.now,
@@ -1087,13 +1235,12 @@ class Member:
         if lp.conn_dead:
             lp.conn_dead = False
             lp.conn = None
-            self.machine.connection_lost(node)
-            self._apply(node)
-        f = self.machine.close_session(node, self.world.now)
-        if f is None:
+            self._apply(node, self.drivers[node].connection_lost())
+        final = self.drivers[node].close_session(self.world.now, self.member_id)
+        if final is None:
             self._closed(node)
             return
-        body = self.machine.request(Turn(f.plan), self.member_id)
+        f, body = final
         conn = lp.conn or f"{self.member_id}/{node}/final"
         wire = Wire(f, body, conn, self._meant(body, node), closing=True)
         lp.conn = conn
@@ -1116,10 +1263,47 @@ def run(
     version: str = "4.4",
     mutant: str | None = None,
     trace: Callable[[str], None] | None = None,
+    *,
+    delayed: bool = False,
 ) -> Outcome:
     """Run the schedule of ``seed`` on Kafka ``version`` semantics (with a ``mutant``;
-    ``trace`` is told every event and effect)."""
-    return World(seed, version, mutant, trace).run()
+    ``trace`` is told every event and effect; ``delayed``: after the faults the
+    application releases a record with a delay while a producer writes, on 4.2+)."""
+    return World(seed, version, mutant, trace, delayed).run()
+
+
+class _NoSupersede(FetchDriver):
+    """The mutant ``no-supersede``: the driver pipelines without the machine's supersede
+    rule (it asks for no pipelining, then sends the next request anyway)."""
+
+    __slots__ = ()
+
+    def fetch_answer(
+        self,
+        f: InFlight,
+        resp: ShareFetchResponse,
+        names: Any,
+        now: float,
+        *,
+        pipeline: bool,
+        closing: Callable[[], bool],
+    ) -> Generator[Apply | Send, None, None]:
+        machine = self.machine
+        answer = machine.fetch_answered(f, resp, names, now, pipeline=False)
+        yield Apply(machine.drain(), answer)
+        if not answer.proceed:
+            return
+        if pipeline and answer.acquired > 0:
+            turn = self.turn(answer.acquired, answer.size)
+            if turn.plan is not None:
+                yield Send(turn)
+        machine.fetch_records(f, resp, names, closing=closing())
+        yield Apply(machine.drain())
+
+
+def _can_renew() -> None:
+    """The Handout's renew check: the simulated application renews only where the model
+    takes renewals."""
 
 
 def _same_session(tag: SessionTag) -> Callable[[Chunk], bool]:
