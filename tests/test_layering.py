@@ -117,6 +117,8 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon.serde",
             "sharecon.partitioner",
             "sharecon.testing",
+            # sharecon.testing.faststream: TestShareClient runs the FastStream broker.
+            "sharecon.faststream",
         },
         set(),
     ),

@@ -1,0 +1,82 @@
+"""TestShareClient: a FastStream app's share broker against FakeKafka (no JVM): the same
+answers as on the real broker, and FastStream's handler mocks."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import anyio
+import pytest
+from faststream import AckPolicy
+from pydantic import BaseModel
+
+from sharecon.faststream import ShareBroker
+
+# At run time: FastStream reads the handlers' annotations to inject the message.
+from sharecon.faststream.annotations import ShareMessage  # noqa: TC001
+from sharecon.testing.faststream import TestShareClient
+
+pytestmark = pytest.mark.anyio
+
+DEADLINE = 30
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class Order(BaseModel):
+    id: int
+    total: float
+
+
+async def test_handler_mock_and_typed_body() -> None:
+    broker = ShareBroker("unused:9092")
+    got: list[Order] = []
+
+    @broker.subscriber("orders", group_id="billing")
+    async def bill(order: Order) -> None:
+        got.append(order)
+
+    async with TestShareClient(broker) as br:
+        await br.publish({"id": 1, "total": 2.5}, "orders")
+        await bill.wait_call(DEADLINE)
+        await bill.assert_called_once_with({"id": 1, "total": 2.5})
+    assert got == [Order(id=1, total=2.5)]
+    # The broker's own address is back once the client is left.
+    assert broker.config.broker_config.bootstrap == "unused:9092"
+
+
+async def test_nack_redelivers_and_reject_archives_on_the_fake() -> None:
+    broker = ShareBroker("unused:9092")
+    seen: list[tuple[str, int]] = []
+    marker = anyio.Event()
+    nacked_twice = anyio.Event()
+
+    @broker.subscriber("jobs", group_id="workers", ack_policy=AckPolicy.MANUAL)
+    async def work(body: dict[str, Any], msg: ShareMessage) -> None:
+        seen.append((body["do"], msg.delivery_count))
+        if body["do"] == "nack" and msg.delivery_count == 1:
+            await msg.nack()
+        elif body["do"] == "reject":
+            await msg.reject()
+        else:
+            await msg.ack()
+        if body["do"] == "marker":
+            marker.set()
+        if (body["do"], msg.delivery_count) == ("nack", 2):
+            nacked_twice.set()
+
+    async with TestShareClient(broker) as br:
+        for do in ("reject", "nack"):
+            await br.publish({"do": do}, "jobs")
+        with anyio.fail_after(DEADLINE):
+            await nacked_twice.wait()
+        await br.publish({"do": "marker"}, "jobs")
+        with anyio.fail_after(DEADLINE):
+            await marker.wait()
+    assert Counter(seen) == Counter(
+        {("reject", 1): 1, ("nack", 1): 1, ("nack", 2): 1, ("marker", 1): 1}
+    )
