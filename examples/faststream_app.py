@@ -1,5 +1,5 @@
 """A FastStream service on a share group: typed orders in, invoices out, bad orders
-dead-lettered (``pip install 'sharecon[faststream]'``).
+dead-lettered (the ``faststream`` extra).
 
 Start a broker on localhost:9092 in another terminal (``python -m
 sharecon.testing.broker --port 9092``; Ctrl-C stops it), make the topics, and let the

@@ -1,4 +1,4 @@
-"""FastStream for Kafka share groups (``pip install 'sharecon[faststream]'``).
+"""FastStream for Kafka share groups (the ``faststream`` extra: FastStream 0.7).
 
 ::
 
@@ -22,23 +22,31 @@ try:
     import faststream as _faststream  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "sharecon.faststream needs FastStream 0.7: pip install 'sharecon[faststream]'"
+        "sharecon.faststream needs FastStream 0.7 (the faststream extra): "
+        "pip install 'faststream>=0.7,<0.8'"
     ) from exc
 
 from sharecon.faststream.broker import ShareBroker
 from sharecon.faststream.config import ShareBrokerConfig
 from sharecon.faststream.message import ShareMessage, ShareRecord
-from sharecon.faststream.producer import SharePublishCommand
-from sharecon.faststream.publisher import SharePublisher
-from sharecon.faststream.subscriber import DEFAULT_ACK_POLICY, ShareSubscriber
+from sharecon.faststream.producer import ShareProducer, SharePublishCommand
+from sharecon.faststream.publisher import SharePublisher, SharePublisherConfig
+from sharecon.faststream.subscriber import (
+    DEFAULT_ACK_POLICY,
+    ShareSubscriber,
+    ShareSubscriberConfig,
+)
 
 __all__ = [
     "DEFAULT_ACK_POLICY",
     "ShareBroker",
     "ShareBrokerConfig",
     "ShareMessage",
+    "ShareProducer",
     "SharePublishCommand",
     "SharePublisher",
+    "SharePublisherConfig",
     "ShareRecord",
     "ShareSubscriber",
+    "ShareSubscriberConfig",
 ]

@@ -1,5 +1,5 @@
 """``TestShareClient``: a FastStream app's share broker against an in-process
-:class:`~sharecon.testing.FakeKafka`, for users' tests (``pip install 'sharecon[faststream]'``).
+:class:`~sharecon.testing.FakeKafka`, for users' tests (the ``faststream`` extra).
 
 FastStream's own test clients call handlers directly; this one keeps the network path and
 runs the real broker against the fake, whose share-group semantics (locks, delivery

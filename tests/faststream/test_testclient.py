@@ -11,6 +11,7 @@ import pytest
 from faststream import AckPolicy
 from pydantic import BaseModel
 
+from sharecon import RetryLater
 from sharecon.faststream import ShareBroker
 
 # At run time: FastStream reads the handlers' annotations to inject the message.
@@ -80,3 +81,47 @@ async def test_nack_redelivers_and_reject_archives_on_the_fake() -> None:
     assert Counter(seen) == Counter(
         {("reject", 1): 1, ("nack", 1): 1, ("nack", 2): 1, ("marker", 1): 1}
     )
+
+
+async def test_retry_later_dead_letter_and_manual_unanswered_on_the_fake() -> None:
+    """``RetryLater`` releases after its delay (delivered again, count 2) even under
+    REJECT_ON_ERROR; ``msg.dead_letter()`` copies to ``dlq.<group>`` and rejects; under
+    MANUAL a handler that returns without answering has its record accepted."""
+    broker = ShareBroker("unused:9092")
+    seen: list[tuple[str, int]] = []
+    dead: list[tuple[str, str | None]] = []
+    events = {name: anyio.Event() for name in ("retried", "dead", "marker")}
+
+    @broker.subscriber("jobs", group_id="workers", ack_policy=AckPolicy.REJECT_ON_ERROR)
+    async def work(body: str, msg: ShareMessage) -> None:
+        seen.append((body, msg.delivery_count))
+        if body == "later" and msg.delivery_count == 1:
+            raise RetryLater(0.1)
+        if body == "later":
+            events["retried"].set()
+        if body == "poison":
+            await msg.dead_letter(reason="bad input")
+
+    @broker.subscriber("dlq.workers", group_id="dlq-reader")
+    async def dlq(body: str, msg: ShareMessage) -> None:
+        dead.append((body, msg.headers.get("sharecon.dlq.reason")))
+        events["dead"].set()
+
+    @broker.subscriber("manual", group_id="m", ack_policy=AckPolicy.MANUAL)
+    async def manual(body: str, msg: ShareMessage) -> None:
+        seen.append((body, msg.delivery_count))
+        if body == "marker":
+            events["marker"].set()
+
+    async with TestShareClient(broker) as br:
+        await br.publish("later", "jobs")
+        await br.publish("poison", "jobs")
+        await br.publish("quiet", "manual")
+        await br.publish("marker", "manual")
+        with anyio.fail_after(DEADLINE):
+            for event in events.values():
+                await event.wait()
+    assert Counter(seen) == Counter(
+        {("later", 1): 1, ("later", 2): 1, ("poison", 1): 1, ("quiet", 1): 1, ("marker", 1): 1}
+    )
+    assert dead == [("poison", "bad input")]
