@@ -42,12 +42,14 @@ class ShareMessage(StreamMessage[ShareRecord]):
         raw_message: ShareRecord,
         *,
         consumer: ShareConsumer[Any, Any] | None,
-        on_answer: Callable[[ShareRecord], None],
+        claim: Callable[[ShareRecord], bool],
         **kwargs: Any,
     ) -> None:
         super().__init__(raw_message, **kwargs)
         self._consumer = consumer
-        self._on_answer = on_answer
+        #: True for the first answer to the record, whoever gives it (the subscriber's
+        #: ack policy included): later ones are ignored.
+        self._claim = claim
 
     @property
     def delivery_count(self) -> int:
@@ -56,8 +58,7 @@ class ShareMessage(StreamMessage[ShareRecord]):
 
     async def ack(self) -> None:
         """Accept the record: the broker marks it done."""
-        if self.committed is None:
-            self._on_answer(self.raw_message)
+        if self.committed is None and self._claim(self.raw_message):
             self.raw_message.accept()
         await super().ack()
 
@@ -67,15 +68,13 @@ class ShareMessage(StreamMessage[ShareRecord]):
         :param delay: seconds to keep it locked before releasing it (a visibility
             timeout; Kafka 4.2+, as ``record.release(delay=...)``).
         """
-        if self.committed is None:
-            self._on_answer(self.raw_message)
+        if self.committed is None and self._claim(self.raw_message):
             self.raw_message.release(delay)
         await super().nack()
 
     async def reject(self) -> None:
         """Reject the record: the broker archives it; it is never delivered again."""
-        if self.committed is None:
-            self._on_answer(self.raw_message)
+        if self.committed is None and self._claim(self.raw_message):
             self.raw_message.reject()
         await super().reject()
 
@@ -91,36 +90,33 @@ class ShareMessage(StreamMessage[ShareRecord]):
             raise errors.InvalidRecordStateError(
                 "dead_letter(): this message came from no share consumer"
             )
-        if self.committed is not None:
-            raise errors.InvalidRecordStateError(
-                f"dead_letter(): the message was already answered ({self.committed.value})"
-            )
-        self._on_answer(self.raw_message)
+        if self.committed is not None or not self._claim(self.raw_message):
+            raise errors.InvalidRecordStateError("dead_letter(): the message was already answered")
         written = await self._consumer.reject_to_dlq(self.raw_message, reason=reason)
         await super().reject()
         return written
 
 
-def _ignore(record: ShareRecord) -> None:
-    pass
+def _first(record: ShareRecord) -> bool:
+    return True
 
 
 class ShareParser:
     """Turns a record into a :class:`ShareMessage` (headers as FastStream's Kafka brokers
     write them: ``content-type``, ``correlation_id``, ``reply_to``)."""
 
-    __slots__ = ("consumer", "on_answer")
+    __slots__ = ("claim", "consumer")
 
     def __init__(self) -> None:
         self.consumer: ShareConsumer[Any, Any] | None = None
-        self.on_answer: Callable[[ShareRecord], None] = _ignore
+        self.claim: Callable[[ShareRecord], bool] = _first
 
     async def parse_message(self, record: ShareRecord) -> ShareMessage:
         headers = {k: v.decode(errors="replace") for k, v in record.headers if v is not None}
         return ShareMessage(
             record,
             consumer=self.consumer,
-            on_answer=self.on_answer,
+            claim=self.claim,
             body=record.value or b"",
             headers=headers,
             reply_to=headers.get("reply_to", ""),

@@ -171,10 +171,15 @@ class ShareSubscriber(SubscriberUsecase[ShareRecord]):
         self._host: Hosted[ShareConsumer[bytes | None, bytes | None]] | None = None
         #: Records answered by their handler (by id): their answer stands.
         self._answered: set[int] = set()
-        parser.on_answer = self._note_answer
+        parser.claim = self._claim
 
-    def _note_answer(self, record: ShareRecord) -> None:
-        self._answered.add(id(record))
+    def _claim(self, record: ShareRecord) -> bool:
+        """Whether this is the first answer to ``record`` (which it then is)."""
+        key = id(record)
+        if key in self._answered:
+            return False
+        self._answered.add(key)
+        return True
 
     @property
     def share_ack_policy(self) -> AckPolicy:
@@ -251,8 +256,7 @@ class ShareSubscriber(SubscriberUsecase[ShareRecord]):
         key = id(record)
         policy = self._config.share_ack_policy
         try:
-            if policy is AckPolicy.ACK_FIRST:
-                self._answered.add(key)
+            if policy is AckPolicy.ACK_FIRST and self._claim(record):
                 record.accept()
             try:
                 await self.process_message(record)
@@ -274,9 +278,9 @@ class ShareSubscriber(SubscriberUsecase[ShareRecord]):
                 if key in self._answered:
                     return None
                 if policy is AckPolicy.ACK:
-                    record.accept()
+                    await self._answer(record, "accept")
                 elif policy is AckPolicy.REJECT_ON_ERROR:
-                    record.reject()
+                    await self._answer(record, "reject")
                 else:  # NACK_ON_ERROR, MANUAL: process() decides (release / DLQ / backoff)
                     raise
             return None
@@ -286,9 +290,8 @@ class ShareSubscriber(SubscriberUsecase[ShareRecord]):
     async def _answer(
         self, record: ShareRecord, how: Literal["accept", "release", "reject"], delay: Any = None
     ) -> None:
-        if id(record) in self._answered:
+        if not self._claim(record):
             return
-        self._answered.add(id(record))
         if how == "accept":
             record.accept()
         elif how == "reject":

@@ -86,11 +86,12 @@ async def test_nack_redelivers_and_reject_archives_on_the_fake() -> None:
 async def test_retry_later_dead_letter_and_manual_unanswered_on_the_fake() -> None:
     """``RetryLater`` releases after its delay (delivered again, count 2) even under
     REJECT_ON_ERROR; ``msg.dead_letter()`` copies to ``dlq.<group>`` and rejects; under
-    MANUAL a handler that returns without answering has its record accepted."""
+    MANUAL a handler that returns without answering has its record accepted; under
+    ACK_FIRST a later nack() and an error change nothing."""
     broker = ShareBroker("unused:9092")
     seen: list[tuple[str, int]] = []
     dead: list[tuple[str, str | None]] = []
-    events = {name: anyio.Event() for name in ("retried", "dead", "marker")}
+    events = {name: anyio.Event() for name in ("retried", "dead", "marker", "first")}
 
     @broker.subscriber("jobs", group_id="workers", ack_policy=AckPolicy.REJECT_ON_ERROR)
     async def work(body: str, msg: ShareMessage) -> None:
@@ -113,7 +114,18 @@ async def test_retry_later_dead_letter_and_manual_unanswered_on_the_fake() -> No
         if body == "marker":
             events["marker"].set()
 
+    @broker.subscriber("early", group_id="e", ack_policy=AckPolicy.ACK_FIRST)
+    async def early(body: str, msg: ShareMessage) -> None:
+        seen.append((body, msg.delivery_count))
+        if body == "marker-first":
+            events["first"].set()
+            return
+        await msg.nack()  # the record was accepted before the handler ran: ignored
+        raise RuntimeError("and so is this error")
+
     async with TestShareClient(broker) as br:
+        await br.publish("early", "early")
+        await br.publish("marker-first", "early")
         await br.publish("later", "jobs")
         await br.publish("poison", "jobs")
         await br.publish("quiet", "manual")
@@ -122,6 +134,14 @@ async def test_retry_later_dead_letter_and_manual_unanswered_on_the_fake() -> No
             for event in events.values():
                 await event.wait()
     assert Counter(seen) == Counter(
-        {("later", 1): 1, ("later", 2): 1, ("poison", 1): 1, ("quiet", 1): 1, ("marker", 1): 1}
+        {
+            ("later", 1): 1,
+            ("later", 2): 1,
+            ("poison", 1): 1,
+            ("quiet", 1): 1,
+            ("marker", 1): 1,
+            ("early", 1): 1,
+            ("marker-first", 1): 1,
+        }
     )
     assert dead == [("poison", "bad input")]
