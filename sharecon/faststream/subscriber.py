@@ -169,7 +169,7 @@ class ShareSubscriber(SubscriberUsecase[ShareRecord]):
         self.max_workers = config.max_workers
         self.consumer: ShareConsumer[bytes | None, bytes | None] | None = None
         self._host: Hosted[ShareConsumer[bytes | None, bytes | None]] | None = None
-        #: Records answered by their handler (by id): their answer stands.
+        #: Records (by id) answered while their handler runs: the first answer stands.
         self._answered: set[int] = set()
         parser.claim = self._claim
 
@@ -221,7 +221,7 @@ class ShareSubscriber(SubscriberUsecase[ShareRecord]):
             )
         except Exception as exc:
             # The consumer failed for good (e.g. a dead-letter topic it may not write):
-            # say so; ping() reports the subscriber stopped.
+            # say so; ping() is false from then on.
             self._log(
                 logging.ERROR,
                 f"share subscriber {self.group_id!r} stopped: {exc!r}",
