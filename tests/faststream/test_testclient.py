@@ -11,7 +11,7 @@ import pytest
 from faststream import AckPolicy
 from pydantic import BaseModel
 
-from sharecon import RetryLater
+from sharecon import Producer, RetryLater, ShareConsumer
 from sharecon.faststream import ShareBroker
 
 # At run time: FastStream reads the handlers' annotations to inject the message.
@@ -145,3 +145,38 @@ async def test_retry_later_dead_letter_and_manual_unanswered_on_the_fake() -> No
         }
     )
     assert dead == [("poison", "bad input")]
+
+
+async def test_stop_lets_the_handler_in_progress_finish() -> None:
+    """docs/faststream.md, Starting and stopping: ``broker.stop()`` waits for the handler
+    in progress (within ``graceful_timeout``), whose record is then accepted: a new
+    member of the group gets only what came after it."""
+    broker = ShareBroker("unused:9092", graceful_timeout=60)
+    started, go = anyio.Event(), anyio.Event()
+    finished: list[str] = []
+
+    @broker.subscriber("slow", group_id="s")
+    async def slow(body: str) -> None:
+        started.set()
+        await go.wait()
+        finished.append(body)
+
+    client = TestShareClient(broker)
+    async with client as br:
+        await br.publish("in-flight", "slow")
+        with anyio.fail_after(DEADLINE):
+            await started.wait()
+        (sub,) = br.subscribers
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(br.stop)
+            with anyio.fail_after(DEADLINE):
+                while sub.running:  # noqa: ASYNC110 - stop() has begun: it now waits
+                    await anyio.sleep(0.01)
+            go.set()
+        assert finished == ["in-flight"]
+        async with Producer(client.fake.bootstrap) as producer:
+            await producer.send_and_wait("slow", b"marker")
+        async with ShareConsumer(client.fake.bootstrap, group_id="s", topics=["slow"]) as c:
+            with anyio.fail_after(DEADLINE):
+                record = await c.__anext__()
+        assert record.value == b"marker"
