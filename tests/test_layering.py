@@ -124,6 +124,23 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon.serde",
             "sharecon.partitioner",
             "sharecon.testing",
+            # sharecon.testing.faststream: TestShareClient runs the FastStream broker.
+            "sharecon.faststream",
+        },
+        set(),
+    ),
+    # The FastStream broker (extra ``faststream``): a client of the public layer-4 API, as
+    # the other integrations; never imported by the package root (test_extras_stay_optional).
+    "faststream": (
+        SANS_IO_BASE
+        | {
+            "sharecon.admin",
+            "sharecon.producer",
+            "sharecon.consumer",
+            "sharecon.dlq",
+            "sharecon.record",
+            "sharecon.config",
+            "sharecon.faststream",
         },
         set(),
     ),
@@ -550,13 +567,14 @@ def test_cycle_finder_finds_a_planted_cycle() -> None:
 
 def test_extras_stay_optional() -> None:
     """``import sharecon`` (and every client) works without the extras installed: it never
-    imports OpenTelemetry or prometheus_client."""
+    imports OpenTelemetry, prometheus_client or FastStream."""
     import subprocess
     import sys
 
     code = (
         "import sys, sharecon, sharecon.consumer, sharecon.producer, sharecon.metrics\n"
-        "bad = sorted(m for m in sys.modules if m.startswith(('opentelemetry', 'prometheus_client')))\n"
+        "bad = sorted(m for m in sys.modules if m.startswith(\n"
+        "    ('opentelemetry', 'prometheus_client', 'faststream', 'fast_depends')))\n"
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=PKG.parent)

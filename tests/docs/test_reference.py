@@ -61,6 +61,9 @@ PUBLIC_MODULES = (
     "sharecon.testing.oidc",
     "sharecon.testing.telemetry",
     "sharecon.testing.fake",
+    "sharecon.testing.faststream",
+    "sharecon.faststream",
+    "sharecon.faststream.annotations",
 )
 
 #: Module prefixes left out of the reference, and why (docs/reference/index.md says so too).
@@ -76,6 +79,12 @@ NOT_PUBLIC = {
     "sharecon.testing.fake.groups": "FakeKafka's group coordinator: docs/testing.md",
     "sharecon.testing.fake.server": "FakeKafka is documented from sharecon.testing.fake",
     "sharecon.testing.fake.differential": "the differential scenarios: docs/testing.md",
+    "sharecon.faststream.broker": "ShareBroker is documented from sharecon.faststream",
+    "sharecon.faststream.config": "re-exported from sharecon.faststream",
+    "sharecon.faststream.message": "re-exported from sharecon.faststream",
+    "sharecon.faststream.producer": "re-exported from sharecon.faststream",
+    "sharecon.faststream.publisher": "re-exported from sharecon.faststream",
+    "sharecon.faststream.subscriber": "re-exported from sharecon.faststream",
 }
 
 _DIRECTIVE = re.compile(r"^::: ([\w.]+)\s*$((?:\n[ \t]+.*)*)", re.M)
