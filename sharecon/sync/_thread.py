@@ -86,6 +86,13 @@ async def _own(
         await close(stop.timeout)
 
 
+def _check_timeout(timeout: float | None) -> None:
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0
+    ):
+        raise errors.ConfigError(f"timeout must be None or >= 0 seconds, not {timeout!r}")
+
+
 def _name_library(backend: str) -> None:
     try:
         import sniffio
@@ -239,14 +246,14 @@ class EngineThread:
         :raises KafkaTimeoutError: no result within ``timeout`` (the task is cancelled).
         """
         self.check_fork()
+        _check_timeout(timeout)
         return self.wait(self.submit(func, *args), timeout, what or getattr(func, "__name__", ""))
 
     def wait(self, future: concurrent.futures.Future[T], timeout: float | None, what: str) -> T:
         """Wait for ``future`` (a task in the loop) at most ``timeout`` seconds; cancel it
         on timeout, and on anything raised while waiting (Ctrl-C, SIGTERM)."""
-        if timeout is not None and not timeout >= 0:
-            raise errors.ConfigError(f"timeout must be None or >= 0 seconds, not {timeout!r}")
         try:
+            _check_timeout(timeout)
             done, _ = concurrent.futures.wait((future,), timeout)
         except BaseException:
             future.cancel()
