@@ -3,6 +3,7 @@ through the blocking API (answers given in the calling thread and in handler thr
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -12,7 +13,7 @@ import pytest
 
 from sharecon import errors
 from sharecon.dlq import DeadLetterPolicy, dead_letter_info
-from sharecon.sync import Admin, ShareConsumer
+from sharecon.sync import Admin, Producer, ShareConsumer
 from tests.sync.conftest import produce, take
 
 if TYPE_CHECKING:
@@ -218,3 +219,43 @@ def test_consumer_goes_on_after_a_broker_restart(kafka_broker_factory: BrokerFac
         got = take(consumer, 1, deadline=120)
         assert [r.value for r in got] == [b"after"]
         consumer.commit(timeout=60)
+
+
+def test_the_trio_backend_consumes_the_same(
+    kafka_bootstrap: str, topic: str, share_group: str
+) -> None:
+    values = [b"t%d" % i for i in range(20)]
+    produce(kafka_bootstrap, topic, values)
+    seen: list[bytes] = []
+    with ShareConsumer(
+        kafka_bootstrap, group_id=share_group, topics=[topic], backend="trio"
+    ) as consumer:
+        for record in consumer:
+            seen.append(record.value or b"")
+            if len(seen) == len(values):
+                break
+        assert all(v is None for v in consumer.commit().values())
+    assert sorted(seen) == sorted(values)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX only")
+def test_a_started_client_is_refused_in_a_forked_child_and_works_on_in_the_parent(
+    kafka_bootstrap: str, topic: str
+) -> None:
+    with Producer(kafka_bootstrap) as producer:
+        producer.send(topic, b"before").result(timeout=60)
+        pid = os.fork()
+        if pid == 0:
+            code = 3
+            try:
+                producer.send(topic, b"from the child")
+            except errors.ForkedClientError:
+                code = 0
+            except BaseException:
+                code = 2
+            producer.close()  # nothing in the child: the parent's client is not touched
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        meta = producer.send(topic, b"after").result(timeout=60)
+        assert meta.topic == topic
