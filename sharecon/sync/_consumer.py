@@ -245,6 +245,10 @@ class ShareConsumer(Generic[K, V]):
     def __next__(self) -> Record[K, V]:
         if _thread._forks != self._forks:
             raise self._thread.fork_error()
+        if self._closed:
+            # Closed (by another thread) while iterating: the loop ends, as `async for`
+            # does; the records not reached were released by the close.
+            raise StopIteration
         cur = self._current
         if cur is not None:
             if not self._current_answered:

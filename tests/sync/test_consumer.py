@@ -259,3 +259,21 @@ def test_a_started_client_is_refused_in_a_forked_child_and_works_on_in_the_paren
         assert os.waitstatus_to_exitcode(status) == 0
         meta = producer.send(topic, b"after").result(timeout=60)
         assert meta.topic == topic
+
+
+def test_close_from_another_thread_ends_the_loop(
+    kafka_bootstrap: str, topic: str, share_group: str
+) -> None:
+    produce(kafka_bootstrap, topic, [b"only"])
+    seen: list[bytes] = []
+    consumer = ShareConsumer(kafka_bootstrap, group_id=share_group, topics=[topic])
+    with consumer:
+        safety = threading.Timer(120, consumer.close)  # a bound, should the record not come
+        safety.start()
+        for record in consumer:  # waits for more after the first, until closed
+            seen.append(record.value or b"")
+            threading.Timer(1.0, consumer.close).start()
+        safety.cancel()
+    assert seen == [b"only"]
+    with pytest.raises(errors.ClientClosedError):
+        iter(consumer)
