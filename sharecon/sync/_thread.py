@@ -312,7 +312,7 @@ class SigtermGuard:
         if threading.current_thread() is not threading.main_thread():
             return False
         with cls._lock:
-            if cls._users == 0:
+            if cls._users == 0 and not cls._installed:
                 try:
                     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
                         signal.signal(signal.SIGTERM, cls._on_sigterm)
@@ -327,10 +327,15 @@ class SigtermGuard:
         """Count one client out; restore the default action after the last."""
         with cls._lock:
             cls._users -= 1
-            if cls._users == 0 and cls._installed:
+            # Only the main thread may set handlers: a client closed in another thread
+            # leaves ours in place, for the next close in the main thread to restore.
+            if (
+                cls._users == 0
+                and cls._installed
+                and threading.current_thread() is threading.main_thread()
+            ):
                 cls._installed = False
-                if threading.current_thread() is threading.main_thread():
-                    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     @staticmethod
     def _on_sigterm(signum: int, frame: FrameType | None) -> None:
