@@ -75,7 +75,12 @@ def test_a_signal_closes_the_consumer_and_releases_the_record_it_held(
         )
         sent = time.monotonic()
         child.send_signal(signum)
-        out, err = child.communicate(timeout=60)
+        try:
+            out, err = child.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            out, err = child.communicate()
+            pytest.fail(f"the child did not end after {signum.name}:\n{out}\n{err}")
     finally:
         if child.poll() is None:
             child.kill()
