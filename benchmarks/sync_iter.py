@@ -2,7 +2,9 @@
 
 One topic (3 partitions) is loaded with N records of 100 B; then each contender reads all
 of them through its own fresh share group, one record at a time, implicit mode (every
-record accepted when the loop moves on), touching each value:
+record accepted when the loop moves on), touching each value. Each contender measures,
+from its first record to its last, the wall-clock rate and the CPU time of its whole
+process (every thread: the sync client's event-loop thread included):
 
 * ``async``: ``async for record in sharecon.ShareConsumer(...)`` under ``anyio.run``;
 * ``sync``: ``for record in sharecon.sync.ShareConsumer(...)`` (the same engine on a
@@ -10,9 +12,10 @@ record accepted when the loop moves on), touching each value:
 
 Both run in each of sharecon's builds (pure Python, and the per-record modules compiled
 with mypyc), each in its own process started outside the checkout (each child checks
-``sharecon.COMPILED``), with the same settings (``max_records``). The table gives records/s
-from the first record to the last and the ratio sync/async of the same build; the rounds
-alternate the order of the contenders. Writes ``benchmarks/results/sync_iter.json``.
+``sharecon.COMPILED``), with the same settings (``max_records``). The table gives the
+medians of records/s and of CPU microseconds per record, and the ratios sync/async of the
+same build (for CPU: async's CPU per record over sync's, so above 1.00x sync is faster);
+the rounds alternate the order of the contenders. Writes ``benchmarks/results/sync_iter.json``.
 
 Usage::
 
@@ -50,55 +53,60 @@ PARTITIONS = 3
 MAX_RECORDS = 500
 
 
-def _worker_async(bootstrap: str, topic: str, group: str, n: int) -> tuple[float, int, int]:
+def _worker_async(bootstrap: str, topic: str, group: str, n: int) -> tuple[float, float, int]:
     import anyio
 
     from sharecon import ShareConsumer
 
-    async def main() -> tuple[float, int, int]:
+    async def main() -> tuple[float, float, int]:
         count = nbytes = 0
-        first = 0.0
+        first = cpu = 0.0
         async with ShareConsumer(
             bootstrap, group_id=group, topics=[topic], max_records=MAX_RECORDS
         ) as c:
             async for record in c:
                 if not count:
                     first = time.perf_counter()
+                    cpu = time.process_time()
                 count += 1
                 nbytes += len(record.value or b"")
                 if count >= n:
                     break
             steady = time.perf_counter() - first
+            cpu = time.process_time() - cpu
             await c.commit()
-        return steady, count, nbytes
+        return steady, cpu, count
 
     return anyio.run(main)
 
 
-def _worker_sync(bootstrap: str, topic: str, group: str, n: int) -> tuple[float, int, int]:
+def _worker_sync(bootstrap: str, topic: str, group: str, n: int) -> tuple[float, float, int]:
     from sharecon.sync import ShareConsumer
 
     count = nbytes = 0
-    first = 0.0
+    first = cpu = 0.0
     with ShareConsumer(bootstrap, group_id=group, topics=[topic], max_records=MAX_RECORDS) as c:
         for record in c:
             if not count:
                 first = time.perf_counter()
+                cpu = time.process_time()
             count += 1
             nbytes += len(record.value or b"")
             if count >= n:
                 break
         steady = time.perf_counter() - first
+        cpu = time.process_time() - cpu
         c.commit()
-    return steady, count, nbytes
+    return steady, cpu, count
 
 
 def worker_main(argv: list[str]) -> None:
     kind, bootstrap, topic, group, n = argv[0], argv[1], argv[2], argv[3], int(argv[4])
     build = check_build()
     fn = _worker_sync if kind == "sync" else _worker_async
-    steady, count, nbytes = fn(bootstrap, topic, group, n)
-    print("RESULT " + json.dumps({"build": build, "steady": steady, "records": count}), flush=True)
+    steady, cpu, count = fn(bootstrap, topic, group, n)
+    result = {"build": build, "steady": steady, "cpu": cpu, "records": count}
+    print("RESULT " + json.dumps(result), flush=True)
 
 
 def run_worker(kind: str, build: str, bootstrap: str, topic: str, group: str, n: int) -> Any:
@@ -148,6 +156,7 @@ def main() -> None:
         tools.alter_group_config(warm, {"share.auto.offset.reset": "earliest"})
         run_worker("async", "pure", bootstrap, topic, warm, 1000)
         rates: dict[str, list[float]] = {}
+        cpus: dict[str, list[float]] = {}
         for rnd in range(args.rounds):
             order = [(k, b) for b in builds for k in ("async", "sync")]
             if rnd % 2:
@@ -157,16 +166,35 @@ def main() -> None:
                 tools.alter_group_config(group, {"share.auto.offset.reset": "earliest"})
                 r = run_worker(kind, build, bootstrap, topic, group, args.records)
                 rate = r["records"] / r["steady"]
+                per_record = r["cpu"] / r["records"] * 1e6
                 rates.setdefault(f"{kind} {build}", []).append(rate)
-                print(f"  round {rnd + 1}: {kind} {build}: {fmt_rate(rate)} records/s", flush=True)
+                cpus.setdefault(f"{kind} {build}", []).append(per_record)
+                print(
+                    f"  round {rnd + 1}: {kind} {build}: {fmt_rate(rate)} records/s, "
+                    f"{per_record:.2f} CPU us/record",
+                    flush=True,
+                )
         rows = []
         for build in builds:
             a = statistics.median(rates[f"async {build}"])
             s = statistics.median(rates[f"sync {build}"])
-            rows.append([build, "async for", fmt_rate(a), "1.00x"])
-            rows.append([build, "sync for", fmt_rate(s), f"{s / a:.2f}x"])
+            ca = statistics.median(cpus[f"async {build}"])
+            cs = statistics.median(cpus[f"sync {build}"])
+            rows.append([build, "async for", fmt_rate(a), "1.00x", f"{ca:.2f}", "1.00x"])
+            # Speed from CPU time: async CPU per record over sync's (above 1.00x: sync is
+            # faster), steadier than wall-clock rates on a shared machine.
+            rows.append(
+                [build, "sync for", fmt_rate(s), f"{s / a:.2f}x", f"{cs:.2f}", f"{ca / cs:.2f}x"]
+            )
         print_table(
-            ["build", "loop", "records/s (median)", "sync/async"],
+            [
+                "build",
+                "loop",
+                "records/s (median)",
+                "rate sync/async",
+                "CPU us/record (median)",
+                "speed by CPU sync/async",
+            ],
             rows,
             title=(
                 f"{args.records:,} records of 100 B, {PARTITIONS} partitions, implicit mode, "
@@ -175,7 +203,12 @@ def main() -> None:
         )
         path = write_json(
             "sync_iter",
-            {"records": args.records, "rates": rates, "environment": environment()},
+            {
+                "records": args.records,
+                "rates": rates,
+                "cpu_us_per_record": cpus,
+                "environment": environment(),
+            },
         )
         print(f"wrote {path}")
     finally:
