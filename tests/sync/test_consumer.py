@@ -238,6 +238,8 @@ def test_the_trio_backend_consumes_the_same(
     assert sorted(seen) == sorted(values)
 
 
+# Python 3.12+ warns when a process with threads forks: exactly the case refused here.
+@pytest.mark.filterwarnings("ignore:.*use of fork\\(\\) may lead to deadlocks:DeprecationWarning")
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX only")
 def test_a_started_client_is_refused_in_a_forked_child_and_works_on_in_the_parent(
     kafka_bootstrap: str, topic: str

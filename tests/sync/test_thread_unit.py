@@ -76,6 +76,8 @@ def test_a_stopped_thread_refuses_calls() -> None:
         EngineThread("Test", "curio")  # type: ignore[arg-type]
 
 
+# Python 3.12+ warns when a process with threads forks: exactly the case refused here.
+@pytest.mark.filterwarnings("ignore:.*use of fork\\(\\) may lead to deadlocks:DeprecationWarning")
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX only")
 def test_a_client_used_after_fork_is_refused_in_the_child() -> None:
     consumer = ShareConsumer("localhost:1", group_id="g", topics=["t"])
@@ -123,7 +125,7 @@ def test_a_failed_start_raises_its_error_and_leaves_no_thread() -> None:
     )
     with pytest.raises(errors.KafkaConnectionError):
         consumer.start()
-    assert threading.active_count() == before
+    assert threading.active_count() <= before  # its loop thread ended (others may have too)
     with pytest.raises(errors.ClientClosedError):
         consumer.start()
 
