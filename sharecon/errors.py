@@ -52,6 +52,7 @@ __all__ = [
     "ClientClosedError",
     "ClientNotStartedError",
     "ClientStateError",
+    "ForkedClientError",
     "ConfigError",
     "DeadLetterError",
     "DeadLetterTopicError",
@@ -224,6 +225,12 @@ class ClientNotStartedError(ClientStateError):
 
 class ClientClosedError(ClientStateError):
     """The client was closed; it cannot be used or started again (make a new one)."""
+
+
+class ForkedClientError(ClientStateError):
+    """A blocking client (:mod:`sharecon.sync`) was used in a child process after
+    ``fork()``: its event-loop thread and connections stay in the parent. Make a new
+    client in the child."""
 
 
 class KafkaConnectionError(KafkaError, builtins.ConnectionError):

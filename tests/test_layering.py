@@ -144,6 +144,19 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
         },
         set(),
     ),
+    # The blocking clients: façades over the public async clients (never their insides).
+    "sync": (
+        SANS_IO_BASE
+        | METRICS
+        | {
+            "sharecon.admin",
+            "sharecon.producer",
+            "sharecon.consumer",
+            "sharecon.record",
+            "sharecon.sync",
+        },
+        set(),
+    ),
     # Layer 4 internals: everything below, plus the public record type; never the CLI/testing.
     "_consumer": (
         SANS_IO_BASE

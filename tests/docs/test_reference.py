@@ -34,6 +34,7 @@ PUBLIC_MODULES = (
     "sharecon.consumer",
     "sharecon.producer",
     "sharecon.record",
+    "sharecon.sync",
     "sharecon.types",
     "sharecon.dlq",
     "sharecon.errors",
