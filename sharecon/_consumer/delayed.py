@@ -78,10 +78,19 @@ class DelayedReleaser:
                 f"{where} is not held by this consumer: it was already answered, or its "
                 "lock was lost, or another consumer delivered it"
             )
-        self.pending.add(record, core.clock(), delay, record.lock_deadline)
+        pending = self.pending
+        pending.add(record, core.clock(), delay, record.lock_deadline)
+        # Answered, if not yet sent: fetching goes on during the delay (rule 4 there).
+        self._park(record)
+        core.apply_effects()
         if not self._running:
             self._running = True
             core.tg.start_soon(self._run, name="sharecon delayed releases")
+
+    def _park(self, record: Record[Any, Any]) -> None:
+        wake_at = self.pending.wake_at(record, record.lock_deadline)
+        if wake_at is not None:
+            self._core.machine.park(record.topic_partition, record.offset, wake_at)
 
     async def _run(self) -> None:
         core = self._core
@@ -99,10 +108,16 @@ class DelayedReleaser:
         pending = self.pending
         renewing = core.machine.renewing
         records = pending.keys()
+        machine = core.machine
         for rec in records:
             if (rec.topic_partition, rec.offset) not in renewing and not core.handout.holds(rec):
                 pending.drop(rec)  # answered by the application, or its lock was lost
+                machine.unpark(rec.topic_partition, rec.offset)
         renew, release = pending.due(now, {r: r.lock_deadline for r in pending.keys()})
+        for rec in release:
+            machine.unpark(rec.topic_partition, rec.offset)
+        for rec in pending.keys():
+            self._park(rec)  # its next renew is due later now
         for rec in renew:
             if (rec.topic_partition, rec.offset) in renewing:
                 continue  # a renew of it is on its way
@@ -110,6 +125,7 @@ class DelayedReleaser:
                 core.handout.answer(rec, AckType.RENEW)
             except errors.KafkaError as exc:
                 pending.drop(rec)  # it comes back when its lock ends: early, not lost
+                machine.unpark(rec.topic_partition, rec.offset)
                 core.note_error(exc)
         for rec in release:
             core.handout.answer(rec, AckType.RELEASE)  # may overwrite a renew still on its way

@@ -129,6 +129,7 @@ class NodeFetcher:
             room=room,
             urgent=core.flush_requested > 0,
             extra_records=extra_records,
+            now=core.clock(),
         )
 
     async def _start(self, turn: Turn) -> _Wire | None:

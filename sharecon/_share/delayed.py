@@ -14,6 +14,9 @@ Rules:
    release counts as that delivery's answer, as an immediate release does.
 3. If the member dies, nothing is renewed any more and the broker delivers the record
    again when its lock ends; the caller releases what is delayed at once on a clean close.
+4. A record waiting here never holds up other records: the caller parks it in the share
+   machine (:meth:`~sharecon._share.machine.ShareMachine.park`) until :meth:`wake_at`, so
+   fetching goes on during the delay.
 """
 
 from __future__ import annotations
@@ -63,6 +66,17 @@ class DelayedReleases(Generic[K]):
         """When ``key`` is to be released, or ``None`` if it is not waiting."""
         entry = self._due.get(key)
         return None if entry is None else entry[0]
+
+    def wake_at(self, key: K, deadline: float | None) -> float | None:
+        """When :meth:`due` will next name ``key`` (to renew, given its lock ends at
+        ``deadline``, or to release); ``None`` if it is not waiting."""
+        entry = self._due.get(key)
+        if entry is None:
+            return None
+        at, margin = entry
+        if deadline is not None and deadline < at:
+            return min(at, deadline - margin)
+        return at
 
     def due(self, now: float, deadlines: dict[K, float | None]) -> tuple[list[K], list[K]]:
         """Which records to renew now, and which to release now (those are dropped).

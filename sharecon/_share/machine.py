@@ -128,6 +128,8 @@ class InFlight:
     may_wait: bool
     #: Records a strict record limit reserved for this fetch; 0 once settled.
     granted: int = 0
+    #: The MaxWaitMs it was sent with, when below the configured one (records parked).
+    wait_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +165,11 @@ class Leader:
         self.planner = FetchPlanner(self.session)
         #: What can arrive and be handled within the lock (:mod:`.fetch_size`).
         self.sizer = FetchSizer(max_bytes, max_records)
+
+
+#: The shortest wait at the broker while records are parked (:meth:`ShareMachine.park`),
+#: in ms: about the driver's tick for delayed releases.
+MIN_PARKED_WAIT_MS = 100
 
 
 class ShareMachine:
@@ -208,6 +215,9 @@ class ShareMachine:
         #: Decoded records past the limit, waiting for the router (the driver's handles).
         self.dead_letters: list[object] = []
         self._dead_keys: set[tuple[TopicIdPartition, int]] = set()
+        #: Records waiting out a delay, per partition: offset -> when the driver next acts
+        #: on it (renews or releases it); not held for rule 2 of :mod:`.fetch_policy`.
+        self.parked: dict[TopicIdPartition, dict[int, float]] = {}
 
     # -- the driver's side ------------------------------------------------------------------
 
@@ -236,6 +246,34 @@ class ShareMachine:
         """Acknowledgements waited ``ack_linger``: send them even without a fetch."""
         self.leader(node_id).planner.linger_expired = True
 
+    def park(self, tp: TopicIdPartition, offset: int, wake_at: float) -> None:
+        """The application answered the record at ``offset`` with a delayed release: until
+        :meth:`unpark`, it does not hold up fetching (rule 2 of :mod:`.fetch_policy`);
+        ``wake_at`` is when its next renew or its release falls due (a fetch waiting at
+        the broker returns by then). Wakes a planner that waited for an answer."""
+        self.parked.setdefault(tp, {})[offset] = wake_at
+        if self.any_dry:
+            self._answered()
+
+    def unpark(self, tp: TopicIdPartition, offset: int) -> None:
+        """The record at ``offset`` no longer waits out a delay (released, answered
+        otherwise, or its lock was lost)."""
+        one = self.parked.get(tp)
+        if one is not None:
+            one.pop(offset, None)
+            if not one:
+                del self.parked[tp]
+
+    def _parked_wait_ms(self, now: float | None) -> int | None:
+        # How long a fetch may wait at the broker before a parked record needs a request.
+        if now is None:
+            return None
+        soonest = min(min(one.values()) for one in self.parked.values())
+        # At least a short wait: a renew or release just due is marked by the driver's
+        # next tick, and a zero wait would only spin empty fetches until then.
+        ms = max(MIN_PARKED_WAIT_MS, int((soonest - now) * 1000))
+        return min(self.params.max_wait_ms, ms)
+
     def next_turn(
         self,
         node_id: int,
@@ -244,6 +282,7 @@ class ShareMachine:
         room: bool,
         urgent: bool = False,
         extra_records: int = 0,
+        now: float | None = None,
     ) -> Turn:
         """Plan ``node_id``'s next request (``plan=None``: nothing to send now).
 
@@ -251,6 +290,8 @@ class ShareMachine:
         :param room: whether the buffer can take another answer (with ``extra_records``).
         :param urgent: a ``commit()`` waits for the acknowledgements.
         :param extra_records: records received but not taken in yet (pipelining).
+        :param now: the time (bounds a fetch's wait while records are parked: :meth:`park`;
+            ``None``: the configured MaxWaitMs).
         """
         planner = self.leader(node_id).planner
         budget = self.budget
@@ -276,8 +317,15 @@ class ShareMachine:
                     starved.add(node_id)
         # Fetch sizing (how many records and bytes a fetch asks for) is decided here and
         # in request(): the leader's FetchSizer, cut to the granted budget.
+        parked = self.parked
         turn = planner.next(
-            self.ledger, want, room=room, urgent=urgent, extra_records=extra_records
+            self.ledger,
+            want,
+            room=room,
+            urgent=urgent,
+            extra_records=extra_records,
+            parked=parked,
+            wait_ms=self._parked_wait_ms(now) if parked else None,
         )
         if granted:
             if turn.plan is not None and turn.plan.fetches:
@@ -291,6 +339,8 @@ class ShareMachine:
         assert plan is not None
         if plan.kind is RequestKind.SHARE_FETCH:
             params = self.params if turn.may_wait else self._prefetch_params
+            if turn.may_wait and turn.wait_ms is not None:
+                params = replace(params, max_wait_ms=min(params.max_wait_ms, turn.wait_ms))
             # Only what can arrive and be handled within the lock (:mod:`.fetch_size`).
             fit = self.leader(plan.tag.node_id).sizer.size()
             params = replace(
@@ -321,7 +371,9 @@ class ShareMachine:
         taken = turn.taken
         if taken is not None and not taken.is_renew:
             self.leader(node_id).sizer.handled(now, taken.count, backlog=backlog)
-        return InFlight(node_id, turn.plan, turn.taken, now, turn.may_wait, turn.granted)
+        return InFlight(
+            node_id, turn.plan, turn.taken, now, turn.may_wait, turn.granted, turn.wait_ms
+        )
 
     def send_failed(self, node_id: int, turn: Turn) -> None:
         """``turn``'s request could not be sent: the session incarnation is gone (rule 3)."""
@@ -403,7 +455,9 @@ class ShareMachine:
                     acquired += max(0, min(a.last_offset - a.first_offset + 1, 1 << 31))
         leader.planner.fetched(plan, may_wait=f.may_wait, acquired=acquired)
         # What the link and the lock allow for the next fetches (:mod:`.fetch_size`).
-        waited = self.params.max_wait_ms / 1000 if f.may_wait else 0.0
+        waited = 0.0
+        if f.may_wait:
+            waited = (self.params.max_wait_ms if f.wait_ms is None else f.wait_ms) / 1000
         sized = leader.sizer.fetched(
             f.sent_at,
             now,

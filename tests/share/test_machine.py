@@ -33,7 +33,7 @@ from sharecon._share.fetch_policy import Turn
 from sharecon._share.fetch_size import INITIAL_BYTES
 from sharecon._share.intake import Decoded
 from sharecon._share.ledger import AckFailure, MarkResult
-from sharecon._share.machine import InFlight, ShareMachine
+from sharecon._share.machine import MIN_PARKED_WAIT_MS, InFlight, ShareMachine
 from sharecon._share.requests import FetchParams
 from sharecon._share.session import RequestKind, SessionTag
 from sharecon.errors import (
@@ -320,6 +320,59 @@ def test_a_dry_planner_waits_for_an_answer_then_wakes_its_loop() -> None:
     m.accept(TP, 0, d.delivery)
     assert m.drain() == [Wake(NODE)]
     assert m.next_turn(NODE, [TP], room=True).plan is not None
+
+
+def test_a_parked_record_never_holds_up_fetching() -> None:
+    """Issue 30, behaviour 1: one member, one record released with a delay. The old rule
+    counted it as held, so an empty no-wait fetch made the planner dry until the delay
+    ended (0 of 9 records written meanwhile were fetched)."""
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 0, 1)), 1.0)
+    hand_out(m, d, 0, 0)
+    f = send(m, 2.0)
+    assert not f.may_wait
+    take(m, f, answer(), 2.0)  # dry: the record is held and unanswered
+    assert m.next_turn(NODE, [TP], room=True, now=2.0).plan is None
+    m.park(TP, 0, wake_at=8.0)  # release(delay=6): answered, released at 8.0
+    assert m.drain() == [Wake(NODE)]  # the dry loop is woken
+    turn = m.next_turn(NODE, [TP], room=True, now=2.1)
+    assert turn.plan is not None and turn.plan.fetches and turn.may_wait
+    request = m.request(turn, "member")
+    assert isinstance(request, ShareFetchRequest) and request.max_wait_ms == PARAMS.max_wait_ms
+    f = m.sent(NODE, turn, 2.1)
+    take(m, f, answer(), 2.6)  # a waiting fetch that came back empty: not dry
+    assert m.next_turn(NODE, [TP], room=True, now=2.6).plan is not None
+
+
+def test_a_fetch_never_waits_past_a_parked_records_next_renew_or_release() -> None:
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 0, 1)), 1.0)
+    hand_out(m, d, 0, 0)
+    m.park(TP, 0, wake_at=1.25)
+    turn = m.next_turn(NODE, [TP], room=True, now=1.0)
+    assert turn.may_wait and turn.wait_ms == 250
+    request = m.request(turn, "member")
+    assert isinstance(request, ShareFetchRequest) and request.max_wait_ms == 250
+    take(m, m.sent(NODE, turn, 1.0), answer(), 1.25)
+    # Due now: a short wait (the driver marks it on its next tick), never a spinning 0.
+    assert m.next_turn(NODE, [TP], room=True, now=5.0).wait_ms == MIN_PARKED_WAIT_MS
+
+
+def test_a_live_record_beside_a_parked_one_still_keeps_fetches_from_waiting() -> None:
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 1, 1)), 1.0)
+    hand_out(m, d, 0, 1)
+    m.park(TP, 0, wake_at=9.0)
+    turn = m.next_turn(NODE, [TP], room=True, now=1.0)
+    assert not turn.may_wait and turn.wait_ms is None  # offset 1 is being handled
+    f = m.sent(NODE, turn, 1.0)
+    take(m, f, answer(), 1.0)
+    assert m.next_turn(NODE, [TP], room=True, now=1.0).plan is None  # dry, as before
+    m.unpark(TP, 0)
+    assert m.parked == {}
 
 
 def test_the_record_budget_is_granted_and_settled_once() -> None:
