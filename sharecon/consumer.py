@@ -508,7 +508,9 @@ class ShareConsumer(Generic[K, V]):
         failed, every broker it needs is reachable (see :class:`ClusterHealth` for
         which broker is down, since when, and why), and records waiting at a leader are
         not stuck there (``stuck_for``: for longer than the lock duration, every fetch
-        came back after its records' locks ended, or not at all).
+        came back after its records' locks ended, or not at all), and no partition is
+        ``blocked`` (its batches cannot cross the link within the lock: it is no longer
+        fetched, and the reason names the batch size, the measured rate and the lock).
         """
         core = self._running()
         cluster = core.cluster.health()
@@ -516,12 +518,14 @@ class ShareConsumer(Generic[K, V]):
         fatal = core.fatal
         running = not (self._closed or core.closing)
         stuck = core.stuck()
+        blocked = core.blocked()
         return ConsumerHealth(
             ok=running
             and fatal is None
             and state is MemberState.STABLE
             and cluster.ok
-            and not stuck,
+            and not stuck
+            and not blocked,
             running=running,
             member_state=state.name.lower(),
             failed=None if fatal is None else f"{type(fatal).__name__}: {fatal}",
@@ -529,6 +533,7 @@ class ShareConsumer(Generic[K, V]):
             buffered_records=core.buffer.records,
             cluster=cluster,
             stuck_for=stuck,
+            blocked=blocked,
         )
 
     def metrics(self) -> ConsumerMetrics:
@@ -1289,8 +1294,8 @@ class _BatchIterator(Generic[K, V]):
 class ConsumerHealth:
     """What :meth:`ShareConsumer.health` saw.
 
-    :param ok: running, a stable group member, not failed, every broker reachable, and
-        nothing stuck (``stuck_for`` is 0).
+    :param ok: running, a stable group member, not failed, every broker reachable,
+        nothing stuck (``stuck_for`` is 0) and nothing ``blocked``.
     :param running: started and not closing.
     :param member_state: the membership state (``unjoined``, ``joining``, ``stable``,
         ``fenced``, ``leaving``, ``left`` or ``fatal``).
@@ -1301,6 +1306,10 @@ class ConsumerHealth:
     :param stuck_for: seconds records have been waiting at a leader with none delivered,
         when that is longer than the acquisition lock (fetches came back after the locks
         ended, or timed out: see "Adaptive fetch sizing" in docs/consumer.md); else 0.
+    :param blocked: a sentence per partition this member no longer fetches because one
+        of its batches cannot arrive within the acquisition lock, naming the partition,
+        the batch size, the measured link rate and the lock (see "Batches larger than
+        the link carries within the lock" in docs/consumer.md).
     """
 
     ok: bool
@@ -1311,6 +1320,7 @@ class ConsumerHealth:
     buffered_records: int
     cluster: ClusterHealth
     stuck_for: float = 0.0
+    blocked: tuple[str, ...] = ()
 
 
 def _check_same_connection(

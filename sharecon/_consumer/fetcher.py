@@ -181,7 +181,8 @@ class NodeFetcher:
         nxt: _Wire | None = None
         try:
             if f.plan.kind is RequestKind.SHARE_FETCH:
-                resp = cast("ShareFetchResponse", await w.sent.wait(self._timeout))
+                timeout = machine.fetch_timeout(f, self._timeout)
+                resp = cast("ShareFetchResponse", await w.sent.wait(timeout))
                 nxt = await self._on_fetch(f, resp, pipeline=pipeline)
             else:
                 ack = cast(

@@ -64,6 +64,7 @@ from .effects import (
     LockLost,
     LocksRenewed,
     NoteError,
+    PartitionBlocked,
     PartitionLost,
     Rediscover,
     RenewFailed,
@@ -81,12 +82,13 @@ from .fetch_policy import (
     renewed,
     transport_failed,
 )
-from .fetch_size import FetchSizer
+from .fetch_size import MIN_BYTES, FetchSizer
 from .intake import InvalidAnswer, R, take_partition
 
 # Taken and SharePlan are real imports, not under TYPE_CHECKING: the compiled build
 # (mypyc) looks up the dataclass fields' annotations when the module is imported.
 from .ledger import AckFailure, AckLedger, AckResult, MarkResult, Taken
+from .oversize import PROBE_LOCKS, Blocked, OversizeGuard
 from .record_limit import RecordBudget
 from .requests import (
     FetchParams,
@@ -99,7 +101,7 @@ from .session import RequestKind, SharePlan, ShareSession
 
 if TYPE_CHECKING:
     import uuid
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 
     from sharecon.protocol import (
         ShareAcknowledgeRequest,
@@ -130,6 +132,10 @@ class InFlight:
     granted: int = 0
     #: The MaxWaitMs it was sent with, when below the configured one (records parked).
     wait_ms: int | None = None
+    #: A probe of partitions whose fetch got no answer (:mod:`.oversize`).
+    probe: bool = False
+    #: How long the driver awaits the answer (:meth:`ShareMachine.fetch_timeout`).
+    timeout: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +161,7 @@ class Leader:
     :param max_records: the configured ``max_records``: no fetch asks for more.
     """
 
-    __slots__ = ("node_id", "planner", "session", "sizer")
+    __slots__ = ("guard", "node_id", "planner", "session", "sizer")
 
     def __init__(
         self, node_id: int, max_bytes: int = 50 * 1024 * 1024, max_records: int = 500
@@ -165,6 +171,8 @@ class Leader:
         self.planner = FetchPlanner(self.session)
         #: What can arrive and be handled within the lock (:mod:`.fetch_size`).
         self.sizer = FetchSizer(max_bytes, max_records)
+        #: Partitions whose batches cannot arrive within the lock (:mod:`.oversize`).
+        self.guard = OversizeGuard()
 
 
 #: The shortest wait at the broker while records are parked (:meth:`ShareMachine.park`),
@@ -293,7 +301,10 @@ class ShareMachine:
         :param now: the time (bounds a fetch's wait while records are parked: :meth:`park`;
             ``None``: the configured MaxWaitMs).
         """
-        planner = self.leader(node_id).planner
+        leader = self.leader(node_id)
+        planner = leader.planner
+        # Partitions whose batches cannot arrive within the lock are not fetched.
+        want = leader.guard.wanted(want)
         budget = self.budget
         granted = 0
         if budget is not None and room:
@@ -349,7 +360,17 @@ class ShareMachine:
                 max_records=fit.max_records,
                 batch_size=min(params.batch_size, fit.max_records),
             )
-            if turn.granted:
+            if self.leader(plan.tag.node_id).guard.probing:
+                # A fetch got no answer: one record's worth, record-limit acquisition
+                # (4.2+; 4.1 ignores it), to measure what arrives (rule 2 of .oversize).
+                params = replace(
+                    params,
+                    max_bytes=min(MIN_BYTES, params.max_bytes),
+                    max_records=1,
+                    batch_size=1,
+                    acquire_mode=1,
+                )
+            elif turn.granted:
                 params = replace(
                     params,
                     max_records=min(turn.granted, fit.max_records),
@@ -371,8 +392,9 @@ class ShareMachine:
         taken = turn.taken
         if taken is not None and not taken.is_renew:
             self.leader(node_id).sizer.handled(now, taken.count, backlog=backlog)
+        probe = turn.plan.fetches and self.leader(node_id).guard.probing
         return InFlight(
-            node_id, turn.plan, turn.taken, now, turn.may_wait, turn.granted, turn.wait_ms
+            node_id, turn.plan, turn.taken, now, turn.may_wait, turn.granted, turn.wait_ms, probe
         )
 
     def send_failed(self, node_id: int, turn: Turn) -> None:
@@ -392,13 +414,34 @@ class ShareMachine:
         if back_off:
             self.effects.append(BackOff(node_id, refresh=True))
 
+    def fetch_timeout(self, f: InFlight, default: float) -> float:
+        """How long the driver awaits the answer to fetch ``f`` (``default``: its usual
+        deadline): a probe is awaited :data:`~.oversize.PROBE_LOCKS` locks, so a slow
+        link's answer can be measured (rule 2 of :mod:`.oversize`)."""
+        if f.probe:
+            f.timeout = max(default, PROBE_LOCKS * self.leader(f.node_id).sizer.lock)
+        else:
+            f.timeout = default
+        return f.timeout
+
     def request_failed(self, f: InFlight, *, timed_out: bool = False) -> None:
         """The request ``f`` failed in transport, or (``timed_out``) got no answer in time
-        (rule 3). A fetch that timed out shrinks the leader's next fetches, and counts as
-        late (:class:`~.effects.FetchLate`)."""
+        (rule 3). A fetch that timed out shrinks the leader's next fetches, counts as
+        late (:class:`~.effects.FetchLate`), and makes the next fetch a probe, or, if it
+        was one, blocks the partitions it probed (:mod:`.oversize`)."""
         if timed_out and f.plan.fetches:
-            sizer = self.leader(f.node_id).sizer
+            leader = self.leader(f.node_id)
+            sizer = leader.sizer
             self._late(f.node_id, sizer.timed_out(f.sent_at), timed_out=True)
+            self._blocked(
+                f.node_id,
+                leader.guard.timed_out(
+                    leader.session.partitions,
+                    waited=f.timeout,
+                    bytes_per_second=sizer.bytes_per_second,
+                    lock=sizer.lock,
+                ),
+            )
         self._settle_inflight(f)
         self.transport_failed(f.node_id, f.plan)
 
@@ -447,13 +490,20 @@ class ShareMachine:
         leader = self.leader(f.node_id)
         plan = f.plan
         acquired = size = 0
+        sizes: dict[TopicIdPartition, int] = {}
         for t in resp.responses:
             for p in t.partitions:
-                size += len(p.records or b"")
+                n = len(p.records or b"")
+                if n:
+                    size += n
+                    tp = TopicIdPartition(t.topic_id, p.partition_index, names.get(t.topic_id))
+                    sizes[tp] = sizes.get(tp, 0) + n
                 for a in p.acquired_records:
                     # Clamped: a hostile range must not make this sum a bignum.
                     acquired += max(0, min(a.last_offset - a.first_offset + 1, 1 << 31))
         leader.planner.fetched(plan, may_wait=f.may_wait, acquired=acquired)
+        # What this fetch asked for (request() sized it so; fetched() may resize).
+        asked = MIN_BYTES if f.probe else leader.sizer.size().max_bytes
         # What the link and the lock allow for the next fetches (:mod:`.fetch_size`).
         waited = 0.0
         if f.may_wait:
@@ -471,6 +521,21 @@ class ShareMachine:
                 f.node_id,
                 sized.too_slow,
                 what=f"{size} bytes took {now - f.sent_at:.1f} s to arrive",
+            )
+        if plan.fetches:
+            # Batches that cannot arrive within the lock: stop fetching them (.oversize).
+            elapsed = now - f.sent_at
+            rate = size / max(elapsed - waited, 1e-6) if size else leader.sizer.bytes_per_second
+            self._blocked(
+                f.node_id,
+                leader.guard.answered(
+                    sizes,
+                    elapsed=elapsed,
+                    bytes_per_second=rate,
+                    lock=leader.sizer.lock,
+                    asked=asked,
+                    waited=waited > 0,
+                ),
             )
         if leader.planner.dry:
             self.any_dry = True
@@ -982,6 +1047,21 @@ class ShareMachine:
                 what,
             )
         )
+
+    def _blocked(self, node_id: int, blocked: list[Blocked]) -> None:
+        for b in blocked:
+            self.effects.append(PartitionBlocked(node_id, b.tp, b.describe()))
+
+    def assigned(self, assignment: Container[TopicIdPartition]) -> None:
+        """The member's assignment is now ``assignment``: partitions no longer fetched
+        because of their batch size (:mod:`.oversize`) and since revoked are forgotten."""
+        for one in self.leaders.values():
+            one.guard.retain(assignment)
+
+    def blocked(self) -> list[str]:
+        """A sentence per partition no longer fetched because its batches cannot arrive
+        within the lock (:mod:`.oversize`): partition, batch size, measured rate, lock."""
+        return [cause for one in self.leaders.values() for cause in one.guard.causes()]
 
     def _lost(self, results: list[AckResult]) -> None:
         if results:

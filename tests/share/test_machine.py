@@ -440,9 +440,11 @@ def test_a_fatal_partition_error_fails_the_consumer() -> None:
 # -- fetch sizing (sharecon._share.fetch_size) ---------------------------------------------
 
 
-def _sized_fetch(m: ShareMachine, now: float) -> tuple[InFlight, int]:
+def _sized_fetch(
+    m: ShareMachine, now: float, want: Sequence[TopicIdPartition] = (TP,)
+) -> tuple[InFlight, int]:
     """Send the next fetch at ``now``: its InFlight and the max_bytes it asked for."""
-    turn = m.next_turn(NODE, [TP], room=True)
+    turn = m.next_turn(NODE, want, room=True)
     request = m.request(turn, "member")
     assert isinstance(request, ShareFetchRequest)
     return m.sent(NODE, turn, now), request.max_bytes
@@ -497,11 +499,17 @@ def test_the_next_fetch_asks_for_what_the_link_carried_in_time() -> None:
     late = _late(m, f, _kilobyte_records(20, 29), 23.0 + 31.0 + _poll(f))
     assert len(late) == 1 and not late[0].timed_out
     assert m.stuck(23.0 + 29.0) == 0.0 and m.stuck(23.0 + 31.0) == pytest.approx(31.0)
-    f, before = _sized_fetch(m, 60.0)
+    # One batch larger than the ask, after the lock: TP is no longer fetched (.oversize).
+    [cause] = m.blocked()
+    assert cause.startswith("t-0: ")
+    other = TopicIdPartition(T, 1, "t")
+    f, before = _sized_fetch(m, 60.0, [TP, other])
     m.request_failed(f, timed_out=True)
     [timed_out] = [e for e in m.drain() if isinstance(e, FetchLate)]
     assert timed_out.timed_out
-    assert _sized_fetch(m, 61.0)[1] == max(1024, before // 4)
+    assert m.leader(NODE).sizer.cap == max(1024, before // 4)
+    # No answer at all: the next fetch is a one-record probe (.oversize rule 2).
+    assert _sized_fetch(m, 61.0, [TP, other])[1] == 1024
 
 
 # -- the application's side (rules 6-8) ----------------------------------------------------
