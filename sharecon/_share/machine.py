@@ -440,6 +440,7 @@ class ShareMachine:
                     waited=f.timeout,
                     bytes_per_second=sizer.bytes_per_second,
                     lock=sizer.lock,
+                    since=sizer.stalled_since or f.sent_at,
                 ),
             )
         self._settle_inflight(f)
@@ -535,6 +536,7 @@ class ShareMachine:
                     lock=leader.sizer.lock,
                     asked=asked,
                     waited=waited > 0,
+                    since=leader.sizer.stalled_since or f.sent_at,
                 ),
             )
         if leader.planner.dry:
@@ -992,8 +994,12 @@ class ShareMachine:
 
     def stuck(self, now: float) -> float:
         """The longest any leader has had records waiting that none of its fetches could
-        deliver, if longer than the lock (:meth:`.FetchSizer.stuck`); 0 if none."""
-        return max((one.sizer.stuck(now) for one in self.leaders.values()), default=0.0)
+        deliver, if longer than the lock (:meth:`.FetchSizer.stuck`, and while a partition
+        is blocked :meth:`.OversizeGuard.stuck`); 0 if none."""
+        return max(
+            (max(one.sizer.stuck(now), one.guard.stuck(now)) for one in self.leaders.values()),
+            default=0.0,
+        )
 
     def pending_acks(self) -> bool:
         """Whether any live session has acknowledgements marked or in flight."""

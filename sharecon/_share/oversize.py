@@ -67,6 +67,9 @@ class Blocked:
     bytes_per_second: float | None
     lock: float
     waited: float = 0.0
+    #: When its records began to wait with none deliverable (the send time of the first
+    #: late or unanswered fetch): ``health().stuck_for`` counts from it while blocked.
+    since: float = 0.0
 
     def describe(self) -> str:
         """One sentence for ``health()`` and the log."""
@@ -124,11 +127,13 @@ class OversizeGuard:
         lock: float,
         asked: int,
         waited: bool = False,
+        since: float = 0.0,
     ) -> list[Blocked]:
         """A fetch was answered after ``elapsed`` seconds, ``sizes`` bytes per partition,
         at ``bytes_per_second``; returns the partitions blocked now (rules 1-3).
 
         :param asked: the fetch's ``MaxBytes``.
+        :param since: when the leader's records began to wait undeliverable (:class:`Blocked`).
         :param waited: the fetch could wait at the broker: how long it waited is unknown,
             so its rate may be overstated and never ends a block.
         """
@@ -146,7 +151,7 @@ class OversizeGuard:
                 and (floor or size > asked)
                 and (not bytes_per_second or size / bytes_per_second > lock)
             ):
-                self.blocked[tp] = b = Blocked(tp, size, bytes_per_second, lock)
+                self.blocked[tp] = b = Blocked(tp, size, bytes_per_second, lock, since=since)
                 new.append(b)
         if late:
             return new
@@ -164,6 +169,7 @@ class OversizeGuard:
         waited: float,
         bytes_per_second: float | None,
         lock: float,
+        since: float = 0.0,
     ) -> list[Blocked]:
         """A fetch of ``partitions`` got no answer within ``waited`` seconds: a probe's
         suspects are blocked, any other fetch's partitions become suspect (rule 2)."""
@@ -178,6 +184,16 @@ class OversizeGuard:
             self.blocked[b.tp] = b
         self.suspect.clear()
         return new
+
+    def stuck(self, now: float) -> float:
+        """Seconds the longest-blocked partition's records have waited, if longer than
+        its lock; else 0 (the fetch sizer's ``stuck``, kept while a partition is blocked:
+        the leader's other answers arrive in time, but these records still wait)."""
+        worst = 0.0
+        for b in self.blocked.values():
+            if now - b.since > b.lock:
+                worst = max(worst, now - b.since)
+        return worst
 
     def causes(self) -> list[str]:
         """A sentence per blocked partition (rule 4)."""

@@ -121,8 +121,15 @@ def test_the_machine_stops_fetching_a_partition_whose_batch_arrived_after_the_lo
     assert blocked.tp == TP and f"{size}-byte batch" in blocked.cause
     assert any(isinstance(e, FetchLate) for e in effects)
     assert m.blocked() == [blocked.cause]
-    # The next fetch forgets the partition: no second attempt is spent by this member.
+    # The records still wait: stuck counts from the late fetch's send, past the lock,
+    # even after the next (empty, quick) answer.
     turn = m.next_turn(NODE, [TP], room=True, now=40.0)
+    f2 = m.sent(NODE, turn, 40.0)
+    m.fetch_answered(
+        f2, ShareFetchResponse(acquisition_lock_timeout_ms=LOCK_MS), NAMES, 40.1, pipeline=False
+    )
+    assert m.stuck(40.1) == 40.1 - 1.0
+    # That next fetch forgot the partition: no second attempt is spent by this member.
     assert turn.plan is not None and turn.plan.forgotten == (TP,)
 
 
