@@ -259,9 +259,11 @@ class ShareMachine:
         :meth:`unpark`, it does not hold up fetching (rule 2 of :mod:`.fetch_policy`);
         ``wake_at`` is when its next renew or its release falls due (a fetch waiting at
         the broker returns by then). Wakes a planner that waited for an answer."""
-        self.parked.setdefault(tp, {})[offset] = wake_at
-        if self.any_dry:
-            self._answered()
+        one = self.parked.setdefault(tp, {})
+        new = offset not in one
+        one[offset] = wake_at
+        if new and self.any_dry:
+            self._answered()  # a moved wake_at (each tick of the driver) wakes no one
 
     def unpark(self, tp: TopicIdPartition, offset: int) -> None:
         """The record at ``offset`` no longer waits out a delay (released, answered
