@@ -537,7 +537,8 @@ class ShareMachine:
                     bytes_per_second=rate,
                     lock=leader.sizer.lock,
                     asked=asked,
-                    waited=waited > 0,
+                    # Only a fresh sample is skewed by a wait at the broker.
+                    waited=waited > 0 and size > 0,
                     since=leader.sizer.stalled_since or f.sent_at,
                 ),
             )
@@ -1061,8 +1062,8 @@ class ShareMachine:
             self.effects.append(PartitionBlocked(node_id, b.tp, b.describe()))
 
     def assigned(self, assignment: Container[TopicIdPartition]) -> None:
-        """The member's assignment is now ``assignment``: partitions no longer fetched
-        because of their batch size (:mod:`.oversize`) and since revoked are forgotten."""
+        """The member's assignment is now ``assignment``: suspicions of revoked
+        partitions are forgotten (blocks are kept: :mod:`.oversize` rule 3)."""
         for one in self.leaders.values():
             one.guard.retain(assignment)
 

@@ -27,8 +27,8 @@ decides when to stop fetching a partition. Rules:
    available to the group's other members. It is fetched again when an answer in time
    shows the batch now fits (a longer lock reported by the broker, or a higher rate
    measured on the same leader by a fetch that did not wait at the broker: the batch
-   within :data:`~.fetch_size.ARRIVAL_SHARE` of the lock), or when the partition leaves
-   the member's assignment (and comes back).
+   within :data:`~.fetch_size.ARRIVAL_SHARE` of the lock). Assignment changes do not
+   end a block; a new consumer starts with none.
 4. While any partition is blocked the consumer is not healthy, and each block has a
    sentence naming the partition, the batch size, the measured rate and the lock.
 5. No I/O, no clock: times are the caller's.
@@ -111,11 +111,10 @@ class OversizeGuard:
         return [tp for tp in want if tp not in blocked]
 
     def retain(self, assignment: Container[TopicIdPartition]) -> None:
-        """The member's assignment changed: blocks and suspicions of partitions it no
-        longer holds are forgotten (rule 3). Not the leader's partitions of the moment,
-        which are empty while a leader is unknown (a block must outlive that)."""
-        for tp in [tp for tp in self.blocked if tp not in assignment]:
-            del self.blocked[tp]
+        """The member's assignment changed: suspicions of partitions it no longer holds
+        are forgotten. Blocks are kept (rule 3): a member fenced and assigned the same
+        partition again (a slow link delays heartbeats too) would otherwise spend two
+        more attempts on each record."""
         self.suspect = {tp for tp in self.suspect if tp in assignment}
 
     def answered(
@@ -134,8 +133,9 @@ class OversizeGuard:
 
         :param asked: the fetch's ``MaxBytes``.
         :param since: when the leader's records began to wait undeliverable (:class:`Blocked`).
-        :param waited: the fetch could wait at the broker: how long it waited is unknown,
-            so its rate may be overstated and never ends a block.
+        :param waited: ``bytes_per_second`` was sampled on a fetch that could wait at
+            the broker: how long it waited is unknown, so the rate may be overstated and
+            never ends a block.
         """
         new: list[Blocked] = []
         late = elapsed > lock

@@ -86,7 +86,7 @@ def test_a_probe_answered_in_time_clears_the_suspicion() -> None:
     assert not g.probing
 
 
-def test_a_block_ends_when_the_batch_fits_or_the_partition_leaves() -> None:
+def test_a_block_ends_when_the_batch_fits_and_outlives_assignment_changes() -> None:
     g = OversizeGuard()
     g.answered({TP: 512 * 1024}, elapsed=52.0, bytes_per_second=10240.0, lock=LOCK, asked=16384)
     # A rate measured by a fetch that may have waited at the broker is not trusted.
@@ -100,8 +100,12 @@ def test_a_block_ends_when_the_batch_fits_or_the_partition_leaves() -> None:
     assert g.wanted([]) == [] and g.wanted([TP]) == []
     g.retain({TP, OTHER})
     assert g.wanted([TP]) == []
-    g.retain({OTHER})  # revoked: forgotten
-    assert g.blocked == {} and g.wanted([TP]) == [TP]
+    # Revoked and assigned again (a fenced member rejoining): still not fetched.
+    g.retain({OTHER})
+    assert g.wanted([TP]) == []
+    g.timed_out([OTHER], waited=30.5, bytes_per_second=None, lock=LOCK)
+    g.retain({TP})  # a revoked suspect is forgotten
+    assert not g.probing
 
 
 # -- the machine ------------------------------------------------------------------------------
@@ -165,3 +169,21 @@ def test_an_empty_quick_answer_is_not_a_block() -> None:
         f, ShareFetchResponse(acquisition_lock_timeout_ms=LOCK_MS), NAMES, 1.5, pipeline=False
     )
     assert m.blocked() == []
+
+
+def test_a_longer_lock_reported_by_the_broker_ends_a_block() -> None:
+    m = machine()
+    opened(m)
+    f = send(m, 1.0)
+    late = _kilobyte_records(0, 29)
+    m.fetch_answered(f, late, NAMES, 1.0 + LOCK_MS / 1000 + 5, pipeline=False)
+    m.fetch_records(f, late, NAMES)
+    m.drain()
+    assert m.blocked()
+    # The group's lock raised to 300 s: 30 KB at the measured ~850 bytes/s fits in 90 s.
+    turn = m.next_turn(NODE, [TP], room=True, now=40.0)
+    f2 = m.sent(NODE, turn, 40.0)
+    longer = ShareFetchResponse(acquisition_lock_timeout_ms=300_000)
+    m.fetch_answered(f2, longer, NAMES, 40.5, pipeline=False)
+    assert m.blocked() == []
+    assert m.leader(NODE).guard.wanted([TP]) == [TP]  # fetched again
