@@ -518,7 +518,9 @@ class ShareConsumer(Generic[K, V]):
         failed, every broker it needs is reachable (see :class:`ClusterHealth` for
         which broker is down, since when, and why), and records waiting at a leader are
         not stuck there (``stuck_for``: for longer than the lock duration, every fetch
-        came back after its records' locks ended, or not at all).
+        came back after its records' locks ended, or not at all), and no partition is
+        ``blocked`` (its batches cannot cross the link within the lock: it is no longer
+        fetched, and the reason names the batch size, the measured rate and the lock).
         """
         core = self._running()
         cluster = core.cluster.health()
@@ -528,13 +530,15 @@ class ShareConsumer(Generic[K, V]):
         stuck = core.stuck()
         breaker = self._breaker
         tripped = breaker.reason if breaker is not None and breaker.is_open(core.clock()) else None
+        blocked = core.blocked()
         return ConsumerHealth(
             ok=running
             and fatal is None
             and state is MemberState.STABLE
             and cluster.ok
             and not stuck
-            and tripped is None,
+            and tripped is None
+            and not blocked,
             running=running,
             member_state=state.name.lower(),
             failed=None if fatal is None else f"{type(fatal).__name__}: {fatal}",
@@ -543,6 +547,7 @@ class ShareConsumer(Generic[K, V]):
             cluster=cluster,
             stuck_for=stuck,
             dead_letter_breaker=tripped,
+            blocked=blocked,
         )
 
     def reset_dead_letter_breaker(self) -> bool:
@@ -1300,8 +1305,8 @@ class _BatchIterator(Generic[K, V]):
 class ConsumerHealth:
     """What :meth:`ShareConsumer.health` saw.
 
-    :param ok: running, a stable group member, not failed, every broker reachable, and
-        nothing stuck (``stuck_for`` is 0).
+    :param ok: running, a stable group member, not failed, every broker reachable,
+        nothing stuck (``stuck_for`` is 0) and nothing ``blocked``.
     :param running: started and not closing.
     :param member_state: the membership state (``unjoined``, ``joining``, ``stable``,
         ``fenced``, ``leaving``, ``left`` or ``fatal``).
@@ -1314,6 +1319,10 @@ class ConsumerHealth:
         ended, or timed out: see "Adaptive fetch sizing" in docs/consumer.md); else 0.
     :param dead_letter_breaker: why the dead-letter circuit breaker is open (then ``ok``
         is false), or None.
+    :param blocked: a sentence per partition this member no longer fetches because one
+        of its batches cannot arrive within the acquisition lock, naming the partition,
+        the batch size, the measured link rate and the lock (see "Batches larger than
+        the link carries within the lock" in docs/consumer.md).
     """
 
     ok: bool
@@ -1325,6 +1334,7 @@ class ConsumerHealth:
     cluster: ClusterHealth
     stuck_for: float = 0.0
     dead_letter_breaker: str | None = None
+    blocked: tuple[str, ...] = ()
 
 
 def _check_same_connection(

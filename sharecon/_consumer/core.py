@@ -264,6 +264,8 @@ class ConsumerCore:
                 cast("Record", handle).lock_deadline = renewed.deadline
         elif kind is fx.FetchLate:
             observe.fetch_late(self.stats, cast("fx.FetchLate", e))
+        elif kind is fx.PartitionBlocked:
+            observe.partition_blocked(cast("fx.PartitionBlocked", e))
         elif kind is fx.RenewFailed:
             # The records keep their old lock: a slow handler may lose them to another member.
             failed = cast("fx.RenewFailed", e)
@@ -302,6 +304,11 @@ class ConsumerCore:
         """Seconds records waited at a leader no fetch could deliver, when longer than the
         lock; else 0 (for ``health()``: readable from any thread)."""
         return self.machine.stuck(self.clock())
+
+    def blocked(self) -> tuple[str, ...]:
+        """Why partitions are no longer fetched (batches that cannot arrive within the
+        lock: :mod:`sharecon._share.oversize`), a sentence each; for ``health()``."""
+        return tuple(self.machine.blocked())
 
     def pending_acks(self) -> bool:
         """Whether any live session has acknowledgements marked or in flight."""

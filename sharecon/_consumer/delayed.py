@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from sharecon import errors
-from sharecon._share.delayed import DelayedReleases
+from sharecon._share.delayed import DelayedReleases, park, tick
 from sharecon.types import AckType
 
 if TYPE_CHECKING:
@@ -78,10 +78,23 @@ class DelayedReleaser:
                 f"{where} is not held by this consumer: it was already answered, or its "
                 "lock was lost, or another consumer delivered it"
             )
-        self.pending.add(record, core.clock(), delay, record.lock_deadline)
+        pending = self.pending
+        pending.add(record, core.clock(), delay, record.lock_deadline)
+        # Answered, if not yet sent: fetching goes on during the delay (rule 4 there).
+        self._park(record)
+        core.apply_effects()
         if not self._running:
             self._running = True
             core.tg.start_soon(self._run, name="sharecon delayed releases")
+
+    def _park(self, record: Record[Any, Any]) -> None:
+        park(
+            self.pending,
+            self._core.machine,
+            record,
+            (record.topic_partition, record.offset),
+            record.lock_deadline,
+        )
 
     async def _run(self) -> None:
         core = self._core
@@ -94,23 +107,33 @@ class DelayedReleaser:
 
     def step(self, now: float) -> None:
         """One tick: forget records answered otherwise or lost, renew those whose lock
-        ends before their release, release those whose delay is over."""
+        ends before their release, release those whose delay is over (the decisions are
+        :func:`sharecon._share.delayed.tick`'s, which the simulation runs too)."""
         core = self._core
-        pending = self.pending
-        renewing = core.machine.renewing
-        records = pending.keys()
-        for rec in records:
-            if (rec.topic_partition, rec.offset) not in renewing and not core.handout.holds(rec):
-                pending.drop(rec)  # answered by the application, or its lock was lost
-        renew, release = pending.due(now, {r: r.lock_deadline for r in pending.keys()})
-        for rec in renew:
-            if (rec.topic_partition, rec.offset) in renewing:
-                continue  # a renew of it is on its way
+        handout = core.handout
+        due = tick(
+            self.pending,
+            core.machine,
+            now,
+            where=_where,
+            held=handout.holds,
+            deadline=_deadline,
+        )
+        for rec in due.renew:
             try:
-                core.handout.answer(rec, AckType.RENEW)
+                handout.answer(rec, AckType.RENEW)
             except errors.KafkaError as exc:
-                pending.drop(rec)  # it comes back when its lock ends: early, not lost
+                self.pending.drop(rec)  # it comes back when its lock ends: early, not lost
+                core.machine.unpark(rec.topic_partition, rec.offset)
                 core.note_error(exc)
-        for rec in release:
-            core.handout.answer(rec, AckType.RELEASE)  # may overwrite a renew still on its way
+        for rec in due.release:
+            handout.answer(rec, AckType.RELEASE)  # may overwrite a renew still on its way
             core.wake_leader(rec.topic_partition)
+
+
+def _where(record: Record[Any, Any]) -> tuple[TopicIdPartition, int]:
+    return record.topic_partition, record.offset
+
+
+def _deadline(record: Record[Any, Any]) -> float | None:
+    return record.lock_deadline

@@ -71,9 +71,12 @@ class FetchDriver:
 
     :param want: the assigned partitions the node leads (read when a request is planned).
     :param urgent: whether a ``commit()`` waits for the acknowledgements.
+    :param clock: the caller's clock (the event loop's, or the simulation's virtual one):
+        a fetch planned while only records waiting out a delay are held may wait at the
+        broker until the next of them is due (rule 2 of :mod:`sharecon._share.fetch_policy`).
     """
 
-    __slots__ = ("buffer", "machine", "node_id", "urgent", "want")
+    __slots__ = ("buffer", "clock", "machine", "node_id", "urgent", "want")
 
     def __init__(
         self,
@@ -82,8 +85,10 @@ class FetchDriver:
         node_id: int,
         want: Callable[[], Iterable[TopicIdPartition]],
         urgent: Callable[[], bool] | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.machine = machine
+        self.clock = clock
         self.buffer = buffer
         self.node_id = node_id
         self.want = want
@@ -103,13 +108,21 @@ class FetchDriver:
             and machine.leader(self.node_id).sizer.overlap_fits(buffer.records + extra_records)
         )
         urgent = self.urgent
+        clock = self.clock
         return machine.next_turn(
             self.node_id,
             self.want(),
             room=room,
             urgent=urgent is not None and urgent(),
             extra_records=extra_records,
+            now=None if clock is None else clock(),
         )
+
+    def fetch_timeout(self, f: InFlight, default: float) -> float:
+        """How long to await the answer to fetch ``f`` (``default``: the usual deadline);
+        a probe of a partition whose batch did not arrive in time is awaited longer
+        (:mod:`sharecon._share.oversize`)."""
+        return self.machine.fetch_timeout(f, default)
 
     def idle_timeout(self, ack_linger: float) -> float | None:
         """How long the loop may wait for a wake-up with nothing to send (``None``: until

@@ -72,6 +72,7 @@ class NodeFetcher:
             node_id,
             partial(core.partitions_for, node_id),
             lambda: core.flush_requested > 0,
+            core.clock,
         )
         self.wake = Signal()
         self.stopped = anyio.Event()
@@ -175,7 +176,8 @@ class NodeFetcher:
         nxt: _Wire | None = None
         try:
             if f.plan.kind is RequestKind.SHARE_FETCH:
-                resp = cast("ShareFetchResponse", await w.sent.wait(self._timeout))
+                timeout = self.driver.fetch_timeout(f, self._timeout)
+                resp = cast("ShareFetchResponse", await w.sent.wait(timeout))
                 nxt = await self._on_fetch(f, resp, pipeline=pipeline)
             else:
                 ack = cast(

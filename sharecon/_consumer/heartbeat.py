@@ -117,6 +117,7 @@ async def _assign(core: ConsumerCore, change: AssignmentChange) -> None:
         TopicIdPartition(tp.topic_id, tp.partition, names.get(tp.topic_id))
         for tp in change.assigned
     )
+    core.machine.assigned(core.assignment)
     logger.info(
         "share consumer %s assigned %d partitions (+%d -%d)",
         core.member_id,

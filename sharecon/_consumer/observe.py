@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from sharecon._consumer.buffer import DeliveryBuffer
-    from sharecon._share.effects import FetchLate, RenewFailed, SessionLost
+    from sharecon._share.effects import FetchLate, PartitionBlocked, RenewFailed, SessionLost
     from sharecon._share.ledger import AckResult
     from sharecon._share.machine import ShareMachine
     from sharecon._stats import ConsumerStats
@@ -71,6 +71,11 @@ def fetch_late(stats: ConsumerStats, e: FetchLate) -> None:
             "leader cannot arrive before their locks end (measured %.0f bytes/s)",
             *(e.node_id, e.what, e.lock, e.bytes_per_second),
         )
+
+
+def partition_blocked(e: PartitionBlocked) -> None:
+    """A partition is no longer fetched: its batches cannot arrive within the lock."""
+    logger.warning("node %d: %s", e.node_id, e.cause)
 
 
 def metrics(

@@ -34,6 +34,7 @@ __all__ = [
     "LockLost",
     "LocksRenewed",
     "NoteError",
+    "PartitionBlocked",
     "PartitionLost",
     "Rediscover",
     "RenewFailed",
@@ -184,6 +185,16 @@ class FetchLate:
     what: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionBlocked:
+    """``tp``'s batches cannot arrive from ``node_id`` within the lock: it is no longer
+    fetched (:mod:`.oversize`); log ``cause`` at WARNING."""
+
+    node_id: int
+    tp: TopicIdPartition
+    cause: str
+
+
 Effect = (
     Report
     | LockLost
@@ -199,4 +210,5 @@ Effect = (
     | LocksRenewed
     | RenewFailed
     | FetchLate
+    | PartitionBlocked
 )

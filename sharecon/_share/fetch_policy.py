@@ -11,7 +11,12 @@ Rules of this module:
    the broker (MaxWaitMs 0): a long poll would sit in front of the acknowledgements that
    free the broker's per-partition record locks. If such a fetch comes back empty the
    planner is *dry*: it waits for the application to answer something before fetching
-   again.
+   again. Records *parked* (waiting out a delay: ``release(delay=)``, ``RetryLater``)
+   do not count as held here: the application has answered them, their RELEASE is due
+   only when the delay ends, so waiting for it would starve every other record. With
+   nothing else held a fetch may wait at the broker, but no longer than the caller's
+   ``wait_ms`` (until the next renew or release of a parked record falls due), so a
+   long poll never sits in front of them either.
 3. Error policy, per partition: NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH mean the
    leader moved (use the answer's hint, else refresh metadata); UNKNOWN_TOPIC_OR_PARTITION
    and UNKNOWN_TOPIC_ID mean refresh metadata; either way the old leader's locks are gone.
@@ -37,7 +42,7 @@ from .ledger import AckFailure
 from .session import RESET_CODES, RequestKind, SessionEvent
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Container, Iterable, Mapping
 
     from sharecon.types import TopicIdPartition
 
@@ -124,14 +129,16 @@ class Turn:
     """The next request of a session, or ``plan=None`` to wait.
 
     ``taken`` are the acknowledgements it carries (now SENT in the ledger); ``may_wait``
-    says whether a fetch may wait at the broker (rule 2); ``granted`` is how many records
-    a fetch may acquire under a strict record limit (0: no limit, or not a fetch).
+    says whether a fetch may wait at the broker (rule 2), and ``wait_ms``, when not
+    ``None``, how long at most; ``granted`` is how many records a fetch may acquire under
+    a strict record limit (0: no limit, or not a fetch).
     """
 
     plan: SharePlan | None
     taken: Taken | None = None
     may_wait: bool = True
     granted: int = 0
+    wait_ms: int | None = None
 
 
 class FetchPlanner:
@@ -154,6 +161,8 @@ class FetchPlanner:
         room: bool,
         urgent: bool = False,
         extra_records: int = 0,
+        parked: Mapping[TopicIdPartition, Container[int]] | None = None,
+        wait_ms: int | None = None,
     ) -> Turn:
         """Plan the next request.
 
@@ -161,6 +170,8 @@ class FetchPlanner:
         :param room: whether the buffer can take another answer.
         :param urgent: a ``commit()`` is waiting for the acknowledgements.
         :param extra_records: records received but not buffered yet (pipelining).
+        :param parked: offsets waiting out a delay, per partition: not held (rule 2).
+        :param wait_ms: while any are parked, the longest a fetch may wait at the broker.
         """
         session = self.session
         if session.is_new:
@@ -168,7 +179,11 @@ class FetchPlanner:
         tag = session.tag
         urgent = urgent or self.linger_expired
         marked = ledger.has_marked(tag)
-        holding = extra_records > 0 or ledger.has_outstanding(tag)
+        if parked:
+            holding = extra_records > 0 or ledger.has_outstanding_besides(tag, parked)
+        else:
+            holding = extra_records > 0 or ledger.has_outstanding(tag)
+            wait_ms = None
         if self.dry and not marked and not urgent and holding:
             return Turn(None, None, not holding)  # rule 2: wait for answers
         taken = ledger.take(tag) if marked else None
@@ -185,7 +200,7 @@ class FetchPlanner:
         if plan is None and taken is not None:
             # Cannot happen with acks in hand; never strand them in SENT state.
             raise AssertionError(f"{tag}: acknowledgements taken but no request built")
-        return Turn(plan, taken, not holding)
+        return Turn(plan, taken, not holding, wait_ms=None if holding else wait_ms)
 
     def fetched(self, plan: SharePlan, *, may_wait: bool, acquired: int) -> None:
         """A fetch was answered with ``acquired`` records: dry if a no-wait fetch got none."""

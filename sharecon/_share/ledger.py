@@ -664,6 +664,29 @@ class AckLedger:
             if seg.tag == tag
         )
 
+    def has_outstanding_besides(
+        self, tag: SessionTag, skip: Mapping[TopicIdPartition, Container[int]]
+    ) -> bool:
+        """:meth:`has_outstanding`, not counting the offsets in ``skip`` (per partition):
+        whether session ``tag`` holds anything else unfinished."""
+        if not skip:
+            return self.has_outstanding(tag)
+        for tp, part in self._parts.items():
+            offsets = skip.get(tp)
+            for seg in part.segments:
+                if seg.tag != tag:
+                    continue
+                states = seg.states
+                if offsets is None:
+                    if _OUTSTANDING.search(states) is not None:
+                        return True
+                    continue
+                first = seg.first
+                for m in _OUTSTANDING.finditer(states):
+                    if first + m.start() not in offsets:
+                        return True
+        return False
+
     def outstanding_all(self) -> int:
         """How many offsets of any session are not finished: what the member holds."""
         return sum(

@@ -64,6 +64,7 @@ from .effects import (
     LockLost,
     LocksRenewed,
     NoteError,
+    PartitionBlocked,
     PartitionLost,
     Rediscover,
     RenewFailed,
@@ -81,12 +82,13 @@ from .fetch_policy import (
     renewed,
     transport_failed,
 )
-from .fetch_size import FetchSizer
+from .fetch_size import MIN_BYTES, FetchSizer
 from .intake import InvalidAnswer, R, take_partition
 
 # Taken and SharePlan are real imports, not under TYPE_CHECKING: the compiled build
 # (mypyc) looks up the dataclass fields' annotations when the module is imported.
 from .ledger import AckFailure, AckLedger, AckResult, MarkResult, Taken
+from .oversize import PROBE_LOCKS, Blocked, OversizeGuard
 from .record_limit import RecordBudget
 from .requests import (
     FetchParams,
@@ -99,7 +101,7 @@ from .session import RequestKind, SharePlan, ShareSession
 
 if TYPE_CHECKING:
     import uuid
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 
     from sharecon.protocol import (
         ShareAcknowledgeRequest,
@@ -128,6 +130,12 @@ class InFlight:
     may_wait: bool
     #: Records a strict record limit reserved for this fetch; 0 once settled.
     granted: int = 0
+    #: The MaxWaitMs it was sent with, when below the configured one (records parked).
+    wait_ms: int | None = None
+    #: A probe of partitions whose fetch got no answer (:mod:`.oversize`).
+    probe: bool = False
+    #: How long the driver awaits the answer (:meth:`ShareMachine.fetch_timeout`).
+    timeout: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +161,7 @@ class Leader:
     :param max_records: the configured ``max_records``: no fetch asks for more.
     """
 
-    __slots__ = ("node_id", "planner", "session", "sizer")
+    __slots__ = ("guard", "node_id", "planner", "session", "sizer")
 
     def __init__(
         self, node_id: int, max_bytes: int = 50 * 1024 * 1024, max_records: int = 500
@@ -163,6 +171,13 @@ class Leader:
         self.planner = FetchPlanner(self.session)
         #: What can arrive and be handled within the lock (:mod:`.fetch_size`).
         self.sizer = FetchSizer(max_bytes, max_records)
+        #: Partitions whose batches cannot arrive within the lock (:mod:`.oversize`).
+        self.guard = OversizeGuard()
+
+
+#: The shortest wait at the broker while records are parked (:meth:`ShareMachine.park`),
+#: in ms: about the driver's tick for delayed releases.
+MIN_PARKED_WAIT_MS = 100
 
 
 class ShareMachine:
@@ -208,6 +223,9 @@ class ShareMachine:
         #: Decoded records past the limit, waiting for the router (the driver's handles).
         self.dead_letters: list[object] = []
         self._dead_keys: set[tuple[TopicIdPartition, int]] = set()
+        #: Records waiting out a delay, per partition: offset -> when the driver next acts
+        #: on it (renews or releases it); not held for rule 2 of :mod:`.fetch_policy`.
+        self.parked: dict[TopicIdPartition, dict[int, float]] = {}
 
     # -- the driver's side ------------------------------------------------------------------
 
@@ -236,6 +254,36 @@ class ShareMachine:
         """Acknowledgements waited ``ack_linger``: send them even without a fetch."""
         self.leader(node_id).planner.linger_expired = True
 
+    def park(self, tp: TopicIdPartition, offset: int, wake_at: float) -> None:
+        """The application answered the record at ``offset`` with a delayed release: until
+        :meth:`unpark`, it does not hold up fetching (rule 2 of :mod:`.fetch_policy`);
+        ``wake_at`` is when its next renew or its release falls due (a fetch waiting at
+        the broker returns by then). Wakes a planner that waited for an answer."""
+        one = self.parked.setdefault(tp, {})
+        new = offset not in one
+        one[offset] = wake_at
+        if new and self.any_dry:
+            self._answered()  # a moved wake_at (each tick of the driver) wakes no one
+
+    def unpark(self, tp: TopicIdPartition, offset: int) -> None:
+        """The record at ``offset`` no longer waits out a delay (released, answered
+        otherwise, or its lock was lost)."""
+        one = self.parked.get(tp)
+        if one is not None:
+            one.pop(offset, None)
+            if not one:
+                del self.parked[tp]
+
+    def _parked_wait_ms(self, now: float | None) -> int | None:
+        # How long a fetch may wait at the broker before a parked record needs a request.
+        if now is None:
+            return None
+        soonest = min(min(one.values()) for one in self.parked.values())
+        # At least a short wait: a renew or release just due is marked by the driver's
+        # next tick, and a zero wait would only spin empty fetches until then.
+        ms = max(MIN_PARKED_WAIT_MS, int((soonest - now) * 1000))
+        return min(self.params.max_wait_ms, ms)
+
     def next_turn(
         self,
         node_id: int,
@@ -244,6 +292,7 @@ class ShareMachine:
         room: bool,
         urgent: bool = False,
         extra_records: int = 0,
+        now: float | None = None,
     ) -> Turn:
         """Plan ``node_id``'s next request (``plan=None``: nothing to send now).
 
@@ -251,8 +300,13 @@ class ShareMachine:
         :param room: whether the buffer can take another answer (with ``extra_records``).
         :param urgent: a ``commit()`` waits for the acknowledgements.
         :param extra_records: records received but not taken in yet (pipelining).
+        :param now: the time (bounds a fetch's wait while records are parked: :meth:`park`;
+            ``None``: the configured MaxWaitMs).
         """
-        planner = self.leader(node_id).planner
+        leader = self.leader(node_id)
+        planner = leader.planner
+        # Partitions whose batches cannot arrive within the lock are not fetched.
+        want = leader.guard.wanted(want)
         budget = self.budget
         granted = 0
         if budget is not None and room:
@@ -268,7 +322,11 @@ class ShareMachine:
             else:
                 # Strict limit: ask only for what the member may still hold, counting
                 # what every leader's fetches in flight may bring.
-                granted = budget.grant(self.ledger.outstanding_all() + extra_records)
+                # A record waiting out a delay needs no handling: it does not take a
+                # place in the budget, or with a small budget it would stop fetching for
+                # the whole delay (found by simulation: --delayed-release, record_limit 1).
+                held = self.ledger.outstanding_all() - sum(map(len, self.parked.values()))
+                granted = budget.grant(max(0, held) + extra_records)
                 room = granted > 0
                 if room:
                     starved.discard(node_id)
@@ -276,8 +334,15 @@ class ShareMachine:
                     starved.add(node_id)
         # Fetch sizing (how many records and bytes a fetch asks for) is decided here and
         # in request(): the leader's FetchSizer, cut to the granted budget.
+        parked = self.parked
         turn = planner.next(
-            self.ledger, want, room=room, urgent=urgent, extra_records=extra_records
+            self.ledger,
+            want,
+            room=room,
+            urgent=urgent,
+            extra_records=extra_records,
+            parked=parked,
+            wait_ms=self._parked_wait_ms(now) if parked else None,
         )
         if granted:
             if turn.plan is not None and turn.plan.fetches:
@@ -291,6 +356,8 @@ class ShareMachine:
         assert plan is not None
         if plan.kind is RequestKind.SHARE_FETCH:
             params = self.params if turn.may_wait else self._prefetch_params
+            if turn.may_wait and turn.wait_ms is not None:
+                params = replace(params, max_wait_ms=min(params.max_wait_ms, turn.wait_ms))
             # Only what can arrive and be handled within the lock (:mod:`.fetch_size`).
             fit = self.leader(plan.tag.node_id).sizer.size()
             params = replace(
@@ -299,7 +366,17 @@ class ShareMachine:
                 max_records=fit.max_records,
                 batch_size=min(params.batch_size, fit.max_records),
             )
-            if turn.granted:
+            if self.leader(plan.tag.node_id).guard.probing:
+                # A fetch got no answer: one record's worth, record-limit acquisition
+                # (4.2+; 4.1 ignores it), to measure what arrives (rule 2 of .oversize).
+                params = replace(
+                    params,
+                    max_bytes=min(MIN_BYTES, params.max_bytes),
+                    max_records=1,
+                    batch_size=1,
+                    acquire_mode=1,
+                )
+            elif turn.granted:
                 params = replace(
                     params,
                     max_records=min(turn.granted, fit.max_records),
@@ -321,7 +398,10 @@ class ShareMachine:
         taken = turn.taken
         if taken is not None and not taken.is_renew:
             self.leader(node_id).sizer.handled(now, taken.count, backlog=backlog)
-        return InFlight(node_id, turn.plan, turn.taken, now, turn.may_wait, turn.granted)
+        probe = turn.plan.fetches and self.leader(node_id).guard.probing
+        return InFlight(
+            node_id, turn.plan, turn.taken, now, turn.may_wait, turn.granted, turn.wait_ms, probe
+        )
 
     def send_failed(self, node_id: int, turn: Turn) -> None:
         """``turn``'s request could not be sent: the session incarnation is gone (rule 3)."""
@@ -340,13 +420,35 @@ class ShareMachine:
         if back_off:
             self.effects.append(BackOff(node_id, refresh=True))
 
+    def fetch_timeout(self, f: InFlight, default: float) -> float:
+        """How long the driver awaits the answer to fetch ``f`` (``default``: its usual
+        deadline): a probe is awaited :data:`~.oversize.PROBE_LOCKS` locks, so a slow
+        link's answer can be measured (rule 2 of :mod:`.oversize`)."""
+        if f.probe:
+            f.timeout = max(default, PROBE_LOCKS * self.leader(f.node_id).sizer.lock)
+        else:
+            f.timeout = default
+        return f.timeout
+
     def request_failed(self, f: InFlight, *, timed_out: bool = False) -> None:
         """The request ``f`` failed in transport, or (``timed_out``) got no answer in time
-        (rule 3). A fetch that timed out shrinks the leader's next fetches, and counts as
-        late (:class:`~.effects.FetchLate`)."""
+        (rule 3). A fetch that timed out shrinks the leader's next fetches, counts as
+        late (:class:`~.effects.FetchLate`), and makes the next fetch a probe, or, if it
+        was one, blocks the partitions it probed (:mod:`.oversize`)."""
         if timed_out and f.plan.fetches:
-            sizer = self.leader(f.node_id).sizer
+            leader = self.leader(f.node_id)
+            sizer = leader.sizer
             self._late(f.node_id, sizer.timed_out(f.sent_at), timed_out=True)
+            self._blocked(
+                f.node_id,
+                leader.guard.timed_out(
+                    leader.session.partitions,
+                    waited=f.timeout,
+                    bytes_per_second=sizer.bytes_per_second,
+                    lock=sizer.lock,
+                    since=sizer.stalled_since or f.sent_at,
+                ),
+            )
         self._settle_inflight(f)
         self.transport_failed(f.node_id, f.plan)
 
@@ -395,15 +497,24 @@ class ShareMachine:
         leader = self.leader(f.node_id)
         plan = f.plan
         acquired = size = 0
+        sizes: dict[TopicIdPartition, int] = {}
         for t in resp.responses:
             for p in t.partitions:
-                size += len(p.records or b"")
+                n = len(p.records or b"")
+                if n:
+                    size += n
+                    tp = TopicIdPartition(t.topic_id, p.partition_index, names.get(t.topic_id))
+                    sizes[tp] = sizes.get(tp, 0) + n
                 for a in p.acquired_records:
                     # Clamped: a hostile range must not make this sum a bignum.
                     acquired += max(0, min(a.last_offset - a.first_offset + 1, 1 << 31))
         leader.planner.fetched(plan, may_wait=f.may_wait, acquired=acquired)
+        # What this fetch asked for (request() sized it so; fetched() may resize).
+        asked = MIN_BYTES if f.probe else leader.sizer.size().max_bytes
         # What the link and the lock allow for the next fetches (:mod:`.fetch_size`).
-        waited = self.params.max_wait_ms / 1000 if f.may_wait else 0.0
+        waited = 0.0
+        if f.may_wait:
+            waited = (self.params.max_wait_ms if f.wait_ms is None else f.wait_ms) / 1000
         sized = leader.sizer.fetched(
             f.sent_at,
             now,
@@ -417,6 +528,23 @@ class ShareMachine:
                 f.node_id,
                 sized.too_slow,
                 what=f"{size} bytes took {now - f.sent_at:.1f} s to arrive",
+            )
+        if plan.fetches:
+            # Batches that cannot arrive within the lock: stop fetching them (.oversize).
+            elapsed = now - f.sent_at
+            rate = size / max(elapsed - waited, 1e-6) if size else leader.sizer.bytes_per_second
+            self._blocked(
+                f.node_id,
+                leader.guard.answered(
+                    sizes,
+                    elapsed=elapsed,
+                    bytes_per_second=rate,
+                    lock=leader.sizer.lock,
+                    asked=asked,
+                    # Only a fresh sample is skewed by a wait at the broker.
+                    waited=waited > 0 and size > 0,
+                    since=leader.sizer.stalled_since or f.sent_at,
+                ),
             )
         if leader.planner.dry:
             self.any_dry = True
@@ -873,8 +1001,12 @@ class ShareMachine:
 
     def stuck(self, now: float) -> float:
         """The longest any leader has had records waiting that none of its fetches could
-        deliver, if longer than the lock (:meth:`.FetchSizer.stuck`); 0 if none."""
-        return max((one.sizer.stuck(now) for one in self.leaders.values()), default=0.0)
+        deliver, if longer than the lock (:meth:`.FetchSizer.stuck`, and while a partition
+        is blocked :meth:`.OversizeGuard.stuck`); 0 if none."""
+        return max(
+            (max(one.sizer.stuck(now), one.guard.stuck(now)) for one in self.leaders.values()),
+            default=0.0,
+        )
 
     def pending_acks(self) -> bool:
         """Whether any live session has acknowledgements marked or in flight."""
@@ -928,6 +1060,21 @@ class ShareMachine:
                 what,
             )
         )
+
+    def _blocked(self, node_id: int, blocked: list[Blocked]) -> None:
+        for b in blocked:
+            self.effects.append(PartitionBlocked(node_id, b.tp, b.describe()))
+
+    def assigned(self, assignment: Container[TopicIdPartition]) -> None:
+        """The member's assignment is now ``assignment``: suspicions of revoked
+        partitions are forgotten (blocks are kept: :mod:`.oversize` rule 3)."""
+        for one in self.leaders.values():
+            one.guard.retain(assignment)
+
+    def blocked(self) -> list[str]:
+        """A sentence per partition no longer fetched because its batches cannot arrive
+        within the lock (:mod:`.oversize`): partition, batch size, measured rate, lock."""
+        return [cause for one in self.leaders.values() for cause in one.guard.causes()]
 
     def _lost(self, results: list[AckResult]) -> None:
         if results:

@@ -154,6 +154,8 @@ def health_of(health: ConsumerHealth) -> tuple[bool, str]:
         return False, f"group membership {health.member_state}"
     if not health.cluster.ok:
         return False, f"brokers unreachable: {health.cluster.last_error or 'no connection'}"
+    if health.blocked:
+        return False, f"partitions not fetched: {'; '.join(health.blocked)}"
     if health.stuck_for:
         return False, f"records stuck at a leader for {health.stuck_for:.0f} s"
     if health.dead_letter_breaker is not None:

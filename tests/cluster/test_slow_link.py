@@ -22,6 +22,7 @@ from confluent_kafka import Producer
 
 from sharecon.admin import Admin
 from sharecon.consumer import ShareConsumer
+from sharecon.producer import Producer as SharePro
 
 if TYPE_CHECKING:
     from sharecon.testing.cluster import KafkaCluster
@@ -124,3 +125,86 @@ async def test_a_record_that_cannot_arrive_within_the_lock(
         assert health.cluster.ok  # every broker reachable: only the link is too slow
         assert c.metrics().fetches_late_total >= 1
     assert any("longer than the 2.0 s acquisition lock" in r.getMessage() for r in caplog.records)
+
+
+# -- a batch that cannot cross the link within the lock (issue 30, behaviour 3) ---------------
+
+#: Records of one batch, written by sharecon's producer at its default batch size (512 KiB):
+#: 80 KB, 8 s at 10 KiB/s, over a 5 s lock (the issue: 512 KiB, 51 s, over 30 s).
+OVERSIZED_RECORDS = 80
+OVERSIZED_KIB_PER_S = 10
+OVERSIZED_LOCK_MS = 5000
+
+
+async def _oversized_batch(cluster: KafkaCluster) -> tuple[str, str]:
+    topic = f"slow-{uuid.uuid4().hex[:8]}"
+    group = f"slow-g-{uuid.uuid4().hex[:8]}"
+    async with Admin(cluster.plaintext_bootstrap) as admin:
+        await admin.create_topics([topic], num_partitions=1, replication_factor=1)
+        await admin.alter_group_config(
+            group,
+            {
+                "share.auto.offset.reset": "earliest",
+                "share.record.lock.duration.ms": str(OVERSIZED_LOCK_MS),
+                # Room to count the attempts: nothing is archived before the check.
+                "share.delivery.count.limit": "10",
+            },
+        )
+    async with SharePro(cluster.plaintext_bootstrap, linger=1.0) as producer:
+        for i in range(OVERSIZED_RECORDS):
+            await producer.send(topic, i.to_bytes(4, "big") + os.urandom(996), partition=0)
+        await producer.flush()
+    return topic, group
+
+
+async def _delivery_counts(cluster: KafkaCluster, topic: str, group: str) -> dict[int, int]:
+    """Each record's delivery count as a fresh member on a healed link sees it."""
+    for proxy in cluster.proxies:
+        proxy.heal()
+    counts: dict[int, int] = {}
+    async with ShareConsumer(cluster.bootstrap, group_id=group, topics=[topic]) as c:
+        with anyio.fail_after(60):
+            async for record in c:
+                counts[record.offset] = record.delivery_count
+                if len(counts) == OVERSIZED_RECORDS:
+                    break
+        await c.commit()
+    return counts
+
+
+@pytest.mark.parametrize("request_timeout", [30.0, 3.0], ids=["late-answer", "no-answer"])
+async def test_a_batch_that_cannot_arrive_within_the_lock_is_fetched_at_most_twice(
+    kafka_cluster: KafkaCluster, caplog: pytest.LogCaptureFixture, request_timeout: float
+) -> None:
+    """80 KB in one batch over 10 KiB/s (8 s) with a 5 s lock. ``late-answer``: the fetch's
+    answer arrives after the lock (one attempt spent, then the partition is no longer
+    fetched); ``no-answer``: the fetch times out first (3.5 s), a one-record probe is
+    awaited four locks and arrives late (a second attempt). Before the fix the batch was
+    fetched again every lock: 4 to 5 attempts each within 30 s."""
+    topic, group = await _oversized_batch(kafka_cluster)
+    for proxy in kafka_cluster.proxies:
+        proxy.bandwidth(OVERSIZED_KIB_PER_S)
+    caplog.set_level(logging.WARNING, logger="sharecon")
+    async with ShareConsumer(
+        kafka_cluster.bootstrap,
+        group_id=group,
+        topics=[topic],
+        request_timeout=request_timeout,
+    ) as c:
+        with anyio.fail_after(90):
+            while not c.health().blocked:  # noqa: ASYNC110 - polled state, no event
+                await anyio.sleep(0.2)
+        # Three more locks: were it still fetched, each would spend another attempt.
+        await anyio.sleep(3 * OVERSIZED_LOCK_MS / 1000)
+        health = c.health()
+    assert not health.ok and health.cluster.ok
+    [cause] = health.blocked
+    assert cause.startswith(f"{topic}-0: a ")
+    assert "-byte batch needs" in cause and "bytes/s" in cause
+    assert "5.0 s acquisition lock" in cause
+    assert any("no longer fetched" in r.getMessage() for r in caplog.records)
+    counts = await _delivery_counts(kafka_cluster, topic, group)
+    assert sorted(counts) == list(range(OVERSIZED_RECORDS))
+    # At most two attempts spent by the slow member, plus this delivery.
+    spent = {o: d - 1 for o, d in counts.items() if d - 1 > 2}
+    assert not spent, f"more than two delivery attempts spent: {spent}"

@@ -67,3 +67,12 @@ def test_retry_later_and_the_policy_backoff() -> None:
     assert [policy.retry_backoff.delay(n - 1) for n in range(1, 6)] == [1.0, 2.0, 4.0, 5.0, 5.0]
     with pytest.raises(errors.ConfigError, match="retry_backoff"):
         DeadLetterPolicy(retry_backoff=2.0)  # type: ignore[arg-type]
+
+
+def test_wake_at_is_the_next_renew_or_the_release() -> None:
+    d: DelayedReleases[str] = DelayedReleases(min_margin=1.0)
+    d.add("r", 0.0, 60.0, 30.0)  # lock ends at 30, release at 60: renew 10 s before
+    assert d.wake_at("r", 30.0) == 20.0
+    assert d.wake_at("r", 70.0) == 60.0  # the lock outlasts the release
+    assert d.wake_at("r", None) == 60.0
+    assert d.wake_at("other", 30.0) is None

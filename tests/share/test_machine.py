@@ -33,7 +33,7 @@ from sharecon._share.fetch_policy import Turn
 from sharecon._share.fetch_size import INITIAL_BYTES
 from sharecon._share.intake import Decoded
 from sharecon._share.ledger import AckFailure, MarkResult
-from sharecon._share.machine import InFlight, ShareMachine
+from sharecon._share.machine import MIN_PARKED_WAIT_MS, InFlight, ShareMachine
 from sharecon._share.requests import FetchParams
 from sharecon._share.session import RequestKind, SessionTag
 from sharecon.errors import (
@@ -322,6 +322,59 @@ def test_a_dry_planner_waits_for_an_answer_then_wakes_its_loop() -> None:
     assert m.next_turn(NODE, [TP], room=True).plan is not None
 
 
+def test_a_parked_record_never_holds_up_fetching() -> None:
+    """Issue 30, behaviour 1: one member, one record released with a delay. The old rule
+    counted it as held, so an empty no-wait fetch made the planner dry until the delay
+    ended (0 of 9 records written meanwhile were fetched)."""
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 0, 1)), 1.0)
+    hand_out(m, d, 0, 0)
+    f = send(m, 2.0)
+    assert not f.may_wait
+    take(m, f, answer(), 2.0)  # dry: the record is held and unanswered
+    assert m.next_turn(NODE, [TP], room=True, now=2.0).plan is None
+    m.park(TP, 0, wake_at=8.0)  # release(delay=6): answered, released at 8.0
+    assert m.drain() == [Wake(NODE)]  # the dry loop is woken
+    turn = m.next_turn(NODE, [TP], room=True, now=2.1)
+    assert turn.plan is not None and turn.plan.fetches and turn.may_wait
+    request = m.request(turn, "member")
+    assert isinstance(request, ShareFetchRequest) and request.max_wait_ms == PARAMS.max_wait_ms
+    f = m.sent(NODE, turn, 2.1)
+    take(m, f, answer(), 2.6)  # a waiting fetch that came back empty: not dry
+    assert m.next_turn(NODE, [TP], room=True, now=2.6).plan is not None
+
+
+def test_a_fetch_never_waits_past_a_parked_records_next_renew_or_release() -> None:
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 0, 1)), 1.0)
+    hand_out(m, d, 0, 0)
+    m.park(TP, 0, wake_at=1.25)
+    turn = m.next_turn(NODE, [TP], room=True, now=1.0)
+    assert turn.may_wait and turn.wait_ms == 250
+    request = m.request(turn, "member")
+    assert isinstance(request, ShareFetchRequest) and request.max_wait_ms == 250
+    take(m, m.sent(NODE, turn, 1.0), answer(), 1.25)
+    # Due now: a short wait (the driver marks it on its next tick), never a spinning 0.
+    assert m.next_turn(NODE, [TP], room=True, now=5.0).wait_ms == MIN_PARKED_WAIT_MS
+
+
+def test_a_live_record_beside_a_parked_one_still_keeps_fetches_from_waiting() -> None:
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 1, 1)), 1.0)
+    hand_out(m, d, 0, 1)
+    m.park(TP, 0, wake_at=9.0)
+    turn = m.next_turn(NODE, [TP], room=True, now=1.0)
+    assert not turn.may_wait and turn.wait_ms is None  # offset 1 is being handled
+    f = m.sent(NODE, turn, 1.0)
+    take(m, f, answer(), 1.0)
+    assert m.next_turn(NODE, [TP], room=True, now=1.0).plan is None  # dry, as before
+    m.unpark(TP, 0)
+    assert m.parked == {}
+
+
 def test_the_record_budget_is_granted_and_settled_once() -> None:
     m = machine(record_limit=10)
     turn = m.next_turn(NODE, [TP], room=True)
@@ -335,6 +388,25 @@ def test_the_record_budget_is_granted_and_settled_once() -> None:
     m.drain()
     assert m.budget is not None and m.budget.reserved == 0
     assert m.next_turn(NODE, [TP], room=True).granted == 6  # 4 held
+
+
+def test_a_parked_record_takes_no_place_in_the_record_budget() -> None:
+    """Simulation (--delayed-release, record_limit 1; seeds 0 and 2 on 4.2 and 4.4): the
+    one record the budget allowed was released with a delay, and counting it as held
+    refused every fetch until the delay ended, while records waited at the leader."""
+    m = machine(record_limit=1)
+    opened(m)
+    turn = m.next_turn(NODE, [TP], room=True, now=1.0)
+    assert turn.granted == 1
+    [d] = take(m, m.sent(NODE, turn, 1.0), answer((0, 0, 1)), 1.0)
+    hand_out(m, d, 0, 0)
+    assert m.next_turn(NODE, [TP], room=True, now=1.1).plan is None  # the budget is full
+    m.park(TP, 0, wake_at=7.0)  # release(delay=6)
+    turn = m.next_turn(NODE, [TP], room=True, now=1.2)
+    assert turn.granted == 1 and turn.plan is not None and turn.plan.fetches
+    m.sent(NODE, turn, 1.2)
+    m.unpark(TP, 0)  # released: the record counts again until its answer is sent
+    assert m.next_turn(2, [], room=True, now=1.3).granted == 0
 
 
 def test_a_leader_refused_by_the_record_budget_gets_the_next_turn() -> None:
@@ -387,9 +459,11 @@ def test_a_fatal_partition_error_fails_the_consumer() -> None:
 # -- fetch sizing (sharecon._share.fetch_size) ---------------------------------------------
 
 
-def _sized_fetch(m: ShareMachine, now: float) -> tuple[InFlight, int]:
+def _sized_fetch(
+    m: ShareMachine, now: float, want: Sequence[TopicIdPartition] = (TP,)
+) -> tuple[InFlight, int]:
     """Send the next fetch at ``now``: its InFlight and the max_bytes it asked for."""
-    turn = m.next_turn(NODE, [TP], room=True)
+    turn = m.next_turn(NODE, want, room=True)
     request = m.request(turn, "member")
     assert isinstance(request, ShareFetchRequest)
     return m.sent(NODE, turn, now), request.max_bytes
@@ -444,11 +518,17 @@ def test_the_next_fetch_asks_for_what_the_link_carried_in_time() -> None:
     late = _late(m, f, _kilobyte_records(20, 29), 23.0 + 31.0 + _poll(f))
     assert len(late) == 1 and not late[0].timed_out
     assert m.stuck(23.0 + 29.0) == 0.0 and m.stuck(23.0 + 31.0) == pytest.approx(31.0)
-    f, before = _sized_fetch(m, 60.0)
+    # One batch larger than the ask, after the lock: TP is no longer fetched (.oversize).
+    [cause] = m.blocked()
+    assert cause.startswith("t-0: ")
+    other = TopicIdPartition(T, 1, "t")
+    f, before = _sized_fetch(m, 60.0, [TP, other])
     m.request_failed(f, timed_out=True)
     [timed_out] = [e for e in m.drain() if isinstance(e, FetchLate)]
     assert timed_out.timed_out
-    assert _sized_fetch(m, 61.0)[1] == max(1024, before // 4)
+    assert m.leader(NODE).sizer.cap == max(1024, before // 4)
+    # No answer at all: the next fetch is a one-record probe (.oversize rule 2).
+    assert _sized_fetch(m, 61.0, [TP, other])[1] == 1024
 
 
 # -- the application's side (rules 6-8) ----------------------------------------------------

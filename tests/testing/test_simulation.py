@@ -94,12 +94,6 @@ def test_the_schedules_lose_the_coordinator_leaders_and_sessions() -> None:
         assert kinds.get(k, 0) >= 10, (k, kinds)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 30 behaviour 1: after an empty answer the planner stays dry until the "
-    "delayed record is answered (rule 2 of _share/fetch_policy.py); fixed on the liveness "
-    "branch: remove this mark when it is merged",
-)
 def test_a_record_waiting_out_a_delay_holds_up_no_other_record() -> None:
     """After the faults the application releases a record with a delay three locks long
     (renewed meanwhile, as ``release(delay=)`` does) while a producer writes; the records

@@ -42,7 +42,8 @@ from sharecon._backoff import Backoff
 from sharecon._consumer.buffer import Chunk, DeliveryBuffer
 from sharecon._consumer.fetch_driver import Apply, FetchDriver, Send
 from sharecon._consumer.handout import Handout, chunk_of, owner_of
-from sharecon._share.delayed import DelayedReleases
+from sharecon._share.delayed import DelayedReleases, park
+from sharecon._share.delayed import tick as delayed_tick
 from sharecon._share.effects import (
     BackOff,
     Deliver,
@@ -514,7 +515,10 @@ class Member:
         #: The consumer's own fetch-loop driver per leader: every decision and the order of
         #: the machine's calls; this class is only its port (send, clock, hand-off).
         driver = _NoSupersede if world.mutant == "no-supersede" else FetchDriver
-        self.drivers = {n: driver(self.machine, buffer, n, partial(self._want, n)) for n in NODES}
+        self.drivers = {
+            n: driver(self.machine, buffer, n, partial(self._want, n), clock=lambda: world.now)
+            for n in NODES
+        }
         rand = world.crng.random
         self.membership = Membership(
             GROUP,
@@ -1092,6 +1096,8 @@ class Member:
             self.delay_next = False
             self.holding.append(rec)
             self.delayed.add(rec, w.now, DELAY, rec.record.lock_deadline)
+            # As DelayedReleaser.add: parked, it holds up no fetch during the delay.
+            park(self.delayed, self.machine, rec, (rec.tp, rec.offset), rec.record.lock_deadline)
             w.at(w.now + DELAY_TICK, self._delay_tick)
             self._app_take()
             return
@@ -1120,32 +1126,36 @@ class Member:
             self.handout.answer(rec.record, AckType.RENEW)
 
     def _delay_tick(self) -> None:
-        """The delayed releases' tick (``DelayedReleaser.step``, with the consumer's own
-        decisions of :class:`~sharecon._share.delayed.DelayedReleases`)."""
+        """The delayed releases' tick: ``DelayedReleaser.step``, with the same decisions
+        (:func:`sharecon._share.delayed.tick`)."""
         pending = self.delayed
         if self.closing or not len(pending):
             return
-        machine = self.machine
-        for rec in pending.keys():
-            key = (rec.tp, rec.offset)
-            if key not in machine.renewing and not self.handout.holds(rec.record):
-                pending.drop(rec)  # its lock was lost: it comes back, early, not lost
-                if rec in self.holding:
-                    self.holding.remove(rec)
-                check = self.world.check
-                if check.is_handed(key, rec.d):
-                    check.ended(key, self.world.now, "lost waiting", self.member_id, d=rec.d)
-        renew, release = pending.due(
-            self.world.now, {r: r.record.lock_deadline for r in pending.keys()}
+        w = self.world
+        due = delayed_tick(
+            pending,
+            self.machine,
+            w.now,
+            where=_where,
+            held=self._holds,
+            deadline=_deadline,
         )
-        for rec in renew:
-            if (rec.tp, rec.offset) not in machine.renewing:
-                self.handout.answer(rec.record, AckType.RENEW)
-        for rec in release:
+        for rec in due.lost:  # its lock was lost: it comes back, early, not lost
+            if rec in self.holding:
+                self.holding.remove(rec)
+            key = (rec.tp, rec.offset)
+            if w.check.is_handed(key, rec.d):
+                w.check.ended(key, w.now, "lost waiting", self.member_id, d=rec.d)
+        for rec in due.renew:
+            self.handout.answer(rec.record, AckType.RENEW)
+        for rec in due.release:
             self._app_answer(rec, again=True, ack=AckType.RELEASE)
             self._wake(rec.tag.node_id)
         if len(pending):
-            self.world.at(self.world.now + DELAY_TICK, self._delay_tick)
+            w.at(w.now + DELAY_TICK, self._delay_tick)
+
+    def _holds(self, rec: SimRecord) -> bool:
+        return self.handout.holds(rec.record)
 
     def _app_answer(self, rec: SimRecord, again: bool = False, ack: AckType | None = None) -> None:
         w = self.world
@@ -1328,3 +1338,11 @@ def _brief(args: tuple[Any, ...]) -> str:
         else:
             out.append(type(a).__name__)
     return " ".join(out)
+
+
+def _where(rec: SimRecord) -> tuple[TopicIdPartition, int]:
+    return rec.tp, rec.offset
+
+
+def _deadline(rec: SimRecord) -> float | None:
+    return rec.record.lock_deadline

@@ -1,0 +1,200 @@
+"""Partitions whose batches cannot cross the link within the lock: fetched at most twice.
+
+The broker locks a share fetch's records when it acquires them, and always returns (and,
+in the default ``batch`` acquire mode, acquires) at least one whole batch, however small
+the fetch's ``MaxBytes``. A batch that takes longer to arrive than the lock lasts is
+released at the broker before the member sees it, and every fetch of it spends one more
+delivery attempt of each of its records, until ``share.delivery.count.limit`` archives
+them unseen. Shrinking the fetch (:mod:`.fetch_size`) cannot split a batch; so this module
+decides when to stop fetching a partition. Rules:
+
+1. An answer that arrived after the lock, in which a partition brought more bytes than
+   the fetch asked for (one batch larger than ``MaxBytes``: no smaller ask can split it),
+   or the ask was already at the floor, and those bytes alone need longer than the lock
+   at the rate measured on that answer, *blocks* the partition: one delivery attempt
+   was spent on its records. (Otherwise shrinking the fetch helps: :mod:`.fetch_size`.)
+2. A fetch that got no answer at all makes the partitions of its session *suspect* (how
+   much it brought is unknown). The next fetch to that leader is a *probe*: one record's
+   worth (``MaxBytes`` at the floor, ``MaxRecords`` 1, record-limit acquisition, which
+   Kafka 4.2+ honours and 4.1 ignores), with a deadline of :data:`PROBE_LOCKS` locks so
+   its answer can be measured. A late probe answer blocks by rule 1; a probe that gets no
+   answer either blocks every suspect partition; bytes in time clear a suspect, and an
+   empty answer leaves it suspect (the unanswered fetch's locks may still hold).
+   The probe spends the second attempt: on Kafka 4.1 on the whole first batch, on 4.2+
+   on one record.
+3. A blocked partition is left out of the leader's fetches (the broker forgets it from
+   the share session), so no further attempt is spent by this member; its records stay
+   available to the group's other members. It is fetched again when an answer in time
+   shows the batch now fits (a longer lock reported by the broker, or a higher rate
+   measured on the same leader by a fetch that did not wait at the broker: the batch
+   within :data:`~.fetch_size.ARRIVAL_SHARE` of the lock). Assignment changes do not
+   end a block; a new consumer starts with none.
+4. While any partition is blocked the consumer is not healthy, and each block has a
+   sentence naming the partition, the batch size, the measured rate and the lock.
+5. No I/O, no clock: times are the caller's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .fetch_size import ARRIVAL_SHARE, MIN_BYTES
+
+if TYPE_CHECKING:
+    from collections.abc import Container, Iterable, Mapping
+
+    from sharecon.types import TopicIdPartition
+
+__all__ = ["PROBE_LOCKS", "Blocked", "OversizeGuard"]
+
+#: A probe's answer is awaited this many lock durations (at least the usual deadline).
+PROBE_LOCKS = 4.0
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """Why a partition is no longer fetched (rule 4).
+
+    :param batch_bytes: the bytes its answer brought (``None``: no answer arrived).
+    :param bytes_per_second: the link rate measured (``None``: never measured).
+    :param lock: the acquisition lock, in seconds.
+    :param waited: how long the unanswered probe was awaited (0 when an answer arrived).
+    """
+
+    tp: TopicIdPartition
+    batch_bytes: int | None
+    bytes_per_second: float | None
+    lock: float
+    waited: float = 0.0
+    #: When its records began to wait with none deliverable (the send time of the first
+    #: late or unanswered fetch): ``health().stuck_for`` counts from it while blocked.
+    since: float = 0.0
+
+    def describe(self) -> str:
+        """One sentence for ``health()`` and the log."""
+        rate = self.bytes_per_second
+        measured = f"{rate:.0f} bytes/s" if rate else "no rate measured"
+        if self.batch_bytes is None:
+            what = f"no answer within {self.waited:.1f} s ({measured})"
+        else:
+            need = f"{self.batch_bytes / rate:.1f} s" if rate else "unknown time"
+            what = f"a {self.batch_bytes}-byte batch needs {need} at the measured {measured}"
+        tp = self.tp
+        return (
+            f"{tp.topic or tp.topic_id}-{tp.partition}: {what}, longer than the {self.lock:.1f} s acquisition lock; "
+            "no longer fetched by this member (at most two delivery attempts spent)"
+        )
+
+
+class OversizeGuard:
+    """One leader's blocked and suspect partitions (rules 1-4)."""
+
+    __slots__ = ("blocked", "suspect")
+
+    def __init__(self) -> None:
+        #: Partitions no longer fetched, and why.
+        self.blocked: dict[TopicIdPartition, Blocked] = {}
+        #: Partitions of a fetch that got no answer: the next fetch is a probe.
+        self.suspect: set[TopicIdPartition] = set()
+
+    @property
+    def probing(self) -> bool:
+        """Whether the next fetch is a probe (rule 2)."""
+        return bool(self.suspect)
+
+    def wanted(self, want: Iterable[TopicIdPartition]) -> list[TopicIdPartition]:
+        """``want`` (the leader's assigned partitions) without the blocked ones (rule 3)."""
+        blocked = self.blocked
+        if not blocked:
+            return list(want)
+        return [tp for tp in want if tp not in blocked]
+
+    def retain(self, assignment: Container[TopicIdPartition]) -> None:
+        """The member's assignment changed: suspicions of partitions it no longer holds
+        are forgotten. Blocks are kept (rule 3): a member fenced and assigned the same
+        partition again (a slow link delays heartbeats too) would otherwise spend two
+        more attempts on each record."""
+        self.suspect = {tp for tp in self.suspect if tp in assignment}
+
+    def answered(
+        self,
+        sizes: Mapping[TopicIdPartition, int],
+        *,
+        elapsed: float,
+        bytes_per_second: float | None,
+        lock: float,
+        asked: int,
+        waited: bool = False,
+        since: float = 0.0,
+    ) -> list[Blocked]:
+        """A fetch was answered after ``elapsed`` seconds, ``sizes`` bytes per partition,
+        at ``bytes_per_second``; returns the partitions blocked now (rules 1-3).
+
+        :param asked: the fetch's ``MaxBytes``.
+        :param since: when the leader's records began to wait undeliverable (:class:`Blocked`).
+        :param waited: ``bytes_per_second`` was sampled on a fetch that could wait at
+            the broker: how long it waited is unknown, so the rate may be overstated and
+            never ends a block.
+        """
+        new: list[Blocked] = []
+        late = elapsed > lock
+        floor = asked <= MIN_BYTES
+        for tp, size in sizes.items():
+            if size <= 0:
+                continue
+            # Measured: a suspect that brought bytes is decided here (an empty answer,
+            # e.g. while the unanswered fetch's locks still hold, decides nothing).
+            self.suspect.discard(tp)
+            if (
+                late
+                and (floor or size > asked)
+                and (not bytes_per_second or size / bytes_per_second > lock)
+            ):
+                self.blocked[tp] = b = Blocked(tp, size, bytes_per_second, lock, since=since)
+                new.append(b)
+        if late:
+            return new
+        if self.blocked and bytes_per_second and not waited:
+            budget = lock * ARRIVAL_SHARE
+            for tp, b in list(self.blocked.items()):
+                if b.batch_bytes is not None and b.batch_bytes / bytes_per_second <= budget:
+                    del self.blocked[tp]
+        return new
+
+    def timed_out(
+        self,
+        partitions: Iterable[TopicIdPartition],
+        *,
+        waited: float,
+        bytes_per_second: float | None,
+        lock: float,
+        since: float = 0.0,
+    ) -> list[Blocked]:
+        """A fetch of ``partitions`` got no answer within ``waited`` seconds: a probe's
+        suspects are blocked, any other fetch's partitions become suspect (rule 2)."""
+        if not self.suspect:
+            self.suspect.update(partitions)
+            return []
+        new = [
+            Blocked(tp, None, bytes_per_second, lock, waited)
+            for tp in sorted(self.suspect, key=str)
+        ]
+        for b in new:
+            self.blocked[b.tp] = b
+        self.suspect.clear()
+        return new
+
+    def stuck(self, now: float) -> float:
+        """Seconds the longest-blocked partition's records have waited, if longer than
+        its lock; else 0 (the fetch sizer's ``stuck``, kept while a partition is blocked:
+        the leader's other answers arrive in time, but these records still wait)."""
+        worst = 0.0
+        for b in self.blocked.values():
+            if now - b.since > b.lock:
+                worst = max(worst, now - b.since)
+        return worst
+
+    def causes(self) -> list[str]:
+        """A sentence per blocked partition (rule 4)."""
+        return [b.describe() for b in self.blocked.values()]

@@ -1,0 +1,189 @@
+"""Batches that cannot cross the link within the lock (issue 30, behaviour 3): the rules
+of :mod:`sharecon._share.oversize`, and the share machine carrying them out."""
+
+from __future__ import annotations
+
+import uuid
+
+from sharecon._share.effects import FetchLate, PartitionBlocked
+from sharecon._share.oversize import PROBE_LOCKS, OversizeGuard
+from sharecon._share.session import RequestKind
+from sharecon.protocol import ShareFetchRequest, ShareFetchResponse
+from sharecon.types import TopicIdPartition
+from tests.share.test_machine import (
+    LOCK_MS,
+    NAMES,
+    NODE,
+    TP,
+    _kilobyte_records,
+    machine,
+    opened,
+    send,
+)
+
+T2 = uuid.uuid4()
+OTHER = TopicIdPartition(T2, 0, "u")
+LOCK = 30.0
+
+
+def test_a_late_batch_larger_than_the_lock_carries_blocks_its_partition_at_once() -> None:
+    g = OversizeGuard()
+    # 512 KiB at 10 KiB/s: 51 s, longer than the 30 s lock; OTHER's 1 KiB would fit.
+    new = g.answered(
+        {TP: 512 * 1024, OTHER: 1024},
+        elapsed=52.0,
+        bytes_per_second=10240.0,
+        lock=LOCK,
+        asked=16 * 1024,
+    )
+    assert [b.tp for b in new] == [TP]
+    cause = new[0].describe()
+    assert "524288-byte batch" in cause and "51.2 s" in cause
+    assert "10240 bytes/s" in cause and "30.0 s acquisition lock" in cause
+    assert g.wanted([TP, OTHER]) == [OTHER]
+    assert g.causes() == [cause]
+
+
+def test_a_late_answer_whose_partitions_each_fit_blocks_nothing() -> None:
+    g = OversizeGuard()
+    # 400 KB asked and got in many batches: a smaller ask helps (the fetch sizer's job).
+    assert (
+        g.answered({TP: 400_000}, elapsed=40.0, bytes_per_second=10_000.0, lock=LOCK, asked=400_000)
+        == []
+    )
+    assert (
+        g.answered(
+            {TP: 200_000, OTHER: 200_000},
+            elapsed=40.0,
+            bytes_per_second=10_000.0,
+            lock=LOCK,
+            asked=16384,
+        )
+        == []
+    )
+    assert g.wanted([TP, OTHER]) == [TP, OTHER]
+
+
+def test_an_unanswered_fetch_makes_a_probe_and_an_unanswered_probe_blocks() -> None:
+    g = OversizeGuard()
+    assert g.timed_out([TP], waited=30.5, bytes_per_second=None, lock=LOCK) == []
+    assert g.probing and g.wanted([TP]) == [TP]
+    # An empty answer (the first fetch's locks still hold) decides nothing.
+    g.answered({}, elapsed=0.5, bytes_per_second=None, lock=LOCK, asked=16384)
+    assert g.probing
+    [b] = g.timed_out([TP], waited=120.0, bytes_per_second=None, lock=LOCK)
+    assert b.tp == TP and b.batch_bytes is None
+    assert "no answer within 120.0 s" in b.describe()
+    assert not g.probing and g.wanted([TP]) == []
+
+
+def test_a_probe_answered_in_time_clears_the_suspicion() -> None:
+    g = OversizeGuard()
+    g.timed_out([TP], waited=30.5, bytes_per_second=None, lock=LOCK)
+    assert (
+        g.answered({TP: 1000}, elapsed=0.1, bytes_per_second=10_000.0, lock=LOCK, asked=16384) == []
+    )
+    assert not g.probing
+
+
+def test_a_block_ends_when_the_batch_fits_and_outlives_assignment_changes() -> None:
+    g = OversizeGuard()
+    g.answered({TP: 512 * 1024}, elapsed=52.0, bytes_per_second=10240.0, lock=LOCK, asked=16384)
+    # A rate measured by a fetch that may have waited at the broker is not trusted.
+    g.answered({OTHER: 500}, elapsed=0.1, bytes_per_second=5e8, lock=LOCK, asked=16384, waited=True)
+    assert g.wanted([TP, OTHER]) == [OTHER]
+    # A faster link measured on the same leader: 512 KiB in 5 s, within 30 % of the lock.
+    g.answered({OTHER: 500_000}, elapsed=5.0, bytes_per_second=100_000.0, lock=LOCK, asked=16384)
+    assert g.wanted([TP, OTHER]) == [TP, OTHER]
+    g.answered({TP: 512 * 1024}, elapsed=52.0, bytes_per_second=10240.0, lock=LOCK, asked=16384)
+    # The leader unknown for a moment (no partitions led here): the block stays.
+    assert g.wanted([]) == [] and g.wanted([TP]) == []
+    g.retain({TP, OTHER})
+    assert g.wanted([TP]) == []
+    # Revoked and assigned again (a fenced member rejoining): still not fetched.
+    g.retain({OTHER})
+    assert g.wanted([TP]) == []
+    g.timed_out([OTHER], waited=30.5, bytes_per_second=None, lock=LOCK)
+    g.retain({TP})  # a revoked suspect is forgotten
+    assert not g.probing
+
+
+# -- the machine ------------------------------------------------------------------------------
+
+
+def test_the_machine_stops_fetching_a_partition_whose_batch_arrived_after_the_lock() -> None:
+    m = machine()
+    opened(m)
+    f = send(m, 1.0)
+    late = _kilobyte_records(0, 29)  # one 30 KB batch, more than the 16 KiB asked
+    size = len(late.responses[0].partitions[0].records or b"")
+    # It took longer than the 30 s lock to arrive: one delivery attempt spent.
+    assert m.fetch_answered(f, late, NAMES, 1.0 + LOCK_MS / 1000 + 5, pipeline=False).proceed
+    m.fetch_records(f, late, NAMES)
+    effects = m.drain()
+    [blocked] = [e for e in effects if isinstance(e, PartitionBlocked)]
+    assert blocked.tp == TP and f"{size}-byte batch" in blocked.cause
+    assert any(isinstance(e, FetchLate) for e in effects)
+    assert m.blocked() == [blocked.cause]
+    # The records still wait: stuck counts from the late fetch's send, past the lock,
+    # even after the next (empty, quick) answer.
+    turn = m.next_turn(NODE, [TP], room=True, now=40.0)
+    f2 = m.sent(NODE, turn, 40.0)
+    m.fetch_answered(
+        f2, ShareFetchResponse(acquisition_lock_timeout_ms=LOCK_MS), NAMES, 40.1, pipeline=False
+    )
+    assert m.stuck(40.1) == 40.1 - 1.0
+    # That next fetch forgot the partition: no second attempt is spent by this member.
+    assert turn.plan is not None and turn.plan.forgotten == (TP,)
+
+
+def test_the_machine_probes_after_an_unanswered_fetch_and_blocks_after_a_second() -> None:
+    m = machine()
+    opened(m)
+    f = send(m, 1.0)
+    assert m.fetch_timeout(f, 30.5) == 30.5 and not f.probe
+    m.request_failed(f, timed_out=True)
+    m.drain()
+    # The probe: the session was reset, it opens again asking for one record's worth
+    # with record-limit acquisition (4.2+), awaited PROBE_LOCKS locks.
+    turn = m.next_turn(NODE, [TP], room=True, now=32.0)
+    assert turn.plan is not None and turn.plan.kind is RequestKind.SHARE_FETCH
+    request = m.request(turn, "member")
+    assert isinstance(request, ShareFetchRequest)
+    assert (request.max_records, request.share_acquire_mode) == (1, 1)
+    assert request.max_bytes <= 1024
+    probe = m.sent(NODE, turn, 32.0)
+    assert probe.probe and m.fetch_timeout(probe, 30.5) == PROBE_LOCKS * LOCK_MS / 1000
+    m.request_failed(probe, timed_out=True)
+    [blocked] = [e for e in m.drain() if isinstance(e, PartitionBlocked)]
+    assert blocked.tp == TP and "no answer within 120.0 s" in blocked.cause
+    turn = m.next_turn(NODE, [TP], room=True, now=160.0)
+    assert turn.plan is None or TP not in turn.plan.added
+
+
+def test_an_empty_quick_answer_is_not_a_block() -> None:
+    m = machine()
+    opened(m)
+    f = send(m, 1.0)
+    m.fetch_answered(
+        f, ShareFetchResponse(acquisition_lock_timeout_ms=LOCK_MS), NAMES, 1.5, pipeline=False
+    )
+    assert m.blocked() == []
+
+
+def test_a_longer_lock_reported_by_the_broker_ends_a_block() -> None:
+    m = machine()
+    opened(m)
+    f = send(m, 1.0)
+    late = _kilobyte_records(0, 29)
+    m.fetch_answered(f, late, NAMES, 1.0 + LOCK_MS / 1000 + 5, pipeline=False)
+    m.fetch_records(f, late, NAMES)
+    m.drain()
+    assert m.blocked()
+    # The group's lock raised to 300 s: 30 KB at the measured ~850 bytes/s fits in 90 s.
+    turn = m.next_turn(NODE, [TP], room=True, now=40.0)
+    f2 = m.sent(NODE, turn, 40.0)
+    longer = ShareFetchResponse(acquisition_lock_timeout_ms=300_000)
+    m.fetch_answered(f2, longer, NAMES, 40.5, pipeline=False)
+    assert m.blocked() == []
+    assert m.leader(NODE).guard.wanted([TP]) == [TP]  # fetched again
