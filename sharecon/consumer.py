@@ -44,7 +44,12 @@ from sharecon._consumer.lock_keeping import keep_locks, renewals_allowed
 from sharecon._consumer.process import Host, run_workers
 from sharecon._lifecycle import ClientRuntime
 from sharecon._net.clock import event_loop_clock
-from sharecon._net.cluster import Cluster, require_record_limit, require_share_groups
+from sharecon._net.cluster import (
+    Cluster,
+    has_record_limit,
+    require_record_limit,
+    require_share_groups,
+)
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.health import ClusterHealth  # noqa: TC001 - resolvable for get_type_hints
 from sharecon._share.lock_keeper import LockKeeper
@@ -128,8 +133,12 @@ class ShareConsumer(Generic[K, V]):
     :param acquire_mode: ``"batch"`` (default): the broker acquires whole batches, so a
         fetch may bring more than ``max_records``. ``"record_limit"`` (Kafka 4.2+, KIP-1206):
         this member never holds more than ``max_records`` records at once (buffered, handed
-        out or answered but not yet confirmed); older brokers are refused at :meth:`start`
-        with :class:`~sharecon.errors.UnsupportedVersionError`.
+        out or answered but not yet confirmed), nor more than it handles within half the
+        acquisition lock at its measured handling rate (16 until measured), so records do
+        not wait in its buffer until their locks end while other members could handle
+        them; older brokers are refused at :meth:`start` with
+        :class:`~sharecon.errors.UnsupportedVersionError`. ``"auto"``: ``"record_limit"``
+        where the broker has it, ``"batch"`` on Kafka 4.1.
     :param keep_locks: renew the lock of every record handed out and not yet answered
         when it nears its end (Kafka 4.2+), for at most ``max_hold`` seconds per record.
         :meth:`process` does this by default. A failed renewal is logged (WARNING) and
@@ -309,6 +318,11 @@ class ShareConsumer(Generic[K, V]):
             require_share_groups(cluster.versions, cluster.bootstrap_addresses[0])
             if self._config.acquire_mode == "record_limit":
                 require_record_limit(cluster.versions)
+            elif self._config.acquire_mode == "auto":
+                mode: AcquireMode = (
+                    "record_limit" if has_record_limit(cluster.versions) else "batch"
+                )
+                self._config = replace(self._config, acquire_mode=mode)
             await cluster.refresh_metadata(self._config.topics)
             missing = [t for t in self._config.topics if t not in cluster.metadata.topic_ids]
             refused = [
@@ -353,6 +367,7 @@ class ShareConsumer(Generic[K, V]):
             )
             if self._dead_letter is not None:
                 core.machine.dead_letter_limit = self._dead_letter.max_deliveries
+                core.machine.route_unseen = self._dead_letter.route_unseen
                 tg.start_soon(self._route_dead_letters, core, name="sharecon dead letters")
             tg.start_soon(self._run_heartbeat, core, name="sharecon heartbeat")
             if self._enable_metrics_push:
@@ -529,6 +544,8 @@ class ShareConsumer(Generic[K, V]):
             buffered_records=core.buffer.records,
             cluster=cluster,
             stuck_for=stuck,
+            expired_in_buffer=core.expiry.total,
+            past_limit_unseen=core.machine.past_limit_unseen,
         )
 
     def metrics(self) -> ConsumerMetrics:
@@ -1301,6 +1318,13 @@ class ConsumerHealth:
     :param stuck_for: seconds records have been waiting at a leader with none delivered,
         when that is longer than the acquisition lock (fetches came back after the locks
         ended, or timed out: see "Adaptive fetch sizing" in docs/consumer.md); else 0.
+    :param expired_in_buffer: records whose acquisition locks ended while they waited in
+        this consumer's buffer, since it started: each a delivery attempt spent unseen
+        (logged at WARNING, at most once a minute, with the cause). Does not make ``ok``
+        false.
+    :param past_limit_unseen: records that arrived past the dead-letter policy's
+        ``max_deliveries`` and were handed out because the application never saw them here
+        (``DeadLetterPolicy.route_unseen`` is off).
     """
 
     ok: bool
@@ -1311,6 +1335,8 @@ class ConsumerHealth:
     buffered_records: int
     cluster: ClusterHealth
     stuck_for: float = 0.0
+    expired_in_buffer: int = 0
+    past_limit_unseen: int = 0
 
 
 def _check_same_connection(

@@ -29,6 +29,7 @@ from sharecon._consumer.handout import Handout
 from sharecon._consumer.signal import Signal
 from sharecon._share import effects as fx
 from sharecon._share.answers import Outcomes, renew_refusal
+from sharecon._share.expiry import ExpiryNotice
 from sharecon._share.machine import ShareMachine
 from sharecon._share.membership import Membership
 from sharecon._share.requests import FetchParams
@@ -104,6 +105,9 @@ class ConsumerCore:
             max_records=config.buffer_records, max_bytes=config.buffer_bytes
         )
         self.buffer.on_room = self.wake_fetchers
+        #: Records whose locks ended in the buffer: counted, and said (WARNING, once a minute).
+        self.expiry = ExpiryNotice()
+        self.buffer.on_expired = self._expired_in_buffer
         # Only at the default record bound: an explicit one stays strict.
         self.buffer.overlap = config.max_buffered_records == 0
         #: The buffer's side: deliveries buffered, decoded, dropped (``handout.owner``: what
@@ -293,6 +297,15 @@ class ConsumerCore:
         """Wake every fetcher and the heartbeat loop."""
         self.fetchers.wake()
         self.heartbeat_wake.set()
+
+    def _expired_in_buffer(self, count: int) -> None:
+        """``count`` buffered records' locks ended before the application reached them."""
+        said = self.expiry.expired(self.clock(), count)
+        if said is not None:
+            rate, lock = self.machine.handling()
+            observe.expired_in_buffer(
+                self.member_id, said, rate, lock, self.buffer.records, self.config.acquire_mode
+            )
 
     def stuck(self) -> float:
         """Seconds records waited at a leader no fetch could deliver, when longer than the

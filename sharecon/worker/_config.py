@@ -58,6 +58,7 @@ ENV = {
     "grace": "SHARECON_GRACE",
     "interval": "SHARECON_INTERVAL",
     "max_records": "SHARECON_MAX_RECORDS",
+    "acquire_mode": "SHARECON_ACQUIRE_MODE",
     "autoscale": "SHARECON_AUTOSCALE",
     "scale_backlog": "SHARECON_SCALE_BACKLOG",
     "scale_up_after": "SHARECON_SCALE_UP_AFTER",
@@ -67,6 +68,9 @@ ENV = {
     "health_host": "SHARECON_HEALTH_HOST",
     **CONNECTION_ENV,
 }
+
+#: ``WorkerConfig.acquire_mode``'s values (``ShareConsumer(acquire_mode=...)``).
+ACQUIRE_MODES = ("auto", "record_limit", "batch")
 
 _KERBEROS = KERBEROS_SETTINGS
 _GSSAPI = GssapiConfig.mechanism
@@ -89,7 +93,14 @@ class WorkerConfig:
         reporting) before the process is killed and replaced; ``None``: no limit.
     :param grace: seconds a draining process waits for the records in flight.
     :param interval: seconds between progress lines; ``None``: no progress lines.
-    :param max_records: records per fetch (``ShareConsumer(max_records=...)``).
+    :param max_records: the most records a process holds (``ShareConsumer(max_records=...)``);
+        a bound only where records are acquired by record limit (see ``acquire_mode``).
+    :param acquire_mode: ``"auto"`` (default): ``"record_limit"`` where the broker has it
+        (Kafka 4.2+), else ``"batch"``. Under ``"record_limit"`` a process holds at most
+        ``max_records`` records and no more than it handles within half the acquisition lock
+        at its measured rate, so a backlog spreads over the processes; under ``"batch"``
+        (Kafka 4.1) the broker hands out whole producer batches, whatever ``max_records``
+        says (``ShareConsumer(acquire_mode=...)``).
     :param autoscale: ``"MIN:MAX"``: the supervisor runs between MIN and MAX processes,
         adding one while the handlers are busy and the backlog is not falling, removing
         one (with a drain) while they are idle (:mod:`sharecon.worker._autoscale`);
@@ -143,6 +154,7 @@ class WorkerConfig:
     grace: float = 30.0
     interval: float | None = 10.0
     max_records: int = 500
+    acquire_mode: str = "auto"
     autoscale: str | None = None
     scale_backlog: int | None = None
     scale_up_after: float = 5.0
@@ -186,6 +198,10 @@ class WorkerConfig:
             _at_least(name, getattr(self, name), 1)
         if self.dlq_after is not None:
             _at_least("dlq_after", self.dlq_after, 1)
+        if self.acquire_mode not in ACQUIRE_MODES:
+            raise errors.ConfigError(
+                f"acquire_mode must be one of {', '.join(ACQUIRE_MODES)}, not {self.acquire_mode!r}"
+            )
         if self.scale_backlog is not None:
             _at_least("scale_backlog", self.scale_backlog, 0)
         if self.health_port is not None:

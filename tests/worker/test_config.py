@@ -292,11 +292,18 @@ async def test_busy_is_the_share_of_handler_slots_in_use_since_the_last_report(
 
 def test_progress_line() -> None:
     line = format_progress(
-        [10.0, 20.5], in_flight=3, handled=1234, failed=1, dlq=0, redelivered=2, restarts=1
+        [10.0, 20.5],
+        in_flight=3,
+        handled=1234,
+        failed=1,
+        dlq=0,
+        redelivered=2,
+        restarts=1,
+        expired=1500,
     )
     assert line == (
         "sharecon worker: 30.5 rec/s (p0 10.0 p1 20.5) | handled 1,234 | in flight 3 | "
-        "failed 1 | dlq 0 | redelivered 2 | restarts 1"
+        "failed 1 | dlq 0 | redelivered 2 | expired unseen 1,500 | restarts 1"
     )
 
 
