@@ -572,7 +572,8 @@ def handler_spec(handler: Callable[..., object] | str) -> str:
 def load_handler(spec: str) -> Callable[..., object]:
     """Import the handler named by ``spec`` (``package.module:function`` or
     ``path/to/file.py:function``). The current directory is importable, as for
-    ``python -m``.
+    ``python -m``; for a file, so is the file's folder, as for ``python path/to/file.py``
+    (the file may import the modules next to it).
 
     :raises ConfigError: it cannot be imported, does not exist or is not callable.
     """
@@ -586,6 +587,11 @@ def load_handler(spec: str) -> Callable[..., object]:
             path = Path(module_name)
             if not path.is_file():
                 raise errors.ConfigError(f"handler {spec!r}: no such file {module_name}")
+            # Like `python path/to/file.py`: the file's folder is importable, so the
+            # handler's file can import the modules next to it.
+            folder = str(path.resolve().parent)
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
             loader_spec = importlib.util.spec_from_file_location(_FILE_MODULE, path)
             assert loader_spec is not None and loader_spec.loader is not None
             module = importlib.util.module_from_spec(loader_spec)

@@ -183,6 +183,23 @@ def test_handler_from_a_file(tmp_path: Path) -> None:
         load_handler(f"{broken}:handle")
 
 
+def test_a_handler_file_imports_the_modules_next_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32, docs: ``path/to/file.py:function`` imports siblings of that file, as
+    ``python path/to/file.py`` would, from any working directory."""
+    folder = tmp_path / "app"
+    folder.mkdir()
+    (folder / "issue32_pricing.py").write_text("RATE = 3\n")
+    (folder / "issue32_handler.py").write_text(
+        "import issue32_pricing\n\ndef handle(record):\n    return record * issue32_pricing.RATE\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "issue32_pricing", raising=False)
+    assert load_handler("app/issue32_handler.py:handle")(2) == 6
+
+
 # -- per-record bookkeeping in a worker process ------------------------------------------------
 
 
