@@ -92,7 +92,7 @@ from .intake import Deliverable, InvalidAnswer, R, take_partition
 # Taken and SharePlan are real imports, not under TYPE_CHECKING: the compiled build
 # (mypyc) looks up the dataclass fields' annotations when the module is imported.
 from .ledger import AckFailure, AckLedger, AckResult, MarkResult, Taken
-from .record_limit import RecordBudget
+from .record_limit import HandlingRate, RecordBudget
 from .requests import (
     FetchParams,
     acknowledge_codes,
@@ -199,6 +199,8 @@ class ShareMachine:
         self.budget: RecordBudget | None = (
             RecordBudget(record_limit) if record_limit is not None else None
         )
+        #: What the strict budget follows (rule 2 of .record_limit).
+        self.handling_rate = HandlingRate()
         self.leaders: dict[int, Leader] = {}
         #: Effects not handed to the driver yet, oldest first.
         self.effects: list[Effect] = []
@@ -310,17 +312,13 @@ class ShareMachine:
 
     def handling(self) -> tuple[float | None, float]:
         """The application's measured handling rate (records/s; ``None``: not measured
-        yet), the sum over every leader's sizer, and the lock duration (seconds), the
-        shortest they know."""
-        rate: float | None = None
+        yet; :class:`.record_limit.HandlingRate`) and the lock duration (seconds), the
+        shortest the leaders' sizers know."""
         lock = DEFAULT_LOCK
         for i, one in enumerate(self.leaders.values()):
-            sizer = one.sizer
             # The shortest: a leader not answered yet assumes Kafka's default.
-            lock = sizer.lock if i == 0 else min(lock, sizer.lock)
-            if sizer.handled_per_second is not None:
-                rate = (rate or 0.0) + sizer.handled_per_second
-        return rate, lock
+            lock = one.sizer.lock if i == 0 else min(lock, one.sizer.lock)
+        return self.handling_rate.rate(), lock
 
     def request(self, turn: Turn, member_id: str) -> ShareFetchRequest | ShareAcknowledgeRequest:
         """The wire request for ``turn``'s plan."""
@@ -358,6 +356,10 @@ class ShareMachine:
         taken = turn.taken
         if taken is not None and not taken.is_renew:
             self.leader(node_id).sizer.handled(now, taken.count, backlog=backlog)
+        if taken is None or not taken.is_renew:
+            self.handling_rate.sent(
+                node_id, now, taken.count if taken is not None else 0, backlog=backlog
+            )
         return InFlight(node_id, turn.plan, turn.taken, now, turn.may_wait, turn.granted)
 
     def send_failed(self, node_id: int, turn: Turn) -> None:

@@ -17,12 +17,19 @@ Rules of this module:
    have handled it. Until the rate is measured the member holds at most
    :data:`INITIAL_HOLD` records, so a member that starts first does not take a backlog
    from members starting a moment later.
-2. No I/O, no clock: the rate and the lock are the caller's (the fetch sizers measure them).
+2. The handling rate (:class:`HandlingRate`) is measured per leader from the answers each
+   request carries over the time since that leader's previous request: answers made in
+   an interval are at most what the application can do in it, so a sample is never too
+   high. While records waited for the application the whole interval (a backlog) the
+   sample is its rate and is smoothed in; without one it is only a lower bound and may
+   raise the estimate, never lower it.
+3. No I/O, no clock: time is the caller's ``now``, the lock the fetch sizers' (the
+   broker's word).
 """
 
 from __future__ import annotations
 
-__all__ = ["HOLD_SHARE", "INITIAL_HOLD", "RecordBudget", "hold_limit"]
+__all__ = ["HOLD_SHARE", "INITIAL_HOLD", "HandlingRate", "RecordBudget", "hold_limit"]
 
 #: The part of the lock the records a member holds must be handled within (rule 1); the
 #: rest is the margin for a rate that drops (a slower record, a busier machine).
@@ -38,6 +45,39 @@ def hold_limit(ceiling: int, rate: float | None, lock: float) -> int:
     if rate is None:
         return max(1, min(ceiling, INITIAL_HOLD))
     return max(1, min(ceiling, int(rate * lock * HOLD_SHARE)))
+
+
+# Samples are smoothed: new = old + (sample - old) * _ALPHA.
+_ALPHA = 0.5
+
+
+class HandlingRate:
+    """The application's answering rate, records per second, over its leaders (rule 2)."""
+
+    __slots__ = ("_last", "_per_node")
+
+    def __init__(self) -> None:
+        self._last: dict[int, float] = {}
+        self._per_node: dict[int, float] = {}
+
+    def sent(self, node_id: int, now: float, answered: int, *, backlog: bool) -> None:
+        """A request to ``node_id`` went at ``now`` carrying ``answered`` answers;
+        ``backlog``: records waited for the application since the previous one."""
+        last = self._last.get(node_id)
+        self._last[node_id] = now
+        if last is None or now <= last or (answered <= 0 and not backlog):
+            return
+        sample = answered / (now - last)
+        old = self._per_node.get(node_id)
+        if old is None:
+            if answered > 0:
+                self._per_node[node_id] = sample
+        elif backlog or sample > old:
+            self._per_node[node_id] = old + (sample - old) * _ALPHA
+
+    def rate(self) -> float | None:
+        """Records per second over every leader; ``None`` until measured."""
+        return sum(self._per_node.values()) if self._per_node else None
 
 
 class RecordBudget:

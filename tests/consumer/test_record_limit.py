@@ -9,7 +9,13 @@ import anyio
 import pytest
 
 from sharecon import errors
-from sharecon._share.record_limit import HOLD_SHARE, INITIAL_HOLD, RecordBudget, hold_limit
+from sharecon._share.record_limit import (
+    HOLD_SHARE,
+    INITIAL_HOLD,
+    HandlingRate,
+    RecordBudget,
+    hold_limit,
+)
 from sharecon.consumer import ShareConsumer
 from tests.consumer.conftest import produce
 
@@ -43,6 +49,30 @@ def test_the_hold_is_what_the_measured_rate_handles_within_half_the_lock() -> No
     budget = RecordBudget(500)
     assert budget.fit(40.0, 15.0) == 300 and budget.grant(held=290) == 10
     assert budget.ceiling == 500
+
+
+def test_the_handling_rate_is_answers_over_the_time_between_requests() -> None:
+    rate = HandlingRate()
+    assert rate.rate() is None
+    rate.sent(1, 10.0, 0, backlog=False)
+    rate.sent(1, 11.0, 0, backlog=False)  # idle: nothing learnt
+    assert rate.rate() is None
+    rate.sent(1, 12.0, 40, backlog=True)  # 40 answers in 1 s
+    assert rate.rate() == 40.0
+    rate.sent(1, 13.0, 20, backlog=True)  # busy the whole second: smoothed down
+    assert rate.rate() == 30.0
+    rate.sent(1, 14.0, 10, backlog=False)  # no backlog: 10/s only bounds it below
+    assert rate.rate() == 30.0
+    rate.sent(1, 14.5, 45, backlog=False)  # 90/s was possible: raised
+    assert rate.rate() == 60.0
+    rate.sent(2, 0.0, 0, backlog=True)
+    rate.sent(2, 1.0, 5, backlog=True)  # another leader: added
+    assert rate.rate() == 65.0
+    # Answers held back behind a long poll come with the request after it: spread over
+    # the whole interval, never over the moment the answer arrived.
+    rate.sent(3, 0.0, 0, backlog=False)
+    rate.sent(3, 0.5, 50, backlog=False)
+    assert rate.rate() == 165.0
 
 
 @pytest.mark.broker

@@ -649,12 +649,14 @@ def test_the_record_budget_follows_the_measured_handling_rate() -> None:
         return n
 
     assert granted(1) == 16
-    sizer = m.leader(1).sizer
-    sizer.lock = 15.0
-    sizer.handled_per_second = 4.0  # 4/s x 15 s x 0.5 = 30
+    m.leader(1).sizer.lock = 15.0
+    rate = m.handling_rate
+    rate.sent(1, 0.0, 0, backlog=True)
+    rate.sent(1, 2.0, 8, backlog=True)  # 4/s x 15 s x 0.5 = 30
     assert granted(2) == 30
-    m.leader(2).sizer.handled_per_second = 6.0  # two leaders: the rates add up
+    rate.sent(2, 0.0, 0, backlog=True)
+    rate.sent(2, 1.0, 6, backlog=True)  # two leaders: the rates add up
     assert m.handling() == (10.0, 15.0)  # the shortest lock (not leader 2's default 30 s)
     assert granted(3) == 75
-    sizer.handled_per_second = 1000.0
+    rate.sent(1, 2.1, 400, backlog=False)  # 4,000/s: a lower bound, it raises the rate
     assert granted(4) == 500

@@ -194,7 +194,8 @@ async def test_a_slow_handler_spreads_over_both_processes_and_dead_letters_nothi
     final = worker.stderr.rsplit("drained: ", 1)[-1]
     assert re.match(r"handled \d[\d,]*, failed 0, dlq 0, expired unseen \d+", final), final
     retried = {v for v, _ in noted(tmp_path, "retry")}
-    assert retried == {v for v in values if int(v[1:]) % 10 == 0}
+    # Asked for on a first delivery (a record first seen later is handled at once).
+    assert retried and retried <= {v for v in values if int(v[1:]) % 10 == 0}
     # Retried records were handled on a later delivery, not dead-lettered.
     assert all(dc >= 2 for v, dc in noted(tmp_path) if v in retried)
     per_process = _per_process(tmp_path)
