@@ -127,9 +127,10 @@ class ShareConsumer(Generic[K, V]):
     :param rack_id: the client's rack, sent when joining.
     :param dlq_topic: the dead-letter topic for :meth:`reject_to_dlq` (default
         ``dlq.<group_id>``).
-    :param dead_letter: a :class:`~sharecon.dlq.DeadLetterPolicy`: records delivered more
-        than ``max_deliveries`` times are routed to the dead-letter topic instead of being
-        delivered again.
+    :param dead_letter: a :class:`~sharecon.dlq.DeadLetterPolicy`: a record the
+        application failed here (a handler error, ``record.release()``) that comes back
+        past ``max_deliveries`` is routed to the dead-letter topic instead of being
+        delivered again (every record past it with ``route_unseen=True``).
     :param acquire_mode: ``"batch"`` (default): the broker acquires whole batches, so a
         fetch may bring more than ``max_records``. ``"record_limit"`` (Kafka 4.2+, KIP-1206):
         this member never holds more than ``max_records`` records at once (buffered, handed
