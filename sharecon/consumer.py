@@ -546,6 +546,7 @@ class ShareConsumer(Generic[K, V]):
             cluster=cluster,
             stuck_for=stuck,
             expired_in_buffer=core.expiry.total,
+            released_unreachable=core.released_unreachable,
             past_limit_unseen=core.machine.past_limit_unseen,
         )
 
@@ -1323,6 +1324,9 @@ class ConsumerHealth:
         this consumer's buffer, since it started: each a delivery attempt spent unseen
         (logged at WARNING, at most once a minute, with the cause). Does not make ``ok``
         false.
+    :param released_unreachable: under batch acquisition (Kafka 4.1), buffered records
+        released at once because they could not be reached before their locks ended
+        (each spent the attempt its acquisition counted; another member may have them).
     :param past_limit_unseen: records that arrived past the dead-letter policy's
         ``max_deliveries`` and were handed out because the application never saw them here
         (``DeadLetterPolicy.route_unseen`` is off).
@@ -1337,6 +1341,7 @@ class ConsumerHealth:
     cluster: ClusterHealth
     stuck_for: float = 0.0
     expired_in_buffer: int = 0
+    released_unreachable: int = 0
     past_limit_unseen: int = 0
 
 

@@ -32,6 +32,7 @@ from sharecon._share.answers import Outcomes, renew_refusal
 from sharecon._share.expiry import ExpiryNotice
 from sharecon._share.machine import ShareMachine
 from sharecon._share.membership import Membership
+from sharecon._share.reach import unreachable
 from sharecon._share.requests import FetchParams
 from sharecon._stats import ConsumerStats
 from sharecon.protocol import ShareAcknowledgeRequest
@@ -107,6 +108,9 @@ class ConsumerCore:
         self.buffer.on_room = self.wake_fetchers
         #: Records whose locks ended in the buffer: counted, and said (WARNING, once a minute).
         self.expiry = ExpiryNotice()
+        #: Records released at once because they could not be reached in time (batch
+        #: acquisition, :mod:`sharecon._share.reach`).
+        self.released_unreachable = 0
         self.buffer.on_expired = self._expired_in_buffer
         # Only at the default record bound: an explicit one stays strict.
         self.buffer.overlap = config.max_buffered_records == 0
@@ -265,6 +269,8 @@ class ConsumerCore:
                 cast("Record", handle).lock_deadline = renewed.deadline
         elif kind is fx.FetchLate:
             observe.fetch_late(self.stats, cast("fx.FetchLate", e))
+        elif kind is fx.Reach:
+            self._release_unreachable()
         elif kind is fx.RenewFailed:
             # The records keep their old lock: a slow handler may lose them to another member.
             observe.renew_failed(cast("fx.RenewFailed", e))
@@ -298,6 +304,30 @@ class ConsumerCore:
         self.fetchers.wake()
         self.heartbeat_wake.set()
 
+    def _release_unreachable(self) -> None:
+        """Batch acquisition: release at once the buffered answers the application cannot
+        reach before their locks end (:mod:`sharecon._share.reach`)."""
+        machine = self.machine
+        if machine.closing or self.buffer.stopped:
+            return
+        chunks = self.buffer.chunks()
+        spans = [(c.deadline, c.intake.acquired + len(c.records) - c.pos) for c in chunks]
+        doomed = unreachable(self.clock(), machine.handling()[0], spans)
+        if not doomed:
+            return
+        released = 0
+        for i in doomed:
+            chunk = chunks[i]
+            first = chunk.next_offset()
+            if first is None:
+                continue
+            tp = chunk.intake.tp
+            released += machine.release_undelivered(tp, chunk.delivery, first, chunk.last_offset())
+            self.buffer.drop(partial(_same, chunk))
+        self.released_unreachable += released
+        observe.released_unreachable(self.member_id, released, machine.handling()[0])
+        self.wake_all()
+
     def _expired_in_buffer(self, count: int) -> None:
         """``count`` buffered records' locks ended before the application reached them."""
         said = self.expiry.expired(self.clock(), count)
@@ -319,3 +349,7 @@ class ConsumerCore:
     def metrics(self) -> ConsumerMetrics:
         """The counters, and the gauges read now. Safe from another thread: it only reads."""
         return observe.metrics(self.stats, self.machine, self.buffer, len(self.assignment))
+
+
+def _same(one: object, other: object) -> bool:
+    return one is other

@@ -31,6 +31,7 @@ __all__ = [
     "fetch_late",
     "metrics",
     "raised",
+    "released_unreachable",
     "renew_failed",
     "session_lost",
 ]
@@ -98,6 +99,17 @@ def expired_in_buffer(
         "more than it handles within the %.1f s lock (handling rate %s, %d still buffered); "
         "%s",
         *(member_id, said.count, said.total, lock, measured, buffered, remedy),
+    )
+
+
+def released_unreachable(member_id: str, released: int, rate: float | None) -> None:
+    """Buffered records the application could not reach in time were released at once
+    (batch acquisition): each spent the attempt its acquisition counted, and another
+    member may have them now rather than after their locks."""
+    logger.info(
+        "share consumer %s: released %d buffered records it cannot reach before their "
+        "locks end (handling rate %.1f records/s)",
+        *(member_id, released, rate or 0.0),
     )
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "LocksRenewed",
     "NoteError",
     "PartitionLost",
+    "Reach",
     "Rediscover",
     "RenewFailed",
     "Report",
@@ -139,6 +140,12 @@ class BackOff:
 
 
 @dataclass(frozen=True, slots=True)
+class Reach:
+    """The handling rate was measured again: release the buffered answers the application
+    cannot reach before their locks end (batch acquisition, :mod:`.reach`)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Wake:
     """Wake ``node_id``'s fetch loop (``None``: every loop): it has something to send."""
 
@@ -184,6 +191,7 @@ class FetchLate:
 
 Effect = (
     Report
+    | Reach
     | LockLost
     | SessionLost
     | PartitionLost

@@ -70,6 +70,7 @@ from .effects import (
     LocksRenewed,
     NoteError,
     PartitionLost,
+    Reach,
     Rediscover,
     RenewFailed,
     Report,
@@ -92,7 +93,7 @@ from .intake import Deliverable, InvalidAnswer, R, take_partition
 # Taken and SharePlan are real imports, not under TYPE_CHECKING: the compiled build
 # (mypyc) looks up the dataclass fields' annotations when the module is imported.
 from .ledger import AckFailure, AckLedger, AckResult, MarkResult, Taken
-from .record_limit import HandlingRate, RecordBudget
+from .record_limit import HandlingRate, RecordBudget, hold_limit
 from .requests import (
     FetchParams,
     acknowledge_codes,
@@ -125,6 +126,9 @@ __all__ = ["FetchAnswer", "InFlight", "Leader", "ShareMachine"]
 def _offset(record: Deliverable) -> int:
     return record.offset
 
+
+#: No ceiling on the batch-mode hold (rule 3 of .reach): only the rate and the lock.
+_NO_CEILING = 1 << 62
 
 #: Released records remembered for rule 7 (a record released more than this many
 #: releases ago is treated as unseen: handed out once more rather than routed).
@@ -278,6 +282,14 @@ class ShareMachine:
         planner = self.leader(node_id).planner
         budget = self.budget
         granted = 0
+        if budget is None and room:
+            # Batch acquisition: no fetch while the member holds more than it handles
+            # within half the lock (rule 3 of .reach).
+            rate, lock = self.handling()
+            if rate is not None and self.ledger.outstanding_all() + extra_records >= hold_limit(
+                _NO_CEILING, rate, lock
+            ):
+                room = False
         if budget is not None and room:
             want = list(want)
             starved = self.starved
@@ -357,9 +369,11 @@ class ShareMachine:
         if taken is not None and not taken.is_renew:
             self.leader(node_id).sizer.handled(now, taken.count, backlog=backlog)
         if taken is None or not taken.is_renew:
-            self.handling_rate.sent(
-                node_id, now, taken.count if taken is not None else 0, backlog=backlog
-            )
+            answered = taken.count if taken is not None else 0
+            self.handling_rate.sent(node_id, now, answered, backlog=backlog)
+            if self.budget is None and answered and backlog:
+                # Batch acquisition: what the buffer holds may now be out of reach (.reach).
+                self.effects.append(Reach())
         return InFlight(node_id, turn.plan, turn.taken, now, turn.may_wait, turn.granted)
 
     def send_failed(self, node_id: int, turn: Turn) -> None:

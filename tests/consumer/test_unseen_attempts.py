@@ -116,3 +116,49 @@ async def test_locks_ending_in_the_buffer_are_counted_said_and_not_dead_lettered
     ]
     assert len(said) == 1, said  # once a minute at most
     assert "acquire_mode='record_limit'" in said[0] and "handling rate" in said[0]
+
+
+async def test_batch_acquisition_releases_at_once_what_it_cannot_reach_in_time(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group_factory: ShareGroupFactory
+) -> None:
+    """Kafka 4.1's way (batch acquisition): a slow member that took three producer batches
+    releases, once its handling rate is measured, the ones it cannot reach before their
+    locks end; a second member handles them; nothing is lost or dead-lettered."""
+    group = share_group_factory({"share.record.lock.duration.ms": "3000"})
+    topic = topic_factory(3)
+    values = [b"%d" % i for i in range(180)]
+    await produce(kafka_bootstrap, topic, values)
+    by_slow: set[bytes] = set()
+    by_fast: set[bytes] = set()
+    started, done = anyio.Event(), anyio.Event()
+
+    def note(into: set[bytes], record: Record) -> None:
+        into.add(record.value or b"")
+        started.set()
+        if len(by_slow | by_fast) == len(values):
+            done.set()
+
+    async def slow(record: Record) -> None:
+        await anyio.sleep(0.05)
+        note(by_slow, record)
+
+    async def fast(record: Record) -> None:
+        note(by_fast, record)
+
+    policy = DeadLetterPolicy(max_deliveries=1)
+    async with ShareConsumer(
+        kafka_bootstrap, group_id=group, topics=[topic], dead_letter=policy, acquire_mode="batch"
+    ) as member:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(member.process, slow)
+            with anyio.fail_after(60):
+                await started.wait()
+            async with ShareConsumer(kafka_bootstrap, group_id=group, topics=[topic]) as other:
+                tg.start_soon(other.process, fast)
+                with anyio.fail_after(90):
+                    await done.wait()
+                tg.cancel_scope.cancel()
+        health = member.health()
+        assert member.metrics().dlq_records_total == 0
+    assert by_slow | by_fast == set(values)
+    assert health.released_unreachable > 0 and by_fast
