@@ -23,6 +23,7 @@ script::
 
     python benchmarks/worker_spread.py
     python benchmarks/worker_spread.py --tree /tmp/before --processes 2
+    python benchmarks/worker_spread.py --acquire-mode batch   # Kafka 4.1's way
     SHARECON_BOOTSTRAP=host:9092 python benchmarks/worker_spread.py
 """
 
@@ -80,7 +81,9 @@ async def _dead_letters(bootstrap: str, dlq: str) -> list[str]:
             got.extend((r.value or b"").decode() for r in batch)
 
 
-async def run(bootstrap: str, processes: int, records: int, timeout: float) -> dict[str, Any]:
+async def run(
+    bootstrap: str, processes: int, records: int, timeout: float, mode: str | None
+) -> dict[str, Any]:
     """One run in this interpreter (its sharecon is the tree under test)."""
     from _common import new_topic_and_group, until
 
@@ -91,7 +94,9 @@ async def run(bootstrap: str, processes: int, records: int, timeout: float) -> d
     topic, group = await new_topic_and_group(bootstrap, "bench-spread", PARTITIONS)
     out = Path(tempfile.mkdtemp(prefix="spread-"))
     os.environ["SPREAD_OUT"] = str(out)
+    extra: dict[str, Any] = {} if mode is None else {"acquire_mode": mode}
     config = WorkerConfig(
+        **extra,
         handler=f"{HERE / '_spread_handler.py'}:handle",
         group=group,
         topics=(topic,),
@@ -155,7 +160,7 @@ def _child(args: argparse.Namespace) -> None:
 
     with bootstrap_servers() as bootstrap:
         for n in [int(p) for p in args.processes.split(",")]:
-            r = anyio.run(run, bootstrap, n, args.records, args.timeout)
+            r = anyio.run(run, bootstrap, n, args.records, args.timeout, args.acquire_mode)
             print(json.dumps({"processes": n, **r}), flush=True)
 
 
@@ -165,6 +170,9 @@ def main() -> None:
     parser.add_argument("--processes", default="2,4", help="process counts to try")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
     parser.add_argument("--tree", help="a sharecon source tree to measure (default: this one)")
+    parser.add_argument(
+        "--acquire-mode", help="the worker's --acquire-mode (default: the tree's default)"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -177,6 +185,8 @@ def main() -> None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [args.tree, env.get("PYTHONPATH")]))
     argv = [sys.executable, __file__, "--child", "--records", str(args.records)]
     argv += ["--processes", args.processes, "--timeout", str(args.timeout)]
+    if args.acquire_mode:
+        argv += ["--acquire-mode", args.acquire_mode]
     done = subprocess.run(argv, env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True)
     if done.returncode:
         sys.exit(done.stderr[-3000:])
