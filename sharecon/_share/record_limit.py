@@ -22,14 +22,16 @@ Rules of this module:
    an interval are at most what the application can do in it, so a sample is never too
    high. While records waited for the application the whole interval (a backlog) the
    sample is its rate and is smoothed in; without one it is only a lower bound and may
-   raise the estimate, never lower it.
+   raise the estimate, never lower it. A sample covers at least :data:`WINDOW` seconds
+   (the answers of shorter intervals are gathered), so a burst of answers made earlier (a
+   batch of delayed releases) cannot pass for a rate.
 3. No I/O, no clock: time is the caller's ``now``, the lock the fetch sizers' (the
    broker's word).
 """
 
 from __future__ import annotations
 
-__all__ = ["HOLD_SHARE", "INITIAL_HOLD", "HandlingRate", "RecordBudget", "hold_limit"]
+__all__ = ["HOLD_SHARE", "INITIAL_HOLD", "WINDOW", "HandlingRate", "RecordBudget", "hold_limit"]
 
 #: The part of the lock the records a member holds must be handled within (rule 1); the
 #: rest is the margin for a rate that drops (a slower record, a busier machine).
@@ -49,30 +51,46 @@ def hold_limit(ceiling: int, rate: float | None, lock: float) -> int:
 
 # Samples are smoothed: new = old + (sample - old) * _ALPHA.
 _ALPHA = 0.5
+#: The shortest time a rate sample covers, in seconds (rule 2).
+WINDOW = 0.5
 
 
 class HandlingRate:
     """The application's answering rate, records per second, over its leaders (rule 2)."""
 
-    __slots__ = ("_last", "_per_node")
+    __slots__ = ("_acc", "_busy", "_per_node", "_start")
 
     def __init__(self) -> None:
-        self._last: dict[int, float] = {}
+        #: Per leader: when the current window began, the answers in it, and whether
+        #: records waited for the application all through it.
+        self._start: dict[int, float] = {}
+        self._acc: dict[int, int] = {}
+        self._busy: dict[int, bool] = {}
         self._per_node: dict[int, float] = {}
 
     def sent(self, node_id: int, now: float, answered: int, *, backlog: bool) -> None:
         """A request to ``node_id`` went at ``now`` carrying ``answered`` answers;
         ``backlog``: records waited for the application since the previous one."""
-        last = self._last.get(node_id)
-        self._last[node_id] = now
-        if last is None or now <= last or (answered <= 0 and not backlog):
+        start = self._start.get(node_id)
+        if start is None or now < start:
+            self._start[node_id], self._acc[node_id], self._busy[node_id] = now, 0, True
             return
-        sample = answered / (now - last)
+        acc = self._acc[node_id] + answered
+        busy = self._busy[node_id] and backlog
+        if now - start < WINDOW:
+            # Too short to tell: answers made earlier (delayed releases) can come in a
+            # burst; gather them with the next requests' until the window is long enough.
+            self._acc[node_id], self._busy[node_id] = acc, busy
+            return
+        self._start[node_id], self._acc[node_id], self._busy[node_id] = now, 0, True
+        if acc <= 0 and not busy:
+            return
+        sample = acc / (now - start)
         old = self._per_node.get(node_id)
         if old is None:
-            if answered > 0:
+            if acc > 0:
                 self._per_node[node_id] = sample
-        elif backlog or sample > old:
+        elif busy or sample > old:
             self._per_node[node_id] = old + (sample - old) * _ALPHA
 
     def rate(self) -> float | None:

@@ -12,6 +12,7 @@ from sharecon import errors
 from sharecon._share.record_limit import (
     HOLD_SHARE,
     INITIAL_HOLD,
+    WINDOW,
     HandlingRate,
     RecordBudget,
     hold_limit,
@@ -73,6 +74,14 @@ def test_the_handling_rate_is_answers_over_the_time_between_requests() -> None:
     rate.sent(3, 0.0, 0, backlog=False)
     rate.sent(3, 0.5, 50, backlog=False)
     assert rate.rate() == 165.0
+    # A burst of answers made earlier (delayed releases) within less than WINDOW is
+    # gathered with what follows, not taken for a rate of thousands per second.
+    assert WINDOW == 0.5
+    rate.sent(4, 0.0, 0, backlog=False)
+    rate.sent(4, 0.001, 15, backlog=False)
+    assert rate.rate() == 165.0
+    rate.sent(4, 1.0, 5, backlog=False)  # 20 answers in 1 s
+    assert rate.rate() == 185.0
 
 
 @pytest.mark.broker

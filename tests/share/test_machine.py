@@ -658,5 +658,5 @@ def test_the_record_budget_follows_the_measured_handling_rate() -> None:
     rate.sent(2, 1.0, 6, backlog=True)  # two leaders: the rates add up
     assert m.handling() == (10.0, 15.0)  # the shortest lock (not leader 2's default 30 s)
     assert granted(3) == 75
-    rate.sent(1, 2.1, 400, backlog=False)  # 4,000/s: a lower bound, it raises the rate
+    rate.sent(1, 2.6, 400, backlog=False)  # 666/s: a lower bound, it raises the rate
     assert granted(4) == 500
