@@ -45,7 +45,12 @@ from sharecon._consumer.lock_keeping import keep_locks, renewals_allowed
 from sharecon._consumer.process import Host, run_workers
 from sharecon._lifecycle import ClientRuntime
 from sharecon._net.clock import event_loop_clock
-from sharecon._net.cluster import Cluster, require_record_limit, require_share_groups
+from sharecon._net.cluster import (
+    Cluster,
+    has_record_limit,
+    require_record_limit,
+    require_share_groups,
+)
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.health import ClusterHealth  # noqa: TC001 - resolvable for get_type_hints
 from sharecon._share.breaker import DeadLetterBreaker
@@ -123,14 +128,19 @@ class ShareConsumer(Generic[K, V]):
     :param rack_id: the client's rack, sent when joining.
     :param dlq_topic: the dead-letter topic for :meth:`reject_to_dlq` (default
         ``dlq.<group_id>``).
-    :param dead_letter: a :class:`~sharecon.dlq.DeadLetterPolicy`: records delivered more
-        than ``max_deliveries`` times are routed to the dead-letter topic instead of being
-        delivered again.
+    :param dead_letter: a :class:`~sharecon.dlq.DeadLetterPolicy`: a record the
+        application failed here (a handler error, ``record.release()``) that comes back
+        past ``max_deliveries`` is routed to the dead-letter topic instead of being
+        delivered again (every record past it with ``route_unseen=True``).
     :param acquire_mode: ``"batch"`` (default): the broker acquires whole batches, so a
         fetch may bring more than ``max_records``. ``"record_limit"`` (Kafka 4.2+, KIP-1206):
         this member never holds more than ``max_records`` records at once (buffered, handed
-        out or answered but not yet confirmed); older brokers are refused at :meth:`start`
-        with :class:`~sharecon.errors.UnsupportedVersionError`.
+        out or answered but not yet confirmed), nor more than it handles within half the
+        acquisition lock at its measured handling rate (16 until measured), so records do
+        not wait in its buffer until their locks end while other members could handle
+        them; older brokers are refused at :meth:`start` with
+        :class:`~sharecon.errors.UnsupportedVersionError`. ``"auto"``: ``"record_limit"``
+        where the broker has it, ``"batch"`` on Kafka 4.1.
     :param keep_locks: renew the lock of every record handed out and not yet answered
         when it nears its end (Kafka 4.2+), for at most ``max_hold`` seconds per record.
         :meth:`process` does this by default. A failed renewal is logged (WARNING) and
@@ -318,6 +328,11 @@ class ShareConsumer(Generic[K, V]):
             require_share_groups(cluster.versions, cluster.bootstrap_addresses[0])
             if self._config.acquire_mode == "record_limit":
                 require_record_limit(cluster.versions)
+            elif self._config.acquire_mode == "auto":
+                mode: AcquireMode = (
+                    "record_limit" if has_record_limit(cluster.versions) else "batch"
+                )
+                self._config = replace(self._config, acquire_mode=mode)
             await cluster.refresh_metadata(self._config.topics)
             missing = [t for t in self._config.topics if t not in cluster.metadata.topic_ids]
             refused = [
@@ -363,6 +378,7 @@ class ShareConsumer(Generic[K, V]):
             )
             if self._dead_letter is not None:
                 core.machine.dead_letter_limit = self._dead_letter.max_deliveries
+                core.machine.route_unseen = self._dead_letter.route_unseen
                 tg.start_soon(self._route_dead_letters, core, name="sharecon dead letters")
             tg.start_soon(self._run_heartbeat, core, name="sharecon heartbeat")
             if self._enable_metrics_push:
@@ -548,6 +564,9 @@ class ShareConsumer(Generic[K, V]):
             stuck_for=stuck,
             dead_letter_breaker=tripped,
             blocked=blocked,
+            expired_in_buffer=core.expiry.total,
+            released_unreachable=core.released_unreachable,
+            past_limit_unseen=core.machine.past_limit_unseen,
         )
 
     def reset_dead_letter_breaker(self) -> bool:
@@ -1323,6 +1342,16 @@ class ConsumerHealth:
         of its batches cannot arrive within the acquisition lock, naming the partition,
         the batch size, the measured link rate and the lock (see "Batches larger than
         the link carries within the lock" in docs/consumer.md).
+    :param expired_in_buffer: records whose acquisition locks ended while they waited in
+        this consumer's buffer, since it started: each a delivery attempt spent unseen
+        (logged at WARNING, at most once a minute, with the cause). Does not make ``ok``
+        false.
+    :param released_unreachable: under batch acquisition (Kafka 4.1), buffered records
+        released at once because they could not be reached before their locks ended
+        (each spent the attempt its acquisition counted; another member may have them).
+    :param past_limit_unseen: records that arrived past the dead-letter policy's
+        ``max_deliveries`` and were handed out because the application never saw them here
+        (``DeadLetterPolicy.route_unseen`` is off).
     """
 
     ok: bool
@@ -1335,6 +1364,9 @@ class ConsumerHealth:
     stuck_for: float = 0.0
     dead_letter_breaker: str | None = None
     blocked: tuple[str, ...] = ()
+    expired_in_buffer: int = 0
+    released_unreachable: int = 0
+    past_limit_unseen: int = 0
 
 
 def _check_same_connection(

@@ -172,11 +172,22 @@ class DeadLetterPolicy:
     """Route records to a dead-letter topic (``ShareConsumer(dead_letter=...)``).
 
     :param topic: the dead-letter topic (default ``dlq.<group id>``).
-    :param max_deliveries: a record delivered this many times is not delivered again: its
-        next delivery goes to the dead-letter topic instead, and in
-        :meth:`ShareConsumer.process` a handler error on the last allowed delivery routes
-        it too. Keep it below the group's ``share.delivery.count.limit`` (default 5),
-        past which the broker archives the record without asking the client.
+    :param max_deliveries: ``N`` counts deliveries (the broker's delivery count, the one
+        count every member shares), not handler failures. In
+        :meth:`ShareConsumer.process`, a handler that raises on delivery ``N`` or later
+        routes the record to the dead-letter topic; a :class:`~sharecon.record.RetryLater`
+        never does (it releases the record). A record that arrives for delivery ``N + 1``
+        or later is routed before the application sees it only if the application here
+        released it on an earlier delivery, or with ``route_unseen=True``: by default a
+        record whose earlier attempts were spent unseen (a lock that ended in a buffer,
+        prefetched records released at a close, another member's crash) is handed out
+        once more. Keep ``N >= 2`` with delayed retries (``RetryLater``,
+        ``retry_backoff``). Keep it below the group's ``share.delivery.count.limit``
+        (default 5), past which the broker archives the record without asking the client.
+    :param route_unseen: also route a record that arrives past ``max_deliveries`` that the
+        application never saw here (``False``, default: it is handed out; see
+        ``max_deliveries``). Turn it on for records that crash a process outright, which
+        no handler error can route.
     :param create_topic: create the topic on first use if it does not exist.
     :param partitions: partitions of a topic created on first use.
     :param use_broker_dlq: let a Kafka 4.4 broker with its own dead-letter queue for this
@@ -211,6 +222,7 @@ class DeadLetterPolicy:
     breaker_threshold: float | None = 0.5
     breaker_window: int = 200
     breaker_cooldown: float | None = 60.0
+    route_unseen: bool = False
 
     def __post_init__(self) -> None:
         if self.breaker_threshold is not None and not 0 < self.breaker_threshold < 1:

@@ -134,6 +134,8 @@ class DeliveryBuffer:
         self.decoder: Callable[[Chunk], Decoded[Record] | None] | None = None
         #: Told about a chunk dropped from offset ``first`` on (lock ended, session lost).
         self.on_drop: Callable[[Chunk, int], None] | None = None
+        #: Told how many records a chunk whose lock ended dropped (rule 3: counted, said).
+        self.on_expired: Callable[[int], None] | None = None
         #: Asked about every chunk pushed; a chunk it refuses is not buffered (the consumer
         #: has unsubscribed: it answers the chunk's records itself).
         self.admit: Callable[[Chunk], bool] | None = None
@@ -197,6 +199,8 @@ class DeliveryBuffer:
         self.expired += lost
         tp = chunk.intake.tp
         self.expired_by[tp] = self.expired_by.get(tp, 0) + lost
+        if self.on_expired is not None:
+            self.on_expired(lost)
         return True
 
     def _remove(self, chunk: Chunk) -> None:

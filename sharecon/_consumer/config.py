@@ -27,8 +27,9 @@ __all__ = [
 
 AckMode = Literal["implicit", "explicit"]
 #: ``"batch"``: the broker acquires whole batches (``max_records`` is a soft target);
-#: ``"record_limit"``: never more than ``max_records`` held at once (Kafka 4.2+).
-AcquireMode = Literal["batch", "record_limit"]
+#: ``"record_limit"``: never more than ``max_records`` held at once (Kafka 4.2+);
+#: ``"auto"``: ``"record_limit"`` where the broker has it, else ``"batch"``.
+AcquireMode = Literal["batch", "record_limit", "auto"]
 
 #: Largest value of the protocol's int32 fields (MaxWaitMs, MinBytes, MaxBytes, MaxRecords).
 INT32_MAX: Final = 2**31 - 1
@@ -133,9 +134,9 @@ class ConsumerConfig:
         if self.ack_mode not in ("implicit", "explicit"):
             raise ConfigError(f"ack_mode must be 'implicit' or 'explicit', not {self.ack_mode!r}")
         check_int("max_records", self.max_records, 1, MAX_RECORDS_LIMIT)
-        if self.acquire_mode not in ("batch", "record_limit"):
+        if self.acquire_mode not in ("batch", "record_limit", "auto"):
             raise ConfigError(
-                f"acquire_mode must be 'batch' or 'record_limit', not {self.acquire_mode!r}"
+                f"acquire_mode must be 'batch', 'record_limit' or 'auto', not {self.acquire_mode!r}"
             )
         check_int("max_wait_ms", self.max_wait_ms, 0, INT32_MAX)
         check_int("min_bytes", self.min_bytes, 0, INT32_MAX)

@@ -29,8 +29,10 @@ from sharecon._consumer.handout import Handout
 from sharecon._consumer.signal import Signal
 from sharecon._share import effects as fx
 from sharecon._share.answers import Outcomes, renew_refusal
+from sharecon._share.expiry import ExpiryNotice
 from sharecon._share.machine import ShareMachine
 from sharecon._share.membership import Membership
+from sharecon._share.reach import unreachable
 from sharecon._share.renew_refusals import RenewRefusals
 from sharecon._share.requests import FetchParams
 from sharecon._stats import ConsumerStats
@@ -105,6 +107,12 @@ class ConsumerCore:
             max_records=config.buffer_records, max_bytes=config.buffer_bytes
         )
         self.buffer.on_room = self.wake_fetchers
+        #: Records whose locks ended in the buffer: counted, and said (WARNING, once a minute).
+        self.expiry = ExpiryNotice()
+        #: Records released at once because they could not be reached in time (batch
+        #: acquisition, :mod:`sharecon._share.reach`).
+        self.released_unreachable = 0
+        self.buffer.on_expired = self._expired_in_buffer
         # Only at the default record bound: an explicit one stays strict.
         self.buffer.overlap = config.max_buffered_records == 0
         #: The buffer's side: deliveries buffered, decoded, dropped (``handout.owner``: what
@@ -266,6 +274,8 @@ class ConsumerCore:
             observe.fetch_late(self.stats, cast("fx.FetchLate", e))
         elif kind is fx.PartitionBlocked:
             observe.partition_blocked(cast("fx.PartitionBlocked", e))
+        elif kind is fx.Reach:
+            self._release_unreachable()
         elif kind is fx.RenewFailed:
             # The records keep their old lock: a slow handler may lose them to another member.
             failed = cast("fx.RenewFailed", e)
@@ -300,6 +310,39 @@ class ConsumerCore:
         self.fetchers.wake()
         self.heartbeat_wake.set()
 
+    def _release_unreachable(self) -> None:
+        """Batch acquisition: release at once the buffered answers the application cannot
+        reach before their locks end (:mod:`sharecon._share.reach`)."""
+        machine = self.machine
+        if machine.closing or self.buffer.stopped:
+            return
+        chunks = self.buffer.chunks()
+        spans = [(c.deadline, c.intake.acquired + len(c.records) - c.pos) for c in chunks]
+        doomed = unreachable(self.clock(), machine.handling()[0], spans)
+        if not doomed:
+            return
+        released = 0
+        for i in doomed:
+            chunk = chunks[i]
+            first = chunk.next_offset()
+            if first is None:
+                continue
+            tp = chunk.intake.tp
+            released += machine.release_undelivered(tp, chunk.delivery, first, chunk.last_offset())
+            self.buffer.drop(partial(_same, chunk))
+        self.released_unreachable += released
+        observe.released_unreachable(self.member_id, released, machine.handling()[0])
+        self.wake_all()
+
+    def _expired_in_buffer(self, count: int) -> None:
+        """``count`` buffered records' locks ended before the application reached them."""
+        said = self.expiry.expired(self.clock(), count)
+        if said is not None:
+            rate, lock = self.machine.handling()
+            observe.expired_in_buffer(
+                self.member_id, said, rate, lock, self.buffer.records, self.config.acquire_mode
+            )
+
     def stuck(self) -> float:
         """Seconds records waited at a leader no fetch could deliver, when longer than the
         lock; else 0 (for ``health()``: readable from any thread)."""
@@ -317,3 +360,7 @@ class ConsumerCore:
     def metrics(self) -> ConsumerMetrics:
         """The counters, and the gauges read now. Safe from another thread: it only reads."""
         return observe.metrics(self.stats, self.machine, self.buffer, len(self.assignment))
+
+
+def _same(one: object, other: object) -> bool:
+    return one is other

@@ -3,8 +3,10 @@ delivery limit (``DeadLetterPolicy.max_deliveries``) to the dead-letter topic.
 
 Rules of this module:
 
-1. The records come from the machine (``ShareMachine.take_dead_letters``): they were never
-   handed to the application.
+1. The records come from the machine (``ShareMachine.take_dead_letters``): they arrived
+   past the limit, and the application released them on an earlier delivery here (or the
+   policy routes unseen ones too, ``route_unseen``). Each routing is logged (WARNING) with
+   that history, which the copy's reason header carries too.
 2. Each is copied, then rejected (``route``: the consumer's ``reject_to_dlq`` path); a
    copy that cannot be written leaves the record released by that path, and its error is
    kept for ``recent_errors``. The job goes on with the next.
@@ -17,6 +19,7 @@ Rules of this module:
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any, cast
 
 from sharecon import errors
@@ -29,6 +32,8 @@ if TYPE_CHECKING:
     from sharecon.record import Record
 
 __all__ = ["route_dead_letters"]
+
+logger = logging.getLogger("sharecon.consumer")
 
 #: Seconds between looks at the queue when nothing wakes the job.
 _IDLE = 1.0
@@ -64,7 +69,21 @@ async def route_dead_letters(
             if core.is_closing():  # may have changed during the previous await
                 release(record)
                 continue
-            reason = f"delivered {record.delivery_count} times (max_deliveries={limit})"
+            released = machine.released_before(record.topic_partition, record.offset)
+            history = (
+                f"it failed here on delivery {released}"
+                if released
+                else "never failed here (route_unseen=True)"
+            )
+            reason = f"delivered {record.delivery_count} times (max_deliveries={limit}); {history}"
+            logger.warning(
+                "share consumer %s: %s-%d@%d to the dead-letter topic: %s",
+                core.member_id,
+                record.topic,
+                record.partition,
+                record.offset,
+                reason,
+            )
             try:
                 await route(record, reason)
             except errors.KafkaError as exc:

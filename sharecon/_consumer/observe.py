@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from sharecon._consumer.buffer import DeliveryBuffer
     from sharecon._share.effects import FetchLate, PartitionBlocked, RenewFailed, SessionLost
+    from sharecon._share.expiry import ExpiryWarning
     from sharecon._share.ledger import AckResult
     from sharecon._share.machine import ShareMachine
     from sharecon._stats import ConsumerStats
@@ -24,7 +25,16 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("sharecon.consumer")
 
-__all__ = ["acks_failed", "fetch_late", "metrics", "raised", "renew_failed", "session_lost"]
+__all__ = [
+    "acks_failed",
+    "expired_in_buffer",
+    "fetch_late",
+    "metrics",
+    "raised",
+    "released_unreachable",
+    "renew_failed",
+    "session_lost",
+]
 
 
 def acks_failed(stats: ConsumerStats, results: list[AckResult]) -> None:
@@ -76,6 +86,39 @@ def fetch_late(stats: ConsumerStats, e: FetchLate) -> None:
 def partition_blocked(e: PartitionBlocked) -> None:
     """A partition is no longer fetched: its batches cannot arrive within the lock."""
     logger.warning("node %d: %s", e.node_id, e.cause)
+
+
+def expired_in_buffer(
+    member_id: str, said: ExpiryWarning, rate: float | None, lock: float, buffered: int, mode: str
+) -> None:
+    """Records' locks ended while they waited in the buffer (WARNING, as
+    :mod:`sharecon._share.expiry` decides): each cost a delivery attempt nobody saw."""
+    measured = "not measured yet" if rate is None else f"{rate:.1f} records/s"
+    remedy = (
+        "acquire_mode='record_limit' (or 'auto', Kafka 4.2+) bounds what a member holds by "
+        "its handling rate"
+        if mode == "batch"
+        else "the hold is cut to the measured rate; a handler slower than measured, or "
+        "records held while they were measured, outlast it"
+    )
+    logger.warning(
+        "share consumer %s: the acquisition locks of %d records (%d in all) ended while they "
+        "waited in this consumer's buffer, each a delivery attempt spent unseen: it held "
+        "more than it handles within the %.1f s lock (handling rate %s, %d still buffered); "
+        "%s",
+        *(member_id, said.count, said.total, lock, measured, buffered, remedy),
+    )
+
+
+def released_unreachable(member_id: str, released: int, rate: float | None) -> None:
+    """Buffered records the application could not reach in time were released at once
+    (batch acquisition): each spent the attempt its acquisition counted, and another
+    member may have them now rather than after their locks."""
+    logger.info(
+        "share consumer %s: released %d buffered records it cannot reach before their "
+        "locks end (handling rate %.1f records/s)",
+        *(member_id, released, rate or 0.0),
+    )
 
 
 def metrics(

@@ -4,8 +4,9 @@ lock keeping), runs the handler and answers for it.
 Rules of this module:
 
 1. Each record is accepted when the handler returns; when it raises an ``Exception`` the
-   record is released, or, on its last allowed delivery under a dead-letter policy,
-   routed to the dead-letter topic with the exception as the reason; with the policy's
+   record is released (and noted as failed here: ``ShareMachine.note_failed``), or, on
+   delivery ``max_deliveries`` or later under a dead-letter policy, routed to the
+   dead-letter topic with the exception as the reason (logged, WARNING); with the policy's
    ``retry_backoff``, an error before the last allowed delivery releases it after the
    backoff's delay. A handler that raises or returns :class:`~sharecon.record.RetryLater`
    releases the record after its delay. An answer the handler gave itself stands.
@@ -135,8 +136,10 @@ async def run_workers(
                 host.release_later(record, retry.delay)
             except Exception as exc:
                 if limit is not None and record.delivery_count >= limit:
+                    reason = f"{type(exc).__name__}: {exc}"
+                    _log_routing(core, record, limit, reason)
                     try:
-                        await host.to_dead_letters(core, record, f"{type(exc).__name__}: {exc}")
+                        await host.to_dead_letters(core, record, reason)
                     except errors.DeadLetterError as dlq_exc:
                         if _failed(core):
                             return  # it stopped the consumer (rule 4)
@@ -144,10 +147,15 @@ async def run_workers(
                     else:
                         if breaker is not None and breaker.outcome(True, clock()):
                             breaker_opened(core, breaker)
-                elif backoff is not None:
-                    host.release_later(record, backoff.delay(record.delivery_count - 1))
                 else:
-                    host.answer(record, AckType.RELEASE)
+                    # A failure: past the limit, its next delivery is routed on arrival.
+                    core.machine.note_failed(
+                        record.topic_partition, record.offset, record.delivery_count
+                    )
+                    if backoff is not None:
+                        host.release_later(record, backoff.delay(record.delivery_count - 1))
+                    else:
+                        host.answer(record, AckType.RELEASE)
             else:
                 if isinstance(result, RetryLater):
                     host.release_later(record, result.delay)
@@ -190,6 +198,18 @@ async def wait_while_open(
             return
         left = breaker.remaining(now)
         await anyio.sleep(_BREAKER_POLL if left is None else min(_BREAKER_POLL, left))
+
+
+def _log_routing(core: ConsumerCore, record: Record[Any, Any], limit: int, reason: str) -> None:
+    """Say that a record goes to the dead-letter topic, with what this member saw of it."""
+    earlier = core.machine.released_before(record.topic_partition, record.offset)
+    history = f"; it failed here on delivery {earlier} too" if earlier else ""
+    logger.warning(
+        "share consumer %s: %s-%d@%d to the dead-letter topic: the handler raised on "
+        "delivery %d (max_deliveries=%d)%s: %s",
+        *(core.member_id, record.topic, record.partition, record.offset),
+        *(record.delivery_count, limit, history, reason),
+    )
 
 
 def _failed(core: ConsumerCore) -> bool:

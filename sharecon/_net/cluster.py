@@ -244,6 +244,12 @@ def require_share_groups(versions: VersionTable, broker: object) -> None:
     )
 
 
+def has_record_limit(versions: VersionTable) -> bool:
+    """Whether the broker has strict record limits (ShareFetch v2, Kafka 4.2+)."""
+    version = versions.get(ShareFetchRequest)
+    return version is not None and version >= 2
+
+
 def require_record_limit(versions: VersionTable) -> None:
     """Check that the broker has strict record limits (ShareFetch v2, Kafka 4.2+).
 

@@ -36,6 +36,7 @@ __all__ = [
     "NoteError",
     "PartitionBlocked",
     "PartitionLost",
+    "Reach",
     "Rediscover",
     "RenewFailed",
     "Report",
@@ -140,6 +141,12 @@ class BackOff:
 
 
 @dataclass(frozen=True, slots=True)
+class Reach:
+    """The handling rate was measured again: release the buffered answers the application
+    cannot reach before their locks end (batch acquisition, :mod:`.reach`)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Wake:
     """Wake ``node_id``'s fetch loop (``None``: every loop): it has something to send."""
 
@@ -197,6 +204,7 @@ class PartitionBlocked:
 
 Effect = (
     Report
+    | Reach
     | LockLost
     | SessionLost
     | PartitionLost

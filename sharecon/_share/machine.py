@@ -37,7 +37,12 @@ Rules of this module:
 7. Records delivered more than :attr:`~ShareMachine.dead_letter_limit` times are not
    handed out: they wait in :attr:`~ShareMachine.dead_letters` for the router
    (:class:`~.effects.DeadLetters`); an answer holding any is decoded at once
-   (``Deliver.eager``).
+   (``Deliver.eager``). Only those the application was handed and gave back as failed on
+   an earlier delivery (:meth:`~ShareMachine.note_failed`; a delayed retry is no failure),
+   unless :attr:`~ShareMachine.route_unseen`: a record whose earlier attempts
+   were spent where the application never saw it (a lock that ended in a buffer,
+   prefetched records released at a close, another member's crash) is handed out once
+   more, and counted (:attr:`~ShareMachine.past_limit_unseen`).
 8. While unsubscribed (:attr:`~ShareMachine.subscribed` false), records are not buffered
    for the application (:meth:`~ShareMachine.admit`): they are released instead (those
    past the dead-letter limit still go to the router).
@@ -66,6 +71,7 @@ from .effects import (
     NoteError,
     PartitionBlocked,
     PartitionLost,
+    Reach,
     Rediscover,
     RenewFailed,
     Report,
@@ -82,14 +88,14 @@ from .fetch_policy import (
     renewed,
     transport_failed,
 )
-from .fetch_size import MIN_BYTES, FetchSizer
-from .intake import InvalidAnswer, R, take_partition
+from .fetch_size import DEFAULT_LOCK, MIN_BYTES, FetchSizer
+from .intake import Deliverable, InvalidAnswer, R, take_partition
 
 # Taken and SharePlan are real imports, not under TYPE_CHECKING: the compiled build
 # (mypyc) looks up the dataclass fields' annotations when the module is imported.
 from .ledger import AckFailure, AckLedger, AckResult, MarkResult, Taken
 from .oversize import PROBE_LOCKS, Blocked, OversizeGuard
-from .record_limit import RecordBudget
+from .record_limit import HandlingRate, RecordBudget, hold_limit
 from .requests import (
     FetchParams,
     acknowledge_codes,
@@ -117,6 +123,18 @@ if TYPE_CHECKING:
     from .session import SessionTag
 
 __all__ = ["FetchAnswer", "InFlight", "Leader", "ShareMachine"]
+
+
+def _offset(record: Deliverable) -> int:
+    return record.offset
+
+
+#: No ceiling on the batch-mode hold (rule 3 of .reach): only the rate and the lock.
+_NO_CEILING = 1 << 62
+
+#: Released records remembered for rule 7 (a record released more than this many
+#: releases ago is treated as unseen: handed out once more rather than routed).
+_SEEN_MAX = 100_000
 
 
 @dataclass(slots=True)
@@ -200,6 +218,8 @@ class ShareMachine:
         self.budget: RecordBudget | None = (
             RecordBudget(record_limit) if record_limit is not None else None
         )
+        #: What the strict budget follows (rule 2 of .record_limit).
+        self.handling_rate = HandlingRate()
         self.leaders: dict[int, Leader] = {}
         #: Effects not handed to the driver yet, oldest first.
         self.effects: list[Effect] = []
@@ -226,6 +246,13 @@ class ShareMachine:
         #: Records waiting out a delay, per partition: offset -> when the driver next acts
         #: on it (renews or releases it); not held for rule 2 of :mod:`.fetch_policy`.
         self.parked: dict[TopicIdPartition, dict[int, float]] = {}
+        #: Route records past the limit even when the application never saw them (rule 7).
+        self.route_unseen = False
+        #: Records the application gave back as failed, with the delivery it did (rule
+        #: 7): the oldest are forgotten past :data:`_SEEN_MAX`.
+        self.released_at: dict[tuple[TopicIdPartition, int], int] = {}
+        #: Records past the limit handed out because the application never saw them.
+        self.past_limit_unseen = 0
 
     # -- the driver's side ------------------------------------------------------------------
 
@@ -309,6 +336,14 @@ class ShareMachine:
         want = leader.guard.wanted(want)
         budget = self.budget
         granted = 0
+        if budget is None and room:
+            # Batch acquisition: no fetch while the member holds more than it handles
+            # within half the lock (rule 3 of .reach).
+            rate, lock = self.handling()
+            if rate is not None and self.ledger.outstanding_all() + extra_records >= hold_limit(
+                _NO_CEILING, rate, lock
+            ):
+                room = False
         if budget is not None and room:
             want = list(want)
             starved = self.starved
@@ -321,7 +356,9 @@ class ShareMachine:
                 room = False
             else:
                 # Strict limit: ask only for what the member may still hold, counting
-                # what every leader's fetches in flight may bring.
+                # what every leader's fetches in flight may bring, and no more than it
+                # handles before the locks end (rule 1 of .record_limit).
+                budget.fit(*self.handling())
                 # A record waiting out a delay needs no handling: it does not take a
                 # place in the budget, or with a small budget it would stop fetching for
                 # the whole delay (found by simulation: --delayed-release, record_limit 1).
@@ -349,6 +386,16 @@ class ShareMachine:
                 return replace(turn, granted=granted)
             budget.settle(granted)  # type: ignore[union-attr]
         return turn
+
+    def handling(self) -> tuple[float | None, float]:
+        """The application's measured handling rate (records/s; ``None``: not measured
+        yet; :class:`.record_limit.HandlingRate`) and the lock duration (seconds), the
+        shortest the leaders' sizers know."""
+        lock = DEFAULT_LOCK
+        for i, one in enumerate(self.leaders.values()):
+            # The shortest: a leader not answered yet assumes Kafka's default.
+            lock = one.sizer.lock if i == 0 else min(lock, one.sizer.lock)
+        return self.handling_rate.rate(), lock
 
     def request(self, turn: Turn, member_id: str) -> ShareFetchRequest | ShareAcknowledgeRequest:
         """The wire request for ``turn``'s plan."""
@@ -398,6 +445,12 @@ class ShareMachine:
         taken = turn.taken
         if taken is not None and not taken.is_renew:
             self.leader(node_id).sizer.handled(now, taken.count, backlog=backlog)
+        if taken is None or not taken.is_renew:
+            answered = taken.count if taken is not None else 0
+            self.handling_rate.sent(node_id, now, answered, backlog=backlog)
+            if self.budget is None and answered and backlog:
+                # Batch acquisition: what the buffer holds may now be out of reach (.reach).
+                self.effects.append(Reach())
         probe = turn.plan.fetches and self.leader(node_id).guard.probing
         return InFlight(
             node_id, turn.plan, turn.taken, now, turn.may_wait, turn.granted, turn.wait_ms, probe
@@ -907,10 +960,44 @@ class ShareMachine:
                     )
                 )
             )
+        if d.dead and not self.route_unseen:
+            self._hand_back_unseen(tp, d)
         if d.dead:
             self.dead_letters.extend(d.dead)
             self._dead_keys.update((tp, r.offset) for r in d.dead)
             self.effects.append(DeadLetters(len(d.dead)))
+
+    def note_failed(self, tp: TopicIdPartition, offset: int, delivery_count: int) -> None:
+        """The application saw the record at ``offset`` on delivery ``delivery_count`` and
+        gave it back as failed (a handler error, an explicit release without delay; not a
+        delayed retry): past the limit, its next delivery is routed (rule 7)."""
+        if self.dead_letter_limit is None:
+            return
+        seen = self.released_at
+        seen[(tp, offset)] = delivery_count
+        if len(seen) > _SEEN_MAX:
+            del seen[next(iter(seen))]  # the oldest: insertion order
+
+    def _hand_back_unseen(self, tp: TopicIdPartition, d: Decoded[R]) -> None:
+        """Rule 7: of the records past the limit, those the application never released
+        here go back among the records handed out, in offset order."""
+        seen = self.released_at
+        routed: list[R] = []
+        unseen: list[R] = []
+        for r in d.dead:
+            if (tp, r.offset) in seen:
+                routed.append(r)
+            else:
+                unseen.append(r)
+        if unseen:
+            self.past_limit_unseen += len(unseen)
+            d.records = sorted([*d.records, *unseen], key=_offset)
+            d.dead = routed
+
+    def released_before(self, tp: TopicIdPartition, offset: int) -> int:
+        """The delivery at which the application released the record at ``offset`` here
+        (0: it did not, or it was forgotten); forgets it (the router asks once)."""
+        return self.released_at.pop((tp, offset), 0)
 
     def take_dead_letters(self) -> list[object]:
         """The records waiting for dead-letter routing, now the router's (rule 7)."""
@@ -964,6 +1051,9 @@ class ShareMachine:
         if self.closing:
             raise closed(position(tp, offset))
         result = self.answer(tp, offset, ack, delivery, tag, handle)
+        if result is MarkResult.OK and ack is AckType.RELEASE:
+            # The application gave the record back at once: it saw it (rule 7).
+            self.note_failed(tp, offset, getattr(handle, "delivery_count", 0))
         if result is MarkResult.ALREADY_ACKNOWLEDGED or result is MarkResult.UNKNOWN:
             # The position is spelled out only here: this runs once per explicit answer.
             err = refusal(result, position(tp, offset), ack)

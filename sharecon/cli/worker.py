@@ -146,7 +146,16 @@ def register(
         type=positive_int,
         default=s,
         metavar="N",
-        help="records per fetch (default 500)",
+        help="the most records a process holds, where records are acquired by record "
+        "limit (default 500)",
+    )
+    p.add_argument(
+        "--acquire-mode",
+        choices=("auto", "record_limit", "batch"),
+        default=s,
+        help="record_limit (Kafka 4.2+): a process holds only what it handles within the "
+        "lock, so work spreads; batch: whole producer batches; auto (default): record_limit "
+        "where the broker has it",
     )
     p.add_argument(
         "--autoscale",
@@ -228,6 +237,7 @@ _FLAGS = (
     "grace",
     "interval",
     "max_records",
+    "acquire_mode",
     "autoscale",
     "scale_backlog",
     "scale_up_after",

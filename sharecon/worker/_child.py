@@ -72,6 +72,9 @@ class Stats:
         self.draining = False
         #: The consumer's health as ``(ok, reason)``, once it runs.
         self.health: Callable[[], tuple[bool, str]] | None = None
+        #: The consumer's counts of attempts spent: ``(expired in the buffer, routed to
+        #: the dead-letter topic)``, once it runs.
+        self.spent: Callable[[], tuple[int, int]] | None = None
         #: Records fetched and handled while draining (finished rather than released).
         self.finished_in_drain = 0
         self._started: dict[int, float] = {}
@@ -126,14 +129,22 @@ class Stats:
                 healthy, why = self.health()
             except errors.KafkaError as exc:  # closed under us: the report still goes
                 healthy, why = False, f"consumer closed: {exc}"
+        expired, routed = 0, 0
+        if self.spent is not None:
+            try:
+                expired, routed = self.spent()
+            except errors.KafkaError:  # closed under us: the counts of the last report stand
+                pass
         return {
+            "expired": expired,
             "health_ok": healthy,
             "health_reason": why,
             "busy": self.busy(),
             "finished_in_drain": self.finished_in_drain,
             "handled": self.handled,
             "failed": self.failed,
-            "dlq": self.dlq,
+            # Every copy the consumer wrote: after a handler error, and on arrival.
+            "dlq": max(self.dlq, routed),
             "redelivered": self.redelivered,
             "in_flight": self.in_flight,
             "oldest": None if oldest is None else time.monotonic() - oldest,
@@ -303,6 +314,7 @@ async def _consume(
         group_id=config.group,
         topics=list(config.topics),
         max_records=config.max_records,
+        acquire_mode=config.acquire_mode,  # type: ignore[arg-type]
         dead_letter=policy,
         # Close must not wait the full request timeout when the broker is gone.
         close_timeout=min(config.timeout, 10.0),
@@ -312,6 +324,7 @@ async def _consume(
     async with consumer:
         stats.ready = True
         stats.health = lambda: health_of(consumer.health())
+        stats.spent = lambda: _spent(consumer)
         async with anyio.create_task_group() as work:
 
             async def run_process() -> None:
@@ -338,6 +351,11 @@ async def _consume(
             # Handlers still running are cancelled: their records are unanswered, and
             # closing the consumer (leaving this block) releases them.
             work.cancel_scope.cancel()
+
+
+def _spent(consumer: ShareConsumer[Any, Any]) -> tuple[int, int]:
+    """Records whose locks ended in the buffer, and records routed to the dead-letter topic."""
+    return consumer.health().expired_in_buffer, int(consumer.metrics().dlq_records_total)
 
 
 def _buffered(consumer: ShareConsumer[Any, Any]) -> int:

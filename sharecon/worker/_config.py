@@ -63,6 +63,7 @@ ENV = {
     "grace": "SHARECON_GRACE",
     "interval": "SHARECON_INTERVAL",
     "max_records": "SHARECON_MAX_RECORDS",
+    "acquire_mode": "SHARECON_ACQUIRE_MODE",
     "autoscale": "SHARECON_AUTOSCALE",
     "scale_backlog": "SHARECON_SCALE_BACKLOG",
     "scale_up_after": "SHARECON_SCALE_UP_AFTER",
@@ -72,6 +73,9 @@ ENV = {
     "health_host": "SHARECON_HEALTH_HOST",
     **CONNECTION_ENV,
 }
+
+#: ``WorkerConfig.acquire_mode``'s values (``ShareConsumer(acquire_mode=...)``).
+ACQUIRE_MODES = ("auto", "record_limit", "batch")
 
 _KERBEROS = KERBEROS_SETTINGS
 _GSSAPI = GssapiConfig.mechanism
@@ -94,7 +98,14 @@ class WorkerConfig:
         reporting) before the process is killed and replaced; ``None``: no limit.
     :param grace: seconds a draining process waits for the records in flight.
     :param interval: seconds between progress lines; ``None``: no progress lines.
-    :param max_records: records per fetch (``ShareConsumer(max_records=...)``).
+    :param max_records: the most records a process holds (``ShareConsumer(max_records=...)``);
+        a bound only where records are acquired by record limit (see ``acquire_mode``).
+    :param acquire_mode: ``"auto"`` (default): ``"record_limit"`` where the broker has it
+        (Kafka 4.2+), else ``"batch"``. Under ``"record_limit"`` a process holds at most
+        ``max_records`` records and no more than it handles within half the acquisition lock
+        at its measured rate, so a backlog spreads over the processes; under ``"batch"``
+        (Kafka 4.1) the broker hands out whole producer batches, whatever ``max_records``
+        says (``ShareConsumer(acquire_mode=...)``).
     :param autoscale: ``"MIN:MAX"``: the supervisor runs between MIN and MAX processes,
         adding one while the handlers are busy and the backlog is not falling, removing
         one (with a drain) while they are idle (:mod:`sharecon.worker._autoscale`);
@@ -148,6 +159,7 @@ class WorkerConfig:
     grace: float = 30.0
     interval: float | None = 10.0
     max_records: int = 500
+    acquire_mode: str = "auto"
     autoscale: str | None = None
     scale_backlog: int | None = None
     scale_up_after: float = 5.0
@@ -191,6 +203,10 @@ class WorkerConfig:
             _at_least(name, getattr(self, name), 1)
         if self.dlq_after is not None:
             _at_least("dlq_after", self.dlq_after, 1)
+        if self.acquire_mode not in ACQUIRE_MODES:
+            raise errors.ConfigError(
+                f"acquire_mode must be one of {', '.join(ACQUIRE_MODES)}, not {self.acquire_mode!r}"
+            )
         if self.scale_backlog is not None:
             _at_least("scale_backlog", self.scale_backlog, 0)
         if self.health_port is not None:
@@ -564,7 +580,8 @@ def handler_spec(handler: Callable[..., object] | str) -> str:
 def load_handler(spec: str) -> Callable[..., object]:
     """Import the handler named by ``spec`` (``package.module:function`` or
     ``path/to/file.py:function``). The current directory is importable, as for
-    ``python -m``.
+    ``python -m``; for a file, so is the file's folder, as for ``python path/to/file.py``
+    (the file may import the modules next to it).
 
     :raises ConfigError: it cannot be imported, does not exist or is not callable.
     """
@@ -578,6 +595,11 @@ def load_handler(spec: str) -> Callable[..., object]:
             path = Path(module_name)
             if not path.is_file():
                 raise errors.ConfigError(f"handler {spec!r}: no such file {module_name}")
+            # Like `python path/to/file.py`: the file's folder is importable, so the
+            # handler's file can import the modules next to it.
+            folder = str(path.resolve().parent)
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
             loader_spec = importlib.util.spec_from_file_location(_FILE_MODULE, path)
             assert loader_spec is not None and loader_spec.loader is not None
             module = importlib.util.module_from_spec(loader_spec)

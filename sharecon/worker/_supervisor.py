@@ -70,7 +70,7 @@ EXIT_FORCED_SIGINT = 130
 EXIT_FORCED_SIGTERM = 143
 
 #: Counters each process reports, summed over its restarts.
-COUNTERS = ("handled", "failed", "dlq", "redelivered", "finished_in_drain")
+COUNTERS = ("handled", "failed", "dlq", "redelivered", "finished_in_drain", "expired")
 
 #: Restart delays: 0.5 s, 1 s, 2 s ... 30 s; back to 0.5 s after a process ran RESET_AFTER s.
 RESTART_BACKOFF = Backoff(initial=0.5, maximum=30.0, jitter=0.2)
@@ -147,14 +147,16 @@ def format_progress(
     redelivered: int,
     restarts: int,
     processes: int | None = None,
+    expired: int = 0,
 ) -> str:
     """One progress line (plain text, greppable); ``processes`` (under autoscaling) adds
-    the count running."""
+    the count running. ``expired``: records whose locks ended in a process's buffer, each
+    a delivery attempt spent unseen."""
     per = " ".join(f"p{i} {r:,.1f}" for i, r in enumerate(rates))
     line = (
         f"sharecon worker: {sum(rates):,.1f} rec/s ({per}) | handled {handled:,} | "
         f"in flight {in_flight} | failed {failed:,} | dlq {dlq:,} | "
-        f"redelivered {redelivered:,} | restarts {restarts}"
+        f"redelivered {redelivered:,} | expired unseen {expired:,} | restarts {restarts}"
     )
     return line if processes is None else f"{line} | processes {processes}"
 
@@ -248,8 +250,12 @@ class Supervisor:
             if self._exit_code != EXIT_DRAINED
             else "drained"
         )
+        expired = sum(s.total("expired") for s in self.slots)
         tail = f", finished while draining {finished:,}" if finished else ""
-        self.say(f"{how}: handled {handled:,}, failed {failed:,}, dlq {dlq:,}{tail}")
+        self.say(
+            f"{how}: handled {handled:,}, failed {failed:,}, dlq {dlq:,}, "
+            f"expired unseen {expired:,}{tail}"
+        )
         return self._exit_code
 
     def stop(self, code: int = EXIT_DRAINED) -> None:
@@ -547,6 +553,7 @@ class Supervisor:
                     redelivered=sum(s.total("redelivered") for s in self.slots),
                     restarts=sum(s.restarts for s in self.slots),
                     processes=None if self._scaler is None else len(self._active()),
+                    expired=sum(s.total("expired") for s in self.slots),
                 )[len("sharecon worker: ") :]
             )
 

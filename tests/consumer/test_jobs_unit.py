@@ -195,12 +195,18 @@ async def test_dead_letters_are_routed_and_released_once_the_consumer_fails() ->
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(route_dead_letters, core, route, release)
+        # Record 1 failed here before: its reason says on which delivery.
+        core.machine.note_failed(rec(1).topic_partition, 1, 4)
         core.machine.dead_letters.extend([rec(1), rec(2), rec(3)])
         core.dead_letter_signal.set()
         with anyio.fail_after(3.0):
             await two_routed.wait()
-        reason = "delivered 1 times (max_deliveries=5)"
-        assert routed == [(1, reason), (3, reason)] and released == []
+        reason = "delivered 1 times (max_deliveries=5); "
+        assert routed == [
+            (1, reason + "it failed here on delivery 4"),
+            (3, reason + "never failed here (route_unseen=True)"),
+        ]
+        assert released == []
         assert isinstance(core.errors[-1], errors.DeadLetterError)
         # Failed: what is queued now is released, not routed.
         core.fatal = errors.KafkaError("stopped")

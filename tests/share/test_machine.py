@@ -601,6 +601,7 @@ def test_renewals_marked_are_counted() -> None:
 def test_records_past_the_dead_letter_limit_wait_for_the_router_not_the_application() -> None:
     m = machine()
     m.dead_letter_limit = 2
+    m.route_unseen = True  # routed on arrival, seen or not
     opened(m)
     [d] = take(m, send(m, 1.0), answer((0, 1, 3), (2, 3, 1)), 1.0)
     assert d.eager  # decoded at once, so the router gets them now
@@ -660,3 +661,82 @@ def test_unsubscribed_records_are_released_not_buffered_until_subscribed_again()
     m.subscribe()
     [again] = take(m, send(m, 3.0), answer((20, 20, 1)), 3.0)
     assert m.admit(again.tag, TP, again.delivery, 20, 20) and m.drain() == []
+
+
+def test_past_the_limit_only_records_that_failed_here_are_routed() -> None:
+    """Issue 32: with max_deliveries=1, records whose first attempt was spent unseen (a
+    lock that ended in a buffer) came back at delivery 2 and were routed without the
+    handler ever seeing them. Now only a record the application gave back as failed here
+    is routed on arrival; the others are handed out, in offset order, and counted."""
+    m = machine()
+    m.dead_letter_limit = 1
+    opened(m)
+    m.note_failed(TP, 1, 1)  # the handler raised on offset 1's first delivery
+    [d] = take(m, send(m, 1.0), answer((0, 3, 2)), 1.0)
+    assert d.eager
+    got = d.intake.decode_next(_rec, dead_letter_limit=m.dead_letter_limit)
+    assert got is not None
+    m.batch_decoded(d.tag, TP, got)
+    assert [r.offset for r in got.records] == [0, 2, 3]
+    assert [r.offset for r in got.dead] == [1]
+    assert m.drain() == [DeadLetters(1)]
+    assert m.past_limit_unseen == 3
+    # The router reads what happened here, once.
+    assert m.released_before(TP, 1) == 1
+    assert m.released_before(TP, 1) == 0
+
+
+def test_a_delayed_release_is_no_failure_an_explicit_release_is() -> None:
+    """A delayed retry (RetryLater, release(delay=)) answers through answer(): not noted,
+    so it is never routed on arrival; an explicit release at once is."""
+    m = machine()
+    m.dead_letter_limit = 1
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 1, 1)), 1.0)
+    hand_out(m, d, 0, 1)
+
+    class Handle:
+        delivery_count = 1
+
+    m.answer(TP, 0, AckType.RELEASE, d.delivery, None, Handle())  # the delayed one
+    m.acknowledge(TP, 1, AckType.RELEASE, d.delivery, None, Handle())
+    assert m.released_at == {(TP, 1): 1}
+
+
+def test_nothing_is_noted_without_a_dead_letter_limit_and_the_memory_is_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    m = machine()
+    m.note_failed(TP, 0, 1)
+    assert m.released_at == {}
+    m.dead_letter_limit = 3
+    monkeypatch.setattr("sharecon._share.machine._SEEN_MAX", 2)
+    for offset in range(4):
+        m.note_failed(TP, offset, 1)
+    assert list(m.released_at) == [(TP, 2), (TP, 3)]  # the oldest forgotten
+
+
+def test_the_record_budget_follows_the_measured_handling_rate() -> None:
+    """Strict limit (issue 32): 16 records until the rate is measured, then what the
+    application handles within half the lock, never more than max_records."""
+    m = machine(record_limit=500)
+    budget = m.budget
+    assert budget is not None
+
+    def granted(node: int) -> int:
+        n = m.next_turn(node, [TP], room=True).granted
+        budget.settle(n)
+        return n
+
+    assert granted(1) == 16
+    m.leader(1).sizer.lock = 15.0
+    rate = m.handling_rate
+    rate.sent(1, 0.0, 0, backlog=True)
+    rate.sent(1, 2.0, 8, backlog=True)  # 4/s x 15 s x 0.5 = 30
+    assert granted(2) == 30
+    rate.sent(2, 0.0, 0, backlog=True)
+    rate.sent(2, 1.0, 6, backlog=True)  # two leaders: the rates add up
+    assert m.handling() == (10.0, 15.0)  # the shortest lock (not leader 2's default 30 s)
+    assert granted(3) == 75
+    rate.sent(1, 2.6, 400, backlog=False)  # 666/s: a lower bound, it raises the rate
+    assert granted(4) == 500

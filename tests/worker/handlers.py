@@ -82,3 +82,15 @@ async def record_id_and_secrets(record: Record) -> None:
     if any(v in os.environ for v in ("SHARECON_TLS_KEY_PASSWORD", "SHARECON_SASL_PASSWORD")):
         _note("secret-in-environment", record)
     _note("handled", record)
+
+
+async def slow_retry_some(record: Record) -> RetryLater | None:
+    """Takes ``SHARECON_TEST_WORKER_SLEEP`` seconds; every 10th record (``r0``, ``r10``,
+    ...) is retried in 0.5 s on its first delivery (noted as ``retry``); the rest, and
+    later deliveries, are handled."""
+    await anyio.sleep(float(os.environ.get(SLEEP_ENV, "0")))
+    if record.delivery_count == 1 and int((record.value or b"r0").decode()[1:]) % 10 == 0:
+        _note("retry", record)
+        return RetryLater(0.5)
+    _note("handled", record)
+    return None

@@ -183,6 +183,23 @@ def test_handler_from_a_file(tmp_path: Path) -> None:
         load_handler(f"{broken}:handle")
 
 
+def test_a_handler_file_imports_the_modules_next_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32, docs: ``path/to/file.py:function`` imports siblings of that file, as
+    ``python path/to/file.py`` would, from any working directory."""
+    folder = tmp_path / "app"
+    folder.mkdir()
+    (folder / "issue32_pricing.py").write_text("RATE = 3\n")
+    (folder / "issue32_handler.py").write_text(
+        "import issue32_pricing\n\ndef handle(record):\n    return record * issue32_pricing.RATE\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "issue32_pricing", raising=False)
+    assert load_handler("app/issue32_handler.py:handle")(2) == 6
+
+
 # -- per-record bookkeeping in a worker process ------------------------------------------------
 
 
@@ -292,11 +309,18 @@ async def test_busy_is_the_share_of_handler_slots_in_use_since_the_last_report(
 
 def test_progress_line() -> None:
     line = format_progress(
-        [10.0, 20.5], in_flight=3, handled=1234, failed=1, dlq=0, redelivered=2, restarts=1
+        [10.0, 20.5],
+        in_flight=3,
+        handled=1234,
+        failed=1,
+        dlq=0,
+        redelivered=2,
+        restarts=1,
+        expired=1500,
     )
     assert line == (
         "sharecon worker: 30.5 rec/s (p0 10.0 p1 20.5) | handled 1,234 | in flight 3 | "
-        "failed 1 | dlq 0 | redelivered 2 | restarts 1"
+        "failed 1 | dlq 0 | redelivered 2 | expired unseen 1,500 | restarts 1"
     )
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from sharecon.consumer import ShareConsumer
 from sharecon.dlq import dead_letter_info
+from sharecon.errors import KafkaError
 from sharecon.producer import Producer, ProducerRecord
 from tests.worker._harness import counts, noted, running_worker
 
@@ -157,6 +158,69 @@ async def test_sigterm_drains_and_leaves_nothing_held(
                 if got >= rest:
                     break
     assert got == rest
+
+
+async def test_a_slow_handler_spreads_over_both_processes_and_dead_letters_nothing_unseen(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group_factory, tmp_path: Path
+) -> None:
+    """Issue 32's scenario, small: a backlog written at once (whole producer batches), a
+    handler of 25 ms per record, 2 processes, ``--dlq-after 1``, delayed retries, a 3 s
+    lock. Before, one process acquired every batch, the locks ended in its buffer and
+    every record back at delivery 2 was dead-lettered unseen, the retried ones too; the
+    other process sat idle. Now each process holds what it handles within the lock, a
+    record the handler never failed is never routed, and the attempts spent are shown."""
+    group = share_group_factory({"share.record.lock.duration.ms": "3000"})
+    topic = topic_factory(3)
+    args = ("--group", group, "--topic", topic, "--processes", "2", "--dlq-after", "1")
+    async with running_worker(
+        kafka_bootstrap,
+        tmp_path,
+        "tests.worker.handlers:slow_retry_some",
+        *args,
+        "--interval",
+        "1",
+        sleep=0.025,
+    ) as worker:
+        await worker.wait_for("two processes", lambda: worker.pids(1), 60)
+        await _members(kafka_bootstrap, group, 2)
+        values = await _produce(kafka_bootstrap, topic, 240)
+        await worker.wait_for(
+            "every record handled", lambda: set(counts(tmp_path)) == set(values), 120
+        )
+        await worker.wait_for("a progress line", lambda: "expired unseen" in worker.stderr, 30)
+        code = await worker.terminate()
+    assert code == 0, worker.stderr
+    # Nothing dead-lettered: no handler failed (the worker counts every copy written).
+    final = worker.stderr.rsplit("drained: ", 1)[-1]
+    assert re.match(r"handled \d[\d,]*, failed 0, dlq 0, expired unseen \d+", final), final
+    retried = {v for v, _ in noted(tmp_path, "retry")}
+    # Asked for on a first delivery (a record first seen later is handled at once).
+    assert retried and retried <= {v for v in values if int(v[1:]) % 10 == 0}
+    # Retried records were handled on a later delivery, not dead-lettered.
+    assert all(dc >= 2 for v, dc in noted(tmp_path) if v in retried)
+    per_process = _per_process(tmp_path)
+    assert len(per_process) == 2 and min(per_process) > 0, per_process
+
+
+def _per_process(out: Path) -> list[int]:
+    """Records handled by each process (one file per process)."""
+    return [len(p.read_text().splitlines()) for p in out.glob("handled-*.txt")]
+
+
+async def _members(bootstrap: str, group: str, n: int) -> None:
+    """Wait until ``group`` has ``n`` members (each worker process joined)."""
+    from sharecon.admin import Admin
+
+    async with Admin(bootstrap) as admin:
+        with anyio.fail_after(60):
+            while True:
+                try:
+                    described = await admin.describe_share_group(group)
+                except KafkaError:  # not created yet: look again
+                    described = None
+                if described is not None and len(described.members) >= n:
+                    return
+                await anyio.sleep(0.2)
 
 
 async def test_failing_handler_ends_in_the_dead_letter_topic(

@@ -789,9 +789,10 @@ async def _dead_letter_policy(env: Env) -> object:
     await env.produce(topic, 2)
     first = await env.consume(group, topic, 2, lambda i: AckType.RELEASE)
     # Delivered again past max_deliveries=1: routed to the dead-letter topic (created on
-    # first use) by the consumer, never handed to the application.
+    # first use) by the consumer, never handed to the application (route_unseen: another
+    # member released them, so this one never saw them fail).
     handed: list[Any] = []
-    policy = DeadLetterPolicy(topic=dlq, max_deliveries=1)
+    policy = DeadLetterPolicy(topic=dlq, max_deliveries=1, route_unseen=True)
     async with env.consumer(group, topic, dead_letter=policy) as c:
         # Until both copies are written (or 10 s): a close while a copy is being written
         # would release that record, and when it lands is timing, not the broker's rules.

@@ -1,0 +1,61 @@
+"""Batch acquisition (issue 32, Kafka 4.1): buffered answers the application cannot reach
+before their locks end are released at once, and nothing is fetched while the member
+holds more than it handles within half the lock."""
+
+from __future__ import annotations
+
+from sharecon._share.effects import Reach
+from sharecon._share.reach import unreachable
+from tests.share.test_machine import NODE, TP, answer, machine, opened, send, take
+
+
+def test_answers_whose_first_record_cannot_be_reached_in_time_are_released() -> None:
+    # Issue 32's scenario: three answers of 330 records, 40 records/s, a 15 s lock.
+    chunks = [(15.0, 330), (15.0, 330), (15.0, 330)]
+    assert unreachable(0.0, None, chunks) == []  # not measured: nothing released
+    # The second one's first record is reached at 8.25 s: kept; the third's at 16.5 s.
+    assert unreachable(0.0, 40.0, chunks) == [2]
+    # Later, with the first one handled: what is left of the second reaches the third.
+    assert unreachable(9.0, 40.0, [(15.0, 300), (15.0, 330)]) == [1]
+    assert unreachable(9.0, 40.0, [(15.0, 100), (15.0, 330)]) == []
+    # Already out of reach, a first chunk goes too; empty ones and no deadline are kept.
+    assert unreachable(15.0, 40.0, [(15.0, 10), (None, 5), (20.0, 0)]) == [0]
+
+
+def test_batch_acquisition_holds_no_more_than_half_a_lock_of_work() -> None:
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 99, 1)), 1.0)  # unmeasured: it fetched
+    assert d.deadline is not None
+    m.leader(NODE).sizer.lock = 10.0
+    m.handling_rate.sent(NODE, 1.0, 0, backlog=True)
+    m.handling_rate.sent(NODE, 2.0, 4, backlog=True)  # 4/s: 20 records in half the lock
+    for offset in range(4):
+        m.deliver(TP, offset, offset)
+        m.accept(TP, offset, d.delivery)
+    m.drain()
+    turn = m.next_turn(NODE, [TP], room=True)  # 96 held: answers only, no records asked
+    assert turn.plan is None or not turn.plan.fetches
+
+
+def test_a_request_carrying_answers_under_a_backlog_asks_the_driver_to_look() -> None:
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 9, 1)), 1.0)
+    m.deliver(TP, 0, 0)
+    m.accept(TP, 0, d.delivery)
+    m.drain()
+    turn = m.next_turn(NODE, [TP], room=True)
+    assert turn.taken is not None and turn.taken.count == 1
+    m.sent(NODE, turn, 2.0, backlog=True)
+    assert Reach() in m.drain()
+    # Record-limit acquisition never needs it: the budget keeps the hold.
+    strict = machine(record_limit=10)
+    opened(strict)
+    [d2] = take(strict, send(strict, 1.0), answer((0, 9, 1)), 1.0)
+    strict.deliver(TP, 0, 0)
+    strict.accept(TP, 0, d2.delivery)
+    strict.drain()
+    turn = strict.next_turn(NODE, [TP], room=True)
+    strict.sent(NODE, turn, 2.0, backlog=True)
+    assert Reach() not in strict.drain()
