@@ -15,6 +15,11 @@ Rules of this module:
    configured timeout, coordinator lookups by a deadline, close by ``close_timeout``.
 5. The task group passed in (owned by the top-level client) runs the connection readers and
    the periodic metadata refresh; :meth:`Cluster.aclose` stops both.
+6. Rebootstrap (``metadata_recovery_strategy="rebootstrap"``, the default): when no known
+   broker could be reached for the trigger time, or Metadata answers REBOOTSTRAP_REQUIRED,
+   the learned brokers and their connections are dropped and the next request goes to the
+   bootstrap names, resolved again (DNS is asked on every connect, never cached here). The
+   decision is :class:`~sharecon._net.rebootstrap.RebootstrapPolicy`'s.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 import logging
 import math
 import ssl
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -34,6 +39,7 @@ from sharecon._net.clock import event_loop_clock
 from sharecon._net.connect import open_connection
 from sharecon._net.connection import BrokerAddress, BrokerConnection, SentRequest
 from sharecon._net.health import ClusterHealth, HealthTracker
+from sharecon._net.rebootstrap import RebootstrapPolicy
 from sharecon.protocol import (
     FindCoordinatorRequest,
     MetadataRequest,
@@ -382,6 +388,10 @@ class Cluster:
         self._closed = False
         # An outage longer than a request timeout is worth a WARNING: requests now fail.
         self._health = HealthTracker(config.request_timeout)
+        self._recovery = RebootstrapPolicy(
+            config.metadata_recovery_strategy,
+            config.metadata_recovery_rebootstrap_trigger_ms / 1000,
+        )
 
     def __repr__(self) -> str:
         live = sorted(n for n, c in self._connections.items() if not c.closed)
@@ -413,6 +423,11 @@ class Cluster:
     def closed(self) -> bool:
         """True after :meth:`aclose`."""
         return self._closed
+
+    @property
+    def rebootstraps(self) -> int:
+        """How many times the view dropped its learned brokers and rebootstrapped."""
+        return self._recovery.count
 
     def health(self) -> ClusterHealth:
         """A read-only status for health checks: per broker, reachable or since when not.
@@ -572,6 +587,8 @@ class Cluster:
                     logger.debug("%s: replacing idle connection", stale.address)
                 await stale.aclose()
             await self._close_retired()
+            if self._recovery.due(anyio.current_time()):
+                self._rebootstrap("no known broker was reachable for the trigger time")
             address = self._metadata.brokers.get(node_id)
             if address is None:
                 # A node we have not seen may have just joined: look once more.
@@ -591,8 +608,11 @@ class Cluster:
                 count, _ = self._failures.get(node_id, (0, 0.0))
                 self._failures[node_id] = (count + 1, anyio.current_time())
                 self._health.failed(node_id, str(address), exc)
+                if isinstance(exc, errors.BrokerConnectError) and not self._any_live():
+                    self._recovery.unreachable(anyio.current_time())
                 raise
             self._failures.pop(node_id, None)
+            self._recovery.reached()
             self._health.reached(node_id, str(address))
             if self._closed:
                 await conn.aclose()
@@ -635,11 +655,16 @@ class Cluster:
         if live:
             return min(live, key=lambda c: c.in_flight)
         last: errors.KafkaError | None = None
+        if self._recovery.due(anyio.current_time()):
+            self._rebootstrap("no known broker was reachable for the trigger time")
         for node_id in list(self._metadata.brokers):
             try:
                 return await self.connection(node_id)
             except errors.BrokerConnectError as exc:
                 last = exc
+        if self._metadata.brokers:
+            # Every known broker failed: the clock of the rebootstrap trigger runs.
+            self._recovery.unreachable(anyio.current_time())
         for address in self._bootstrap:
             try:
                 conn = await open_connection(
@@ -660,6 +685,35 @@ class Cluster:
         ]
         self._health.cluster_failed(", ".join(tried), last or err)
         raise err from last
+
+    def _any_live(self) -> bool:
+        if self._bootstrap_conn is not None and not self._bootstrap_conn.closed:
+            return True
+        return any(not c.closed for c in self._connections.values())
+
+    def _rebootstrap(self, reason: str) -> None:
+        """Drop the learned brokers, their connections and coordinators (KIP-899).
+
+        Topics asked about stay tracked: the next refresh, over a connection to a bootstrap
+        name resolved afresh, describes them and the brokers as they are now.
+        """
+        meta = self._metadata
+        logger.warning(
+            "rebootstrapping: %s; dropping %d learned broker(s), reconnecting via %s",
+            reason,
+            len(meta.brokers),
+            ", ".join(str(a) for a in self._bootstrap),
+        )
+        for conn in list(self._connections.values()):
+            self._forget(conn)
+        if self._bootstrap_conn is not None:
+            self._forget(self._bootstrap_conn)
+        self._failures.clear()
+        self._coordinators.clear()
+        self._metadata = replace(meta, brokers=MappingProxyType({}), controller_id=-1)
+        # Due now: the next periodic refresh must not wait out metadata_max_age.
+        self._metadata_at = -math.inf
+        self._recovery.rebootstrapped()
 
     def _forget(self, conn: BrokerConnection) -> None:
         for node_id, cached in list(self._connections.items()):
@@ -772,6 +826,7 @@ class Cluster:
                 allow_auto_topic_creation=False,
             )
             attempt = 0
+            rebooted = False
             while True:
                 conn = await self.any_connection()
                 try:
@@ -781,6 +836,13 @@ class Cluster:
                     if attempt >= 1:
                         raise
                     attempt += 1
+                    continue
+                except errors.RebootstrapRequiredError:
+                    # Once per refresh: a broker that keeps saying so is not obeyed forever.
+                    if rebooted or not self._recovery.enabled:
+                        raise
+                    rebooted = True
+                    self._rebootstrap(f"{conn.address} answered REBOOTSTRAP_REQUIRED")
                     continue
                 return self._metadata
 
@@ -803,6 +865,7 @@ class Cluster:
             raise err
         self._metadata = _merge(self._metadata, response, all_topics=all_topics)
         self._metadata_at = anyio.current_time()
+        self._recovery.reached()
         self._health.keep_only(self._metadata.brokers.keys())
         # A broker that moved (same id, new endpoint) needs a new connection.
         for node_id, cached in list(self._connections.items()):

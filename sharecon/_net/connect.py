@@ -29,6 +29,7 @@ import anyio.to_thread
 
 from sharecon import errors
 from sharecon._net.connection import DEFAULT_MAX_FRAME_SIZE, BrokerAddress, BrokerConnection
+from sharecon._net.rebootstrap import DEFAULT_TRIGGER_MS, check_recovery_settings
 from sharecon._net.sasl import OAuthBearerToken
 from sharecon._net.tls import warn_weakened_verification
 from sharecon._version import __version__
@@ -80,6 +81,13 @@ class ConnectionConfig:
     :param sasl: SASL credentials (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER), a
         Kerberos login (:class:`~sharecon.config.GssapiConfig`), or None.
     :param max_frame_size: largest response frame accepted (bytes).
+    :param metadata_recovery_strategy: ``"rebootstrap"`` (the default, as in the Java
+        client 4.x): when no known broker can be reached for
+        ``metadata_recovery_rebootstrap_trigger_ms``, or a Metadata response says
+        REBOOTSTRAP_REQUIRED, the learned brokers are dropped and the bootstrap names are
+        resolved and connected again. ``"none"`` keeps the learned brokers for good.
+    :param metadata_recovery_rebootstrap_trigger_ms: milliseconds without any reachable
+        known broker before rebootstrapping (Java's default, 300000).
     """
 
     client_id: str = "sharecon"
@@ -89,8 +97,13 @@ class ConnectionConfig:
     sasl: SaslConfig | GssapiConfig | None = None
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     tls: TlsConfig | None = None
+    metadata_recovery_strategy: str = "rebootstrap"
+    metadata_recovery_rebootstrap_trigger_ms: int = DEFAULT_TRIGGER_MS
 
     def __post_init__(self) -> None:
+        check_recovery_settings(
+            self.metadata_recovery_strategy, self.metadata_recovery_rebootstrap_trigger_ms
+        )
         # The header carries client_id as an int16-length string: a longer one could only
         # fail later, at the first request, far from the mistake.
         size = len(self.client_id.encode("utf-8", "surrogatepass"))

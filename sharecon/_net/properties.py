@@ -6,7 +6,8 @@ Rules of this module:
    ``sasl.mechanism`` and ``sasl.jaas.config`` (PLAIN, SCRAM, OAUTHBEARER), the
    ``sasl.oauthbearer.*`` client-credentials keys, ``ssl.truststore.*`` /
    ``ssl.keystore.*`` (PEM; PKCS12 when ``cryptography`` is installed; JKS refused with how
-   to convert), ``ssl.endpoint.identification.algorithm`` and ``client.id``. Every other
+   to convert), ``ssl.endpoint.identification.algorithm``, ``client.id`` and
+   ``metadata.recovery.strategy`` / ``metadata.recovery.rebootstrap.trigger.ms``. Every other
    key is named in one WARNING (names only: values may be secrets).
 2. Errors name the key that is wrong, never a password, a secret or a JAAS text.
 """
@@ -25,6 +26,7 @@ from sharecon._net.connect import ConnectionConfig
 from sharecon._net.msk import msk_iam_token_provider
 from sharecon._net.oauth import OidcTokenProvider
 from sharecon._net.pem import canonical_pem, pem_entries
+from sharecon._net.rebootstrap import STRATEGIES
 from sharecon._net.sasl import SaslConfig
 from sharecon._net.tls import TlsConfig
 
@@ -78,6 +80,8 @@ _KNOWN = frozenset(
         "ssl.key.password",
         "ssl.endpoint.identification.algorithm",
         "client.id",
+        "metadata.recovery.strategy",
+        "metadata.recovery.rebootstrap.trigger.ms",
     }
 )
 _CONVERT_JKS = (
@@ -202,7 +206,30 @@ def _build(props: Mapping[str, str], bootstrap: str | None) -> ClientProperties:
     client_id = props.get("client.id", "").strip()
     if client_id:
         kwargs["client_id"] = client_id
+    kwargs.update(_recovery(props))
     return ClientProperties(servers, ConnectionConfig(**kwargs), oauth)
+
+
+def _recovery(props: Mapping[str, str]) -> dict[str, Any]:
+    # Java reads the strategy case-insensitively ("REBOOTSTRAP" and "rebootstrap" alike).
+    out: dict[str, Any] = {}
+    strategy = props.get("metadata.recovery.strategy")
+    if strategy is not None:
+        value = strategy.strip().lower()
+        if value not in STRATEGIES:
+            raise errors.ConfigError(
+                f"metadata.recovery.strategy={strategy.strip()}: expected rebootstrap or none"
+            )
+        out["metadata_recovery_strategy"] = value
+    trigger = props.get("metadata.recovery.rebootstrap.trigger.ms")
+    if trigger is not None:
+        text = trigger.strip()
+        if not text.isdigit():
+            raise errors.ConfigError(
+                f"metadata.recovery.rebootstrap.trigger.ms={text}: expected whole milliseconds >= 0"
+            )
+        out["metadata_recovery_rebootstrap_trigger_ms"] = int(text)
+    return out
 
 
 # -- SASL ------------------------------------------------------------------------------------

@@ -422,6 +422,26 @@ class KafkaBroker(Server):
         self._res.stop_jvm(graceful=True)
         self._launch_and_wait()
 
+    def relocate(self) -> None:
+        """Stop (gracefully) and start again with the same data on new client ports,
+        advertised as such: every address a client learned goes dead, as when a
+        Kubernetes pod is rescheduled. :attr:`bootstrap` names the new address.
+
+        The controller keeps its port (a static KRaft quorum is named in the config).
+        """
+        self._require_started()
+        if self._want_port:
+            raise BrokerStartError("relocate() needs a broker started with port=0")
+        self._res.stop_jvm(graceful=True)
+        secured = self.sasl is not None or self.tls is not None or self.gssapi is not None
+        old = {self._client_port, self._plain_port}
+        ports = [p for p in free_ports(4) if p not in old and p != self._controller_port]
+        self._client_port = ports[0]
+        self._plain_port = ports[1] if secured else self._client_port
+        assert self._res.dir is not None
+        self._res.write_config(self._server_config(self._res.dir))
+        self._launch_and_wait()
+
     # -- internals ------------------------------------------------------------
 
     def _require_started(self) -> None:

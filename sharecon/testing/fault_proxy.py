@@ -490,6 +490,14 @@ class FaultProxy(Managed):
             for toxic, stream in zip(_BANDWIDTH, _STREAMS, strict=True):
                 self._set_toxic(toxic, "bandwidth", stream, {"rate": rate})
 
+    def repoint(self, upstream: str) -> None:
+        """Forward connections accepted from now on to ``upstream`` (``host:port``), as a
+        DNS name or a load balancer does when it is pointed at a moved server. Open
+        connections are closed (Toxiproxy restarts the proxy to apply it)."""
+        self._check_open()
+        self.server._call("POST", self._path, {"upstream": upstream})
+        self.upstream = upstream
+
     def heal(self) -> None:
         """Remove every fault (toxic) and make sure the proxy is enabled; cancels a stall timer.
 
