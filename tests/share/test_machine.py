@@ -507,6 +507,24 @@ def test_explicit_answers_are_refused_when_twice_unknown_buffered_or_closing() -
     assert m.holds(TP, 10, d2.delivery) and m.holds(TP, 11, d2.delivery)
 
 
+def test_an_answer_by_position_after_the_lock_is_gone_is_reported_lost() -> None:
+    """``acknowledge_at`` (an answer by topic, partition and offset) to a record handed out
+    from a session since lost: reported as a lost answer (``LockLost``), never raised
+    (found by mutation testing: only the answer by delivery was checked)."""
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 2, 1)), 1.0)
+    hand_out(m, d, 0, 2)
+    m.answer_failed(NODE, InvalidRecordStateError("broken answer"))
+    m.drain()
+    m.acknowledge_at("t", 0, 1, AckType.ACCEPT, lambda tp, o: False)
+    [lost] = [e for e in m.drain() if isinstance(e, LockLost)]
+    assert [r.reason for r in lost.results] == [AckFailure.LOCK_LOST]
+    [result] = lost.results
+    assert result.partition == TP
+    assert [(b.first_offset, b.last_offset) for b in result.batches] == [(1, 1)]
+
+
 def test_renewals_marked_are_counted() -> None:
     m = machine()
     opened(m)
