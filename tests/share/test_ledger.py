@@ -435,6 +435,16 @@ def test_forget_keeps_a_record_in_hand_dead() -> None:
     assert ledger.partitions() == []
 
 
+def test_mark_undelivered_counts_within_a_delivery_that_starts_past_zero() -> None:
+    """Offsets are taken relative to the delivery's first offset: 103..105 of 100..109 are
+    three records (found by mutation testing: the other tests' deliveries start at 0,
+    where ``offset - first`` and ``offset | first`` agree)."""
+    ledger = AckLedger()
+    d = add(ledger, TP0, [(100, 109)])
+    assert ledger.mark_undelivered(TP0, d, 103, 105, R) == 3
+    assert ledger.mark_undelivered(TP0, d, 100, 109, R) == 7
+
+
 def test_mark_undelivered_answers_only_the_buffered_records_of_its_delivery() -> None:
     # Answer 1 acquired 0..9; the application holds 0..3 (2 already accepted); 4..9 wait in
     # the buffer. Answer 2 acquired 20..29 (same partition, another delivery).
