@@ -564,6 +564,21 @@ def test_records_past_the_dead_letter_limit_wait_for_the_router_not_the_applicat
     assert not none.eager
 
 
+def test_a_decoded_batch_wakes_its_loop_only_when_it_marked_something() -> None:
+    """Gaps or corrupt ranges the ledger holds no record of mark nothing and wake nothing:
+    a wake-up is a fetch loop's turn (found by mutation testing)."""
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 9, 1)), 1.0)
+    m.drain()
+    m.decoded(d.tag, TP, [(20, 22)], [(30, 31)])
+    assert m.drain() == []
+    m.decoded(d.tag, TP, [(3, 3)], [])
+    assert m.drain() == [Wake(NODE)]
+    m.decoded(d.tag, TP, [], [(5, 6)])
+    assert m.drain() == [Wake(NODE)]
+
+
 def test_a_corrupt_batch_is_released_and_noted_and_gaps_acknowledged() -> None:
     m = machine()
     opened(m)
