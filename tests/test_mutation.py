@@ -93,6 +93,22 @@ def test_a_pinned_mutant_is_killed(
     assert result.status in ("sim", "unit"), f"{mutant.name} survived:\n{result.diff}"
 
 
+def test_an_equivalent_mutant_survives(scratch: object) -> None:
+    """The harness can report a survivor: a dataclass without ``__slots__`` behaves the
+    same, and the simulation lets it through (so a kill above is the checks' doing, not a
+    broken scratch copy)."""
+    mutant = mutation.find(
+        "sharecon/_share/session.py",
+        "core/ReplaceTrueWithFalse",
+        "@dataclass(frozen=True, slots=True)",
+        "@dataclass(frozen=True, slots=False)",
+    )
+    result = mutation.run_mutant(
+        scratch, mutant, sim_seeds=200, versions=["4.4"], tests=[], timeout=600.0, unit=False
+    )
+    assert result.status == "survived", result.detail
+
+
 def test_the_sample_is_seeded_and_sharded() -> None:
     """The same seed draws the same mutants, and the shards split them without overlap."""
     modules = ["sharecon/_share/session.py"]
