@@ -424,6 +424,16 @@ def test_an_old_delivery_answer_never_lands_on_the_redelivery() -> None:
     assert ledger.settle_dead() == []
 
 
+def test_forget_of_a_middle_range_keeps_the_rest_in_place() -> None:
+    """Forgetting 2..4 of 0..9 leaves 0, 1 and 5..9 held, each at its own offset (found by
+    mutation testing: every other test forgets up to the end of a delivery)."""
+    ledger = AckLedger()
+    d = add(ledger, TP0, [(0, 9)])
+    ledger.forget(TP0, d, 2, 4)
+    assert [o for o in range(10) if ledger.holds(TP0, o, d)] == [0, 1, 5, 6, 7, 8, 9]
+    assert ledger.outstanding_all() == 7
+
+
 def test_forget_keeps_a_record_in_hand_dead() -> None:
     # Session lost while the application holds offset 0; the buffer drops the rest of the
     # chunk (1..9): offset 0 must still answer "lock lost", not "unknown".
@@ -433,6 +443,16 @@ def test_forget_keeps_a_record_in_hand_dead() -> None:
     ledger.forget(TP0, d, 1, 9)
     assert ledger.mark(TP0, 0, AckType.ACCEPT, d) is MarkResult.DEAD
     assert ledger.partitions() == []
+
+
+def test_mark_undelivered_counts_within_a_delivery_that_starts_past_zero() -> None:
+    """Offsets are taken relative to the delivery's first offset: 103..105 of 100..109 are
+    three records (found by mutation testing: the other tests' deliveries start at 0,
+    where ``offset - first`` and ``offset | first`` agree)."""
+    ledger = AckLedger()
+    d = add(ledger, TP0, [(100, 109)])
+    assert ledger.mark_undelivered(TP0, d, 103, 105, R) == 3
+    assert ledger.mark_undelivered(TP0, d, 100, 109, R) == 7
 
 
 def test_mark_undelivered_answers_only_the_buffered_records_of_its_delivery() -> None:

@@ -587,6 +587,24 @@ def test_explicit_answers_are_refused_when_twice_unknown_buffered_or_closing() -
     assert m.holds(TP, 10, d2.delivery) and m.holds(TP, 11, d2.delivery)
 
 
+def test_an_answer_by_position_after_the_lock_is_gone_is_reported_lost() -> None:
+    """``acknowledge_at`` (an answer by topic, partition and offset) to a record handed out
+    from a session since lost: reported as a lost answer (``LockLost``), never raised
+    (found by mutation testing: only the answer by delivery was checked)."""
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 2, 1)), 1.0)
+    hand_out(m, d, 0, 2)
+    m.answer_failed(NODE, InvalidRecordStateError("broken answer"))
+    m.drain()
+    m.acknowledge_at("t", 0, 1, AckType.ACCEPT, lambda tp, o: False)
+    [lost] = [e for e in m.drain() if isinstance(e, LockLost)]
+    assert [r.reason for r in lost.results] == [AckFailure.LOCK_LOST]
+    [result] = lost.results
+    assert result.partition == TP
+    assert [(b.first_offset, b.last_offset) for b in result.batches] == [(1, 1)]
+
+
 def test_renewals_marked_are_counted() -> None:
     m = machine()
     opened(m)
@@ -625,6 +643,21 @@ def test_records_past_the_dead_letter_limit_wait_for_the_router_not_the_applicat
     m.dead_letter_limit = None
     [none] = take(m, send(m, 3.0), answer((5, 5, 9)), 3.0)
     assert not none.eager
+
+
+def test_a_decoded_batch_wakes_its_loop_only_when_it_marked_something() -> None:
+    """Gaps or corrupt ranges the ledger holds no record of mark nothing and wake nothing:
+    a wake-up is a fetch loop's turn (found by mutation testing)."""
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 9, 1)), 1.0)
+    m.drain()
+    m.decoded(d.tag, TP, [(20, 22)], [(30, 31)])
+    assert m.drain() == []
+    m.decoded(d.tag, TP, [(3, 3)], [])
+    assert m.drain() == [Wake(NODE)]
+    m.decoded(d.tag, TP, [], [(5, 6)])
+    assert m.drain() == [Wake(NODE)]
 
 
 def test_a_corrupt_batch_is_released_and_noted_and_gaps_acknowledged() -> None:
