@@ -1185,6 +1185,10 @@ class ShareConsumer(Generic[K, V]):
             cursor.answered = True
             self._core.handout.answer(cur, AckType.RELEASE)
             self._core.wake_leader(cur.topic_partition)
+        if type(self).__anext__ is not _PLAIN_ANEXT:
+            # __anext__ was wrapped (sharecon.otel's receive spans) or overridden: the
+            # loop must run it, not the cursor (once per loop, not per record).
+            return self
         return cast("AsyncIterator[Record[K, V]]", cursor)
 
     async def __anext__(self) -> Record[K, V]:
@@ -1318,6 +1322,10 @@ class _BatchIterator(Generic[K, V]):
         if not records:
             raise StopAsyncIteration
         return records
+
+
+#: The consumer's own ``__anext__``, to tell when it was wrapped or overridden.
+_PLAIN_ANEXT = ShareConsumer.__anext__
 
 
 @dataclass(frozen=True, slots=True)
