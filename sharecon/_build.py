@@ -15,9 +15,10 @@ __all__ = ["MODULES", "compiled_modules"]
 #: The modules the compiled build compiles: those a record passes through. Decoding and
 #: the producer's batch encoder (records), the buffer between fetch loops and the
 #: iterator, the acknowledgement ranges and ledger, the consumer's per-record answers
-#: (core), the records' owners and factories (handout), the share machine they go through
-#: (machine, effects, answers), the counters behind ``metrics()``; the producer's engine
-#: (record inputs, batches, accumulator).
+#: (core), the records' owners and factories (handout), ``async for``'s step and the
+#: liveness counters it updates per record (cursor, liveness), the share machine they go
+#: through (machine, effects, answers), the counters behind ``metrics()``; the producer's
+#: engine (record inputs, batches, accumulator).
 #:
 #: To compile another module, add its dotted name here, nothing else: ``hatch_build.py``,
 #: ``scripts/release`` (every compiled wheel), ``scripts/test-compiled`` and
@@ -33,6 +34,7 @@ MODULES = (
     "sharecon._consumer.core",
     "sharecon._consumer.handout",
     "sharecon._consumer.cursor",
+    "sharecon._consumer.liveness",
     "sharecon._share.acks",
     "sharecon._share.ledger",
     "sharecon._share.effects",

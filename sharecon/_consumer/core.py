@@ -130,6 +130,10 @@ class ConsumerCore:
         self.fetchers: Fetchers = _NoFetchers()
         #: The assigned partitions, with topic names resolved.
         self.assignment: frozenset[TopicIdPartition] = frozenset()
+        # partitions_for()'s answers, and the metadata snapshot and assignment they hold for.
+        self._routes: dict[int, tuple[TopicIdPartition, ...]] = {}
+        self._routed_metadata: object = None
+        self._routed_assignment: object = None
         self.heartbeat_wake = Signal()
         #: Set after every answered share request; commit() waits on it.
         self.progress = Signal()
@@ -289,11 +293,28 @@ class ConsumerCore:
         """The node currently leading ``tp`` (``None`` if unknown)."""
         return self.cluster.metadata.leader_for(tp.topic_id, tp.partition)
 
-    def partitions_for(self, node_id: int) -> list[TopicIdPartition]:
-        """The assigned partitions ``node_id`` leads (none while unsubscribed)."""
+    def partitions_for(self, node_id: int) -> tuple[TopicIdPartition, ...]:
+        """The assigned partitions ``node_id`` leads (none while unsubscribed).
+
+        Every fetch loop asks this once per request: the answer is computed for every
+        leader at once and kept until the metadata snapshot (leaders move only in a new
+        one) or the assignment changes, both replaced whole, never mutated in place.
+        """
         if not self.machine.subscribed:
-            return []
-        return [tp for tp in self.assignment if self.leader(tp) == node_id]
+            return ()
+        metadata = self.cluster.metadata
+        assignment = self.assignment
+        if metadata is not self._routed_metadata or assignment is not self._routed_assignment:
+            routes: dict[int, list[TopicIdPartition]] = {}
+            leader_for = metadata.leader_for
+            for tp in assignment:  # the assignment's order, as before
+                leader = leader_for(tp.topic_id, tp.partition)
+                if leader is not None:
+                    routes.setdefault(leader, []).append(tp)
+            self._routes = {node: tuple(tps) for node, tps in routes.items()}
+            self._routed_metadata = metadata
+            self._routed_assignment = assignment
+        return self._routes.get(node_id, ())
 
     def wake_leader(self, tp: TopicIdPartition) -> None:
         """Wake the fetcher of ``tp``'s leader (acks to send)."""

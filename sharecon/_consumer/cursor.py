@@ -31,6 +31,7 @@ from sharecon._consumer.handout import SessionOwner
 
 if TYPE_CHECKING:
     from sharecon._consumer.core import ConsumerCore
+    from sharecon._consumer.liveness import Liveness
     from sharecon.record import Record
 
 __all__ = ["CHECKPOINT_EVERY", "Cursor", "CursorOwner"]
@@ -58,10 +59,11 @@ class CursorOwner(Protocol):
 class Cursor:
     """One consumer's ``async for`` state and its per-record step (rules 1-3).
 
-    :param liveness: the consumer's :class:`~sharecon._consumer.liveness.Liveness`.
+    :param liveness: the consumer's liveness counters (compiled too, so the counting per
+        record reads and writes their fields directly).
     """
 
-    def __init__(self, owner: CursorOwner, liveness: Any, *, explicit: bool) -> None:
+    def __init__(self, owner: CursorOwner, liveness: Liveness, *, explicit: bool) -> None:
         self.owner = owner
         self.liveness = liveness
         self.explicit = explicit

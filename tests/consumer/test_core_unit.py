@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from functools import partial
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -14,6 +15,7 @@ from sharecon._consumer.buffer import Chunk
 from sharecon._consumer.config import ConsumerConfig
 from sharecon._consumer.core import ConsumerCore
 from sharecon._consumer.handout import SessionOwner
+from sharecon._net.cluster import ClusterMetadata, PartitionInfo
 from sharecon._share.acks import AckBatch, batches_from_runs
 from sharecon._share.intake import take_partition
 from sharecon._share.ledger import AckFailure, AckResult
@@ -62,6 +64,38 @@ async def test_poll_marks_owned_batches_handed_out_run_by_run() -> None:
     assert [r.offset for r in rest] == [8, 9, 20, 21, 22]
     core.handout.handed_out(rest)
     assert core.ledger.unacknowledged() == {TP: [*range(10), 20, 21, 22]}
+
+
+def test_partitions_for_follows_leader_moves_and_assignment_changes() -> None:
+    # The routes are kept between fetches: a new metadata snapshot or assignment redoes them.
+    tid = uuid.uuid4()
+    tps = [TopicIdPartition(tid, p, "r") for p in range(4)]
+
+    def snapshot(*leaders: int) -> ClusterMetadata:
+        infos = tuple(PartitionInfo("r", tid, p, leader, 0) for p, leader in enumerate(leaders))
+        return ClusterMetadata(
+            topic_ids={"r": tid}, topic_names={tid: "r"}, partitions={"r": infos}
+        )
+
+    cluster = SimpleNamespace(metadata=snapshot(1, 2, 1, -1))
+    core = ConsumerCore(
+        cast("Any", cluster), ConsumerConfig(group_id="g", topics=("r",)), cast("Any", None)
+    )
+    assert core.partitions_for(1) == ()  # nothing assigned yet
+    core.assignment = frozenset(tps)
+    assert set(core.partitions_for(1)) == {tps[0], tps[2]}
+    assert core.partitions_for(2) == (tps[1],)
+    assert core.partitions_for(3) == ()  # partition 3 has no leader: no one fetches it
+    assert core.partitions_for(1) == core.partitions_for(1)  # asked again: the same answer
+    cluster.metadata = snapshot(2, 2, 1, 3)  # partition 0's leader moved; 3 got one
+    assert core.partitions_for(1) == (tps[2],)
+    assert set(core.partitions_for(2)) == {tps[0], tps[1]}
+    assert core.partitions_for(3) == (tps[3],)
+    core.assignment = frozenset(tps[1:3])  # a new assignment
+    assert core.partitions_for(2) == (tps[1],)
+    assert core.partitions_for(3) == ()
+    core.unsubscribe()
+    assert core.partitions_for(1) == () and core.partitions_for(2) == ()
 
 
 def lost(offset: int) -> AckResult:
@@ -127,7 +161,7 @@ async def test_unsubscribe_releases_what_was_not_handed_out_and_fetches_nothing(
     assert core.unsubscribe() == 6
     assert core.membership.topics == () and core.buffer.records == 0
     assert core.buffer.pop_one(lambda: 0.0) is None
-    assert core.partitions_for(1) == []
+    assert core.partitions_for(1) == ()
     # An answer fetched before the unsubscribe reached the broker is released, not buffered.
     _push(core, 20, 2)
     assert core.buffer.pop_one(lambda: 0.0) is None
