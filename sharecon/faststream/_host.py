@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-import anyio
-
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
@@ -42,6 +40,8 @@ class Hosted(Generic[C]):
         loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         self._ready = loop.create_future()
+        # A stop (Ctrl-C) while starting cancels the caller: nobody may read the outcome.
+        self._ready.add_done_callback(_read_outcome)
         self._task = loop.create_task(self._run(body))
         await asyncio.shield(self._ready)
 
@@ -51,19 +51,33 @@ class Hosted(Generic[C]):
         try:
             await client.start()
         except BaseException as exc:
-            if not self._ready.done():
-                self._ready.set_exception(exc)
+            ready = self._ready
+            if isinstance(exc, asyncio.CancelledError):
+                ready.cancel()
+                raise
+            if not ready.done():
+                ready.set_exception(exc)
             return
         self._ready.set_result(None)
+        # The body runs in a task of its own, not in a task group of this task: the
+        # client's own task group was entered first, by start() above, and this task
+        # must exit it (close) with no scope of its own still open inside it (anyio's
+        # rule; a stop right after start used to close from inside such a group).
+        runner = None if body is None else asyncio.get_running_loop().create_task(self._body(body))
         try:
-            async with anyio.create_task_group() as tg:
-                if body is not None:
-                    tg.start_soon(self._body, body)
-                await self._stop.wait()
-                await client.aclose()  # ends the body (a consumer's process() returns)
+            await self._stop.wait()
         finally:
-            with anyio.CancelScope(shield=True):
-                await client.aclose()  # closing again does nothing
+            # No anyio scope around the close either (not even a shield): the client's
+            # own scopes must be the innermost when it exits them. A wait cancelled by
+            # asyncio.run's shutdown (Ctrl-C while starting) still closes: asyncio
+            # cancels a task once, and the client shields its farewell itself.
+            await client.aclose()  # ends the body (a consumer's process() returns)
+            if runner is not None:
+                await _finish(runner)
+        if runner is not None and not runner.cancelled():
+            failed = runner.exception()
+            if failed is not None:
+                raise failed  # the body's own error, as the task group raised it before
 
     async def _body(self, body: Callable[[C], Awaitable[None]]) -> None:
         assert self._stop is not None
@@ -83,3 +97,22 @@ class Hosted(Generic[C]):
         if not done:
             task.cancel()
             await asyncio.wait({task})
+
+
+#: How long a body may take to return once its client closed, before it is cancelled.
+_BODY_GRACE = 30.0
+
+
+async def _finish(task: asyncio.Task[None]) -> None:
+    # The client is closed: its body returns soon; past the grace it is cancelled.
+    if not task.done():
+        await asyncio.wait({task}, timeout=_BODY_GRACE)
+    if not task.done():
+        task.cancel()
+        await asyncio.wait({task})
+
+
+def _read_outcome(ready: asyncio.Future[None]) -> None:
+    # Marks a failed start as seen: its caller raises it, unless it was cancelled first.
+    if not ready.cancelled():
+        ready.exception()
