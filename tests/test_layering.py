@@ -147,6 +147,7 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon.record",
             "sharecon.config",
             "sharecon.faststream",
+            "sharecon.serde",
         },
         set(),
     ),
