@@ -47,7 +47,7 @@ Design (rules of this module):
 7. The producer owns its task group; leaving ``async with`` flushes (normal exit) or fails
    the unsent records (exit by exception), then closes connections, shielded and bounded.
 8. :meth:`Producer.send_nowait` queues without ever waiting: when the record would have to
-   wait (a full buffer, a topic whose partitions are not known yet) it raises
+   wait (a full buffer, a topic whose partitions are not known yet, an async serializer) it raises
    :class:`~sharecon.errors.WouldBlockError` and queues nothing.
 
 This module is the public façade. The decisions (rules 1, 3 to 6 and 8) are made by the
@@ -500,7 +500,8 @@ class Producer(Generic[KT, VT]):
         the buffer is full (``max_buffer_bytes`` of records not yet delivered) or the
         topic's partitions are not known yet (its first record, or a partition beyond
         those known), it raises :class:`~sharecon.errors.WouldBlockError` (``.reason`` is
-        ``"buffer"`` or ``"metadata"``) and queues nothing. Then ``await
+        ``"buffer"`` or ``"metadata"``; ``"serializer"`` with an async serializer, which
+        only :meth:`send` awaits) and queues nothing. Then ``await
         producer.send(...)`` the same record, which waits for what is missing. As it never
         yields, a loop of ``send_nowait`` calls should itself pass through the event loop
         now and then (``await`` something) so that batches get sent.
@@ -517,8 +518,9 @@ class Producer(Generic[KT, VT]):
             placed.close()  # type: ignore[union-attr]  # the waiting half is not run
             serializers = self._context_serializers
             if serializers is not None and serializers.awaits:
-                raise errors.ConfigError(
-                    "send_nowait cannot await an async serializer: use await send()"
+                raise errors.WouldBlockError(
+                    "send_nowait cannot await an async serializer; await send() instead",
+                    reason="serializer",
                 )
             raise self._would_block(topic)
         return RecordFuture._for(placed, len(placed.timestamps) - 1)

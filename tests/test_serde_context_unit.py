@@ -362,8 +362,9 @@ async def test_the_producer_awaits_an_async_serializer_in_send_not_send_nowait(
     async with Producer(fake_kafka.bootstrap, key_serializer=encode) as producer:
         meta = await producer.send_and_wait("orders", b"v", key={"k": 1}, partition=0)
         assert meta.offset == 0
-        with pytest.raises(errors.ConfigError, match="send_nowait cannot await"):
+        with pytest.raises(errors.WouldBlockError, match="send_nowait cannot await") as caught:
             producer.send_nowait("orders", b"v", key={"k": 2})
+        assert caught.value.reason == "serializer"
         with pytest.raises(errors.ConfigError, match="topic must be"):
             await producer.send("", b"v", key={"k": 3})
     assert registry.ids == {"orders-key": 1}
@@ -371,3 +372,22 @@ async def test_the_producer_awaits_an_async_serializer_in_send_not_send_nowait(
         with anyio.fail_after(30):
             record = await consumer.__anext__()
     assert record.key == b'\0\0\0\0\x01{"k": 1}' and record.value == b"v"
+
+
+def test_the_blocking_clients_await_async_serde_on_their_engine_thread() -> None:
+    from sharecon.sync import Producer as BlockingProducer
+    from sharecon.sync import ShareConsumer as BlockingConsumer
+    from sharecon.testing.fake import FakeKafka
+
+    registry = Registry()
+    encode, decode = confluent(registry)
+    with FakeKafka() as kafka:
+        kafka.create_topic("orders")
+        kafka.configure_group("blocking", EARLIEST)
+        with BlockingProducer(kafka.bootstrap, value_serializer=encode) as producer:
+            meta = producer.send("orders", {"id": 1}).result(timeout=30)
+        with BlockingConsumer(
+            kafka.bootstrap, group_id="blocking", topics=["orders"], value_deserializer=decode
+        ) as consumer:
+            [record] = consumer.poll(timeout=30)
+    assert record.value == {"subject": "orders-value", "offset": meta.offset, "doc": {"id": 1}}
