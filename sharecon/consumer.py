@@ -157,7 +157,10 @@ class ShareConsumer(Generic[K, V]):
         leaves the group, releasing what it holds; it rejoins when it asks again.
         ``None`` turns this off. Like Java's ``max.poll.interval.ms`` (default 300 s).
     :param key_deserializer: turns each record's key bytes into ``record.key`` (see
-        :mod:`sharecon.serde`); never called for a null key. Typed records follow:
+        :mod:`sharecon.serde`; :func:`~sharecon.serde.with_context` or
+        :func:`~sharecon.serde.async_deserializer` for one that is given the record's
+        topic, partition, offset and headers, or is awaited where records are handed
+        out); never called for a null key. Typed records follow:
         ``ShareConsumer[K, V]`` hands out ``Record[K, V]``.
     :param value_deserializer: the same for ``record.value`` (never called for a
         tombstone). A record either one fails for is not handed out: the call that would

@@ -210,8 +210,10 @@ class Producer(Generic[KT, VT]):
     :param config: a complete connection config instead of the separate options.
     :param close_timeout: bound on closing connections when leaving ``async with``.
     :param key_serializer: turns each key given to :meth:`send` / :meth:`send_batch` into
-        bytes (see :mod:`sharecon.serde`); never called for ``None`` (no key). Typed
-        sends follow: ``Producer[KT, VT]`` takes ``KT`` keys and ``VT`` values.
+        bytes (see :mod:`sharecon.serde`; :func:`~sharecon.serde.with_context` or
+        :func:`~sharecon.serde.async_serializer` for one that is given the record's
+        topic, partition and headers, or is awaited); never called for ``None`` (no
+        key). Typed sends follow: ``Producer[KT, VT]`` takes ``KT`` keys and ``VT`` values.
     :param value_serializer: the same for values (never called for ``None``, a
         tombstone). A serializer that raises, or returns something other than bytes or
         ``None``, fails that send with :class:`~sharecon.errors.SerializationError`.
