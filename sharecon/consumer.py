@@ -62,6 +62,7 @@ from sharecon.metrics import CONSUMER_METRICS
 from sharecon.protocol import ShareGroupHeartbeatRequest
 from sharecon.protocol.names import validate_topic_name
 from sharecon.record import K, V, check_delay
+from sharecon.serde import AnyDeserializer, AsyncWithContext, WithContext
 from sharecon.types import AckType, TopicIdPartition, TopicPartition
 
 if TYPE_CHECKING:
@@ -87,6 +88,9 @@ _CONSUMER_POINTS = metric_points(CONSUMER_METRICS, "consumer")
 #: The answers acknowledge_offset() gives (a renew goes through the Record, whose deadline
 #: it moves; GAP is the consumer's own).
 _OFFSET_ACKS = frozenset({AckType.ACCEPT, AckType.RELEASE, AckType.REJECT})
+
+#: The (de)serializer wrappers of sharecon.serde: not callables themselves.
+_WRAPPED = (WithContext, AsyncWithContext)
 
 
 class ShareConsumer(Generic[K, V]):
@@ -153,7 +157,10 @@ class ShareConsumer(Generic[K, V]):
         leaves the group, releasing what it holds; it rejoins when it asks again.
         ``None`` turns this off. Like Java's ``max.poll.interval.ms`` (default 300 s).
     :param key_deserializer: turns each record's key bytes into ``record.key`` (see
-        :mod:`sharecon.serde`); never called for a null key. Typed records follow:
+        :mod:`sharecon.serde`; :func:`~sharecon.serde.with_context` or
+        :func:`~sharecon.serde.async_deserializer` for one that is given the record's
+        topic, partition, offset and headers, or is awaited where records are handed
+        out); never called for a null key. Typed records follow:
         ``ShareConsumer[K, V]`` hands out ``Record[K, V]``.
     :param value_deserializer: the same for ``record.value`` (never called for a
         tombstone). A record either one fails for is not handed out: the call that would
@@ -195,8 +202,8 @@ class ShareConsumer(Generic[K, V]):
         keep_locks: bool = False,
         max_hold: float = 300.0,
         max_poll_interval: float | None = 300.0,
-        key_deserializer: Callable[[bytes], K] | None = None,
-        value_deserializer: Callable[[bytes], V] | None = None,
+        key_deserializer: AnyDeserializer[K] | None = None,
+        value_deserializer: AnyDeserializer[V] | None = None,
         enable_metrics_push: bool = True,
     ) -> None:
         self._enable_metrics_push = check_enabled(enable_metrics_push)
@@ -242,12 +249,18 @@ class ShareConsumer(Generic[K, V]):
             ("key_deserializer", key_deserializer),
             ("value_deserializer", value_deserializer),
         ):
-            if fn is not None and not callable(fn):
+            if fn is not None and not callable(fn) and not isinstance(fn, _WRAPPED):
                 raise errors.ConfigError(
-                    f"{name} must be a callable taking bytes, not {type(fn).__name__}"
+                    f"{name} must be a callable taking bytes (or made by with_context() "
+                    f"or async_deserializer()), not {type(fn).__name__}"
                 )
         self._deserializers = Deserializers(key_deserializer, value_deserializer)
-        self._deserialize = self._deserializers.apply
+        # The kind of each deserializer is read once, here (sharecon.serde rule 4).
+        self._deserialize = self._deserializers.apply_sync
+        #: With an async deserializer: the step hand-out awaits instead of _deserialize.
+        self._deserialize_async = (
+            self._deserializers.apply_async if self._deserializers.awaits else None
+        )
         self._deserializing = self._deserializers.active
         #: Per-record work at hand-out beyond popping (deserializers, lock keeping): one
         #: test per record decides it, so a consumer with neither pays nothing more.
@@ -1006,7 +1019,12 @@ class ShareConsumer(Generic[K, V]):
             asked=self._asked,
             wait_for_records=self._wait_for_records,
             closed=lambda: self._closed,
-            deserialize=self._deserialize if self._deserializing else None,
+            deserialize=(
+                self._deserialize
+                if self._deserializing and self._deserialize_async is None
+                else None
+            ),
+            deserialize_async=self._deserialize_async,
             dispose=self._dispose_undeserializable,
             to_dead_letters=partial(self._reject_to_dlq, topic=None),
             answer=self._answer_if_open,
@@ -1039,7 +1057,10 @@ class ShareConsumer(Generic[K, V]):
         its lock."""
         if self._deserializing:
             try:
-                self._deserialize(record)
+                if self._deserialize_async is None:
+                    self._deserialize(record)
+                else:
+                    await self._deserialize_async(record)
             except errors.DeserializationError as exc:
                 await self._dispose_undeserializable(core, record, exc)
                 raise
@@ -1072,12 +1093,16 @@ class ShareConsumer(Generic[K, V]):
         out: list[Record[Any, Any]] = []
         pop = core.buffer.pop_one
         clock = core.clock
+        deserialize, deserialize_async = self._deserialize, self._deserialize_async
         while len(out) < limit:
             record = pop(clock)
             if record is None:
                 break
             try:
-                self._deserialize(record)
+                if deserialize_async is None:
+                    deserialize(record)
+                else:
+                    await deserialize_async(record)
             except errors.DeserializationError as exc:
                 await self._dispose_undeserializable(core, record, exc)
                 if not out:

@@ -160,14 +160,17 @@ class SerializationError(KafkaError):
 
 class WouldBlockError(KafkaError):
     """:meth:`Producer.send_nowait <sharecon.producer.Producer.send_nowait>` cannot queue the
-    record without waiting: the buffer is full (``max_buffer_bytes``), or the topic's
-    partitions are not known yet. Nothing was queued; ``await producer.send(...)`` waits
-    for what is missing instead.
+    record without waiting: the buffer is full (``max_buffer_bytes``), the topic's
+    partitions are not known yet, or a serializer is async (it must be awaited). Nothing
+    was queued; ``await producer.send(...)`` waits for what is missing instead.
 
-    :ivar reason: ``"buffer"`` (it is full) or ``"metadata"`` (the topic is not known yet).
+    :ivar reason: ``"buffer"`` (it is full), ``"metadata"`` (the topic is not known yet)
+        or ``"serializer"`` (an :func:`~sharecon.serde.async_serializer`).
     """
 
-    def __init__(self, message: str, *, reason: Literal["buffer", "metadata"]) -> None:
+    def __init__(
+        self, message: str, *, reason: Literal["buffer", "metadata", "serializer"]
+    ) -> None:
         super().__init__(message)
         self.reason = reason
 

@@ -47,7 +47,7 @@ Design (rules of this module):
 7. The producer owns its task group; leaving ``async with`` flushes (normal exit) or fails
    the unsent records (exit by exception), then closes connections, shielded and bounded.
 8. :meth:`Producer.send_nowait` queues without ever waiting: when the record would have to
-   wait (a full buffer, a topic whose partitions are not known yet) it raises
+   wait (a full buffer, a topic whose partitions are not known yet, an async serializer) it raises
    :class:`~sharecon.errors.WouldBlockError` and queues nothing.
 
 This module is the public façade. The decisions (rules 1, 3 to 6 and 8) are made by the
@@ -66,6 +66,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, overload
 
@@ -84,16 +85,17 @@ from sharecon._produce.metadata import RecordMetadata
 from sharecon._produce.settings import check_settings
 from sharecon._producer.future import RecordFuture
 from sharecon._producer.sender import Sender
-from sharecon._producer.serialize import serialize
+from sharecon._producer.serialize import ContextSerializers, serialize
 from sharecon._stats import ProducerStats
 from sharecon._telemetry import check_enabled, metric_points
 from sharecon.metrics import PRODUCER_METRICS
 from sharecon.protocol import InitProducerIdRequest
 from sharecon.protocol.versions import PRODUCER_APIS
+from sharecon.serde import AnySerializer, AsyncWithContext, WithContext
 
 if TYPE_CHECKING:
     import ssl
-    from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+    from collections.abc import Coroutine, Iterable, Sequence
     from types import TracebackType
 
     from anyio.abc import TaskGroup
@@ -116,6 +118,9 @@ __all__ = [
 ]
 
 #: What ``headers=`` accepts: a mapping, or ``(key, value)`` pairs / :class:`Header` objects.
+#: The (de)serializer wrappers of sharecon.serde: not callables themselves.
+_WRAPPED = (WithContext, AsyncWithContext)
+
 HeadersLike: TypeAlias = (
     "Mapping[str, bytes | str | None] | Iterable[tuple[str, bytes | str | None] | Header]"
 )
@@ -205,8 +210,10 @@ class Producer(Generic[KT, VT]):
     :param config: a complete connection config instead of the separate options.
     :param close_timeout: bound on closing connections when leaving ``async with``.
     :param key_serializer: turns each key given to :meth:`send` / :meth:`send_batch` into
-        bytes (see :mod:`sharecon.serde`); never called for ``None`` (no key). Typed
-        sends follow: ``Producer[KT, VT]`` takes ``KT`` keys and ``VT`` values.
+        bytes (see :mod:`sharecon.serde`; :func:`~sharecon.serde.with_context` or
+        :func:`~sharecon.serde.async_serializer` for one that is given the record's
+        topic, partition and headers, or is awaited); never called for ``None`` (no
+        key). Typed sends follow: ``Producer[KT, VT]`` takes ``KT`` keys and ``VT`` values.
     :param value_serializer: the same for values (never called for ``None``, a
         tombstone). A serializer that raises, or returns something other than bytes or
         ``None``, fails that send with :class:`~sharecon.errors.SerializationError`.
@@ -239,19 +246,28 @@ class Producer(Generic[KT, VT]):
         sasl: SaslConfig | GssapiConfig | None = None,
         config: ConnectionConfig | None = None,
         close_timeout: float = 5.0,
-        key_serializer: Callable[[KT], bytes | None] | None = None,
-        value_serializer: Callable[[VT], bytes | None] | None = None,
+        key_serializer: AnySerializer[KT] | None = None,
+        value_serializer: AnySerializer[VT] | None = None,
         enable_metrics_push: bool = True,
     ) -> None:
         for name, fn in (
             ("key_serializer", key_serializer),
             ("value_serializer", value_serializer),
         ):
-            if fn is not None and not callable(fn):
+            if fn is not None and not callable(fn) and not isinstance(fn, _WRAPPED):
                 raise errors.ConfigError(f"{name} must be a callable, not {type(fn).__name__}")
-        self._key_serializer = key_serializer
-        self._value_serializer = value_serializer
-        self._serializing = key_serializer is not None or value_serializer is not None
+        #: A context or async serializer among the two (sharecon.serde rule 4): read once,
+        #: here; plain callables keep their own path (_serializing).
+        self._context_serializers = (
+            ContextSerializers(key_serializer, value_serializer)
+            if ContextSerializers.wanted(key_serializer, value_serializer)
+            else None
+        )
+        self._key_serializer: Any = key_serializer
+        self._value_serializer: Any = value_serializer
+        self._serializing = self._context_serializers is None and (
+            key_serializer is not None or value_serializer is not None
+        )
         self._settings = settings = check_settings(
             acks=acks,
             idempotent=idempotent,
@@ -331,7 +347,7 @@ class Producer(Generic[KT, VT]):
             ),
             self._on_connected,
         )
-        if not self._serializing:
+        if not self._serializing and self._context_serializers is None:
             self._acc.view = self._runtime.current
 
     async def _on_connected(self, cluster: Cluster, tg: TaskGroup) -> None:
@@ -486,7 +502,8 @@ class Producer(Generic[KT, VT]):
         the buffer is full (``max_buffer_bytes`` of records not yet delivered) or the
         topic's partitions are not known yet (its first record, or a partition beyond
         those known), it raises :class:`~sharecon.errors.WouldBlockError` (``.reason`` is
-        ``"buffer"`` or ``"metadata"``) and queues nothing. Then ``await
+        ``"buffer"`` or ``"metadata"``; ``"serializer"`` with an async serializer, which
+        only :meth:`send` awaits) and queues nothing. Then ``await
         producer.send(...)`` the same record, which waits for what is missing. As it never
         yields, a loop of ``send_nowait`` calls should itself pass through the event loop
         now and then (``await`` something) so that batches get sent.
@@ -501,6 +518,12 @@ class Producer(Generic[KT, VT]):
         placed = self._place(topic, value, key, headers, partition, timestamp, -1)
         if type(placed) is not Batch:
             placed.close()  # type: ignore[union-attr]  # the waiting half is not run
+            serializers = self._context_serializers
+            if serializers is not None and serializers.awaits:
+                raise errors.WouldBlockError(
+                    "send_nowait cannot await an async serializer; await send() instead",
+                    reason="serializer",
+                )
             raise self._would_block(topic)
         return RecordFuture._for(placed, len(placed.timestamps) - 1)
 
@@ -660,6 +683,11 @@ class Producer(Generic[KT, VT]):
         cluster = self._check_open()
         if self._serializing:
             key, value = serialize(topic, key, value, self._key_serializer, self._value_serializer)
+        elif self._context_serializers is not None:
+            headers = _headers_tuple(headers)
+            if self._context_serializers.awaits:
+                return self._place_async(topic, value, key, headers, partition, timestamp, now_ms)
+            key, value = self._context_serializers.apply(topic, key, value, headers, partition)
         batch = self._acc.place(
             topic, value, key, headers, partition, timestamp, now_ms, cluster.metadata.partitions
         )
@@ -667,3 +695,36 @@ class Producer(Generic[KT, VT]):
             return batch
         record = self._acc.prepare(topic, value, key, headers, timestamp, now_ms)
         return self._sender.place_later(cluster, topic, record, partition, self._check_open)  # type: ignore[arg-type]
+
+    async def _place_async(
+        self,
+        topic: object,
+        value: object,
+        key: object,
+        headers: object,
+        partition: object,
+        timestamp: object,
+        now_ms: int,
+    ) -> Batch:
+        """:meth:`_place` for a producer with an async serializer: await it, then place."""
+        serializers = self._context_serializers
+        assert serializers is not None
+        key, value = await serializers.apply_async(topic, key, value, headers, partition)
+        cluster = self._check_open()
+        batch = self._acc.place(
+            topic, value, key, headers, partition, timestamp, now_ms, cluster.metadata.partitions
+        )
+        if batch is not None:
+            return batch
+        record = self._acc.prepare(topic, value, key, headers, timestamp, now_ms)
+        return await self._sender.place_later(cluster, topic, record, partition, self._check_open)  # type: ignore[arg-type]
+
+
+def _headers_tuple(headers: object) -> tuple[Any, ...]:
+    """A record's headers as the pairs a context shows (read once: an iterator is
+    consumed here and the tuple passed on)."""
+    if headers is None:
+        return ()
+    if isinstance(headers, Mapping):
+        return tuple(headers.items())
+    return tuple(headers)  # type: ignore[arg-type]

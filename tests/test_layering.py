@@ -63,7 +63,13 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     "_producer": (
         SANS_IO_BASE
         | METRICS
-        | {"sharecon.protocol", "sharecon._net", "sharecon._produce", "sharecon._producer"},
+        | {
+            "sharecon.protocol",
+            "sharecon._net",
+            "sharecon._produce",
+            "sharecon._producer",
+            "sharecon.serde",  # the context and wrapper types of serializers
+        },
         set(),
     ),
     # The command line is a client of the public layer-4 API; it must not reach into tests.
@@ -141,6 +147,7 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon.record",
             "sharecon.config",
             "sharecon.faststream",
+            "sharecon.serde",
         },
         set(),
     ),
@@ -153,6 +160,7 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon.producer",
             "sharecon.consumer",
             "sharecon.record",
+            "sharecon.serde",
             "sharecon.sync",
         },
         set(),
@@ -166,6 +174,8 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon._net",
             "sharecon._consumer",
             "sharecon.record",
+            # the context and wrapper types of (de)serializers: plain data
+            "sharecon.serde",
         }
         | METRICS,
         set(),
@@ -234,6 +244,7 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon._producer",
             "sharecon._lifecycle",
             "sharecon._telemetry",
+            "sharecon.serde",
         },
         set(),
     ),
@@ -261,6 +272,7 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon.record",
             "sharecon.dlq",
             "sharecon.producer",
+            "sharecon.serde",
         }
         | METRICS,
         set(),

@@ -65,7 +65,7 @@ class Host:
     wait_for_records: Callable[[ConsumerCore], Awaitable[None]]
     #: Whether the consumer was closed.
     closed: Callable[[], bool]
-    #: Deserialize a record in place (``None``: no deserializers).
+    #: Deserialize a record in place (``None``: no deserializers, or an async one).
     deserialize: Callable[[Record[Any, Any]], None] | None
     #: Route or release a record the deserializers failed for.
     dispose: Callable[
@@ -79,6 +79,8 @@ class Host:
     release_later: Callable[[Record[Any, Any], float], None]
     #: Renew held records' locks until cancelled (for a keeper of this call's own).
     keep_locks: Callable[[ConsumerCore, LockKeeper[Record[Any, Any]]], Coroutine[Any, Any, None]]
+    #: Deserialize a record in place, awaited (an async deserializer; else ``None``).
+    deserialize_async: Callable[[Record[Any, Any]], Awaitable[None]] | None = None
 
 
 async def run_workers(
@@ -99,7 +101,9 @@ async def run_workers(
     """
     hold = keeper.hold if keeper is not None else None
     deserialize = host.deserialize
-    prepare = hold is not None or deserialize is not None  # rule 3
+    deserialize_async = host.deserialize_async
+    decode = deserialize is not None or deserialize_async is not None
+    prepare = hold is not None or decode  # rule 3
     limit = dead_letter_limit
     backoff = retry_backoff
 
@@ -120,9 +124,12 @@ async def run_workers(
                 await host.wait_for_records(core)
                 continue
             if prepare:
-                if deserialize is not None:
+                if decode:
                     try:
-                        deserialize(record)
+                        if deserialize is not None:
+                            deserialize(record)
+                        elif deserialize_async is not None:
+                            await deserialize_async(record)
                     except errors.DeserializationError as exc:
                         await host.dispose(core, record, exc)
                         logger.warning("share consumer %s: %s", core.member_id, exc)

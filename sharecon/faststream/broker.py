@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
     from sharecon.dlq import DeadLetterPolicy
     from sharecon.producer import RecordMetadata
+    from sharecon.serde import AnyDeserializer
 
 
 class ShareBroker(BrokerUsecase[ShareRecord, Producer, ShareBrokerConfig]):
@@ -158,6 +159,7 @@ class ShareBroker(BrokerUsecase[ShareRecord, Producer, ShareBrokerConfig]):
         dead_letter: DeadLetterPolicy | None = None,
         keep_locks: bool | None = None,
         consumer_options: Mapping[str, Any] | None = None,
+        value_deserializer: AnyDeserializer[Any] | None = None,
         no_reply: bool = False,
         dependencies: Iterable[Dependant] = (),
         parser: CustomCallable | None = None,
@@ -183,6 +185,13 @@ class ShareBroker(BrokerUsecase[ShareRecord, Producer, ShareBrokerConfig]):
             where the broker can, as :meth:`~sharecon.ShareConsumer.process`).
         :param consumer_options: more :class:`~sharecon.ShareConsumer` arguments
             (``max_records``, ``acquire_mode``, ``max_hold``...).
+        :param value_deserializer: decodes each record's value before FastStream does, as
+            the consumer's ``value_deserializer`` (a plain callable, or one made by
+            :func:`~sharecon.serde.with_context` or
+            :func:`~sharecon.serde.async_deserializer`, such as a schema-registry
+            decoder): the handler's body is what it returns, not decoded again. A record
+            it fails for never reaches the handler: it is released, or dead-lettered on
+            its last allowed delivery under ``dead_letter``.
         """
         if max_workers < 1:
             raise errors.ConfigError(f"max_workers must be at least 1, not {max_workers}")
@@ -194,6 +203,7 @@ class ShareBroker(BrokerUsecase[ShareRecord, Producer, ShareBrokerConfig]):
             dead_letter=dead_letter,
             keep_locks=keep_locks,
             consumer_options=dict(consumer_options or {}),
+            value_deserializer=value_deserializer,
             no_reply=no_reply,
             _outer_config=self.config,  # type: ignore[arg-type]
             _ack_policy=ack_policy,

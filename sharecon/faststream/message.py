@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from sharecon.consumer import ShareConsumer
     from sharecon.producer import RecordMetadata
 
-#: The raw message of the share broker: a record as sharecon fetched it (bytes, no
-#: deserializers: FastStream decodes the body).
+#: The raw message of the share broker: a record as sharecon fetched it (bytes, unless
+#: the subscriber has a ``value_deserializer``: then FastStream does not decode the body).
 ShareRecord = Record[bytes | None, bytes | None]
 
 
@@ -105,11 +105,14 @@ class ShareParser:
     """Turns a record into a :class:`ShareMessage` (headers as FastStream's Kafka brokers
     write them: ``content-type``, ``correlation_id``, ``reply_to``)."""
 
-    __slots__ = ("claim", "consumer")
+    __slots__ = ("claim", "consumer", "decoded")
 
     def __init__(self) -> None:
         self.consumer: ShareConsumer[Any, Any] | None = None
         self.claim: Callable[[ShareRecord], bool] = _first
+        #: The consumer's value_deserializer made ``record.value``: the body's bytes are
+        #: the record's as fetched, and the decoded body is ``record.value`` itself.
+        self.decoded = False
 
     async def parse_message(self, record: ShareRecord) -> ShareMessage:
         headers = {k: v.decode(errors="replace") for k, v in record.headers if v is not None}
@@ -117,7 +120,7 @@ class ShareParser:
             record,
             consumer=self.consumer,
             claim=self.claim,
-            body=record.value or b"",
+            body=(record.serialized_value if self.decoded else record.value) or b"",
             headers=headers,
             reply_to=headers.get("reply_to", ""),
             content_type=headers.get("content-type"),
@@ -125,6 +128,8 @@ class ShareParser:
             message_id=f"{record.topic}-{record.partition}-{record.offset}",
         )
 
-    @staticmethod
-    async def decode_message(msg: StreamMessage[Any]) -> DecodedMessage:
+    async def decode_message(self, msg: StreamMessage[Any]) -> DecodedMessage:
+        if self.decoded:
+            value: DecodedMessage = msg.raw_message.value
+            return value
         return decode_message(msg)

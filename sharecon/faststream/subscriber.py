@@ -66,6 +66,8 @@ class ShareSubscriberConfig(SubscriberUsecaseConfig):
     dead_letter: DeadLetterPolicy | None = None
     keep_locks: bool | None = None
     consumer_options: dict[str, Any] = field(default_factory=dict)
+    #: The consumer's value_deserializer (FastStream then does not decode the body).
+    value_deserializer: Any = None
 
     @property
     def ack_policy(self) -> AckPolicy:
@@ -194,6 +196,11 @@ class ShareSubscriber(SubscriberUsecase[ShareRecord]):
             self._post_start()
             return
         prefix = self._outer_config.prefix
+        options = dict(self._config.consumer_options)
+        if self._config.value_deserializer is not None:
+            options["value_deserializer"] = self._config.value_deserializer
+        # A record's value decoded by the consumer is the body as it is (see ShareParser).
+        self._share_parser.decoded = options.get("value_deserializer") is not None
         consumer: ShareConsumer[bytes | None, bytes | None] = ShareConsumer(
             self._outer_config.bootstrap,
             group_id=self.group_id,
@@ -201,7 +208,7 @@ class ShareSubscriber(SubscriberUsecase[ShareRecord]):
             ack_mode="explicit",
             dead_letter=self._config.dead_letter,
             config=self._outer_config.connection,
-            **self._config.consumer_options,
+            **options,
         )
         self._share_parser.consumer = consumer
         host = Hosted(consumer)

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
     from sharecon.metrics import ConsumerMetrics
     from sharecon.producer import RecordMetadata
+    from sharecon.serde import AnyDeserializer
 
 __all__ = ["ShareConsumer"]
 
@@ -125,8 +126,8 @@ class ShareConsumer(Generic[K, V]):
         topics: Iterable[str],
         ack_mode: Literal["implicit", "explicit"] = "implicit",
         max_records: int = 500,
-        key_deserializer: Callable[[bytes], K] | None = None,
-        value_deserializer: Callable[[bytes], V] | None = None,
+        key_deserializer: AnyDeserializer[K] | None = None,
+        value_deserializer: AnyDeserializer[V] | None = None,
         backend: Backend = "asyncio",
         handle_sigterm: bool = True,
         **options: Any,

@@ -13,9 +13,10 @@ from sharecon.producer import Producer as AsyncProducer
 from sharecon.sync._client import BlockingClient
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
     from sharecon.metrics import ProducerMetrics
+    from sharecon.serde import AnySerializer
     from sharecon.sync._thread import Backend
 
 __all__ = ["Producer", "SendFuture"]
@@ -50,8 +51,8 @@ class Producer(BlockingClient[AsyncProducer[KT, VT]], Generic[KT, VT]):
         self,
         bootstrap: str | Sequence[str],
         *,
-        key_serializer: Callable[[KT], bytes | None] | None = None,
-        value_serializer: Callable[[VT], bytes | None] | None = None,
+        key_serializer: AnySerializer[KT] | None = None,
+        value_serializer: AnySerializer[VT] | None = None,
         backend: Backend = "asyncio",
         handle_sigterm: bool = True,
         **options: Any,

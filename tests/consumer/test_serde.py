@@ -23,6 +23,7 @@ from sharecon.serde import (
 )
 from tests.consumer.conftest import produce
 from tests.consumer.test_dlq import read_all
+from tests.test_serde_context_unit import Registry, confluent
 
 if TYPE_CHECKING:
     from sharecon.record import Record
@@ -207,3 +208,52 @@ async def test_process_skips_poison_records_and_routes_them_on_their_last_delive
         (produced[0].offset, 2, True),
     ]
     assert copy.value == POISON
+
+
+async def test_async_confluent_serde_round_trip_and_a_poison_record_to_the_dlq(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    """An async serializer frames values in the Confluent wire format with a schema id
+    looked up asynchronously; an async context deserializer decodes them in process();
+    a value it cannot decode goes to the DLQ under the policy, the others are handled."""
+    topic = topic_factory(1)
+    dlq = f"dlq-{uuid.uuid4().hex[:8]}"
+    registry = Registry()
+    encode, decode = confluent(registry)
+    async with Producer(kafka_bootstrap, value_serializer=encode) as producer:
+        first = await producer.send_and_wait(topic, {"id": 1}, headers={"trace": b"a"})
+        await producer.send_and_wait(topic, {"id": 3})
+    [poison] = await produce(kafka_bootstrap, topic, [b"\0\0\0\0\x63{}"])  # id 99: unknown
+    handled: list[Any] = []
+    policy = DeadLetterPolicy(topic=dlq, max_deliveries=1)
+    async with ShareConsumer(
+        kafka_bootstrap,
+        group_id=share_group,
+        topics=[topic],
+        value_deserializer=decode,
+        dead_letter=policy,
+    ) as consumer:
+
+        async def handler(record: Record[Any, Any]) -> None:
+            handled.append(record.value)
+            if len(handled) == 2:
+                both.set()
+
+        both = anyio.Event()
+        with anyio.fail_after(90):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(consumer.process, handler)
+                [copy] = await read_all(kafka_bootstrap, dlq, 1, timeout=80)
+                await both.wait()
+                tg.cancel_scope.cancel()
+        failures = [e for e in consumer.recent_errors if isinstance(e, errors.DeserializationError)]
+    assert sorted(handled, key=lambda v: v["offset"]) == [
+        {"subject": f"{topic}-value", "offset": first.offset, "doc": {"id": 1}},
+        {"subject": f"{topic}-value", "offset": first.offset + 1, "doc": {"id": 3}},
+    ]
+    assert [(f.offset, f.field, f.dead_lettered) for f in failures] == [
+        (poison.offset, "value", True)
+    ]
+    assert copy.value == b"\0\0\0\0\x63{}"
+    info = dead_letter_info(copy.headers)
+    assert info is not None and "unknown schema id 99" in info.reason
