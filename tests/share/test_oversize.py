@@ -44,6 +44,19 @@ def test_a_late_batch_larger_than_the_lock_carries_blocks_its_partition_at_once(
     assert g.causes() == [cause]
 
 
+def test_a_late_floor_sized_batch_is_a_stall_and_blocks_nothing() -> None:
+    """Simulation (seed 334190681 on 4.2): a stalled answer brought a 75-byte batch after
+    the lock, measured at 35 bytes/s, and the block it made outlasted the stall for good:
+    the partition's records were never fetched again (invariant 9)."""
+    g = OversizeGuard()
+    assert g.answered({TP: 75}, elapsed=2.2, bytes_per_second=35.0, lock=2.0, asked=1024) == []
+    assert g.answered({TP: 1024}, elapsed=40.0, bytes_per_second=20.0, lock=LOCK, asked=1024) == []
+    assert g.wanted([TP]) == [TP]
+    # Past the floor the rule stands: 2 KiB that needs longer than the lock blocks.
+    [b] = g.answered({TP: 2048}, elapsed=40.0, bytes_per_second=20.0, lock=LOCK, asked=1024)
+    assert b.tp == TP and g.wanted([TP]) == []
+
+
 def test_a_late_answer_whose_partitions_each_fit_blocks_nothing() -> None:
     g = OversizeGuard()
     # 400 KB asked and got in many batches: a smaller ask helps (the fetch sizer's job).

@@ -21,10 +21,12 @@ RANDOM = 200
 #: Seeds of bugs the simulator found (all on Kafka 4.4 semantics), kept as regressions:
 #: 272 close() raised ValueError (an offset dead in two buffered deliveries); 1974 handing
 #: out an old delivery marked a buffered newer one as handed out; 2964 a leader kept the
-#: whole strict record budget (record_limit) while records waited at the other.
+#: whole strict record budget (record_limit) while records waited at the other;
+#: 334190681 (found on 4.2) a stalled 75-byte answer blocked its partition for good as
+#: a batch too large for the link (invariant 9; _share/oversize.py rule 1).
 #: The others pinned the simulator's own bookkeeping while it was built (leader moves,
 #: hostile ranges, answers after close).
-REGRESSIONS = [272, 1974, 2964, 16, 28, 293, 347, 407, 408, 1084, 1093, 500001712]
+REGRESSIONS = [272, 1974, 2964, 334190681, 16, 28, 293, 347, 407, 408, 1084, 1093, 500001712]
 
 
 def _explain(bad: list[Outcome], mutant: str | None = None) -> str:
