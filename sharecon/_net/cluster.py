@@ -590,8 +590,10 @@ class Cluster:
             if self._recovery.due(anyio.current_time()):
                 self._rebootstrap("no known broker was reachable for the trigger time")
             address = self._metadata.brokers.get(node_id)
-            if address is None:
-                # A node we have not seen may have just joined: look once more.
+            if address is None and not self._refreshing_here():
+                # A node we have not seen may have just joined: look once more. (Not
+                # from inside a refresh, which asks here for any broker: a rebootstrap
+                # there forgets the learned brokers; the bootstrap names come next.)
                 await self.refresh_metadata()
                 address = self._metadata.brokers.get(node_id)
             if address is None:
@@ -630,6 +632,11 @@ class Cluster:
             return None
         self._last_used[node_id] = now
         return conn
+
+    def _refreshing_here(self) -> bool:
+        # Whether this task holds the refresh lock (anyio's locks are not reentrant).
+        owner = self._refresh_lock.statistics().owner
+        return owner is not None and owner.id == anyio.get_current_task().id
 
     async def _reconnect_pause(self, node_id: int) -> None:
         failures = self._failures.get(node_id)
