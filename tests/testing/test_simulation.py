@@ -26,7 +26,22 @@ RANDOM = 200
 #: a batch too large for the link (invariant 9; _share/oversize.py rule 1).
 #: The others pinned the simulator's own bookkeeping while it was built (leader moves,
 #: hostile ranges, answers after close).
-REGRESSIONS = [272, 1974, 2964, 334190681, 16, 28, 293, 347, 407, 408, 1084, 1093, 500001712]
+REGRESSIONS = [
+    272,
+    1974,
+    2964,
+    334190681,
+    16,
+    28,
+    293,
+    347,
+    407,
+    408,
+    1084,
+    1093,
+    500001712,
+    590556105,
+]
 
 
 def _explain(bad: list[Outcome], mutant: str | None = None) -> str:

@@ -856,6 +856,12 @@ class Member:
         if wire is not None and wire.conn == lp.conn:
             lp.inflight = None
             lp.conn = None
+            if wire.closing:
+                # The session's FINAL request was out: closing, that leader is done with
+                # (what ``NodeFetcher`` does when its last request fails).
+                self._apply(node, self.drivers[node].close_failed(wire.f))
+                self._closed(node)
+                return
             self._apply(node, self.drivers[node].request_failed(wire.f))
             self._resume(node)
         else:
