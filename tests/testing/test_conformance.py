@@ -43,4 +43,3 @@ async def test_the_model_answers_as_the_broker_does(
     # Every scenario showed something (a scenario that observes nothing cannot disagree).
     assert all(o.model for o in outcomes)
     print(f"conformance on {version}: {len(outcomes)} scenarios in {took:.1f} s")
-    assert took < 120, f"the conformance run took {took:.0f} s"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import json
 import sys
-import time
 from typing import TYPE_CHECKING
 
 import anyio
@@ -50,20 +49,17 @@ async def _records(fake: FakeKafka, topic: str, n: int, partitions: int = 1) -> 
         )
 
 
-def test_starts_in_under_50_ms_and_stops() -> None:
-    # CPU time of this process (both threads): what the start costs, whatever else the
-    # machine runs; the wall-clock bound is loose for loaded CI machines.
-    cpu, wall = [], []
+def test_starts_and_stops_repeatedly() -> None:
+    # How fast it starts is benchmarks/fake_speed.py's business; here: it starts, serves,
+    # stops, and stopping twice does nothing.
     for _ in range(3):
-        c0, w0 = time.process_time(), time.perf_counter()
         fake = FakeKafka()
         fake.start()
-        cpu.append(time.process_time() - c0)
-        wall.append(time.perf_counter() - w0)
+        assert fake.call(lambda c: 3 in c.api_ranges())  # Metadata is served
         fake.stop()
         fake.stop()  # twice does nothing
-    assert min(cpu) < 0.05, f"FakeKafka took {min(cpu) * 1000:.1f} ms of CPU to start"
-    assert min(wall) < 0.5, f"FakeKafka took {min(wall) * 1000:.1f} ms to start"
+        with pytest.raises(RuntimeError, match="not running"):
+            fake.advance(1)
 
 
 async def test_async_context_manager_serves_admin(fake_kafka_factory: FakeKafkaFactory) -> None:
@@ -100,12 +96,11 @@ def test_the_fake_offers_only_the_apis_it_serves(fake_kafka_factory: FakeKafkaFa
     assert {0, 1, 3, 18, 76, 78, 79} <= set(offered)
 
 
-async def test_produce_consume_accept_1000_records_well_under_a_second(
+async def test_produce_consume_accept_1000_records(
     fake_kafka: FakeKafka,
 ) -> None:
     fake_kafka.create_topic("speed")
     fake_kafka.configure_group("g", EARLIEST)
-    started, cpu = time.perf_counter(), time.process_time()
     async with Producer(fake_kafka.bootstrap) as p:
         await p.send_batch([ProducerRecord("speed", b"x" * 100) for _ in range(1000)])
     got = 0
@@ -113,12 +108,7 @@ async def test_produce_consume_accept_1000_records_well_under_a_second(
         while got < 1000:
             got += len(await c.poll(5))
         await c.commit()
-    took, cpu = time.perf_counter() - started, time.process_time() - cpu
     assert got == 1000
-    # CPU time of both sides (client and fake share this process): robust to a loaded
-    # machine; the wall-clock bound is loose for the same reason.
-    assert cpu < 1.0, f"1,000 records took {cpu:.2f} s of CPU"
-    assert took < 5.0, f"1,000 records took {took:.2f} s"
     offsets = fake_kafka.call(lambda cl: cl.model.share_offsets("g", "speed", 0))
     assert offsets is not None and offsets[1] == 0  # nothing left to deliver
 

@@ -72,5 +72,3 @@ async def test_the_fake_answers_as_the_broker_does(
     assert len(client_outcomes) == len(CLIENT_SCENARIOS) >= 40  # issue 25: at least 40
     assert len(wire_outcomes) == len(scenarios_for(version))
     assert len(client_outcomes) + len(wire_outcomes) >= 60
-    # A guard on CI cost, loose for busy machines (15 to 22 s measured on a busy one).
-    assert took < 90, f"the differential run of {version} took {took:.0f} s"

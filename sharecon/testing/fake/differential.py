@@ -448,20 +448,25 @@ async def _values_and_nulls(env: Env) -> object:
 
 
 async def _renew(env: Env) -> object:
-    topic, group = await env.setup("renew", config={"share.record.lock.duration.ms": "2000"})
+    # A 4 s lock, renewed half-way: the margins either side (2 s before the first lock
+    # ends, 1.5 s before the renewed one does) hold on a loaded machine, where a 2 s lock
+    # renewed at 1.2 s sometimes ended before the renewal reached the broker.
+    topic, group = await env.setup("renew", config={"share.record.lock.duration.ms": "4000"})
     await env.produce(topic, 1)
     async with env.consumer(group, topic) as c:
         got: list[Any] = []
         with anyio.move_on_after(15):
             while not got:
                 got = await c.poll(0.5)
-        await anyio.sleep(1.2)
+        taken = anyio.current_time()  # the first lock ends before taken + 4
+        await anyio.sleep(2.0)
         try:
             c.acknowledge(got[0], AckType.RENEW)  # Kafka 4.2 and later
         except errors.KafkaError as exc:
             return type(exc).__name__
         renewed = await c.commit()
-        await anyio.sleep(1.2)  # past the first lock's end, within the renewed one
+        # Past the first lock's end, within the renewed one.
+        await anyio.sleep(max(taken + 4.5 - anyio.current_time(), 0.0))
         c.acknowledge(got[0], AckType.ACCEPT)
         accepted = await c.commit()
     return (
