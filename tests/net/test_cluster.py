@@ -65,6 +65,7 @@ def test_parse_bootstrap(text: str | list[str], expected: list[tuple[str, int]])
         ("host:port", "bad port"),
         ("host:0", "bad port"),
         ("host:70000", "bad port"),
+        ("host:\u00b2", "bad port"),  # a digit to str.isdigit, not to int()
         (":9092", "empty host"),
         ("::1:9092", "IPv6"),
         ("[::1", "unclosed"),

@@ -261,3 +261,10 @@ def test_mismatched_armour_is_refused(pki: Path) -> None:  # noqa: F811
     ca = (pki / "ca.pem").read_text().replace("END CERTIFICATE", "END PRIVATE KEY")
     with pytest.raises(errors.ConfigError, match="does not end with END CERTIFICATE"):
         canonical_pem(ca, "CERTIFICATE", "ssl.truststore.certificates")
+
+
+def test_a_private_keys_bytes_never_reach_a_repr(pki: Path) -> None:  # noqa: F811
+    (entry,) = pem_entries((pki / "alice.key").read_text(), "PRIVATE KEY", "ssl.keystore.key")
+    assert entry.der and "PRIVATE KEY" in entry.label
+    assert repr(entry.der[4:20])[2:-1] not in repr(entry)
+    assert "der=" not in repr(entry)

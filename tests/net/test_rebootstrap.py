@@ -18,6 +18,7 @@ from sharecon._net.cluster import Cluster
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.connection import BrokerAddress
 from sharecon._net.rebootstrap import DEFAULT_TRIGGER_MS, RebootstrapPolicy
+from sharecon._net.sasl import SaslConfig
 from sharecon.config import from_properties
 from sharecon.protocol import MetadataRequest
 from sharecon.protocol.error_codes import ErrorCode
@@ -107,6 +108,7 @@ def test_properties_use_javas_names() -> None:
         ("metadata.recovery.strategy", "sometimes"),
         ("metadata.recovery.rebootstrap.trigger.ms", "5m"),
         ("metadata.recovery.rebootstrap.trigger.ms", "-1"),
+        ("metadata.recovery.rebootstrap.trigger.ms", "\u00b2"),  # a digit to str.isdigit
     ],
 )
 def test_bad_properties_name_the_key(key: str, value: str) -> None:
@@ -188,5 +190,31 @@ async def test_a_moved_broker_is_found_again_through_the_bootstrap_name(
             assert response.error_code == 0
             assert cluster.rebootstraps == 1
             assert cluster.metadata.brokers[node].port == int(fake_kafka.bootstrap.split(":")[1])
+        finally:
+            await cluster.aclose()
+
+
+@pytest.mark.anyio
+async def test_an_identity_provider_outage_starts_no_rebootstrap(fake_kafka: FakeKafka) -> None:
+    """Every connection fails for want of an OAUTHBEARER token: the brokers were never
+    asked, so the rebootstrap clock does not run (with a zero trigger, a broker failure
+    would rebootstrap on the next request, as the test above shows)."""
+
+    def no_token() -> str:
+        raise errors.OAuthTokenUnavailableError("the identity provider is down")
+
+    config = ConnectionConfig(
+        sasl=SaslConfig("OAUTHBEARER", token_provider=no_token),
+        metadata_recovery_rebootstrap_trigger_ms=0,
+    )
+    async with anyio.create_task_group() as tg:
+        cluster = Cluster(fake_kafka.bootstrap, config, tg)
+        try:
+            cluster._learn_broker(BrokerAddress("127.0.0.1", _dead_port(), 1))
+            for _ in range(3):
+                with pytest.raises(errors.OAuthTokenUnavailableError):
+                    await cluster.request(1, MetadataRequest(topics=()))
+            assert cluster.rebootstraps == 0
+            assert cluster._recovery.unreachable_since is None
         finally:
             await cluster.aclose()
