@@ -333,7 +333,7 @@ class ShareMachine:
         leader = self.leader(node_id)
         planner = leader.planner
         # Partitions whose batches cannot arrive within the lock are not fetched.
-        want = leader.guard.wanted(want)
+        want = leader.guard.wanted(want, now)
         budget = self.budget
         granted = 0
         if budget is None and room:
