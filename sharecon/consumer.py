@@ -480,6 +480,7 @@ class ShareConsumer(Generic[K, V]):
         core.release_held()
         core.buffer.data.set()
         await core.fetchers.close()
+        core.tick_expiry(closing=True)  # nothing counted is left unsaid
         if not self._heartbeat_done.is_set():
             core.membership.leave()
             core.heartbeat_wake.set()
