@@ -382,6 +382,13 @@ class ShareConsumer(Generic[K, V]):
             core.fetchers = self._fetch_pool = FetcherPool(core)
             self._core = core
             self._cursor.core = core
+            breaker = self._breaker
+            if breaker is not None:
+                # Fetching holds while the breaker is open: asked at each turn, so the end
+                # of the cool-down lets it go on whoever (if anyone) is looking.
+                core.buffer.held = lambda: (
+                    breaker.opened_at is not None and breaker.is_open(core.clock())
+                )
             self._router = DeadLetterRouter(
                 self._bootstrap,
                 self._connection,
@@ -472,6 +479,7 @@ class ShareConsumer(Generic[K, V]):
         core.release_held()
         core.buffer.data.set()
         await core.fetchers.close()
+        core.tick_expiry(closing=True)  # nothing counted is left unsaid
         if not self._heartbeat_done.is_set():
             core.membership.leave()
             core.heartbeat_wake.set()
@@ -593,9 +601,12 @@ class ShareConsumer(Generic[K, V]):
         core = self._live()
         breaker = self._breaker
         if breaker is None or not breaker.is_open(core.clock()):
+            if breaker is not None:
+                breaker.reset()  # closes a half-open one too: the window starts afresh
+            core.buffer.resume()
             return False
         breaker.reset()
-        core.buffer.pause(False)
+        core.buffer.resume()
         logger.warning("share consumer %s: dead-letter circuit breaker reset", core.member_id)
         return True
 

@@ -119,8 +119,10 @@ class DeliveryBuffer:
         self.expired = 0
         #: No more fetching, for good (``ShareConsumer.stop_fetching()``).
         self.stopped = False
-        #: Fetching paused for a while (the dead-letter circuit breaker is open).
-        self.paused = False
+        #: Asked whether fetching is held for a while (the dead-letter circuit breaker is
+        #: open). Asked, not told: the hold ends when the breaker's cool-down does, whoever
+        #: looks, and no flag can be left behind to pause fetching for good.
+        self.held: Callable[[], bool] | None = None
         self.expired_by: dict[TopicIdPartition, int] = {}
         #: Set when records arrive (or the consumer fails/closes): the application waits on it.
         self.data = Signal()
@@ -147,7 +149,7 @@ class DeliveryBuffer:
         """Whether fetchers may fetch more (counting ``extra_*`` about to be pushed)."""
         return (
             not self.stopped
-            and not self.paused
+            and (self.held is None or not self.held())
             and self.records + extra_records < self.max_records
             and self.nbytes + extra_bytes < self.max_bytes
         )
@@ -278,16 +280,14 @@ class DeliveryBuffer:
         return (
             self.overlap
             and not self.stopped
-            and not self.paused
+            and (self.held is None or not self.held())
             and len(self._chunks) + (1 if extra_records else 0) <= 1
             and self.nbytes < self.max_bytes
         )
 
-    def pause(self, on: bool) -> None:
-        """Pause fetching (``on``), or let it go on, waking the fetchers if there is room."""
-        was, self.paused = self.paused, on
-        if was and not on:
-            self._room()
+    def resume(self) -> None:
+        """The hold may have ended: wake the fetchers if there is room."""
+        self._room()
 
     def _room(self) -> None:
         if self.on_room is not None and (self.has_room() or self.single_chunk()):

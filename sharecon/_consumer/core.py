@@ -29,7 +29,7 @@ from sharecon._consumer.handout import Handout
 from sharecon._consumer.signal import Signal
 from sharecon._share import effects as fx
 from sharecon._share.answers import Outcomes, renew_refusal
-from sharecon._share.expiry import ExpiryNotice
+from sharecon._share.expiry import ExpiryNotice, ExpiryWarning
 from sharecon._share.machine import ShareMachine
 from sharecon._share.membership import Membership
 from sharecon._share.reach import unreachable
@@ -357,7 +357,15 @@ class ConsumerCore:
 
     def _expired_in_buffer(self, count: int) -> None:
         """``count`` buffered records' locks ended before the application reached them."""
-        said = self.expiry.expired(self.clock(), count)
+        self._say_expired(self.expiry.expired(self.clock(), count))
+
+    def tick_expiry(self, *, closing: bool = False) -> None:
+        """Say expiries held back by the once-a-minute rule once the minute passed, or
+        (``closing``) now: counted ones are never left unsaid (rule 3 of .expiry)."""
+        expiry = self.expiry
+        self._say_expired(expiry.flush() if closing else expiry.tick(self.clock()))
+
+    def _say_expired(self, said: ExpiryWarning | None) -> None:
         if said is not None:
             rate, lock = self.machine.handling()
             observe.expired_in_buffer(

@@ -40,6 +40,7 @@ async def heartbeat_loop(core: ConsumerCore) -> None:
     try:
         while membership.state not in (MemberState.LEFT, MemberState.FATAL):
             now = anyio.current_time()
+            core.tick_expiry()  # a held-back count is said within a beat of its minute
             plan = membership.build_heartbeat(now)
             if plan is None:
                 deadline = membership.next_deadline()

@@ -24,6 +24,8 @@ Rules of this module:
    longer open; what is buffered stays buffered (releasing it would spend the same
    delivery attempt a lock running out does, and feed it at once to other members
    running the same broken handler). The workers look again at least every 0.5 s.
+   Fetching's hold is the breaker's state, asked by the buffer: it ends with the
+   cool-down even when no worker runs any more, and a timer wakes the fetchers then.
 """
 
 from __future__ import annotations
@@ -114,7 +116,7 @@ async def run_workers(
             host.asked(core)
             if core.fatal is not None:
                 return  # raised by the caller, once (rule 4)
-            if breaker is not None and breaker.opened_at is not None:
+            if breaker is not None and breaker.opened_at is not None and breaker.is_open(clock()):
                 await wait_while_open(core, breaker, host.closed)  # rule 6
                 continue
             record: Record[Any, Any] | None = buffer.pop_one(clock)
@@ -181,8 +183,9 @@ async def run_workers(
 
 
 def breaker_opened(core: ConsumerCore, breaker: DeadLetterBreaker) -> None:
-    """The breaker just opened: pause fetching and say so, once (rule 6)."""
-    core.buffer.pause(True)
+    """The breaker just opened: fetching holds (the buffer asks the breaker), say so once,
+    and wake the fetchers when the cool-down ends, whether or not a worker still runs
+    (rule 6)."""
     left = breaker.remaining(core.clock())
     logger.warning(
         "share consumer %s: dead-letter circuit breaker open: %s; no more records are "
@@ -191,17 +194,27 @@ def breaker_opened(core: ConsumerCore, breaker: DeadLetterBreaker) -> None:
         breaker.reason,
         "until reset_dead_letter_breaker()" if left is None else f"for {left:.0f} s",
     )
+    if left is not None:
+        core.tg.start_soon(_resume_after, core, breaker, left, name="sharecon breaker cool-down")
+
+
+async def _resume_after(core: ConsumerCore, breaker: DeadLetterBreaker, delay: float) -> None:
+    """Wake the fetchers once the cool-down that ends in ``delay`` seconds is over: no
+    worker may be left to notice (``process()`` ended while it was open)."""
+    await anyio.sleep(delay)
+    if not breaker.is_open(core.clock()):
+        core.buffer.resume()
 
 
 async def wait_while_open(
     core: ConsumerCore, breaker: DeadLetterBreaker, closed: Callable[[], bool]
 ) -> None:
-    """Sleep while the breaker is open (at most ``_BREAKER_POLL`` at a time), then let
-    fetching go on (rule 6)."""
+    """Sleep while the breaker is open (at most ``_BREAKER_POLL`` at a time), then wake
+    the fetchers (rule 6)."""
     while core.fatal is None and not core.closing and not closed():
         now = core.clock()
         if not breaker.is_open(now):
-            core.buffer.pause(False)
+            core.buffer.resume()
             return
         left = breaker.remaining(now)
         await anyio.sleep(_BREAKER_POLL if left is None else min(_BREAKER_POLL, left))

@@ -17,6 +17,10 @@ Rules of this module (sans-I/O; the time is passed in):
    dead-letters at most ``floor(threshold * probe) + 1`` records per cool-down); ``probe``
    outcomes without that close it.
 5. :meth:`reset` closes it at once, with an empty window.
+6. Its state is a function of the time passed in: :meth:`is_open`, :meth:`is_half_open`
+   and :meth:`remaining` only read it (the cool-down ending changes nothing stored), so
+   any reader (``health()``, the dead-letter job, a fetcher asking for room) sees the same
+   answer and none of them can hide the end of the cool-down from another.
 """
 
 from __future__ import annotations
@@ -42,12 +46,12 @@ class DeadLetterBreaker:
     window: int
     cooldown: float | None
     probe: int = 20
-    #: When it opened (the caller's clock), or None while closed or half-open.
+    #: When it last opened (the caller's clock), or None while closed. Past the cool-down
+    #: it stays set: the breaker is then half-open until the probe decides (rule 4).
     opened_at: float | None = None
-    half_open: bool = False
     #: How many times it opened.
     trips: int = 0
-    #: Why it is open ("" while not).
+    #: Why it last opened ("" while closed).
     reason: str = ""
     _outcomes: deque[bool] = field(default_factory=deque)
     _dead: int = 0
@@ -55,21 +59,23 @@ class DeadLetterBreaker:
     def __post_init__(self) -> None:
         self.probe = min(self.probe, self.window)
 
-    @property
-    def limit(self) -> int:
+    def limit(self, now: float) -> int:
         """Dead outcomes in the current window at which it opens."""
-        size = self.probe if self.half_open else self.window
-        return math.floor(self.threshold * size) + 1
+        return math.floor(self.threshold * self._size(now)) + 1
 
     def is_open(self, now: float) -> bool:
-        """Whether records are refused at ``now`` (passing the cool-down half-opens it)."""
-        if self.opened_at is None:
+        """Whether records are refused at ``now`` (rule 3; reads only, rule 6)."""
+        opened = self.opened_at
+        if opened is None:
             return False
-        if self.cooldown is not None and now >= self.opened_at + self.cooldown:
-            self.opened_at, self.reason, self.half_open = None, "", True
-            self._clear()
-            return False
-        return True
+        return self.cooldown is None or now < opened + self.cooldown
+
+    def is_half_open(self, now: float) -> bool:
+        """Whether the cool-down passed and the probe has not decided yet (rule 4)."""
+        return self.opened_at is not None and not self.is_open(now)
+
+    def _size(self, now: float) -> int:
+        return self.probe if self.is_half_open(now) else self.window
 
     def remaining(self, now: float) -> float | None:
         """Seconds until the cool-down ends (None: open until reset; 0: not open)."""
@@ -83,29 +89,28 @@ class DeadLetterBreaker:
         """Count one record's final outcome; True when this opens the breaker (rule 1-4)."""
         if self.is_open(now):
             return False  # handled before it opened (rule 3)
-        size = self.probe if self.half_open else self.window
+        half_open = self.opened_at is not None  # and not open: the cool-down passed
+        size = self.probe if half_open else self.window
         self._outcomes.append(dead)
         self._dead += dead
         if len(self._outcomes) > size:
             self._dead -= self._outcomes.popleft()
-        if self._dead >= self.limit:
+        if self._dead >= math.floor(self.threshold * size) + 1:
             self.trips += 1
             self.opened_at = now
             self.reason = (
                 f"{self._dead} of the last {len(self._outcomes)} records went to the "
                 f"dead-letter path (more than {self.threshold:.0%} of {size})"
             )
-            self.half_open = False
             self._clear()
             return True
-        if self.half_open and len(self._outcomes) >= size:
-            self.half_open = False  # the probe passed: closed (rule 4)
-            self._clear()
+        if half_open and len(self._outcomes) >= size:
+            self.reset()  # the probe passed: closed (rule 4)
         return False
 
     def reset(self) -> None:
         """Close it now, with an empty window (rule 5)."""
-        self.opened_at, self.reason, self.half_open = None, "", False
+        self.opened_at, self.reason = None, ""
         self._clear()
 
     def _clear(self) -> None:

@@ -11,7 +11,11 @@ Rules of this module:
 1. Every expiry is counted (:attr:`ExpiryNotice.total`).
 2. The first expiry is said at once; later ones at most once per :data:`EVERY` seconds,
    each warning carrying the count since the previous one.
-3. No I/O, no clock: time is the caller's ``now`` (seconds, monotonic).
+3. Nothing counted stays unsaid: expiries held back by rule 2 with none following are
+   said at the first :meth:`ExpiryNotice.tick` once :data:`EVERY` seconds passed since
+   the last warning (the consumer ticks at least every few seconds), and at close
+   (:meth:`ExpiryNotice.flush`).
+4. No I/O, no clock: time is the caller's ``now`` (seconds, monotonic).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ class ExpiryWarning:
 
 
 class ExpiryNotice:
-    """Counts records whose locks ended in the buffer and decides when to warn (rules 1-3)."""
+    """Counts records whose locks ended in the buffer and decides when to warn (rules 1-4)."""
 
     __slots__ = ("_last", "_unsaid", "total")
 
@@ -53,4 +57,19 @@ class ExpiryNotice:
         if self._last is not None and now - self._last < EVERY:
             return None
         said, self._unsaid, self._last = self._unsaid, 0, now
+        return ExpiryWarning(said, self.total)
+
+    def tick(self, now: float) -> ExpiryWarning | None:
+        """Time passed: the expiries held back since the last warning, if :data:`EVERY`
+        seconds passed since it (rule 3); else ``None``."""
+        if not self._unsaid or self._last is None or now - self._last < EVERY:
+            return None
+        said, self._unsaid, self._last = self._unsaid, 0, now
+        return ExpiryWarning(said, self.total)
+
+    def flush(self) -> ExpiryWarning | None:
+        """The consumer closes: whatever is still unsaid (rule 3), or ``None``."""
+        if not self._unsaid:
+            return None
+        said, self._unsaid = self._unsaid, 0
         return ExpiryWarning(said, self.total)

@@ -332,8 +332,14 @@ class ShareMachine:
         """
         leader = self.leader(node_id)
         planner = leader.planner
+        if not isinstance(want, (tuple, list)):
+            want = list(want)
+        if not want:
+            # It leads nothing of ours: its handling rate no longer adds to the member's
+            # (rule 2 of .record_limit).
+            self.handling_rate.forget(node_id)
         # Partitions whose batches cannot arrive within the lock are not fetched.
-        want = leader.guard.wanted(want)
+        want = leader.guard.wanted(want, now)
         budget = self.budget
         granted = 0
         if budget is None and room:

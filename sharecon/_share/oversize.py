@@ -31,8 +31,15 @@ decides when to stop fetching a partition. Rules:
    available to the group's other members. It is fetched again when an answer in time
    shows the batch now fits (a longer lock reported by the broker, or a higher rate
    measured on the same leader by a fetch that did not wait at the broker: the batch
-   within :data:`~.fetch_size.ARRIVAL_SHARE` of the lock). Assignment changes do not
-   end a block; a new consumer starts with none.
+   within :data:`~.fetch_size.ARRIVAL_SHARE` of the lock). A block for a probe that got
+   no answer (no batch size known: the broker or the link stalled, which a
+   ``RequestTimeoutError`` leaves usable) makes the partition suspect again, so the next
+   fetch re-probes it, at the leader's next answer in time (the stall healed), or at the
+   latest :data:`REPROBE_LOCKS` locks after the guard first saw it in a turn (the
+   leader's other partitions may all be blocked too, and then no answer comes). A
+   re-probe that still gets no answer blocks it again; each round spends one attempt of
+   one record (4.2+). Assignment changes do not end a block; a new consumer starts with
+   none.
 4. While any partition is blocked the consumer is not healthy, and each block has a
    sentence naming the partition, the batch size, the measured rate and the lock.
 5. No I/O, no clock: times are the caller's.
@@ -50,10 +57,14 @@ if TYPE_CHECKING:
 
     from sharecon.types import TopicIdPartition
 
-__all__ = ["PROBE_LOCKS", "Blocked", "OversizeGuard"]
+__all__ = ["PROBE_LOCKS", "REPROBE_LOCKS", "Blocked", "OversizeGuard"]
 
 #: A probe's answer is awaited this many lock durations (at least the usual deadline).
 PROBE_LOCKS = 4.0
+#: A block for an unanswered probe is probed again at the latest this many lock durations
+#: after it began (rule 3): long enough that a link still down costs one attempt of one
+#: record per round (5 minutes at Kafka's default 30 s lock), short enough to be a bound.
+REPROBE_LOCKS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,34 +96,65 @@ class Blocked:
             need = f"{self.batch_bytes / rate:.1f} s" if rate else "unknown time"
             what = f"a {self.batch_bytes}-byte batch needs {need} at the measured {measured}"
         tp = self.tp
+        again = (
+            ""
+            if self.batch_bytes is not None
+            else "; probed again at the leader's next answer in time, at the latest in "
+            f"{REPROBE_LOCKS * self.lock:.0f} s"
+        )
         return (
             f"{tp.topic or tp.topic_id}-{tp.partition}: {what}, longer than the {self.lock:.1f} s acquisition lock; "
-            "no longer fetched by this member (at most two delivery attempts spent)"
+            f"no longer fetched by this member (at most two delivery attempts spent){again}"
         )
 
 
 class OversizeGuard:
     """One leader's blocked and suspect partitions (rules 1-4)."""
 
-    __slots__ = ("blocked", "suspect")
+    __slots__ = ("_reprobe_at", "blocked", "suspect")
 
     def __init__(self) -> None:
         #: Partitions no longer fetched, and why.
         self.blocked: dict[TopicIdPartition, Blocked] = {}
         #: Partitions of a fetch that got no answer: the next fetch is a probe.
         self.suspect: set[TopicIdPartition] = set()
+        #: When each block for an unanswered probe is probed again at the latest (rule 3).
+        self._reprobe_at: dict[TopicIdPartition, float] = {}
 
     @property
     def probing(self) -> bool:
         """Whether the next fetch is a probe (rule 2)."""
         return bool(self.suspect)
 
-    def wanted(self, want: Iterable[TopicIdPartition]) -> list[TopicIdPartition]:
-        """``want`` (the leader's assigned partitions) without the blocked ones (rule 3)."""
+    def wanted(
+        self, want: Iterable[TopicIdPartition], now: float | None = None
+    ) -> list[TopicIdPartition]:
+        """``want`` (the leader's assigned partitions) without the blocked ones (rule 3);
+        at ``now`` (if given), a block for an unanswered probe that is old enough is made
+        suspect again (rule 3: the bound)."""
         blocked = self.blocked
         if not blocked:
             return list(want)
+        if now is not None:
+            self._expire(now)
         return [tp for tp in want if tp not in blocked]
+
+    def _expire(self, now: float) -> None:
+        due = self._reprobe_at
+        for tp, b in list(self.blocked.items()):
+            if b.batch_bytes is not None:
+                continue
+            at = due.get(tp)
+            if at is None:
+                due[tp] = now + REPROBE_LOCKS * b.lock  # first seen: the clock starts
+            elif now >= at:
+                self._reprobe(tp)
+
+    def _reprobe(self, tp: TopicIdPartition) -> None:
+        """A block for an unanswered probe ends: the next fetch probes ``tp`` (rule 3)."""
+        del self.blocked[tp]
+        self._reprobe_at.pop(tp, None)
+        self.suspect.add(tp)
 
     def retain(self, assignment: Container[TopicIdPartition]) -> None:
         """The member's assignment changed: suspicions of partitions it no longer holds
@@ -160,11 +202,16 @@ class OversizeGuard:
                 new.append(b)
         if late:
             return new
-        if self.blocked and bytes_per_second and not waited:
-            budget = lock * ARRIVAL_SHARE
-            for tp, b in list(self.blocked.items()):
-                if b.batch_bytes is not None and b.batch_bytes / bytes_per_second <= budget:
-                    del self.blocked[tp]
+        if not self.blocked:
+            return new
+        budget = lock * ARRIVAL_SHARE
+        for tp, b in list(self.blocked.items()):
+            if b.batch_bytes is None:
+                # An answer in time: the stall that left the probe unanswered healed
+                # (rule 3); measure the partition again instead of leaving it for good.
+                self._reprobe(tp)
+            elif bytes_per_second and not waited and b.batch_bytes / bytes_per_second <= budget:
+                del self.blocked[tp]
         return new
 
     def timed_out(
@@ -187,6 +234,7 @@ class OversizeGuard:
         ]
         for b in new:
             self.blocked[b.tp] = b
+            self._reprobe_at.pop(b.tp, None)  # a new block: its clock starts afresh
         self.suspect.clear()
         return new
 

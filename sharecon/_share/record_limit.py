@@ -24,7 +24,11 @@ Rules of this module:
    sample is its rate and is smoothed in; without one it is only a lower bound and may
    raise the estimate, never lower it. A sample covers at least :data:`WINDOW` seconds
    (the answers of shorter intervals are gathered), so a burst of answers made earlier (a
-   batch of delayed releases) cannot pass for a rate.
+   batch of delayed releases) cannot pass for a rate. The member's rate is the sum over
+   its leaders, so a leader that no longer leads any assigned partition (leadership
+   moved, the partition was revoked) is forgotten (:meth:`HandlingRate.forget`): its last
+   rate would otherwise be counted on top of the new leader's for good, overstating the
+   rate, raising the hold limit, and leaving records to expire in the buffer.
 3. No I/O, no clock: time is the caller's ``now``, the lock the fetch sizers' (the
    broker's word).
 """
@@ -92,6 +96,13 @@ class HandlingRate:
                 self._per_node[node_id] = sample
         elif busy or sample > old:
             self._per_node[node_id] = old + (sample - old) * _ALPHA
+
+    def forget(self, node_id: int) -> None:
+        """``node_id`` leads no assigned partition any more: its rate no longer counts
+        (rule 2); if it leads one again, it is measured afresh."""
+        if node_id in self._start:
+            del self._start[node_id], self._acc[node_id], self._busy[node_id]
+        self._per_node.pop(node_id, None)
 
     def rate(self) -> float | None:
         """Records per second over every leader; ``None`` until measured."""

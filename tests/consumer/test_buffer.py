@@ -211,3 +211,23 @@ def test_one_answer_may_wait_past_the_default_record_bound() -> None:
     assert h.rooms == rooms + 1 and h.buf.single_chunk()
     h.buf.stopped = True
     assert not h.buf.single_chunk()
+
+
+def test_a_hold_is_asked_not_told_so_it_ends_with_the_breakers_cool_down() -> None:
+    from sharecon._share.breaker import DeadLetterBreaker
+
+    now = [0.0]
+    breaker = DeadLetterBreaker(0.5, 4, cooldown=1.0)
+    h = Harness()
+    h.buf.overlap = True
+    h.buf.held = lambda: breaker.is_open(now[0])
+    assert h.buf.has_room()
+    while not breaker.outcome(True, now[0]):
+        pass
+    assert not h.buf.has_room() and not h.buf.single_chunk()
+    h.buf.resume()
+    assert h.rooms == 0  # held: the fetchers are not woken
+    now[0] = 1.0  # the cool-down ends; nobody told the buffer anything
+    assert h.buf.has_room() and h.buf.single_chunk()
+    h.buf.resume()
+    assert h.rooms == 1

@@ -1,6 +1,8 @@
 """The dead-letter circuit breaker against a real broker: a handler that raises on every
-record dead-letters at most a window's worth, then nothing more goes to the dead-letter
-topic (nor is archived) until the breaker is reset; health() says why meanwhile."""
+record dead-letters exactly the breaker's threshold of a window plus one, then nothing more goes
+to the dead-letter topic, and no delivery attempt is spent unseen (health() counts none
+expired, released unreachable or past the limit), until the breaker is reset; health()
+says why meanwhile."""
 
 from __future__ import annotations
 
@@ -67,11 +69,22 @@ async def test_a_poison_flood_stops_after_a_window_until_reset(
             health.dead_letter_breaker or ""
         )
         first = await dead_lettered(kafka_bootstrap, dlq)
-        assert 0 < first <= WINDOW
-        # Open: nothing more is routed, however long it stays so.
+        # Rule 2 of sharecon._share.breaker: with every record failing it opens at the
+        # floor(0.5 x 40) + 1 = 21st dead letter. One worker (concurrency=1): no other
+        # record was in a handler when it opened, and every record of a fresh group
+        # arrives on its first delivery (none is routed on arrival, past max_deliveries).
+        assert first == WINDOW // 2 + 1
+        # Open: nothing more is routed, however long it stays so, and no delivery attempt
+        # is spent unseen (nothing expires in the buffer, is released unreachable, or
+        # arrives past the limit): what is buffered stays buffered, nothing is archived.
         await anyio.sleep(5)
         assert await dead_lettered(kafka_bootstrap, dlq) == first
-        assert not consumer.health().ok
+        health = consumer.health()
+        assert not health.ok and health.dead_letter_breaker is not None
+        assert health.expired_in_buffer == 0
+        assert health.released_unreachable == 0
+        assert health.past_limit_unseen == 0
+        assert health.buffered_records > 0
         # The fix is deployed: reset, and the rest is handled.
         broken = False
         assert consumer.reset_dead_letter_breaker()

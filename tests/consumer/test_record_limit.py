@@ -84,6 +84,24 @@ def test_the_handling_rate_is_answers_over_the_time_between_requests() -> None:
     assert rate.rate() == 185.0
 
 
+def test_a_forgotten_leader_no_longer_counts_and_is_measured_afresh() -> None:
+    rate = HandlingRate()
+    rate.sent(1, 0.0, 0, backlog=True)
+    rate.sent(1, 1.0, 30, backlog=True)
+    rate.sent(2, 0.0, 0, backlog=True)
+    rate.sent(2, 1.0, 10, backlog=True)
+    assert rate.rate() == 40.0
+    rate.forget(1)
+    assert rate.rate() == 10.0
+    rate.forget(2)
+    rate.forget(2)  # twice, or a leader never measured: nothing
+    assert rate.rate() is None
+    rate.sent(1, 5.0, 7, backlog=True)  # a new window starts: its answers are not a rate
+    assert rate.rate() is None
+    rate.sent(1, 6.0, 5, backlog=True)
+    assert rate.rate() == 5.0
+
+
 @pytest.mark.broker
 async def test_a_member_never_holds_more_than_max_records(
     kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str

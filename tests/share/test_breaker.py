@@ -45,7 +45,7 @@ def test_cooldown_half_opens_and_a_still_bad_probe_opens_it_again_at_once() -> N
     while not b.outcome(True, 0.0):
         pass
     assert b.is_open(29.9) and b.remaining(29.9) == 30.0 - 29.9
-    assert not b.is_open(30.0) and b.half_open
+    assert not b.is_open(30.0) and b.is_half_open(30.0)
     opened = [i for i in range(100) if b.outcome(True, 31.0)]
     assert opened == [10]  # the 11th dead of a 20-record probe
     assert b.trips == 2 and b.opened_at == 31.0
@@ -58,7 +58,7 @@ def test_a_good_probe_closes_it() -> None:
     assert not b.is_open(1.0)
     for i in range(20):
         assert not b.outcome(i < 10, 1.0)  # 10 of 20 dead: not more than half
-    assert not b.half_open
+    assert not b.is_half_open(1.0) and b.opened_at is None
     # Closed again: the full window judges (101 dead needed).
     assert [i for i in range(200) if b.outcome(True, 2.0)] == [100]
 
@@ -71,3 +71,26 @@ def test_without_cooldown_only_reset_closes_it() -> None:
     b.reset()
     assert not b.is_open(1e9) and b.reason == "" and b.remaining(0.0) == 0.0
     assert not b.outcome(True, 1e9)  # an empty window again
+
+
+def test_reading_it_changes_nothing_so_every_reader_sees_the_cool_down_end() -> None:
+    # Looking (health(), the dead-letter job, a fetcher asking for room) is not a step:
+    # any number of reads past the cool-down leave it half-open for the next reader.
+    b = DeadLetterBreaker(0.5, 4, cooldown=1.0, probe=4)
+    while not b.outcome(True, 0.0):
+        pass
+    before = (b.opened_at, b.trips, b.reason)
+    for _ in range(3):
+        assert not b.is_open(5.0) and b.is_half_open(5.0) and b.remaining(5.0) == 0.0
+    assert (b.opened_at, b.trips, b.reason) == before
+    assert b.is_open(0.5)  # an earlier clock still sees it open: nothing was moved on
+    # The probe (4 outcomes) judges, not the window: the 3rd dead of 4 opens it again.
+    assert [i for i in range(4) if b.outcome(True, 5.0)] == [2]
+    assert b.trips == 2 and b.is_open(5.0)
+
+
+def test_a_probe_judged_long_after_the_cool_down_still_uses_the_probe_size() -> None:
+    b = DeadLetterBreaker(0.5, 200, cooldown=1.0, probe=20)
+    while not b.outcome(True, 0.0):
+        pass
+    assert b.limit(0.5) == 101 and b.limit(100.0) == 11  # window while open, probe after

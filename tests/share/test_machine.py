@@ -773,3 +773,22 @@ def test_the_record_budget_follows_the_measured_handling_rate() -> None:
     assert granted(3) == 75
     rate.sent(1, 2.6, 400, backlog=False)  # 666/s: a lower bound, it raises the rate
     assert granted(4) == 500
+
+
+def test_a_leader_that_leads_nothing_of_ours_no_longer_adds_to_the_handling_rate() -> None:
+    """Leadership moved from node 1 to node 2: before, node 1's last rate was summed with
+    node 2's for good, the hold limit overstated, records left to expire in the buffer."""
+    m = machine(record_limit=500)
+    budget = m.budget
+    assert budget is not None
+    m.leader(1).sizer.lock = m.leader(2).sizer.lock = 10.0
+    rate = m.handling_rate
+    rate.sent(1, 0.0, 0, backlog=True)
+    rate.sent(1, 1.0, 20, backlog=True)  # 20/s while node 1 led TP
+    rate.sent(2, 1.0, 0, backlog=True)
+    rate.sent(2, 2.0, 20, backlog=True)  # the same 20/s, now through node 2
+    assert m.handling() == (40.0, 10.0)  # both counted while node 1 still leads TP
+    m.next_turn(1, [], room=True)  # node 1 leads nothing of ours now
+    assert m.handling() == (20.0, 10.0)
+    assert m.next_turn(2, iter([TP]), room=True).granted == 100  # 20/s x 10 s x 0.5
+    assert m.handling() == (20.0, 10.0)  # a leader of ours is not forgotten

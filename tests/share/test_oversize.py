@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 from sharecon._share.effects import FetchLate, PartitionBlocked
-from sharecon._share.oversize import PROBE_LOCKS, OversizeGuard
+from sharecon._share.oversize import PROBE_LOCKS, REPROBE_LOCKS, OversizeGuard
 from sharecon._share.session import RequestKind
 from sharecon.protocol import ShareFetchRequest, ShareFetchResponse
 from sharecon.types import TopicIdPartition
@@ -121,6 +121,57 @@ def test_a_block_ends_when_the_batch_fits_and_outlives_assignment_changes() -> N
     assert not g.probing
 
 
+def _unanswered_block(g: OversizeGuard) -> None:
+    g.timed_out([TP, OTHER], waited=30.5, bytes_per_second=None, lock=LOCK)
+    g.answered({OTHER: 500}, elapsed=0.1, bytes_per_second=5000.0, lock=LOCK, asked=1024)
+    [b] = g.timed_out([TP], waited=120.0, bytes_per_second=None, lock=LOCK)
+    assert b.batch_bytes is None and g.wanted([TP, OTHER]) == [OTHER]
+
+
+def test_an_answer_in_time_after_an_unanswered_probe_probes_again() -> None:
+    """A stall (a RequestTimeoutError leaves the connection usable) outlasted the probe;
+    before, nothing ended a block with no batch size: the partition was never fetched
+    again by this member."""
+    g = OversizeGuard()
+    _unanswered_block(g)
+    # Still stalled: a late answer of the other partition ends nothing.
+    g.answered({OTHER: 500}, elapsed=LOCK + 1, bytes_per_second=5000.0, lock=LOCK, asked=1024)
+    assert g.wanted([TP, OTHER]) == [OTHER] and not g.probing
+    # Healed: the leader answers in time (even empty). TP is suspect: the next fetch probes.
+    g.answered({}, elapsed=0.2, bytes_per_second=None, lock=LOCK, asked=16384)
+    assert g.wanted([TP, OTHER]) == [TP, OTHER] and g.probing and g.causes() == []
+    # The probe's bytes arrive in time: cleared, fetched as usual.
+    g.answered({TP: 800}, elapsed=0.2, bytes_per_second=8000.0, lock=LOCK, asked=1024)
+    assert not g.probing and g.wanted([TP]) == [TP]
+
+
+def test_a_reprobe_that_gets_no_answer_blocks_again() -> None:
+    g = OversizeGuard()
+    _unanswered_block(g)
+    g.answered({}, elapsed=0.2, bytes_per_second=None, lock=LOCK, asked=16384)
+    assert g.probing
+    [b] = g.timed_out([TP, OTHER], waited=120.0, bytes_per_second=None, lock=LOCK)
+    assert b.tp == TP and g.wanted([TP, OTHER]) == [OTHER]
+
+
+def test_an_unanswered_block_is_probed_again_within_reprobe_locks_with_no_answer_at_all() -> None:
+    """Every partition of the leader blocked: no fetch goes there, no answer comes; the
+    bound still ends it."""
+    g = OversizeGuard()
+    _unanswered_block(g)
+    assert g.wanted([TP], now=100.0) == []  # first seen: the clock starts
+    assert g.wanted([TP], now=100.0 + REPROBE_LOCKS * LOCK - 0.1) == []
+    assert g.wanted([TP], now=100.0 + REPROBE_LOCKS * LOCK) == [TP] and g.probing
+
+
+def test_a_block_with_a_measured_batch_is_not_ended_by_a_mere_answer_or_by_time() -> None:
+    g = OversizeGuard()
+    g.answered({TP: 512 * 1024}, elapsed=52.0, bytes_per_second=10240.0, lock=LOCK, asked=16384)
+    g.answered({}, elapsed=0.2, bytes_per_second=None, lock=LOCK, asked=16384)
+    assert g.wanted([TP], now=0.0) == [] and g.wanted([TP], now=1e9) == []
+    assert not g.probing
+
+
 # -- the machine ------------------------------------------------------------------------------
 
 
@@ -200,3 +251,23 @@ def test_a_longer_lock_reported_by_the_broker_ends_a_block() -> None:
     m.fetch_answered(f2, longer, NAMES, 40.5, pipeline=False)
     assert m.blocked() == []
     assert m.leader(NODE).guard.wanted([TP]) == [TP]  # fetched again
+
+
+def test_the_machine_probes_an_unanswered_block_again_after_reprobe_locks() -> None:
+    m = machine()
+    opened(m)
+    f = send(m, 1.0)
+    m.request_failed(f, timed_out=True)
+    m.drain()
+    probe = m.sent(NODE, m.next_turn(NODE, [TP], room=True, now=32.0), 32.0)
+    m.request_failed(probe, timed_out=True)
+    assert [e for e in m.drain() if isinstance(e, PartitionBlocked)]
+    turn = m.next_turn(NODE, [TP], room=True, now=160.0)
+    assert turn.plan is None or TP not in turn.plan.added
+    lock = LOCK_MS / 1000
+    turn = m.next_turn(NODE, [TP], room=True, now=160.0 + REPROBE_LOCKS * lock)
+    assert turn.plan is not None and turn.plan.kind is RequestKind.SHARE_FETCH
+    request = m.request(turn, "member")
+    assert isinstance(request, ShareFetchRequest)
+    assert (request.max_records, request.share_acquire_mode) == (1, 1)  # a probe again
+    assert m.blocked() == []
