@@ -1005,6 +1005,7 @@ class ShareConsumer(Generic[K, V]):
         if concurrency < 1:
             raise errors.ConfigError(f"concurrency must be at least 1, not {concurrency}")
         core = self._raise_if_failed()
+        self._give_back_current()
         limit = self._dead_letter.max_deliveries if self._dead_letter is not None else None
         backoff = self._dead_letter.retry_backoff if self._dead_letter is not None else None
         if backoff is not None:
@@ -1190,6 +1191,19 @@ class ShareConsumer(Generic[K, V]):
             assert self._core is not None
             self._core.handout.answer(cur, AckType.ACCEPT)
 
+    def _give_back_current(self) -> None:
+        """Release the record in hand of an ``async for`` that ended early (``break``, an
+        exception), when a new loop, :meth:`poll`, :meth:`batches` or :meth:`process`
+        takes over: it was never moved past, so it is released, never accepted (a later
+        implicit accept of every delivered record would otherwise take it too)."""
+        cursor = self._cursor
+        cur = cursor.current
+        core = self._core
+        if cur is not None and not cursor.answered and core is not None:
+            cursor.answered = True
+            core.handout.answer(cur, AckType.RELEASE)
+            core.wake_leader(cur.topic_partition)
+
     def _raise_if_failed(self) -> ConsumerCore:
         core = self._live()
         if core.fatal is not None:
@@ -1204,17 +1218,12 @@ class ShareConsumer(Generic[K, V]):
         # exception), so its last record was not handled: give it back. The loop itself
         # runs in the cursor (sharecon._consumer.cursor: compiled in the compiled build).
         self._live()
-        cursor = self._cursor
-        cur = cursor.current
-        if cur is not None and not cursor.answered and self._core is not None:
-            cursor.answered = True
-            self._core.handout.answer(cur, AckType.RELEASE)
-            self._core.wake_leader(cur.topic_partition)
+        self._give_back_current()
         if type(self).__anext__ is not _PLAIN_ANEXT:
             # __anext__ was wrapped (sharecon.otel's receive spans) or overridden: the
             # loop must run it, not the cursor (once per loop, not per record).
             return self
-        return cast("AsyncIterator[Record[K, V]]", cursor)
+        return cast("AsyncIterator[Record[K, V]]", self._cursor)
 
     async def __anext__(self) -> Record[K, V]:
         # What ``async for`` runs is the cursor's __anext__ (see __aiter__); this is for
@@ -1280,6 +1289,7 @@ class ShareConsumer(Generic[K, V]):
             raise errors.ConfigError(f"timeout must be None or >= 0 seconds, not {timeout!r}")
         core = self._live()
         self._asked(core)
+        self._give_back_current()
         if self._batch_out:
             if self._explicit:
                 missing = core.ledger.unacknowledged()
