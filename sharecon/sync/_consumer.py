@@ -477,7 +477,9 @@ class ShareConsumer(Generic[K, V]):
             with anyio.move_on_after(math.inf if timeout is None else timeout):
                 await engine.process(handle, concurrency=concurrency, keep_locks=keep_locks)
 
-        self._moved_on(thread)
+        # process() serves the engine's buffer only: the rest of the chunk would be left
+        # unseen until its locks ran out (an attempt spent). Released now, it comes back.
+        self._moved_on(thread, unseen=True)
         self._processing += 1
         try:
             thread.call(run, what="process")

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sharecon.sync import Producer, ShareConsumer
 
 if TYPE_CHECKING:
+    from sharecon.record import Record
     from sharecon.testing.fake import FakeKafka
     from sharecon.types import AckResult
 
@@ -61,3 +62,38 @@ def test_poll_after_a_break_releases_the_record_in_hand(fake_kafka: FakeKafka) -
     assert answers.by_offset[0][0] == "RELEASE"
     assert (0, 2) in seen
     assert sorted(o for o, d in seen if d == 1) == [1, 2]
+
+
+def test_process_after_a_break_releases_the_rest_of_the_chunk(fake_kafka: FakeKafka) -> None:
+    _records(fake_kafka, 8)
+    answers = Answers()
+    handled: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def handler(record: Record[Any, Any]) -> None:
+        with lock:
+            handled.append((record.offset, record.delivery_count))
+
+    with ShareConsumer(
+        fake_kafka.bootstrap, group_id="g", topics=["t"], on_acknowledged=answers
+    ) as consumer:
+        looped = []
+        for record in consumer:
+            looped.append(record.offset)
+            if consumer._queue:  # the chunk holds records the loop has not reached
+                break
+        in_hand = looped[-1]
+        unreached = [r.offset for r in consumer._queue]
+        assert unreached
+        deadline = time.monotonic() + 20
+        while len({o for o, _ in handled}) < 8 - len(looped) + 1 and time.monotonic() < deadline:
+            consumer.process(handler, timeout=0.5)
+    # The loop's earlier records were moved past (accepted); the one in hand and the
+    # unreached ones were released at once, so process() got them again (delivery 2)
+    # long before their 60 s locks ended.
+    for offset in looped[:-1]:
+        assert answers.by_offset[offset][0] == "ACCEPT"
+    for offset in [in_hand, *unreached]:
+        assert answers.by_offset[offset][0] == "RELEASE"
+        assert (offset, 2) in handled
+    assert {o for o, _ in handled} == set(range(8)) - set(looped[:-1])
