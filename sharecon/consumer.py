@@ -39,7 +39,9 @@ from sharecon._consumer.delayed import DelayedReleaser
 from sharecon._consumer.deserialize import Deserializers
 from sharecon._consumer.fetcher import FetcherPool
 from sharecon._consumer.group_config import lock_duration as group_lock_duration
+from sharecon._consumer.handout import owner_of
 from sharecon._consumer.heartbeat import heartbeat_loop
+from sharecon._consumer.holdback import Holdback
 from sharecon._consumer.liveness import Liveness
 from sharecon._consumer.lock_keeping import keep_locks, renewals_allowed
 from sharecon._consumer.process import Host, run_workers
@@ -268,6 +270,9 @@ class ShareConsumer(Generic[K, V]):
         #: A DeserializationError for a record met while a poll() filled its batch:
         #: raised by the next call, after the records before it were handed out.
         self._pending_error: errors.DeserializationError | None = None
+        #: Records a cancelled hand-out took from the buffer: the next one serves them
+        #: first (sharecon._consumer.holdback).
+        self._held = Holdback(self._held_expired)
         if (
             dead_letter is not None
             and dlq_topic is not None
@@ -1026,6 +1031,7 @@ class ShareConsumer(Generic[K, V]):
                 else None
             ),
             deserialize_async=self._deserialize_async,
+            held=self._held,
             dispose=self._dispose_undeserializable,
             to_dead_letters=partial(self._reject_to_dlq, topic=None),
             answer=self._answer_if_open,
@@ -1052,11 +1058,12 @@ class ShareConsumer(Generic[K, V]):
 
     # -- deserializers ---------------------------------------------------------------------
 
-    async def _prepare(self, core: ConsumerCore, record: Record[Any, Any]) -> None:
+    async def _prepare(self, core: ConsumerCore, record: Record[Any, Any], decoded: bool) -> None:
         """What hand-out does per record beyond popping it, when there is anything to do:
-        deserialize (raising for a record that fails, once it is disposed of) and keep
-        its lock."""
-        if self._deserializing:
+        deserialize (raising for a record that fails, once it is disposed of; not when
+        ``decoded`` already) and keep its lock. Cancelled while deserializing, the record
+        is kept for the next hand-out (sharecon._consumer.holdback)."""
+        if self._deserializing and not decoded:
             try:
                 if self._deserialize_async is None:
                     self._deserialize(record)
@@ -1064,6 +1071,9 @@ class ShareConsumer(Generic[K, V]):
                     await self._deserialize_async(record)
             except errors.DeserializationError as exc:
                 await self._dispose_undeserializable(core, record, exc)
+                raise
+            except BaseException:
+                self._held.keep((), record)
                 raise
         if self._keeper is not None:
             self._keeper.hold(record, core.clock(), record.lock_deadline)
@@ -1095,23 +1105,58 @@ class ShareConsumer(Generic[K, V]):
         pop = core.buffer.pop_one
         clock = core.clock
         deserialize, deserialize_async = self._deserialize, self._deserialize_async
-        while len(out) < limit:
-            record = pop(clock)
-            if record is None:
-                break
-            try:
-                if deserialize_async is None:
-                    deserialize(record)
+        held = self._held
+        record: Record[Any, Any] | None = None
+        try:
+            while len(out) < limit:
+                kept = held.take(clock) if held.items else None
+                if kept is not None:
+                    record, decoded = kept
+                    if decoded:
+                        out.append(record)
+                        record = None
+                        continue
                 else:
-                    await deserialize_async(record)
-            except errors.DeserializationError as exc:
-                await self._dispose_undeserializable(core, record, exc)
-                if not out:
-                    raise
-                self._pending_error = exc
-                break
-            out.append(record)
+                    record = pop(clock)
+                    if record is None:
+                        break
+                try:
+                    if deserialize_async is None:
+                        deserialize(record)
+                    else:
+                        await deserialize_async(record)
+                except errors.DeserializationError as exc:
+                    failed, record = record, None
+                    await self._dispose_undeserializable(core, failed, exc)
+                    if not out:
+                        raise
+                    self._pending_error = exc
+                    break
+                out.append(record)
+                record = None
+        except BaseException:
+            # Cancelled (a poll() timeout, a cancel scope) while deserializing: what was
+            # taken stays this consumer's, and the next hand-out serves it first.
+            if out or record is not None:
+                held.keep(out, record)
+            raise
         return out
+
+    def _held_expired(self, record: Record[Any, Any]) -> None:
+        # A record kept for the next hand-out whose lock ended meanwhile: dropped as the
+        # buffer drops its own (delivery forgotten, counted as expired in the buffer).
+        core = self._core
+        if core is None:
+            return
+        owner = owner_of(record)
+        tp = record.topic_partition
+        if owner is not None:
+            core.machine.forget(tp, owner.delivery, record.offset, record.offset)
+        buffer = core.buffer
+        buffer.expired += 1
+        buffer.expired_by[tp] = buffer.expired_by.get(tp, 0) + 1
+        if buffer.on_expired is not None:
+            buffer.on_expired(1)
 
     def _raise_pending(self) -> None:
         exc, self._pending_error = self._pending_error, None
@@ -1243,12 +1288,18 @@ class ShareConsumer(Generic[K, V]):
             self._raise_pending()
         buffer = core.buffer
         cursor = self._cursor
+        held = self._held
         while True:
-            rec = buffer.pop_one(core.clock)
-            if rec is None:
-                await self._no_record(core)
-                continue
-            await self._prepare(core, rec)
+            kept = held.take(core.clock) if held.items else None
+            if kept is not None:
+                rec, decoded = kept
+            else:
+                popped = buffer.pop_one(core.clock)
+                if popped is None:
+                    await self._no_record(core)
+                    continue
+                rec, decoded = popped, False
+            await self._prepare(core, rec, decoded)
             cursor.current = rec
             cursor.answered = False
             cursor.served += 1
