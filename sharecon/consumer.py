@@ -1290,6 +1290,10 @@ class ShareConsumer(Generic[K, V]):
         cursor = self._cursor
         held = self._held
         while True:
+            if (cursor.served + 1) % CHECKPOINT_EVERY == 0:
+                # Before taking the record (as the cursor does): cancelled here, it stays
+                # buffered, not current.
+                await anyio.lowlevel.checkpoint()
             kept = held.take(core.clock) if held.items else None
             if kept is not None:
                 rec, decoded = kept
@@ -1303,8 +1307,6 @@ class ShareConsumer(Generic[K, V]):
             cursor.current = rec
             cursor.answered = False
             cursor.served += 1
-            if cursor.served % CHECKPOINT_EVERY == 0:
-                await anyio.lowlevel.checkpoint()
             return rec
 
     async def _no_record(self, core: ConsumerCore) -> None:

@@ -1,6 +1,7 @@
 """When one hand-out style takes over from another (``poll()``, ``batches()`` or
 ``process()`` after an ``async for`` that ended early) the record in hand was never moved
-past: it is released, never accepted with the next batch. Against FakeKafka (no JVM)."""
+past: it is released, never accepted with the next batch; and a loop cancelled at its
+periodic yield has no record in hand. Against FakeKafka (no JVM)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 
+from sharecon._consumer.cursor import CHECKPOINT_EVERY
 from sharecon.consumer import ShareConsumer
-from sharecon.producer import Producer
+from sharecon.producer import Producer, ProducerRecord
 
 if TYPE_CHECKING:
     from sharecon.record import Record
@@ -117,3 +119,41 @@ async def test_commit_after_a_break_still_accepts_the_record_in_hand(fake_kafka:
                 break
             await consumer.commit()
     assert answers.by_offset[0] == ["ACCEPT"]
+
+
+@pytest.mark.parametrize("deserializer", [None, bytes.decode], ids=["plain", "deserialized"])
+async def test_a_cancel_at_the_periodic_yield_leaves_the_next_record_buffered(
+    fake_kafka: FakeKafka, deserializer: Any
+) -> None:
+    # Every CHECKPOINT_EVERY records the loop yields to the event loop; a cancel delivered
+    # there must not leave a record nobody saw as the one in hand (commit() accepts that).
+    n = CHECKPOINT_EVERY + 10
+    fake_kafka.create_topic("t")
+    fake_kafka.configure_group("g", EARLIEST)
+    async with Producer(fake_kafka.bootstrap) as producer:
+        await producer.send_batch([ProducerRecord("t", b"v%d" % i, partition=0) for i in range(n)])
+    answers = Answers()
+    seen: list[int] = []
+    with anyio.fail_after(60):
+        async with ShareConsumer(
+            fake_kafka.bootstrap,
+            group_id="g",
+            topics=["t"],
+            value_deserializer=deserializer,
+            on_acknowledged=answers,
+        ) as consumer:
+            while consumer.metrics().buffered_records < n:  # noqa: ASYNC110 - polled state
+                await anyio.sleep(0.02)
+            with anyio.CancelScope() as scope:
+                async for record in consumer:
+                    seen.append(record.offset)
+                    if len(seen) == CHECKPOINT_EVERY - 1:
+                        scope.cancel()  # delivered at the next yield: the periodic one
+            assert seen == list(range(CHECKPOINT_EVERY - 1))
+            await consumer.commit()
+            # The record after the last one seen was never handed out: not accepted, and
+            # the next loop gets it first, on its first delivery.
+            assert CHECKPOINT_EVERY - 1 not in answers.by_offset
+            async for record in consumer:
+                assert (record.offset, record.delivery_count) == (CHECKPOINT_EVERY - 1, 1)
+                break
