@@ -27,6 +27,10 @@ Rules of this module:
 7. With deserializers, a worker first serves the records a cancelled hand-out took
    (``sharecon._consumer.holdback``), and cancelled while deserializing it keeps its
    record there: nothing taken from the buffer is lost unseen.
+8. A worker cancelled while its handler runs (``process()`` itself was cancelled: a
+   deadline, a cancel scope) releases that record unless the handler answered it: the
+   handler did not finish, and the record comes back at once instead of when its lock
+   ends.
 """
 
 from __future__ import annotations
@@ -183,6 +187,9 @@ async def run_workers(
                         host.release_later(record, backoff.delay(record.delivery_count - 1))
                     else:
                         host.answer(record, AckType.RELEASE)
+            except BaseException:
+                host.answer(record, AckType.RELEASE)  # rule 8 (an answer given stands)
+                raise
             else:
                 if isinstance(result, RetryLater):
                     host.release_later(record, result.delay)

@@ -157,3 +157,35 @@ async def test_a_cancel_at_the_periodic_yield_leaves_the_next_record_buffered(
             async for record in consumer:
                 assert (record.offset, record.delivery_count) == (CHECKPOINT_EVERY - 1, 1)
                 break
+
+
+async def test_process_cancelled_while_its_handler_runs_releases_that_record(
+    fake_kafka: FakeKafka,
+) -> None:
+    fake_kafka.create_topic("t")
+    # A lock far longer than the test waits: only a release brings the record back in time.
+    fake_kafka.configure_group("g", {**EARLIEST, "share.record.lock.duration.ms": "60000"})
+    async with Producer(fake_kafka.bootstrap) as producer:
+        await producer.send_and_wait("t", b"job", partition=0)
+    answers = Answers()
+    started = anyio.Event()
+
+    async def handler(record: Record[Any, Any]) -> None:
+        started.set()
+        await anyio.sleep_forever()
+
+    seen: list[tuple[int, int]] = []
+    with anyio.fail_after(60):
+        async with ShareConsumer(
+            fake_kafka.bootstrap, group_id="g", topics=["t"], on_acknowledged=answers
+        ) as consumer:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(consumer.process, handler)
+                await started.wait()
+                tg.cancel_scope.cancel()  # process() ends with the handler unfinished
+            with anyio.move_on_after(10):
+                while not seen:
+                    seen += [(r.offset, r.delivery_count) for r in await consumer.poll(1)]
+            await consumer.commit()
+    assert answers.by_offset[0][0] == "RELEASE"
+    assert seen == [(0, 2)]
