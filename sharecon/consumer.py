@@ -272,7 +272,7 @@ class ShareConsumer(Generic[K, V]):
         self._pending_error: errors.DeserializationError | None = None
         #: Records a cancelled hand-out took from the buffer: the next one serves them
         #: first (sharecon._consumer.holdback).
-        self._held = Holdback(self._held_expired)
+        self._held = Holdback(self._held_expired, self._held_holds)
         if (
             dead_letter is not None
             and dlq_topic is not None
@@ -1157,6 +1157,10 @@ class ShareConsumer(Generic[K, V]):
         buffer.expired_by[tp] = buffer.expired_by.get(tp, 0) + 1
         if buffer.on_expired is not None:
             buffer.on_expired(1)
+
+    def _held_holds(self, record: Record[Any, Any]) -> bool:
+        core = self._core
+        return core is not None and core.handout.holds(record)
 
     def _raise_pending(self) -> None:
         exc, self._pending_error = self._pending_error, None

@@ -14,7 +14,8 @@ Rules of this module:
    only once both are done, so nothing of it changed).
 3. A record whose lock ended while it was kept is not handed out: it is passed to
    ``expired`` (which forgets its delivery, as the buffer does for its own), since the
-   broker is delivering it again.
+   broker is delivering it again. Nor is one this consumer no longer holds (its share
+   session was lost, as the buffer drops such chunks): ``holds`` says which.
 4. Closing releases what is kept with the buffered records: the ledger holds them as
    acquired and never handed out, as it does the buffer's.
 5. Only hand-outs with deserializers can be cancelled between taking a record and handing
@@ -38,13 +39,19 @@ class Holdback:
     """The records of rule 1, oldest first, each with whether it is deserialized.
 
     :param expired: called with a kept record whose lock ended (rule 3).
+    :param holds: whether a kept record is still this consumer's to answer (rule 3).
     :ivar items: the kept records (test its truth to know whether any are kept: no call).
     """
 
-    __slots__ = ("expired", "items")
+    __slots__ = ("expired", "holds", "items")
 
-    def __init__(self, expired: Callable[[Record[Any, Any]], None]) -> None:
+    def __init__(
+        self,
+        expired: Callable[[Record[Any, Any]], None],
+        holds: Callable[[Record[Any, Any]], bool],
+    ) -> None:
         self.expired = expired
+        self.holds = holds
         self.items: deque[tuple[Record[Any, Any], bool]] = deque()
 
     def keep(self, decoded: Iterable[Record[Any, Any]], raw: Record[Any, Any] | None) -> None:
@@ -55,13 +62,16 @@ class Holdback:
         self.items.extendleft(reversed(front))
 
     def take(self, clock: Callable[[], float]) -> tuple[Record[Any, Any], bool] | None:
-        """The oldest kept record whose lock has not ended, and whether it is decoded."""
+        """The oldest kept record still held, whose lock has not ended, and whether it
+        is decoded (rule 3)."""
         items = self.items
         while items:
             rec, decoded = items.popleft()
             deadline = rec.lock_deadline
             if deadline is not None and clock() >= deadline:
                 self.expired(rec)
+                continue
+            if not self.holds(rec):
                 continue
             return rec, decoded
         return None
