@@ -17,8 +17,10 @@ there is no cross-thread round trip per record. The acknowledgement rules stay t
 - the chunk size adapts (1 to ``max_records``) so that a chunk is gone through in about a
   tenth of a second: slow handlers get one record per call, exactly as ``async for``;
 - the record in hand, and the records of the chunk not reached yet, are not moved past:
-  they are released when the consumer closes (or, for the record in hand, when a new ``for``
-  loop starts), never accepted.
+  they are released when the consumer closes, never accepted. The record in hand is
+  released when a new ``for`` loop, ``poll()`` (implicit mode) or ``process()`` takes
+  over; the chunk's unreached records are served by the next loop or ``poll()``, and
+  released by ``commit()`` (implicit mode) and ``process()``.
 """
 
 from __future__ import annotations
