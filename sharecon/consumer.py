@@ -39,7 +39,9 @@ from sharecon._consumer.delayed import DelayedReleaser
 from sharecon._consumer.deserialize import Deserializers
 from sharecon._consumer.fetcher import FetcherPool
 from sharecon._consumer.group_config import lock_duration as group_lock_duration
+from sharecon._consumer.handout import owner_of
 from sharecon._consumer.heartbeat import heartbeat_loop
+from sharecon._consumer.holdback import Holdback
 from sharecon._consumer.liveness import Liveness
 from sharecon._consumer.lock_keeping import keep_locks, renewals_allowed
 from sharecon._consumer.process import Host, run_workers
@@ -268,6 +270,9 @@ class ShareConsumer(Generic[K, V]):
         #: A DeserializationError for a record met while a poll() filled its batch:
         #: raised by the next call, after the records before it were handed out.
         self._pending_error: errors.DeserializationError | None = None
+        #: Records a cancelled hand-out took from the buffer: the next one serves them
+        #: first (sharecon._consumer.holdback).
+        self._held = Holdback(self._held_expired, self._held_holds)
         if (
             dead_letter is not None
             and dlq_topic is not None
@@ -1016,6 +1021,7 @@ class ShareConsumer(Generic[K, V]):
         if concurrency < 1:
             raise errors.ConfigError(f"concurrency must be at least 1, not {concurrency}")
         core = self._raise_if_failed()
+        self._give_back_current()
         limit = self._dead_letter.max_deliveries if self._dead_letter is not None else None
         backoff = self._dead_letter.retry_backoff if self._dead_letter is not None else None
         if backoff is not None:
@@ -1036,6 +1042,7 @@ class ShareConsumer(Generic[K, V]):
                 else None
             ),
             deserialize_async=self._deserialize_async,
+            held=self._held,
             dispose=self._dispose_undeserializable,
             to_dead_letters=partial(self._reject_to_dlq, topic=None),
             answer=self._answer_if_open,
@@ -1062,11 +1069,12 @@ class ShareConsumer(Generic[K, V]):
 
     # -- deserializers ---------------------------------------------------------------------
 
-    async def _prepare(self, core: ConsumerCore, record: Record[Any, Any]) -> None:
+    async def _prepare(self, core: ConsumerCore, record: Record[Any, Any], decoded: bool) -> None:
         """What hand-out does per record beyond popping it, when there is anything to do:
-        deserialize (raising for a record that fails, once it is disposed of) and keep
-        its lock."""
-        if self._deserializing:
+        deserialize (raising for a record that fails, once it is disposed of; not when
+        ``decoded`` already) and keep its lock. Cancelled while deserializing, the record
+        is kept for the next hand-out (sharecon._consumer.holdback)."""
+        if self._deserializing and not decoded:
             try:
                 if self._deserialize_async is None:
                     self._deserialize(record)
@@ -1074,6 +1082,9 @@ class ShareConsumer(Generic[K, V]):
                     await self._deserialize_async(record)
             except errors.DeserializationError as exc:
                 await self._dispose_undeserializable(core, record, exc)
+                raise
+            except BaseException:
+                self._held.keep((), record)
                 raise
         if self._keeper is not None:
             self._keeper.hold(record, core.clock(), record.lock_deadline)
@@ -1105,23 +1116,62 @@ class ShareConsumer(Generic[K, V]):
         pop = core.buffer.pop_one
         clock = core.clock
         deserialize, deserialize_async = self._deserialize, self._deserialize_async
-        while len(out) < limit:
-            record = pop(clock)
-            if record is None:
-                break
-            try:
-                if deserialize_async is None:
-                    deserialize(record)
+        held = self._held
+        record: Record[Any, Any] | None = None
+        try:
+            while len(out) < limit:
+                kept = held.take(clock) if held.items else None
+                if kept is not None:
+                    record, decoded = kept
+                    if decoded:
+                        out.append(record)
+                        record = None
+                        continue
                 else:
-                    await deserialize_async(record)
-            except errors.DeserializationError as exc:
-                await self._dispose_undeserializable(core, record, exc)
-                if not out:
-                    raise
-                self._pending_error = exc
-                break
-            out.append(record)
+                    record = pop(clock)
+                    if record is None:
+                        break
+                try:
+                    if deserialize_async is None:
+                        deserialize(record)
+                    else:
+                        await deserialize_async(record)
+                except errors.DeserializationError as exc:
+                    failed, record = record, None
+                    await self._dispose_undeserializable(core, failed, exc)
+                    if not out:
+                        raise
+                    self._pending_error = exc
+                    break
+                out.append(record)
+                record = None
+        except BaseException:
+            # Cancelled (a poll() timeout, a cancel scope) while deserializing: what was
+            # taken stays this consumer's, and the next hand-out serves it first.
+            if out or record is not None:
+                held.keep(out, record)
+            raise
         return out
+
+    def _held_expired(self, record: Record[Any, Any]) -> None:
+        # A record kept for the next hand-out whose lock ended meanwhile: dropped as the
+        # buffer drops its own (delivery forgotten, counted as expired in the buffer).
+        core = self._core
+        if core is None:
+            return
+        owner = owner_of(record)
+        tp = record.topic_partition
+        if owner is not None:
+            core.machine.forget(tp, owner.delivery, record.offset, record.offset)
+        buffer = core.buffer
+        buffer.expired += 1
+        buffer.expired_by[tp] = buffer.expired_by.get(tp, 0) + 1
+        if buffer.on_expired is not None:
+            buffer.on_expired(1)
+
+    def _held_holds(self, record: Record[Any, Any]) -> bool:
+        core = self._core
+        return core is not None and core.handout.holds(record)
 
     def _raise_pending(self) -> None:
         exc, self._pending_error = self._pending_error, None
@@ -1201,6 +1251,19 @@ class ShareConsumer(Generic[K, V]):
             assert self._core is not None
             self._core.handout.answer(cur, AckType.ACCEPT)
 
+    def _give_back_current(self) -> None:
+        """Release the record in hand of an ``async for`` that ended early (``break``, an
+        exception), when a new loop, :meth:`poll`, :meth:`batches` or :meth:`process`
+        takes over: it was never moved past, so it is released, never accepted (a later
+        implicit accept of every delivered record would otherwise take it too)."""
+        cursor = self._cursor
+        cur = cursor.current
+        core = self._core
+        if cur is not None and not cursor.answered and core is not None:
+            cursor.answered = True
+            core.handout.answer(cur, AckType.RELEASE)
+            core.wake_leader(cur.topic_partition)
+
     def _raise_if_failed(self) -> ConsumerCore:
         core = self._live()
         if core.fatal is not None:
@@ -1215,17 +1278,12 @@ class ShareConsumer(Generic[K, V]):
         # exception), so its last record was not handled: give it back. The loop itself
         # runs in the cursor (sharecon._consumer.cursor: compiled in the compiled build).
         self._live()
-        cursor = self._cursor
-        cur = cursor.current
-        if cur is not None and not cursor.answered and self._core is not None:
-            cursor.answered = True
-            self._core.handout.answer(cur, AckType.RELEASE)
-            self._core.wake_leader(cur.topic_partition)
+        self._give_back_current()
         if type(self).__anext__ is not _PLAIN_ANEXT:
             # __anext__ was wrapped (sharecon.otel's receive spans) or overridden: the
             # loop must run it, not the cursor (once per loop, not per record).
             return self
-        return cast("AsyncIterator[Record[K, V]]", cursor)
+        return cast("AsyncIterator[Record[K, V]]", self._cursor)
 
     async def __anext__(self) -> Record[K, V]:
         # What ``async for`` runs is the cursor's __anext__ (see __aiter__); this is for
@@ -1245,17 +1303,25 @@ class ShareConsumer(Generic[K, V]):
             self._raise_pending()
         buffer = core.buffer
         cursor = self._cursor
+        held = self._held
         while True:
-            rec = buffer.pop_one(core.clock)
-            if rec is None:
-                await self._no_record(core)
-                continue
-            await self._prepare(core, rec)
+            if (cursor.served + 1) % CHECKPOINT_EVERY == 0:
+                # Before taking the record (as the cursor does): cancelled here, it stays
+                # buffered, not current.
+                await anyio.lowlevel.checkpoint()
+            kept = held.take(core.clock) if held.items else None
+            if kept is not None:
+                rec, decoded = kept
+            else:
+                popped = buffer.pop_one(core.clock)
+                if popped is None:
+                    await self._no_record(core)
+                    continue
+                rec, decoded = popped, False
+            await self._prepare(core, rec, decoded)
             cursor.current = rec
             cursor.answered = False
             cursor.served += 1
-            if cursor.served % CHECKPOINT_EVERY == 0:
-                await anyio.lowlevel.checkpoint()
             return rec
 
     async def _no_record(self, core: ConsumerCore) -> None:
@@ -1291,6 +1357,7 @@ class ShareConsumer(Generic[K, V]):
             raise errors.ConfigError(f"timeout must be None or >= 0 seconds, not {timeout!r}")
         core = self._live()
         self._asked(core)
+        self._give_back_current()
         if self._batch_out:
             if self._explicit:
                 missing = core.ledger.unacknowledged()

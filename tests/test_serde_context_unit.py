@@ -391,3 +391,103 @@ def test_the_blocking_clients_await_async_serde_on_their_engine_thread() -> None
         ) as consumer:
             [record] = consumer.poll(timeout=30)
     assert record.value == {"subject": "orders-value", "offset": meta.offset, "doc": {"id": 1}}
+
+
+# -- cancelled while an async deserializer is awaited: nothing taken is lost -----------------
+
+
+class Gate:
+    """An async deserializer that stops at offset 1 until :attr:`open` is set."""
+
+    def __init__(self) -> None:
+        self.at_one = anyio.Event()
+        self.open = anyio.Event()
+
+    async def __call__(self, data: bytes, ctx: SerdeContext) -> str:
+        if ctx.offset == 1:
+            self.at_one.set()
+            await self.open.wait()
+        return data.decode()
+
+
+async def _gated(fake: FakeKafka) -> tuple[Gate, ShareConsumer[Any, Any]]:
+    fake.create_topic("t")
+    async with Producer(fake.bootstrap) as producer:
+        for i in range(3):
+            await producer.send_and_wait("t", b"v%d" % i, partition=0)
+    gate = Gate()
+    return gate, _consumer(fake, "t", async_deserializer(gate), ack_mode="explicit")
+
+
+async def _buffered(consumer: ShareConsumer[Any, Any], n: int) -> None:
+    while consumer.metrics().buffered_records < n:  # noqa: ASYNC110 - polled state
+        await anyio.sleep(0.02)
+
+
+def _seen(records: list[Record[Any, Any]]) -> list[tuple[Any, int]]:
+    return [(r.value, r.delivery_count) for r in records]
+
+
+async def test_a_poll_timeout_mid_deserialize_keeps_what_it_took(fake_kafka: FakeKafka) -> None:
+    gate, consumer = await _gated(fake_kafka)
+    with anyio.fail_after(30):
+        async with consumer:
+            await _buffered(consumer, 3)
+            # Times out while offset 1 is being deserialized: offset 0 was done already.
+            assert await consumer.poll(0.3, max_records=3) == []
+            assert gate.at_one.is_set()
+            gate.open.set()
+            got = await consumer.poll(5, max_records=3)
+            # Served next, once each, no delivery attempt spent.
+            assert _seen(got) == [("v0", 1), ("v1", 1), ("v2", 1)]
+            for r in got:
+                r.accept()
+            await consumer.commit()
+
+
+async def test_async_for_cancelled_mid_deserialize_serves_the_record_next(
+    fake_kafka: FakeKafka,
+) -> None:
+    gate, consumer = await _gated(fake_kafka)
+    got: list[Record[Any, Any]] = []
+    with anyio.fail_after(30):
+        async with consumer:
+            await _buffered(consumer, 3)
+            with anyio.move_on_after(0.3):
+                async for record in consumer:
+                    got.append(record)
+                    record.accept()
+            assert gate.at_one.is_set()
+            gate.open.set()
+            async for record in consumer:
+                got.append(record)
+                record.accept()
+                if len(got) == 3:
+                    break
+            await consumer.commit()
+    assert _seen(got) == [("v0", 1), ("v1", 1), ("v2", 1)]
+
+
+async def test_process_cancelled_mid_deserialize_leaves_the_record_for_the_next_poll(
+    fake_kafka: FakeKafka,
+) -> None:
+    gate, consumer = await _gated(fake_kafka)
+    handled: list[Any] = []
+
+    async def handler(record: Record[Any, Any]) -> None:
+        handled.append(record.value)
+
+    with anyio.fail_after(30):
+        async with consumer:
+            await _buffered(consumer, 3)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(consumer.process, handler)
+                await gate.at_one.wait()  # the worker took offset 1 and awaits its value
+                tg.cancel_scope.cancel()
+            gate.open.set()
+            got = await consumer.poll(5, max_records=3)
+            assert _seen(got) == [("v1", 1), ("v2", 1)]
+            for r in got:
+                r.accept()
+            await consumer.commit()
+    assert handled == ["v0"]

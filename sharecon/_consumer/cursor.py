@@ -116,13 +116,15 @@ class Cursor:
         buffer = core.buffer
         clock = core.clock
         while True:
+            served = self.served + 1
+            if served % CHECKPOINT_EVERY == 0:
+                # Before taking the record: cancelled here, it stays buffered, not current
+                # (which commit() or implicit mode would accept unseen).
+                await anyio.lowlevel.checkpoint()
             rec = buffer.pop_one(clock)
             if rec is not None:
                 self.current = rec
                 self.answered = False
-                served = self.served + 1
                 self.served = served
-                if served % CHECKPOINT_EVERY == 0:
-                    await anyio.lowlevel.checkpoint()
                 return rec
             await self.owner._no_record(core)

@@ -26,6 +26,13 @@ Rules of this module:
    running the same broken handler). The workers look again at least every 0.5 s.
    Fetching's hold is the breaker's state, asked by the buffer: it ends with the
    cool-down even when no worker runs any more, and a timer wakes the fetchers then.
+7. With deserializers, a worker first serves the records a cancelled hand-out took
+   (``sharecon._consumer.holdback``), and cancelled while deserializing it keeps its
+   record there: nothing taken from the buffer is lost unseen.
+8. A worker cancelled while its handler runs (``process()`` itself was cancelled: a
+   deadline, a cancel scope) releases that record unless the handler answered it: the
+   handler did not finish, and the record comes back at once instead of when its lock
+   ends.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ if TYPE_CHECKING:
 
     from sharecon._backoff import Backoff
     from sharecon._consumer.core import ConsumerCore
+    from sharecon._consumer.holdback import Holdback
     from sharecon._share.breaker import DeadLetterBreaker
     from sharecon._share.lock_keeper import LockKeeper
     from sharecon.record import Record
@@ -83,6 +91,8 @@ class Host:
     keep_locks: Callable[[ConsumerCore, LockKeeper[Record[Any, Any]]], Coroutine[Any, Any, None]]
     #: Deserialize a record in place, awaited (an async deserializer; else ``None``).
     deserialize_async: Callable[[Record[Any, Any]], Awaitable[None]] | None = None
+    #: Records a cancelled hand-out took, served first (with deserializers: rule 7).
+    held: Holdback | None = None
 
 
 async def run_workers(
@@ -108,6 +118,9 @@ async def run_workers(
     prepare = hold is not None or decode  # rule 3
     limit = dead_letter_limit
     backoff = retry_backoff
+    held = host.held if decode else None
+    # Its truth is the one extra test per record (an empty tuple without deserializers).
+    held_items: Any = held.items if held is not None else ()
 
     async def worker() -> None:
         buffer = core.buffer
@@ -119,14 +132,21 @@ async def run_workers(
             if breaker is not None and breaker.opened_at is not None and breaker.is_open(clock()):
                 await wait_while_open(core, breaker, host.closed)  # rule 6
                 continue
-            record: Record[Any, Any] | None = buffer.pop_one(clock)
+            record: Record[Any, Any] | None = None
+            decoded = False
+            if held_items and held is not None:  # rule 7
+                kept = held.take(clock)
+                if kept is not None:
+                    record, decoded = kept
             if record is None:
-                if host.closed() or core.closing:
-                    return
-                await host.wait_for_records(core)
-                continue
+                record = buffer.pop_one(clock)
+                if record is None:
+                    if host.closed() or core.closing:
+                        return
+                    await host.wait_for_records(core)
+                    continue
             if prepare:
-                if decode:
+                if decode and not decoded:
                     try:
                         if deserialize is not None:
                             deserialize(record)
@@ -137,6 +157,10 @@ async def run_workers(
                         logger.warning("share consumer %s: %s", core.member_id, exc)
                         core.note_error(exc)
                         continue
+                    except BaseException:
+                        if held is not None:
+                            held.keep((), record)  # rule 7
+                        raise
                 if hold is not None:
                     hold(record, clock(), record.lock_deadline)
             try:
@@ -165,6 +189,9 @@ async def run_workers(
                         host.release_later(record, backoff.delay(record.delivery_count - 1))
                     else:
                         host.answer(record, AckType.RELEASE)
+            except BaseException:
+                host.answer(record, AckType.RELEASE)  # rule 8 (an answer given stands)
+                raise
             else:
                 if isinstance(result, RetryLater):
                     host.release_later(record, result.delay)

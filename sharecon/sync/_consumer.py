@@ -17,8 +17,10 @@ there is no cross-thread round trip per record. The acknowledgement rules stay t
 - the chunk size adapts (1 to ``max_records``) so that a chunk is gone through in about a
   tenth of a second: slow handlers get one record per call, exactly as ``async for``;
 - the record in hand, and the records of the chunk not reached yet, are not moved past:
-  they are released when the consumer closes (or, for the record in hand, when a new ``for``
-  loop starts), never accepted.
+  they are released when the consumer closes, never accepted. The record in hand is
+  released when a new ``for`` loop, ``poll()`` (implicit mode) or ``process()`` takes
+  over; the chunk's unreached records are served by the next loop or ``poll()``, and
+  released by ``commit()`` (implicit mode) and ``process()``.
 """
 
 from __future__ import annotations
@@ -306,11 +308,23 @@ class ShareConsumer(Generic[K, V]):
         queue = self._queue
         return [queue.popleft() for _ in range(min(limit, len(queue)))]
 
-    def _moved_on(self) -> None:
-        """poll() and commit() take over from iteration: its record in hand counts as
-        moved past (the async call answers it as its mode says)."""
+    def _moved_on(self, thread: EngineThread, *, unseen: bool = False) -> None:
+        """poll() or process() take over from iteration. The records moved past are
+        accepted (implicit mode); the record in hand was not moved past: it is released,
+        never accepted, as a new ``for`` loop does; with ``unseen`` so are the records of
+        the chunk iteration has not reached (process() never serves them)."""
+        moved, self._moved = self._moved, []
+        back: list[Record[K, V]] = []
+        cur = self._current
+        if cur is not None and not self._current_answered:
+            back.append(cur)
         self._current = None
-        self._moved = []
+        self._current_answered = False
+        if unseen:
+            back.extend(self._queue)
+            self._queue.clear()
+        if moved or back:
+            thread.run_sync(_hand_back, self._engine, moved, back)
 
     def poll(
         self, timeout: float | None = None, *, max_records: int | None = None
@@ -324,11 +338,17 @@ class ShareConsumer(Generic[K, V]):
         """
         thread = self._running()
         if self._queue and not (self._explicit and self._current and not self._current_answered):
-            self._moved_on()
+            self._moved_on(thread)
             limit = self._max_records if max_records is None else max_records
             return self._hand_over_leftovers(max(limit, 1))
+        if not self._explicit:
+            # Before the async poll, which accepts every record delivered and unanswered:
+            # the record in hand is released, not accepted with them. (In explicit mode
+            # an unanswered one makes the async poll raise, and stays in hand.)
+            self._moved_on(thread)
         records = thread.call(partial(self._engine.poll, timeout, max_records=max_records))
-        self._moved_on()
+        self._current = None
+        self._moved = []
         return records
 
     def batches(self, *, max_records: int | None = None) -> Iterator[list[Record[K, V]]]:
@@ -459,7 +479,9 @@ class ShareConsumer(Generic[K, V]):
             with anyio.move_on_after(math.inf if timeout is None else timeout):
                 await engine.process(handle, concurrency=concurrency, keep_locks=keep_locks)
 
-        self._moved_on()
+        # process() serves the engine's buffer only: the rest of the chunk would be left
+        # unseen until its locks ran out (an attempt spent). Released now, it comes back.
+        self._moved_on(thread, unseen=True)
         self._processing += 1
         try:
             thread.call(run, what="process")
@@ -536,6 +558,23 @@ def _accept_moved(engine: _Engine[Any, Any], moved: list[Record[Any, Any]]) -> N
             logger.warning(
                 "accepting %s-%s offset %s: %s", rec.topic, rec.partition, rec.offset, exc
             )
+
+
+def _hand_back(
+    engine: _Engine[Any, Any], moved: list[Record[Any, Any]], unseen: list[Record[Any, Any]]
+) -> None:
+    """In the loop thread, when poll() or process() take over from iteration: accept the
+    records moved past (implicit mode), release the ones in hand or not reached, and wake
+    their leaders so the releases go out now."""
+    _accept_moved(engine, moved)
+    core = engine._core
+    for rec in unseen:
+        try:
+            AsyncShareConsumer.acknowledge(engine, rec, AckType.RELEASE)
+        except errors.InvalidRecordStateError:
+            continue  # answered meanwhile (by the application, in another thread)
+        if core is not None:
+            core.wake_leader(rec.topic_partition)
 
 
 def _release_all(engine: _Engine[Any, Any], records: list[Record[Any, Any]]) -> None:

@@ -36,6 +36,10 @@ __all__ = ["Backend", "EngineThread", "SigtermGuard"]
 
 T = TypeVar("T")
 
+#: Seconds between two looks at whether the loop stopped, while a cross-thread call waits
+#: for a callback that a loop stopped by ``close()`` in another thread would never run.
+_STOP_CHECK = 0.05
+
 Backend = Literal["asyncio", "trio"]
 
 #: How many times this process has forked from the one that imported sharecon.sync: a
@@ -111,6 +115,7 @@ class EngineThread:
     __slots__ = (
         "_backend",
         "_client",
+        "_finished",
         "_forks",
         "_owner",
         "_pid",
@@ -133,6 +138,8 @@ class EngineThread:
         self._soon: Callable[[Callable[[], object]], object] | None = None
         self._owner: concurrent.futures.Future[None] | None = None
         self._stop: _Stop | None = None
+        #: Set once the loop has stopped and its thread was joined (nothing runs there).
+        self._finished = threading.Event()
         #: The loop thread's ``threading.get_ident()`` (0 until started).
         self.ident = 0
 
@@ -140,6 +147,7 @@ class EngineThread:
 
     def start(self) -> BlockingPortal:
         """Start the loop thread; return its portal."""
+        self._finished.clear()
         cm = start_blocking_portal(self._backend, name=f"sharecon-{self._client}")
         portal = cm.__enter__()
         self._portal_cm = cm
@@ -191,8 +199,11 @@ class EngineThread:
         cm, self._portal_cm = self._portal_cm, None
         self._portal = None
         self._soon = None
-        if cm is not None:
-            cm.__exit__(None, None, None)
+        try:
+            if cm is not None:
+                cm.__exit__(None, None, None)
+        finally:
+            self._finished.set()
 
     @property
     def running(self) -> bool:
@@ -266,12 +277,33 @@ class EngineThread:
         return future.result()
 
     def call_soon(self, func: Callable[[], object]) -> None:
-        """Run ``func()`` in the loop thread soon, without waiting (fire and forget)."""
+        """Run ``func()`` in the loop thread soon, without waiting (fire and forget).
+
+        :raises ClientClosedError: the loop stopped (``close()``, maybe in another thread).
+        """
         soon = self._soon
         if soon is None:
             self._portal_or_raise()
             return
-        soon(func)
+        self._schedule(soon, func)
+
+    def _schedule(
+        self, soon: Callable[[Callable[[], object]], object], func: Callable[[], object]
+    ) -> None:
+        # ``soon`` was read before a close() in another thread may have stopped the loop:
+        # asyncio then says "Event loop is closed", trio RunFinishedError (RuntimeErrors
+        # both). The caller hears what happened: the client was closed.
+        try:
+            soon(func)
+        except RuntimeError as exc:
+            if self._portal is not None and not self._finished.is_set():
+                raise
+            raise self._closed_error() from exc
+
+    def _closed_error(self) -> errors.ClientClosedError:
+        return errors.ClientClosedError(
+            f"sharecon.sync.{self._client} was closed (in another thread) during the call"
+        )
 
     def run_sync(self, func: Callable[..., T], *args: Any) -> T:
         """Run the plain function ``func(*args)`` in the loop thread and return its result
@@ -291,8 +323,17 @@ class EngineThread:
             except BaseException as exc:
                 future.set_exception(exc)
 
-        soon(run)
-        return future.result()
+        self._schedule(soon, run)
+        # In slices: a close() in another thread may stop the loop before it runs ``run``,
+        # and nothing would ever complete the future (every wait has a deadline).
+        while True:
+            try:
+                return future.result(_STOP_CHECK)
+            except concurrent.futures.TimeoutError:
+                if future.done():
+                    return future.result()  # done meanwhile, or ``func`` raised it
+                if self._finished.is_set():
+                    raise self._closed_error() from None
 
 
 class SigtermGuard:

@@ -152,3 +152,43 @@ def test_the_sigterm_guard_installs_once_and_restores_the_default() -> None:
         assert signal.getsignal(signal.SIGTERM) is mine
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def test_a_close_in_another_thread_between_reading_the_loop_and_calling_it(
+    engine_thread: EngineThread,
+) -> None:
+    # run_sync read the loop's call_soon, then close() stopped the loop: the caller gets
+    # ClientClosedError, not RuntimeError('Event loop is closed') / trio.RunFinishedError.
+    real = engine_thread._soon
+    assert real is not None
+
+    def closed_first(func: object) -> object:
+        engine_thread.stop()
+        return real(func)  # type: ignore[arg-type]
+
+    engine_thread._soon = closed_first
+    with pytest.raises(errors.ClientClosedError, match="closed"):
+        engine_thread.run_sync(threading.get_ident)
+
+
+def test_a_call_the_stopped_loop_never_ran_ends_instead_of_waiting_forever(
+    engine_thread: EngineThread,
+) -> None:
+    # The callback was handed to the loop, which stopped before running it.
+    def dropped_by_the_stop(func: object) -> None:
+        engine_thread.stop()
+
+    engine_thread._soon = dropped_by_the_stop
+    outcome: list[BaseException] = []
+
+    def caller() -> None:
+        try:
+            engine_thread.run_sync(threading.get_ident)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    t = threading.Thread(target=caller, daemon=True)
+    t.start()
+    t.join(30)
+    assert not t.is_alive(), "run_sync waited forever for a loop that had stopped"
+    assert len(outcome) == 1 and isinstance(outcome[0], errors.ClientClosedError)
