@@ -205,6 +205,11 @@ class FetchDriver:
         self.machine.request_failed(f, timed_out=timed_out)
         return self.machine.drain()
 
+    def abandon(self, f: InFlight) -> None:
+        """``f`` went out pipelined, but the answer before it could not be taken in: its
+        own answer will not be read, and what it reserved is freed."""
+        self.machine.abandoned(f)
+
     def answer_failed(self, error: errors.KafkaError, f: InFlight) -> list[Effect]:
         """The answer to ``f`` could not be taken in: the session is reset."""
         self.machine.answer_failed(self.node_id, error, f)

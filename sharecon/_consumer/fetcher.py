@@ -235,8 +235,10 @@ class NodeFetcher:
                     self._answered(f, resp, now, step.answer)
                 await self._apply(step.effects)
         except BaseException:
-            if nxt is not None and nxt.f.plan.fetches:
-                self.pool.fetch_ended(self.node_id)  # the pipelined fetch is abandoned
+            if nxt is not None:
+                self.driver.abandon(nxt.f)  # the pipelined fetch is abandoned
+                if nxt.f.plan.fetches:
+                    self.pool.fetch_ended(self.node_id)
             raise
         return nxt
 

@@ -390,6 +390,22 @@ def test_the_record_budget_is_granted_and_settled_once() -> None:
     assert m.next_turn(NODE, [TP], room=True).granted == 6  # 4 held
 
 
+def test_an_abandoned_pipelined_fetch_frees_its_reservation() -> None:
+    """Simulation (seed 100044878, record_limit on 4.2-4.4): a fetch pipelined behind an
+    answer that then could not be taken in was forgotten with its reservation held, and
+    with a budget of one record no fetch was ever granted again."""
+    m = machine(record_limit=1)
+    opened(m)
+    turn = m.next_turn(NODE, [TP], room=True, now=1.0)
+    assert turn.granted == 1
+    f = m.sent(NODE, turn, 1.0)
+    assert m.next_turn(2, [TP], room=True, now=1.0).granted == 0  # reserved
+    m.abandoned(f)
+    m.abandoned(f)  # once only
+    assert m.budget is not None and m.budget.reserved == 0
+    assert m.next_turn(2, [TP], room=True, now=1.1).granted == 1
+
+
 def test_a_parked_record_takes_no_place_in_the_record_budget() -> None:
     """Simulation (--delayed-release, record_limit 1; seeds 0 and 2 on 4.2 and 4.4): the
     one record the budget allowed was released with a delay, and counting it as held

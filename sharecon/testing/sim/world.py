@@ -717,9 +717,10 @@ class Member:
         delay = self._delay()
         if isinstance(body, ShareFetchRequest):
             got = self._acquired(broker, resp)  # type: ignore[arg-type]
-            if not got and body.max_wait_ms > 0 and not body.is_renew_ack:
+            if not got and body.max_wait_ms > 0 and not body.is_renew_ack and not resp.error_code:
                 # An empty fetch waits at the broker, here until a lock ends at the latest
-                # (then records may be acquirable again).
+                # (then records may be acquirable again). An error (the session not found
+                # after an eviction, a wrong epoch) is answered at once, as Kafka does.
                 wait = body.max_wait_ms / 1000.0
                 expiry = broker.next_wakeup()
                 if expiry is not None:
@@ -942,11 +943,16 @@ class Member:
             steps = self.drivers[node].fetch_answer(
                 f, resp, NAMES, w.now, pipeline=pipeline, closing=self._is_closing
             )
-            for step in steps:
-                if type(step) is Send:
-                    nxt = self._start(node, step.turn)
-                else:
-                    self._apply(node, cast("Apply", step).effects)
+            try:
+                for step in steps:
+                    if type(step) is Send:
+                        nxt = self._start(node, step.turn)
+                    else:
+                        self._apply(node, cast("Apply", step).effects)
+            except BaseException:
+                if nxt is not None:  # as NodeFetcher: the pipelined fetch is abandoned
+                    self.drivers[node].abandon(nxt.f)
+                raise
             if self.closing and f.plan.tag == self.machine.leader(node).session.tag:
                 # Taken in and released at once (no Deliver): they end when that is reported.
                 for key, d in got.items():
