@@ -534,10 +534,21 @@ class Accumulator:
                 continue
             head = queue[0]
             flight = state.flight
-            if flight and (len(flight) >= self._max_flight or head.base_seq >= 0):
+            if flight and (
+                len(flight) >= self._max_flight
+                or head.base_seq >= 0
+                or (self.idempotent and not state.confirmed)
+            ):
                 # Rule 3: a batch numbered before (a retry) waits until nothing else of
-                # its partition is in flight; a new one until there is a free place.
+                # its partition is in flight; a new one until there is a free place, and
+                # until a first batch of the producer id is written there.
                 continue
+            if head.base_seq < 0 and self.idempotent:
+                window = state.window
+                while window and (window[0].done or window[0].children is not None):
+                    window.popleft()
+                if len(window) >= self._max_flight:
+                    continue  # rule 3: a batch not done yet would leave the broker's memory
             if state.retry_at > now:
                 next_due = min(next_due, state.retry_at)
                 continue
@@ -587,6 +598,7 @@ class Accumulator:
             state = self.partitions[(batch.topic, batch.partition)]
             batch.base_seq = state.next_seq
             state.next_seq = (state.next_seq + len(batch.timestamps)) & _SEQ_MASK
+            state.window.append(batch)
         assert batch.builder is not None  # dropped only once the batch is done
         encoded = batch.builder.build(
             codec=self._codec,
@@ -657,6 +669,9 @@ class Accumulator:
         written), ``hinted`` whether the answer's leader hint was applied."""
         if action is Action.WRITTEN:
             batch.ambiguous = False
+            state = self.partitions.get((batch.topic, batch.partition))
+            if state is not None:
+                state.confirmed = True
             batch.base_offset = base_offset
             batch.log_append_time = log_append_time
             self.finish(batch)
@@ -682,6 +697,8 @@ class Accumulator:
             self.reset_wanted = True
             self.retry(batch, error, now, immediate=True)
         elif action is Action.RETRY or action is Action.RETRY_AMBIGUOUS:
+            # An answer saying the leader may have appended the batch (rule 5 of .policy).
+            batch.ambiguous = batch.ambiguous or action is Action.RETRY_AMBIGUOUS
             self.retry(batch, error, now, immediate=hinted)
         elif action is Action.RESEND:
             # Behind an earlier batch's failure (rule 3): resent after it, on its schedule.
@@ -760,6 +777,12 @@ class Accumulator:
             else:
                 pieces[0].base_seq = batch.base_seq
                 pieces[1].base_seq = (batch.base_seq + half) & _SEQ_MASK
+                # They hold the range in the window instead of the batch (rule 3).
+                window = state.window
+                if batch in window:
+                    at = window.index(batch)
+                    window.insert(at + 1, pieces[1])
+                    window.insert(at + 1, pieces[0])
             batch.base_seq = -1
         # The halves go first, in order; the buffer space moves to them.
         batch.children = (pieces[0], pieces[1])
@@ -836,6 +859,8 @@ class Accumulator:
         self.producer_id, self.producer_epoch = producer_id, producer_epoch
         for state in self.partitions.values():
             state.next_seq = 0
+            state.confirmed = False
+            state.window.clear()
             for batch in state.queue:
                 batch.encoded = None
                 batch.base_seq = -1
