@@ -17,7 +17,11 @@ Rules of this module:
    it is first sent, and keeps them: a retry resends the very same bytes. A batch sent
    before goes back into its queue in sequence order (ahead of every batch never sent),
    and is sent again only once nothing else of its partition is in flight, so the broker
-   always sees the sequences in order. A batch answered OUT_OF_ORDER_SEQUENCE_NUMBER while
+   always sees the sequences in order. Until a first batch of the producer id is written
+   on a partition, one batch is in flight there (the broker takes any sequence from a
+   producer id it has no state for); and a new batch is numbered only while fewer than
+   ``max_in_flight`` batches numbered before it are not done (the broker recognises a
+   resend among the last five batches only). A batch answered OUT_OF_ORDER_SEQUENCE_NUMBER while
    an earlier batch of its partition is still pending (in flight or waiting to be resent)
    is only behind that one's failure: it is resent after it (:data:`.policy.Action.RESEND`).
    A batch that fails for good after getting sequence numbers hands them back when nothing
@@ -28,7 +32,9 @@ Rules of this module:
    good frees its buffer space and tells the hooks once.
 5. **Idempotence.** A failure whose outcome is unknown, or an answer saying the broker
    lost our producer state, asks for a new producer id (:attr:`Accumulator.reset_wanted`);
-   :meth:`Accumulator.restart_sequences` then starts every partition at 0.
+   :meth:`Accumulator.restart_sequences` then starts every partition at 0. A batch whose
+   outcome is unknown then fails rather than being sent under the new id (it may be in
+   the log already: the broker could not recognise it as a resend).
 
 Time: :meth:`Accumulator.ready` and the outcome methods take ``now`` (the I/O layer's
 monotonic clock, seconds); the clock given at construction is read only when a new
@@ -855,12 +861,30 @@ class Accumulator:
 
     def restart_sequences(self, producer_id: int, producer_epoch: int) -> None:
         """A new producer id (rule 5): every partition's sequence restarts at 0 and queued
-        batches are encoded again under the new id."""
+        batches are encoded again under the new id, but for the ones whose outcome is
+        unknown: the broker may have written them under the old id, where no resend
+        under the new one would be recognised, so they fail instead of being written
+        twice."""
         self.producer_id, self.producer_epoch = producer_id, producer_epoch
         for state in self.partitions.values():
             state.next_seq = 0
             state.confirmed = False
             state.window.clear()
+            unknown = [b for b in state.queue if b.ambiguous]
+            for batch in unknown:
+                state.queue.remove(batch)
+                batch.ambiguous = False  # failed here: no further reset for it
+                batch.base_seq = -1
+                last = f" ({batch.last_error})" if batch.last_error else ""
+                self.finish(
+                    batch,
+                    errors.KafkaTimeoutError(
+                        f"topic {batch.topic!r} partition {batch.partition}: "
+                        f"{len(batch.timestamps)} records with an unknown outcome{last}: "
+                        "they may have been written, and are not sent again under the "
+                        "new producer id, which could write them twice"
+                    ),
+                )
             for batch in state.queue:
                 batch.encoded = None
                 batch.base_seq = -1

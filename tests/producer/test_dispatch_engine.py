@@ -244,3 +244,30 @@ def test_a_batch_timed_out_on_the_broker_never_hands_its_sequence_back() -> None
     acc.ready(clock.now, KNOWN)
     assert batch.done and isinstance(batch.error, errors.KafkaTimeoutError)
     assert acc.reset_wanted and acc.partitions[("t", 0)].next_seq == 1
+
+
+def test_a_reset_fails_the_batches_whose_outcome_is_unknown_instead_of_writing_them_twice() -> None:
+    """A batch answered REQUEST_TIMED_OUT (maybe in the log) still queued when the producer
+    id is replaced: resent under the new id the broker would write it again (simulation
+    seed 734). It fails with a timeout naming the unknown outcome; the others are resent."""
+    acc, _, clock, _ = make(linger=0)
+    acc.restart_sequences(7, 0)
+    maybe = put(acc, b"a", partition=0)
+    other = put(acc, b"b", partition=1)
+    taken = [b for g in acc.ready(clock.now, KNOWN)[0].values() for b in g]
+    acc.requests(taken, 1 << 20)
+    for b in taken:
+        b.attempts += 1
+    timed_out = errors.error_for_code(ErrorCode.REQUEST_TIMED_OUT)
+    moved = errors.NotLeaderOrFollowerError("moved")
+    acc.answered(
+        maybe, Action.RETRY_AMBIGUOUS, timed_out, base_offset=-1, log_append_time=-1, now=clock.now
+    )
+    acc.answered(other, Action.RETRY, moved, base_offset=-1, log_append_time=-1, now=clock.now)
+    acc.request_done(2)
+    acc.restart_sequences(8, 0)
+    assert maybe.done and isinstance(maybe.error, errors.KafkaTimeoutError)
+    assert "unknown outcome" in str(maybe.error)
+    assert (
+        not other.done and other.base_seq == -1 and list(acc.partitions[("t", 1)].queue) == [other]
+    )
