@@ -187,43 +187,47 @@ def test_no_batch_is_numbered_while_five_before_it_are_not_done() -> None:
     """A batch answered REQUEST_TIMED_OUT (written, maybe) is resent while new batches go
     behind it; were more than five numbered after it, its resend would fall out of the
     broker's memory of the last five and come back OUT_OF_ORDER, then be written twice
-    under a new producer id (simulation seed 176)."""
-    acc, _, clock, _ = make(linger=0)
+    under a new producer id (simulation seed 176 before the crash fault was added)."""
+    acc, _, clock, _ = make(linger=0, delivery_timeout=1000.0)
     acc.restart_sequences(7, 0)
     broker = ProducePartition()
     first = put(acc, b"r0", partition=0)
-    (taken,) = [b for g in acc.ready(clock.now, KNOWN)[0].values() for b in g]
-    acc.requests([taken], 1 << 20)
-    taken.attempts += 1
-    code, _ = broker.append(first.encoded or b"")
-    assert code == ErrorCode.NONE  # appended, but not replicated in time:
+    acc.partitions[("t", 0)].confirmed = True  # (the producer id wrote here before)
     timed_out = errors.error_for_code(ErrorCode.REQUEST_TIMED_OUT)
-    action = acc.answer_action(first, ErrorCode.REQUEST_TIMED_OUT)
-    assert action is Action.RETRY_AMBIGUOUS
-    acc.answered(first, action, timed_out, base_offset=-1, log_append_time=-1, now=clock.now)
-    acc.request_done(1)
-    assert first.ambiguous
-    acc.partitions[("t", 0)].confirmed = True  # (written: the broker has our state)
-    sent = 0
-    for i in range(1, 10):
-        put(acc, b"r%d" % i, partition=0)
+    ok = answer_action(ErrorCode.NONE, records=1, idempotent=True)
+    resends = []
+    numbered_behind = 0
+    for i in range(1, 15):
         clock.now += 5  # past every backoff
-        ready = [b for g in acc.ready(clock.now, KNOWN)[0].values() for b in g]
-        for batch in ready:
-            acc.requests([batch], 1 << 20)
-            batch.attempts += 1
-            if batch is not first:
-                broker.append(batch.encoded or b"")
-                ok = answer_action(ErrorCode.NONE, records=1, idempotent=True)
-                acc.answered(batch, ok, None, base_offset=-1, log_append_time=-1, now=clock.now)
-                sent += 1
+        flying = []
+        for r in range(6):  # rounds: the resend first, then new batches behind it
+            if r == 1:
+                put(acc, b"r%d" % i, partition=0)
+            taken = [b for g in acc.ready(clock.now, KNOWN)[0].values() for b in g]
+            for batch in taken:
+                acc.requests([batch], 1 << 20)
+                batch.attempts += 1
+            flying += taken
+        for batch in flying:
+            code, offset = broker.append(batch.encoded or b"")
+            if batch is first:
+                resends.append((code, offset))
+                # Appended (or recognised), not replicated in time, again.
+                action = acc.answer_action(first, ErrorCode.REQUEST_TIMED_OUT)
+                assert action is Action.RETRY_AMBIGUOUS
+                acc.answered(
+                    first, action, timed_out, base_offset=-1, log_append_time=-1, now=clock.now
+                )
+            else:
+                assert code == ErrorCode.NONE
+                numbered_behind += 1
+                acc.answered(batch, ok, None, base_offset=offset, log_append_time=-1, now=clock.now)
             acc.request_done(1)
-        if first in ready:
-            # The resend is still one of the last five batches the broker remembers.
-            code, offset = broker.append(first.encoded or b"")
-            assert (code, offset) == (ErrorCode.NONE, 0)
-            break
-    assert sent <= 4
+    assert first.ambiguous and not first.done and len(resends) > 3
+    # Every resend was still one the broker recognised (its first offset, 0): never
+    # OUT_OF_ORDER, which would have cost a new producer id and a second copy.
+    assert set(resends) == {(ErrorCode.NONE, 0)}, resends
+    assert numbered_behind == 4  # then the partition waits for the first
 
 
 def test_a_batch_timed_out_on_the_broker_never_hands_its_sequence_back() -> None:

@@ -23,11 +23,12 @@ from sharecon.testing.sim.produce import (
 
 FIXED = list(range(600))
 RANDOM = 200
-#: Seeds of the producer bugs the simulation found: 63 a second batch written before a
-#: refused first one of a new producer id (order); 176 a batch resent after
-#: REQUEST_TIMED_OUT fell out of the broker's five-batch memory (written twice); 734 and
-#: 445 a batch of unknown outcome resent under a new producer id (written twice).
-REGRESSIONS = [63, 176, 734, 445, 632]
+#: Seeds of the producer bugs the simulation found, as first found (63 a second batch
+#: written before a refused first one of a new producer id: order; 176 a batch resent
+#: after REQUEST_TIMED_OUT fell out of the broker's five-batch memory: written twice; 734
+#: and 445 a batch of unknown outcome resent under a new producer id: written twice), and
+#: the seeds that catch each fix undone in today's schedules (the mutants below).
+REGRESSIONS = [63, 176, 734, 445, 632, 188, 1, 517, 845, 18]
 
 
 def _explain(bad: list[ProduceOutcome], mutant: str | None = None) -> str:
@@ -52,12 +53,23 @@ def test_the_seeds_of_found_bugs_keep_every_producer_invariant() -> None:
 
 
 @pytest.mark.parametrize(
-    ("mutant", "invariants"), [("no-ambiguous", {"P2", "P3"}), ("no-reset", None)]
+    ("mutant", "invariants"),
+    [
+        ("no-ambiguous", {"P2", "P3"}),
+        ("no-reset", None),
+        ("no-first-confirm", {"P4"}),
+        ("no-window", {"P8"}),
+        ("rto-certain", {"P3"}),
+        ("resend-unknown", {"P3"}),
+    ],
 )
 def test_a_deliberate_producer_bug_is_caught(mutant: str, invariants: set[str] | None) -> None:
     """Proof the simulation can fail: lost requests taken as never written (an expired
     batch hands its sequence numbers back, and the next batch is answered as its
-    duplicate), and a reset that keeps the producer id (sequences restart at 0 under it)."""
+    duplicate); a reset that keeps the producer id; and each of the fixes of the bugs it
+    found, undone (pipelining before a first batch is written, numbering past five batches
+    not done, REQUEST_TIMED_OUT taken as not written, batches of unknown outcome resent
+    under a new producer id)."""
     found = first_failure(range(3000), mutant)
     assert found is not None, f"{mutant} was not caught in 3000 schedules"
     assert found.violation is not None
@@ -92,4 +104,4 @@ def test_a_failing_seed_prints_its_replay_command(capsys: pytest.CaptureFixture[
         in out
     )
     assert main(["--seed", str(found.seed)]) == 0
-    assert set(MUTANTS) == {"no-ambiguous", "no-reset"}
+    assert len(MUTANTS) == 6

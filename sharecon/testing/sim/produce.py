@@ -34,7 +34,9 @@ P5. no gap: a record missing from the log while a record sent after it (to the s
 P6. at most ``max_in_flight`` batches of a partition are in flight at once;
 P7. liveness: every future resolves by the time the faults heal plus
     ``delivery_timeout``; and each record sent after the faults healed is written within
-    :data:`HEALED_BOUND` virtual seconds.
+    :data:`HEALED_BOUND` virtual seconds;
+P8. no batch the partition holds already is answered OUT_OF_ORDER_SEQUENCE_NUMBER (a
+    resend always comes while the broker still remembers the batch).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from sharecon.protocol.messages.produce import (
     PartitionProduceResponse,
     TopicProduceResponse,
 )
+from sharecon.protocol.records import read_batches
 from sharecon.testing.model.produce import ProducePartition
 
 if TYPE_CHECKING:
@@ -87,13 +90,25 @@ HEALED_BOUND = CLIENT_TIMEOUT + 2 * BACKOFF_MAX + 3.0
 
 #: Deliberate bugs the simulation must catch (``--mutant``): ``no-ambiguous`` reports
 #: every lost request as never written (so a batch that expires after one hands its
-#: sequence numbers back); ``no-reset`` never replaces the producer id.
-MUTANTS = ("no-ambiguous", "no-reset")
+#: sequence numbers back); ``no-reset`` never replaces the producer id. The others undo
+#: one fix each of the bugs the simulation found: ``no-first-confirm`` pipelines before a
+#: first batch of the producer id is written on a partition; ``no-window`` numbers new
+#: batches however many before them are not done; ``rto-certain`` takes REQUEST_TIMED_OUT
+#: as "not written"; ``resend-unknown`` resends batches of unknown outcome under a new
+#: producer id.
+MUTANTS = (
+    "no-ambiguous",
+    "no-reset",
+    "no-first-confirm",
+    "no-window",
+    "rto-certain",
+    "resend-unknown",
+)
 
 
 @dataclass(frozen=True, slots=True)
 class ProduceViolation:
-    """One broken producer invariant (P1 to P7), when, and what happened."""
+    """One broken producer invariant (P1 to P8), when, and what happened."""
 
     invariant: str
     at: float
@@ -376,6 +391,12 @@ class _World:
 
     def _round(self) -> None:
         self._poll_at = float("inf")
+        if self.mutant == "no-first-confirm":
+            for state in self.acc.partitions.values():
+                state.confirmed = True
+        elif self.mutant == "no-window":
+            for state in self.acc.partitions.values():
+                state.window.clear()
         decided = self.engine.poll(self.now, self.view)
         for state in self.acc.partitions.values():
             if len(state.flight) > self.settings.max_in_flight:
@@ -397,6 +418,10 @@ class _World:
     def _reset_done(self) -> None:
         pid = self._new_pid()
         self.note(f"new producer id {pid}")
+        if self.mutant == "resend-unknown":
+            for state in self.acc.partitions.values():
+                for batch in state.queue:
+                    batch.ambiguous = False
         self.engine.reset_done(pid, 0)
         self.kick(self.now)
 
@@ -500,8 +525,16 @@ class _World:
                 if self.now < self.nenough_until and rng.random() < 0.4:
                     code, offset = ErrorCode.NOT_ENOUGH_REPLICAS, -1
                 else:
-                    code, offset = self.logs[p].append(pd.records or b"")
-                    if code == ErrorCode.NONE and self.now < self.rto_until and rng.random() < 0.4:
+                    log = self.logs[p]
+                    end = len(log.log)
+                    code, offset = log.append(pd.records or b"")
+                    if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+                        self._check_not_written(p, pd.records or b"")
+                    # A resend recognised as one (nothing appended) times out again more
+                    # often: the schedules then hold one batch back while later ones pass.
+                    again = code == ErrorCode.NONE and len(log.log) == end
+                    odds = 0.8 if again else 0.3
+                    if code == ErrorCode.NONE and self.now < self.rto_until and rng.random() < odds:
                         # Appended by the leader, not replicated within the timeout (acks=all).
                         code, offset = ErrorCode.REQUEST_TIMED_OUT, -1
                 self.note(f"b{conn.broker} p{p}: {ErrorCode(code).name} @{offset}")
@@ -524,10 +557,27 @@ class _World:
         conn.muted_until = max(conn.muted_until, answer + throttle / 1000)
         self.at(answer, self._answer, conn, out, response)
 
+    def _check_not_written(self, partition: int, records: bytes | bytearray | memoryview) -> None:
+        # P8: a batch answered OUT_OF_ORDER is not one the partition holds already (a
+        # resend that fell out of the broker's memory of the last five batches: the
+        # producer would take it for lost and get a new producer id).
+        (batch,) = read_batches(records).batches
+        key = (batch.producer_id, batch.producer_epoch, batch.base_sequence)
+        for a in self.logs[partition].log:
+            if (a.producer_id, a.epoch, a.sequence) == key:
+                self.fail(
+                    "P8",
+                    f"partition {partition}: a resend of a batch already written (producer "
+                    f"id {key[0]}, sequence {key[2]}) fell out of the broker's memory of the "
+                    "last five batches and was answered OUT_OF_ORDER_SEQUENCE_NUMBER",
+                )
+
     def _answer(self, conn: _Conn, out: Outgoing, response: ProduceResponse) -> None:
         if not conn.alive or out.ended:
             return  # the answer is lost (the connection was cut, or the client gave up)
         conn.pending.remove(out)
+        if self.mutant == "rto-certain":
+            response = _rto_as_not_written(response)
         if self.engine.answered(out, response, self.now, self.view, self._apply_hint):
             self._refresh()
         self.kick(self.now)
@@ -537,6 +587,31 @@ class _World:
     def _final(self) -> None:
         check(self)
         raise _Stop
+
+
+def _rto_as_not_written(response: ProduceResponse) -> ProduceResponse:
+    # The mutant: REQUEST_TIMED_OUT read as an error that says "not written".
+    return ProduceResponse(
+        responses=tuple(
+            TopicProduceResponse(
+                name=t.name,
+                partition_responses=tuple(
+                    PartitionProduceResponse(
+                        index=p.index,
+                        error_code=ErrorCode.NOT_ENOUGH_REPLICAS
+                        if p.error_code == ErrorCode.REQUEST_TIMED_OUT
+                        else p.error_code,
+                        base_offset=p.base_offset,
+                        current_leader=p.current_leader,
+                    )
+                    for p in t.partition_responses
+                ),
+            )
+            for t in response.responses
+        ),
+        throttle_time_ms=response.throttle_time_ms,
+        node_endpoints=response.node_endpoints,
+    )
 
 
 def check(world: _World) -> None:
