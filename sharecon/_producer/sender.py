@@ -332,10 +332,11 @@ class Sender:
             )
             engine.reset_done(pid, epoch)
         except errors.KafkaError as exc:
-            engine.reset_failed(exc)
             self.fatal = exc
             if self.on_fatal is not None:
+                # First: callbacks run as the batches fail must not queue new records.
                 self.on_fatal(closing=False)
+            engine.reset_failed(exc)
             self.space.set()
         finally:
             self.wake()
