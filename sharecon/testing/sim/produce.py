@@ -22,7 +22,7 @@ with or without the new leader), NOT_ENOUGH_REPLICAS answers (not appended),
 REQUEST_TIMED_OUT answers for a batch the leader appended but could not replicate in time
 (acks=all), and throttled answers. After the faults heal a few more records are sent.
 
-The invariants (:func:`check`; "Producer simulation" in ``docs/testing.md``):
+The invariants (checked as the schedule runs and at its end; "Producer simulation" in ``docs/testing.md``):
 
 P1. every batch is finished exactly once, and every record's future resolves: written
     (with its offset) or failed with a typed :class:`~sharecon.errors.KafkaError`;
@@ -69,7 +69,16 @@ if TYPE_CHECKING:
 
     from sharecon._produce.batch import Batch
 
-__all__ = ["HEALED_BOUND", "MUTANTS", "ProduceOutcome", "check", "run"]
+__all__ = [
+    "HEALED_BOUND",
+    "MUTANTS",
+    "ProduceOutcome",
+    "ProduceViolation",
+    "first_failure",
+    "main",
+    "run",
+    "search",
+]
 
 TOPIC = "t"
 TOPIC_ID = uuid.UUID(int=0x9E0D)
@@ -585,7 +594,7 @@ class _World:
     # -- the end ----------------------------------------------------------------------------------
 
     def _final(self) -> None:
-        check(self)
+        _check(self)
         raise _Stop
 
 
@@ -614,7 +623,7 @@ def _rto_as_not_written(response: ProduceResponse) -> ProduceResponse:
     )
 
 
-def check(world: _World) -> None:
+def _check(world: _World) -> None:
     """The invariants P1 to P5 and P7 at the end of a schedule (P6 and P7's bound on
     records sent after the faults are checked as the schedule runs)."""
     acc = world.acc
