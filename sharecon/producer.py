@@ -301,13 +301,14 @@ class Producer(Generic[KT, VT]):
         #: The counters behind metrics() (on time.monotonic: see sharecon._stats).
         self._stats = ProducerStats(time.monotonic(), client_id=self._config.client_id)
         self._sender = sender = Sender(settings, self._stats)
-        self._acc = sender.acc = Accumulator(
+        self._acc = Accumulator(
             settings,
             sender,
             clock=anyio.current_time,
             wall_ns=time.time_ns,
             randrange=random.randrange,
         )
+        sender.attach(self._acc)
         self._unyielded = 0  # send() calls since the last one that checkpointed
         # The short path (Accumulator.enqueue) is open while acc.view is set: started, not
         # closing, not failed, no serializers. Else a record goes through _place, which

@@ -124,6 +124,10 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
             "sharecon._share",
             "sharecon._net",
             "sharecon._consumer",
+            # The producer simulation (testing/sim/produce.py) runs the producer's engine
+            # and futures, as the consumer's runs _share and _consumer.
+            "sharecon._produce",
+            "sharecon._producer",
             "sharecon._lifecycle",
             "sharecon.record",
             "sharecon.config",

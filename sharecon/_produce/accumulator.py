@@ -17,7 +17,11 @@ Rules of this module:
    it is first sent, and keeps them: a retry resends the very same bytes. A batch sent
    before goes back into its queue in sequence order (ahead of every batch never sent),
    and is sent again only once nothing else of its partition is in flight, so the broker
-   always sees the sequences in order. A batch answered OUT_OF_ORDER_SEQUENCE_NUMBER while
+   always sees the sequences in order. Until a first batch of the producer id is written
+   on a partition, one batch is in flight there (the broker takes any sequence from a
+   producer id it has no state for); and a new batch is numbered only while fewer than
+   ``max_in_flight`` batches numbered before it are not done (the broker recognises a
+   resend among the last five batches only). A batch answered OUT_OF_ORDER_SEQUENCE_NUMBER while
    an earlier batch of its partition is still pending (in flight or waiting to be resent)
    is only behind that one's failure: it is resent after it (:data:`.policy.Action.RESEND`).
    A batch that fails for good after getting sequence numbers hands them back when nothing
@@ -28,7 +32,9 @@ Rules of this module:
    good frees its buffer space and tells the hooks once.
 5. **Idempotence.** A failure whose outcome is unknown, or an answer saying the broker
    lost our producer state, asks for a new producer id (:attr:`Accumulator.reset_wanted`);
-   :meth:`Accumulator.restart_sequences` then starts every partition at 0.
+   :meth:`Accumulator.restart_sequences` then starts every partition at 0. A batch whose
+   outcome is unknown then fails rather than being sent under the new id (it may be in
+   the log already: the broker could not recognise it as a resend).
 
 Time: :meth:`Accumulator.ready` and the outcome methods take ``now`` (the I/O layer's
 monotonic clock, seconds); the clock given at construction is read only when a new
@@ -534,10 +540,21 @@ class Accumulator:
                 continue
             head = queue[0]
             flight = state.flight
-            if flight and (len(flight) >= self._max_flight or head.base_seq >= 0):
+            if flight and (
+                len(flight) >= self._max_flight
+                or head.base_seq >= 0
+                or (self.idempotent and not state.confirmed)
+            ):
                 # Rule 3: a batch numbered before (a retry) waits until nothing else of
-                # its partition is in flight; a new one until there is a free place.
+                # its partition is in flight; a new one until there is a free place, and
+                # until a first batch of the producer id is written there.
                 continue
+            if head.base_seq < 0 and self.idempotent:
+                window = state.window
+                while window and (window[0].done or window[0].children is not None):
+                    window.popleft()
+                if len(window) >= self._max_flight:
+                    continue  # rule 3: a batch not done yet would leave the broker's memory
             if state.retry_at > now:
                 next_due = min(next_due, state.retry_at)
                 continue
@@ -587,6 +604,7 @@ class Accumulator:
             state = self.partitions[(batch.topic, batch.partition)]
             batch.base_seq = state.next_seq
             state.next_seq = (state.next_seq + len(batch.timestamps)) & _SEQ_MASK
+            state.window.append(batch)
         assert batch.builder is not None  # dropped only once the batch is done
         encoded = batch.builder.build(
             codec=self._codec,
@@ -657,6 +675,9 @@ class Accumulator:
         written), ``hinted`` whether the answer's leader hint was applied."""
         if action is Action.WRITTEN:
             batch.ambiguous = False
+            state = self.partitions.get((batch.topic, batch.partition))
+            if state is not None:
+                state.confirmed = True
             batch.base_offset = base_offset
             batch.log_append_time = log_append_time
             self.finish(batch)
@@ -682,6 +703,8 @@ class Accumulator:
             self.reset_wanted = True
             self.retry(batch, error, now, immediate=True)
         elif action is Action.RETRY or action is Action.RETRY_AMBIGUOUS:
+            # An answer saying the leader may have appended the batch (rule 5 of .policy).
+            batch.ambiguous = batch.ambiguous or action is Action.RETRY_AMBIGUOUS
             self.retry(batch, error, now, immediate=hinted)
         elif action is Action.RESEND:
             # Behind an earlier batch's failure (rule 3): resent after it, on its schedule.
@@ -760,6 +783,12 @@ class Accumulator:
             else:
                 pieces[0].base_seq = batch.base_seq
                 pieces[1].base_seq = (batch.base_seq + half) & _SEQ_MASK
+                # They hold the range in the window instead of the batch (rule 3).
+                window = state.window
+                if batch in window:
+                    at = window.index(batch)
+                    window.insert(at + 1, pieces[1])
+                    window.insert(at + 1, pieces[0])
             batch.base_seq = -1
         # The halves go first, in order; the buffer space moves to them.
         batch.children = (pieces[0], pieces[1])
@@ -832,10 +861,30 @@ class Accumulator:
 
     def restart_sequences(self, producer_id: int, producer_epoch: int) -> None:
         """A new producer id (rule 5): every partition's sequence restarts at 0 and queued
-        batches are encoded again under the new id."""
+        batches are encoded again under the new id, but for the ones whose outcome is
+        unknown: the broker may have written them under the old id, where no resend
+        under the new one would be recognised, so they fail instead of being written
+        twice."""
         self.producer_id, self.producer_epoch = producer_id, producer_epoch
         for state in self.partitions.values():
             state.next_seq = 0
+            state.confirmed = False
+            state.window.clear()
+            unknown = [b for b in state.queue if b.ambiguous]
+            for batch in unknown:
+                state.queue.remove(batch)
+                batch.ambiguous = False  # failed here: no further reset for it
+                batch.base_seq = -1
+                last = f" ({batch.last_error})" if batch.last_error else ""
+                self.finish(
+                    batch,
+                    errors.KafkaTimeoutError(
+                        f"topic {batch.topic!r} partition {batch.partition}: "
+                        f"{len(batch.timestamps)} records with an unknown outcome{last}: "
+                        "they may have been written, and are not sent again under the "
+                        "new producer id, which could write them twice"
+                    ),
+                )
             for batch in state.queue:
                 batch.encoded = None
                 batch.base_seq = -1

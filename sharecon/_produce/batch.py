@@ -182,7 +182,16 @@ class PartitionQueue:
     order they were sent), the next sequence number to hand out, and when it may send
     again."""
 
-    __slots__ = ("flight", "next_seq", "partition", "queue", "retry_at", "topic")
+    __slots__ = (
+        "confirmed",
+        "flight",
+        "next_seq",
+        "partition",
+        "queue",
+        "retry_at",
+        "topic",
+        "window",
+    )
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
@@ -191,3 +200,10 @@ class PartitionQueue:
         self.flight: deque[Batch] = deque()
         self.next_seq = 0
         self.retry_at = 0.0
+        # Whether a batch of the current producer id was written here: until then the
+        # broker has no state for it and takes any sequence, so one batch at a time.
+        self.confirmed = False
+        # The batches numbered since the oldest one not done yet, in sequence order: a
+        # new batch is numbered only while fewer than max_in_flight are, so a resent one
+        # is always among the last five the broker remembers.
+        self.window: deque[Batch] = deque()

@@ -13,7 +13,9 @@ Rules of this module:
    says the broker has not seen that one yet: resend the batch after it. Without
    idempotence both are ordinary errors.
 4. A retriable error refreshes metadata and retries after a backoff (at once when the
-   answer named the new leader); any other error fails the batch.
+   answer named the new leader); any other error fails the batch. REQUEST_TIMED_OUT and
+   NOT_ENOUGH_REPLICAS_AFTER_APPEND say the leader appended the batch but could not
+   replicate it in time: retried, with the outcome unknown (as in rule 5).
 5. A lost connection or a timed-out request retries the same bytes; unless the request
    was never written (the connection could not be opened) its outcome is unknown, which
    :class:`~sharecon._produce.accumulator.Accumulator` remembers (the batch is
@@ -61,6 +63,10 @@ _ANSWERS: dict[int, Action] = {
     ErrorCode.RECORD_LIST_TOO_LARGE: Action.SPLIT,
     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER: Action.NEW_PRODUCER_ID,
     ErrorCode.UNKNOWN_PRODUCER_ID: Action.NEW_PRODUCER_ID,
+    # The leader appended the batch but could not replicate it in time (acks=all): it may
+    # well be in the log, so its sequence numbers must never go to other records.
+    ErrorCode.REQUEST_TIMED_OUT: Action.RETRY_AMBIGUOUS,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Action.RETRY_AMBIGUOUS,
 }
 
 

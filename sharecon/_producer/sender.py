@@ -1,19 +1,20 @@
-"""The producer's I/O side: one dispatcher task, one metadata task, the requests.
+"""The producer's I/O side: a thin anyio runner over the sans-I/O engine.
 
-Rules of this module (the decisions themselves are :mod:`sharecon._produce`'s):
+Every decision (what to send to which leader, how many in flight, what each answer,
+error, timeout or lost connection means, when to get a new producer id) is
+:class:`sharecon._produce.engine.Engine`'s, the code the producer simulation
+(:mod:`sharecon.testing.sim.produce`) runs too. Rules of this module:
 
-1. **One dispatcher, one request per leader per round.** The dispatcher asks the
-   accumulator for every ready batch, groups them by leader broker and starts one
-   Produce request per broker (split at ``max_request_size``). Requests to one broker
-   share its connection, pipelined.
-2. **Answers are applied through the policy table** (:mod:`sharecon._produce.policy`);
-   the only I/O part of it is the leader hint of a NOT_LEADER answer, applied to the
-   cluster view at once.
-3. **Metadata** is refreshed by its own task, rate limited (a burst of NOT_LEADER answers
-   needs one refresh, not one each).
-4. **Producer id resets** stop sending, wait for in-flight requests, get a new producer
-   id and restart every partition's sequence at 0. A reset that fails for good fails the
-   producer (:attr:`Sender.fatal`) and every batch.
+1. **One dispatcher.** It runs an engine round whenever there is work or something falls
+   due, and starts one task per request the round decided. Requests to one broker share
+   its connection, pipelined.
+2. **Answers go to the engine**; the only I/O part of one is its leader hint, which the
+   engine offers and this module applies to the cluster view.
+3. **Metadata** is refreshed by its own task when the engine asks, rate limited (a burst
+   of NOT_LEADER answers needs one refresh, not one each).
+4. **Producer id resets**: when the engine says so (nothing in flight), get a new producer
+   id and hand it to the engine. A reset that fails for good fails the producer
+   (:attr:`Sender.fatal`) and every batch.
 5. **Waits** (for a topic's metadata, for buffer space, for a batch) live here; each is
    bounded by ``metadata_timeout``, a batch's ``delivery_timeout``, or the caller's.
 """
@@ -30,25 +31,22 @@ import anyio.lowlevel
 
 from sharecon import errors
 from sharecon._net.connection import BrokerAddress
-from sharecon._produce.policy import Action, transport_action
-from sharecon.protocol import InitProducerIdRequest, ProduceRequest
+from sharecon._produce.engine import Engine
+from sharecon.protocol import InitProducerIdRequest
 from sharecon.protocol.error_codes import ErrorCode
-from sharecon.protocol.messages.produce import PartitionProduceData, TopicProduceData
 from sharecon.protocol.names import validate_topic_name
-from sharecon.types import ZERO_UUID
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
 
     from anyio.abc import TaskGroup
 
     from sharecon._net.cluster import Cluster
     from sharecon._produce.accumulator import Accumulator, Prepared
     from sharecon._produce.batch import Batch
+    from sharecon._produce.engine import LeaderHint, Outgoing
     from sharecon._produce.settings import Settings
     from sharecon._stats import ProducerStats
-    from sharecon.protocol import ProduceResponse
-    from sharecon.protocol.messages.produce import PartitionProduceResponse
 
 __all__ = ["Sender", "run_callback"]
 
@@ -79,20 +77,24 @@ class Sender:
         self.settings = settings
         self.stats = stats
         self.acc: Accumulator  # set by the producer right after (it takes this as hooks)
+        self.engine: Engine  # set by attach(), with acc
         self.cluster: Cluster | None = None
         self.tg: TaskGroup | None = None
         self.wake_event = anyio.Event()
         #: Whether wake_event is set (a plain flag: send() reads it once per record).
         self.work = False
         self.space = anyio.Event()
-        self.idle = anyio.Event()
         self.metadata_wanted = anyio.Event()
         self.topic_locks: dict[str, anyio.Lock] = {}
-        self.resetting = False
         #: Why the producer cannot go on (a producer id could not be replaced), if it can't.
         self.fatal: BaseException | None = None
         #: Called with ``closing=False`` when :attr:`fatal` is set.
         self.on_fatal: Callable[..., None] | None = None
+
+    def attach(self, acc: Accumulator) -> None:
+        """Take ``acc`` (made with this sender as its hooks) and run the engine over it."""
+        self.acc = acc
+        self.engine = Engine(acc, self.settings)
 
     # -- the accumulator's hooks -------------------------------------------------------------
 
@@ -312,12 +314,9 @@ class Sender:
             await anyio.sleep(delay)
 
     async def _reset_producer_id(self, cluster: Cluster) -> None:
-        acc = self.acc
+        # Started by the engine once nothing is in flight (its rule 2).
+        engine = self.engine
         try:
-            while acc.in_flight:
-                if self.idle.is_set():
-                    self.idle = anyio.Event()
-                await self.idle.wait()
             while True:
                 try:
                     pid, epoch = await self.init_producer_id(cluster)
@@ -329,18 +328,17 @@ class Sender:
             logger.info(
                 "new producer id %d (was %d): sequence numbers restart at 0",
                 pid,
-                acc.producer_id,
+                self.acc.producer_id,
             )
-            acc.restart_sequences(pid, epoch)
+            engine.reset_done(pid, epoch)
         except errors.KafkaError as exc:
             self.fatal = exc
             if self.on_fatal is not None:
+                # First: callbacks run as the batches fail must not queue new records.
                 self.on_fatal(closing=False)
-            acc.fail_all(exc)
+            engine.reset_failed(exc)
             self.space.set()
         finally:
-            acc.reset_wanted = False
-            self.resetting = False
             self.wake()
 
     # -- dispatching -------------------------------------------------------------------------
@@ -369,132 +367,55 @@ class Sender:
         self.space.set()
 
     def _dispatch_round(self, cluster: Cluster, tg: TaskGroup) -> float:
-        acc = self.acc
-        if acc.reset_wanted and not self.resetting:
-            self.resetting = True
+        decided = self.engine.poll(anyio.current_time(), cluster.metadata)
+        if decided.reset:
             tg.start_soon(self._reset_producer_id, cluster)
-        if self.resetting:
-            return math.inf  # woken when the reset is done
-        ready, wait, want_metadata = acc.ready(anyio.current_time(), cluster.metadata.partitions)
-        if want_metadata:
+        if decided.refresh:
             self.metadata_wanted.set()
-        max_request = self.settings.max_request
-        for node, batches in ready.items():
-            for group in acc.requests(batches, max_request):
-                tg.start_soon(self._send, cluster, node, group)
-        return wait
+        for out in decided.sends:
+            tg.start_soon(self._send, cluster, out)
+        return decided.wait
 
-    async def _send(self, cluster: Cluster, node: int, batches: list[Batch]) -> None:
+    async def _send(self, cluster: Cluster, out: Outgoing) -> None:
+        engine = self.engine
         try:
-            await self._send_request(cluster, node, batches)
+            stats = self.stats
+            started = time.monotonic()
+            stats.on_request(started, [len(b.encoded or b"") for b in out.batches])
+            try:
+                response = await cluster.request(out.node, out.request)
+            except errors.KafkaError as exc:
+                if engine.failed(out, exc, anyio.current_time()):
+                    self.metadata_wanted.set()
+                return
+            now = time.monotonic()
+            stats.on_response(
+                now,
+                now - started,
+                sum(len(b.timestamps) for b in out.batches),
+                response.throttle_time_ms,
+            )
+            if engine.answered(
+                out,
+                response,
+                anyio.current_time(),
+                cluster.metadata,
+                lambda hint: self._apply_hint(cluster, hint),
+            ):
+                self.metadata_wanted.set()
         finally:
-            self.acc.request_done(len(batches))
-            if not self.acc.in_flight:
-                self.idle.set()
+            engine.abandoned(out)
             self.wake()
 
-    async def _send_request(self, cluster: Cluster, node: int, batches: list[Batch]) -> None:
-        meta = cluster.metadata
-        by_topic: dict[str, list[Batch]] = {}
-        for batch in batches:
-            batch.attempts += 1
-            by_topic.setdefault(batch.topic, []).append(batch)
-        request = ProduceRequest(
-            transactional_id=None,
-            acks=self.settings.acks,
-            timeout_ms=int(self.settings.request_timeout * 1000),
-            topic_data=tuple(
-                TopicProduceData(
-                    name=topic,
-                    topic_id=meta.topic_ids.get(topic, ZERO_UUID),
-                    partition_data=tuple(
-                        PartitionProduceData(index=b.partition, records=b.encoded) for b in group
-                    ),
-                )
-                for topic, group in by_topic.items()
-            ),
-        )
-        stats = self.stats
-        started = time.monotonic()
-        stats.on_request(started, [len(b.encoded or b"") for b in batches])
-        try:
-            response = await cluster.request(node, request)
-        except errors.KafkaError as exc:
-            action = transport_action(exc)
-            if action is not Action.FAIL:
-                # The request may or may not have been written: retry the same bytes.
-                self.metadata_wanted.set()
-            self.acc.transport_failed(batches, exc, action, anyio.current_time())
-            return
-        now = time.monotonic()
-        stats.on_response(
-            now, now - started, sum(len(b.timestamps) for b in batches), response.throttle_time_ms
-        )
-        self._handle_response(cluster, node, batches, response)
-
-    def _handle_response(
-        self, cluster: Cluster, node: int, batches: list[Batch], response: ProduceResponse
-    ) -> None:
-        names = dict(cluster.metadata.topic_names)
-        answers: dict[tuple[str, int], PartitionProduceResponse] = {}
-        for topic in response.responses:
-            name = topic.name or names.get(topic.topic_id, "")
-            for part in topic.partition_responses:
-                answers[(name, part.index)] = part
-        endpoints = {
-            e.node_id: BrokerAddress(e.host, e.port, e.node_id) for e in response.node_endpoints
-        }
-        now = anyio.current_time()
-        for batch in batches:
-            answer = answers.get((batch.topic, batch.partition))
-            if answer is None:
-                self.acc.finish(
-                    batch,
-                    errors.RemoteProtocolError(
-                        f"broker {node}: the Produce response does not mention "
-                        f"{batch.topic}-{batch.partition}"
-                    ),
-                )
-                continue
-            self._apply(cluster, node, batch, answer, endpoints, now)
-
-    def _apply(
-        self,
-        cluster: Cluster,
-        node: int,
-        batch: Batch,
-        pr: PartitionProduceResponse,
-        endpoints: Mapping[int, BrokerAddress],
-        now: float,
-    ) -> None:
-        code = pr.error_code
-        action = self.acc.answer_action(batch, code)
-        err: errors.KafkaError | None = None
-        hinted = False
-        if action is not Action.WRITTEN:
-            detail = f"topic {batch.topic!r} partition {batch.partition} (broker {node})"
-            if pr.error_message:
-                detail += f": {pr.error_message}"
-            err = errors.error_for_code(code, detail)
-            assert err is not None
-        if action is Action.RETRY:
-            leader = pr.current_leader
-            tid = cluster.metadata.topic_ids.get(batch.topic)
-            if leader.leader_id >= 0 and tid is not None:
-                hinted = cluster.apply_leader_hint(
-                    tid,
-                    batch.partition,
-                    leader.leader_id,
-                    leader.leader_epoch,
-                    endpoints.get(leader.leader_id),
-                )
-            self.metadata_wanted.set()
-        self.acc.answered(
-            batch,
-            action,
-            err,
-            base_offset=pr.base_offset,
-            log_append_time=pr.log_append_time_ms,
-            now=now,
-            hinted=hinted,
+    @staticmethod
+    def _apply_hint(cluster: Cluster, hint: LeaderHint) -> bool:
+        endpoint = hint.endpoint
+        return cluster.apply_leader_hint(
+            hint.topic_id,
+            hint.partition,
+            hint.leader_id,
+            hint.leader_epoch,
+            None
+            if endpoint is None
+            else BrokerAddress(endpoint.host, endpoint.port, endpoint.node_id),
         )

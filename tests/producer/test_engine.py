@@ -232,6 +232,7 @@ def test_ready_honours_linger_flush_and_the_batches_in_flight_per_partition(
 ) -> None:
     acc, _, clock, _ = make(**options)
     b0 = put(acc, partition=0)
+    confirm(acc)
     ready, wait, want = acc.ready(clock.now, KNOWN)
     assert ready == {} and wait == pytest.approx(0.005) and not want
     acc.flushing = 1  # a flush does not linger
@@ -285,6 +286,12 @@ def is_done(batch: Batch) -> bool:
 
 def encoded(batch: Batch) -> bytes | None:
     return batch.encoded
+
+
+def confirm(acc: Accumulator, partition: int = 0) -> None:
+    """As if a first batch of the producer id had been written on ``partition`` (until
+    then it has one batch in flight at a time)."""
+    acc.partitions[("t", partition)].confirmed = True
 
 
 def send_one(acc: Accumulator, clock: Clock, **kw: Any) -> Batch:
@@ -461,6 +468,7 @@ def test_an_out_of_order_answer_behind_a_pending_batch_is_resent_after_it() -> N
     acc, _, clock, _ = make(linger=0)
     acc.restart_sequences(7, 0)
     first = send_one(acc, clock, partition=0)
+    confirm(acc)
     second = send_one(acc, clock, partition=0)
     assert (first.base_seq, second.base_seq) == (0, 1) and acc.in_flight == 2
     moved = errors.NotLeaderOrFollowerError("moved")
@@ -499,6 +507,7 @@ def test_a_batch_failing_for_good_hands_back_its_sequence_or_asks_for_a_new_prod
     acc.finish(last, errors.KafkaError("refused"))
     assert acc.partitions[("t", 0)].next_seq == 0 and not acc.reset_wanted  # nothing after it
     first = send_one(acc, clock, partition=0)
+    confirm(acc)
     send_one(acc, clock, partition=0)
     acc.finish(first, errors.KafkaError("refused"))
     assert acc.reset_wanted  # the second's sequence would never be accepted
@@ -509,6 +518,7 @@ def test_a_split_keeps_the_sequence_range_when_batches_were_numbered_after_it() 
     acc.restart_sequences(7, 0)
     big = put(acc, partition=0)
     put(acc, b"w", partition=0)
+    confirm(acc)
     taken = [b for g in acc.ready(clock.now, KNOWN)[0].values() for b in g]
     acc.requests(taken, 1 << 20)
     after = send_one(acc, clock, partition=0)
