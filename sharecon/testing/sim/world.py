@@ -41,6 +41,7 @@ from sharecon import errors
 from sharecon._backoff import Backoff
 from sharecon._consumer import fetch_driver
 from sharecon._consumer.buffer import Chunk, DeliveryBuffer
+from sharecon._consumer.effect_port import carry_out
 from sharecon._consumer.fetch_driver import FetchDriver
 from sharecon._consumer.fetch_loop import (
     Apply,
@@ -56,18 +57,6 @@ from sharecon._consumer.fetch_loop import (
 from sharecon._consumer.handout import Handout, chunk_of, owner_of
 from sharecon._share.delayed import DelayedReleases, park
 from sharecon._share.delayed import tick as delayed_tick
-from sharecon._share.effects import (
-    Deliver,
-    Effect,
-    Fail,
-    LockLost,
-    LocksRenewed,
-    PartitionLost,
-    Rediscover,
-    Report,
-    SessionLost,
-    Wake,
-)
 from sharecon._share.ledger import MarkResult
 from sharecon._share.machine import ShareMachine
 from sharecon._share.membership import EARLY_HEARTBEAT, Membership, MemberState
@@ -86,6 +75,12 @@ from sharecon.types import AckType, TopicIdPartition
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
 
+    from sharecon._share.effects import (
+        Deliver,
+        Effect,
+        PartitionLost,
+        SessionLost,
+    )
     from sharecon._share.ledger import AckResult, Delivery
     from sharecon._share.machine import InFlight
     from sharecon._share.membership import HeartbeatPlan
@@ -542,6 +537,8 @@ class Member:
             for n in NODES
         }
         self._driving: set[int] = set()
+        #: the leader whose loop's effects are being carried out (``None``: the application's)
+        self._node: int | None = None
         rand = world.crng.random
         self.membership = Membership(
             GROUP,
@@ -988,33 +985,57 @@ class Member:
     # -- effects -----------------------------------------------------------------------------
 
     def _apply(self, node: int | None, effects: list[Effect] | None = None) -> None:
-        """Carry out the machine's effects (or ``effects``), in order (what
-        ``ConsumerCore.apply`` and the fetch loop do)."""
+        """Carry out the machine's effects (or ``effects``), in order, with the consumer's
+        :func:`~sharecon._consumer.effect_port.carry_out` and this member as its port
+        (``node``: the leader whose loop they came from, for the invariants)."""
         w = self.world
-        for e in self.machine.drain() if effects is None else effects:
-            if w.trace is not None:
-                w.trace(f"         effect {e!r:.300}")
-            if isinstance(e, Deliver):
-                self._deliver(e)
-            elif isinstance(e, (Report, LockLost)):
-                lost = isinstance(e, LockLost)
-                for r in e.results:
-                    self._outcome(r, lost, node)
-            elif isinstance(e, SessionLost):
-                self.buffer.drop(_same_session(e.tag))
-            elif isinstance(e, PartitionLost):
-                self.buffer.drop(_same_partition(e.tp, e.node_id))
-            elif isinstance(e, Wake):
-                self._wake(e.node_id)
-            elif isinstance(e, Rediscover):
-                self._wake(None)  # the loops read the new leaders when they plan
-            elif isinstance(e, LocksRenewed):
-                for h in e.handles:
-                    cast("Record[Any, Any]", h).lock_deadline = e.deadline
-            elif isinstance(e, Fail):
-                self.failed = True
-                w.faults.append(f"fail({e.error})@{w.now:.2f}")
-                self.close()
+        buffer = self.buffer
+        outer = self._node
+        self._node = node
+        try:
+            for e in self.machine.drain() if effects is None else effects:
+                if w.trace is not None:
+                    w.trace(f"         effect {e!r:.300}")
+                carry_out(e, buffer, self)
+        finally:
+            self._node = outer
+
+    # -- the effect port (sharecon._consumer.effect_port) --------------------------------
+
+    def report(self, results: list[AckResult], *, lost: bool) -> None:
+        """Outcomes: each delivery they end is checked ended once (invariant 3)."""
+        node = self._node
+        for r in results:
+            self._outcome(r, lost, node)
+
+    def deliver(self, e: Deliver) -> None:
+        """Records to buffer: the checker's delivery ids kept with them."""
+        self._deliver(e)
+
+    def wake(self, node_id: int | None) -> None:
+        """Wake a loop (``Signal.set``)."""
+        self._wake(node_id)
+
+    def session_lost(self, e: SessionLost, dropped: int) -> None:
+        """The buffer dropped the session's chunks (the checker heard of each record)."""
+
+    def partition_lost(self, e: PartitionLost, dropped: int) -> None:
+        """The buffer dropped the partition's chunks (the checker heard of each record)."""
+
+    def fail(self, error: errors.KafkaError) -> None:
+        """The consumer fails: it closes."""
+        w = self.world
+        self.failed = True
+        w.faults.append(f"fail({error})@{w.now:.2f}")
+        self.close()
+
+    def look_again(self) -> None:
+        """The loops read the new leaders when they plan."""
+        self._wake(None)
+
+    def other(self, e: Effect) -> None:
+        """Errors kept, counters, log lines, dead letters, batch acquisition's release:
+        not simulated."""
 
     def _outcome(self, r: AckResult, lost: bool, node: int | None) -> None:
         w = self.world
@@ -1325,14 +1346,6 @@ class _NoSupersede(FetchDriver):
 def _can_renew() -> None:
     """The Handout's renew check: the simulated application renews only where the model
     takes renewals."""
-
-
-def _same_session(tag: SessionTag) -> Callable[[Chunk], bool]:
-    return lambda c: c.tag == tag
-
-
-def _same_partition(tp: TopicIdPartition, node: int) -> Callable[[Chunk], bool]:
-    return lambda c: c.intake.tp == tp and c.tag.node_id == node
 
 
 def _brief(args: tuple[Any, ...]) -> str:
