@@ -5,9 +5,13 @@ semantics), each leading one partition of a topic with a few records; a member w
 decisions are made by the real :class:`~sharecon._share.machine.ShareMachine` and whose
 records wait in the real :class:`~sharecon._consumer.buffer.DeliveryBuffer`; and an
 application. A single-threaded loop runs events in (virtual time, sequence) order: no
-clock, no sockets, no event-loop library. The driver does what the consumer's fetch loops
-do (``sharecon/_consumer/fetcher.py``), in the same order: plan, send, answer in two
-steps with the pipelined next request in between, apply the effects in order.
+clock, no sockets, no event-loop library. Each leader's fetch loop is the consumer's own
+:class:`~sharecon._consumer.fetch_loop.FetchLoop` (the state machine ``NodeFetcher``
+runs: plan, send, answer in two steps with the pipelined next request in between,
+failures, cuts, back-off, stopping, the FINAL request), and the effects are carried out
+by the consumer's :func:`~sharecon._consumer.effect_port.carry_out`; the member is only
+their port: the model brokers' connections, the virtual clock and timers, and the
+invariants' bookkeeping.
 
 From the seed come: response delays (answers from the two leaders overtake each other),
 dropped answers (the connection breaks), stalls longer than the lock, connection cuts,
@@ -501,7 +505,8 @@ class World:
 
 
 class Member:
-    """A share consumer: the machine, the buffer, the fetch loops and the application."""
+    """A share consumer: the machine, the buffer, the fetch loops and the application
+    (the fetch loops' and the effects' port; the loops themselves are the consumer's)."""
 
     def __init__(self, world: World, member_id: str) -> None:
         self.world = world
