@@ -105,7 +105,8 @@ def test_renewed_locks_move_the_deadline_of_the_records_handed_out() -> None:
 def test_every_other_effect_reaches_the_port_in_order() -> None:
     results = [AckResult(TP0, ())]
     error = KafkaError("boom")
-    deliver = object.__new__(fx.Deliver)  # only its type matters here
+    chunk = _chunk(TP0, OLD, 0)
+    deliver = fx.Deliver(TP0, OLD, None, chunk.intake, (0, 0))
     note = fx.NoteError(error)
     effects: list[fx.Effect] = [
         fx.Report(results),
