@@ -40,6 +40,10 @@ Rules of this module:
    has no session to close).
 6. A request's outcome ends with :class:`Done`: the port may then tell waiters (a
    ``commit()``) that an answer was taken in.
+7. A :class:`~sharecon.errors.KafkaError` raised while an answer's records are taken in
+   resets the session here (:meth:`FetchLoop.answer_error`). Any other exception comes
+   out of :meth:`FetchLoop.next`: the consumer's port types it and hands it back with
+   :meth:`FetchLoop.answer_error`; the simulator lets it crash the schedule (a bug).
 """
 
 from __future__ import annotations
@@ -191,7 +195,7 @@ class FetchCounts(Protocol):
 
 
 class FetchLoop:
-    """One leader's request lifecycle (rules 1-6).
+    """One leader's request lifecycle (rules 1-7).
 
     :param driver: the loop's decisions and the order of the share machine's calls.
     :param member_id: the member's id, for the requests.
@@ -372,7 +376,7 @@ class FetchLoop:
                 step = next(steps)
             except StopIteration:
                 break
-            except errors.KafkaError as exc:  # rule 3 of the fetcher: the session is reset
+            except errors.KafkaError as exc:  # rule 7
                 self.answer_error(exc, now)
                 return self.next(now)
             if type(step) is _DriverApply:
