@@ -25,6 +25,7 @@ import anyio
 
 from sharecon._consumer import observe
 from sharecon._consumer.buffer import DeliveryBuffer
+from sharecon._consumer.effect_port import carry_out
 from sharecon._consumer.handout import Handout
 from sharecon._consumer.signal import Signal
 from sharecon._share import effects as fx
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
     from sharecon._net.cluster import Cluster
     from sharecon._share.ledger import AckLedger, AckResult
     from sharecon.metrics import ConsumerMetrics
-    from sharecon.record import Record
     from sharecon.types import AckType, TopicIdPartition
 
 logger = logging.getLogger("sharecon.consumer")
@@ -245,35 +245,48 @@ class ConsumerCore:
 
     def apply(self, e: fx.Effect) -> None:
         """Carry out one effect that needs no I/O (the fetch loops carry out back-offs and
-        re-routing themselves)."""
+        re-routing themselves): :func:`~sharecon._consumer.effect_port.carry_out`, which
+        the simulator runs too, with this core as its port."""
+        carry_out(e, self.buffer, self)
+
+    # -- the effect port (sharecon._consumer.effect_port) --------------------------------
+
+    def report(self, results: list[AckResult], *, lost: bool) -> None:
+        """Acknowledgement outcomes, to commits, listeners and ``on_acknowledged``."""
+        if lost:
+            self.outcomes.report_lost(results)
+        else:
+            self.outcomes.report(results)
+
+    def deliver(self, e: fx.Deliver) -> None:
+        """An answer's records, buffered for the application."""
+        self.handout.deliver(e)
+
+    def wake(self, node_id: int | None) -> None:
+        """Wake one fetcher (or all of them)."""
+        self.fetchers.wake(node_id)
+
+    def session_lost(self, e: fx.SessionLost, dropped: int) -> None:
+        """A session incarnation is over (its buffered chunks dropped)."""
+        observe.session_lost(self.member_id, e, dropped)
+        self.progress.set()
+
+    def partition_lost(self, e: fx.PartitionLost, dropped: int) -> None:
+        """A partition's locks on one leader are lost (its chunks from there dropped)."""
+        self.progress.set()
+
+    def look_again(self) -> None:
+        """A back-off or re-routing outside a fetch loop: let the loops look again."""
+        self.wake_all()
+
+    def other(self, e: fx.Effect) -> None:
+        """The effects only the consumer acts on: errors kept, the dead-letter router
+        woken, records out of reach released, counters and log lines."""
         kind = type(e)
-        if kind is fx.Report:
-            self.outcomes.report(cast("fx.Report", e).results)
-        elif kind is fx.LockLost:
-            self.outcomes.report_lost(cast("fx.LockLost", e).results)
-        elif kind is fx.Deliver:
-            self.handout.deliver(cast("fx.Deliver", e))
-        elif kind is fx.Wake:
-            self.fetchers.wake(cast("fx.Wake", e).node_id)
-        elif kind is fx.SessionLost:
-            lost = cast("fx.SessionLost", e)
-            dropped = self.buffer.drop(lambda c: c.tag == lost.tag)
-            observe.session_lost(self.member_id, lost, dropped)
-            self.progress.set()
-        elif kind is fx.PartitionLost:
-            gone = cast("fx.PartitionLost", e)
-            self.buffer.drop(lambda c: c.intake.tp == gone.tp and c.tag.node_id == gone.node_id)
-            self.progress.set()
-        elif kind is fx.NoteError:
+        if kind is fx.NoteError:
             self.note_error(cast("fx.NoteError", e).error)
-        elif kind is fx.Fail:
-            self.fail(cast("fx.Fail", e).error)
         elif kind is fx.DeadLetters:
             self.dead_letter_signal.set()
-        elif kind is fx.LocksRenewed:
-            renewed = cast("fx.LocksRenewed", e)
-            for handle in renewed.handles:
-                cast("Record", handle).lock_deadline = renewed.deadline
         elif kind is fx.FetchLate:
             observe.fetch_late(self.stats, cast("fx.FetchLate", e))
         elif kind is fx.PartitionBlocked:
@@ -284,7 +297,7 @@ class ConsumerCore:
             # The records keep their old lock: a slow handler may lose them to another member.
             failed = cast("fx.RenewFailed", e)
             observe.renew_failed(failed, self._renew_refusals.news(failed.records))
-        else:  # a back-off or re-routing outside a fetch loop: let the loops look again
+        else:
             self.wake_all()
 
     # -- routing ----------------------------------------------------------------------------

@@ -1,23 +1,21 @@
 """One fetch loop per leader broker: the I/O around its share session.
 
-Every decision lives in the sans-I/O machine (:mod:`sharecon._share.machine`): what to
-send next, what an answer and each error mean, what an answer's records are. The order
-of the machine's calls is the fetch driver's (:mod:`sharecon._consumer.fetch_driver`),
-which the simulator runs too. This module sends, waits, tells the driver what happened
-(and when), and carries out the steps and effects it returns
-(:mod:`sharecon._share.effects`); it calls the machine itself for nothing else.
+Every decision lives in sans-I/O code: the share machine (:mod:`sharecon._share.machine`)
+decides what to send, what an answer and each error mean, what an answer's records are;
+the fetch loop (:mod:`sharecon._consumer.fetch_loop`, over the fetch driver) decides the
+request lifecycle: when to plan, pause, idle, stop and close, and what a failure or a
+cut means in each phase. The simulator runs the same fetch loop. This module only
+carries out its actions (send, await, wait, pause, re-route) and reports what happened,
+with the time.
 
 Rules of this module:
 
-1. One request in flight per session. Right after every event it gives the driver, the
-   loop applies the effects it returned, in order: the effects are that event's.
-2. A ShareFetch answer is given to the driver, whose steps take it in two parts (its
-   session part, then its records) with the pipelined next request sent in between,
-   when the machine says so.
-3. Anything that goes wrong while taking an answer in, whatever the exception, becomes a
-   typed :class:`~sharecon.errors.KafkaError` given to the machine (it resets the
-   session): the consumer's task group never sees it.
-4. The loop never raises: fatal errors go to :meth:`ConsumerCore.fail`.
+1. One request in flight per session (the fetch loop's rule 2). Every action is carried
+   out before the next is asked for; effects are carried out in order.
+2. Anything that goes wrong while taking an answer in, whatever the exception, becomes a
+   typed :class:`~sharecon.errors.KafkaError` given to the fetch loop (the session is
+   reset): the consumer's task group never sees it.
+3. The loop never raises: fatal errors go to :meth:`ConsumerCore.fail`.
 """
 
 from __future__ import annotations
@@ -31,129 +29,200 @@ import anyio
 
 from sharecon import errors
 from sharecon._backoff import RETRY_BACKOFF
-from sharecon._consumer.fetch_driver import Apply, FetchDriver, Send
+from sharecon._consumer.fetch_driver import FetchDriver
+from sharecon._consumer.fetch_loop import (
+    Apply,
+    Await,
+    Done,
+    FetchLoop,
+    Idle,
+    Pause,
+    Phase,
+    Send,
+)
 from sharecon._consumer.signal import Signal
 from sharecon._net.connection import BrokerAddress, BrokerConnection
 from sharecon._share.drain import FetchDrain
-from sharecon._share.effects import BackOff, Rediscover
+from sharecon._share.effects import Rediscover
 from sharecon._share.session import RequestKind
 
 if TYPE_CHECKING:
     from sharecon._consumer.core import ConsumerCore
     from sharecon._net.cluster import ClusterSent
     from sharecon._share.effects import Effect
-    from sharecon._share.fetch_policy import Turn
     from sharecon._share.machine import FetchAnswer, InFlight
-    from sharecon.protocol import Response, ShareAcknowledgeResponse, ShareFetchResponse
+    from sharecon.protocol import Response, ShareFetchResponse
 
 logger = logging.getLogger("sharecon.consumer")
 
 
 class _Wire(NamedTuple):
-    """A request in flight: the machine's record of it, and the transport's handle."""
+    """A request in flight: the loop's record of it, and the transport's handle."""
 
     f: InFlight
-    # The body type follows f.plan.kind; _finish casts accordingly.
     sent: ClusterSent[Response]
 
 
 class NodeFetcher:
-    """The fetch loop and share session I/O for one leader broker (rules 1-4)."""
+    """The fetch loop's I/O for one leader broker (rules 1-3)."""
 
     def __init__(self, core: ConsumerCore, node_id: int, pool: FetcherPool) -> None:
         self.core = core
         self.node_id = node_id
         self.pool = pool
-        #: The loop's decisions and the order of the machine's calls (shared with the
-        #: simulator): this class is only their I/O.
-        self.driver = FetchDriver(
-            core.machine,
-            core.buffer,
-            node_id,
-            partial(core.partitions_for, node_id),
-            lambda: core.flush_requested > 0,
-            core.clock,
+        cfg = core.config
+        #: The loop's lifecycle and decisions (shared with the simulator): this class is
+        #: only their I/O.
+        self.loop = FetchLoop(
+            FetchDriver(
+                core.machine,
+                core.buffer,
+                node_id,
+                partial(core.partitions_for, node_id),
+                lambda: core.flush_requested > 0,
+                core.clock,
+            ),
+            core.member_id,
+            running=lambda: not core.closing and core.fatal is None,
+            closing=core.is_closing,
+            backoff=RETRY_BACKOFF,
+            timeout=cfg.max_wait_ms / 1000 + cfg.request_timeout,
+            ack_timeout=cfg.request_timeout,
+            ack_linger=cfg.ack_linger,
+            counts=pool,
         )
         self.wake = Signal()
         self.stopped = anyio.Event()
-        self._backoff = RETRY_BACKOFF
-        self._failures = 0
-        cfg = core.config
-        self._timeout = cfg.max_wait_ms / 1000 + cfg.request_timeout
         #: The connection the session lives on; when it closes, the session is over.
         self._conn: BrokerConnection | None = None
+        #: The request on the wire.
+        self._wire: _Wire | None = None
+        #: The answer being taken in, and when it came (for the counters).
+        self._resp: ShareFetchResponse | None = None
+        self._resp_at = 0.0
+
+    @property
+    def driver(self) -> FetchDriver:
+        """The loop's decisions (the order of the share machine's calls)."""
+        return self.loop.driver
 
     # -- the loop -------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Fetch and acknowledge until the consumer closes (never raises: rule 4)."""
-        core = self.core
-        inflight: _Wire | None = None
+        """Fetch and acknowledge until the consumer closes (never raises: rule 3)."""
         try:
-            while not core.closing and core.fatal is None:
-                if inflight is None:
-                    self._check_connection()
-                    turn = self._turn()
-                    if turn.plan is None:
-                        await self._idle()
-                        continue
-                    inflight = await self._start(turn)
-                    if inflight is None:
-                        continue
-                inflight = await self._finish(inflight, pipeline=True)
-            if inflight is not None:
-                # Closing: answer the request still out, so the session can be closed.
-                await self._finish(inflight, pipeline=False)
+            while await self._step(closing=False):
+                pass
         except errors.KafkaError as exc:
-            core.fail(exc)
+            self.core.fail(exc)
         finally:
             self.pool.loop_ended(self.node_id)
             self.stopped.set()
 
-    async def _apply(self, effects: list[Effect]) -> None:
-        """Carry out ``effects``, in order (rule 1)."""
+    async def _step(self, *, closing: bool) -> bool:
+        """Carry out the loop's next action; ``False`` once it stopped (or closed)."""
+        loop = self.loop
+        self._check_connection()
+        try:
+            a = loop.next(anyio.current_time())
+        except Exception as exc:  # rule 2: the answer's records could not be taken in
+            if not loop.answer_error(self._typed(exc), anyio.current_time()):
+                raise
+            return True
+        kind = type(a)
+        if kind is Apply:
+            await self._carry(cast("Apply", a), closing=closing)
+        elif kind is Send:
+            await self._send(cast("Send", a))
+        elif kind is Await:
+            await self._await(cast("Await", a))
+        elif kind is Done:
+            self.core.progress.set()
+        elif kind is Idle:
+            await self._idle(cast("Idle", a))
+        elif kind is Pause:
+            await self._pause(cast("Pause", a))
+        else:  # Stopped, Closed
+            return False
+        return True
+
+    async def _carry(self, a: Apply, *, closing: bool) -> None:
+        loop = self.loop
+        if a.answer is not None and a.f is not None and self._resp is not None:
+            self._answered(a.f, self._resp, self._resp_at, a.answer)
+        try:
+            await self._apply(a.effects, closing=closing)
+        except Exception as exc:  # rule 2
+            if not loop.answering or not loop.answer_error(self._typed(exc), anyio.current_time()):
+                raise
+
+    async def _apply(self, effects: list[Effect], *, closing: bool = False) -> None:
+        """Carry out ``effects``, in order (rule 1); re-routing waits for metadata, unless
+        closing."""
         for e in effects:
-            if type(e) is BackOff:
-                await self._back_off(refresh=e.refresh)
-            elif type(e) is Rediscover:
+            if type(e) is Rediscover and not closing:
                 await self._rediscover(e)
             else:
                 self.core.apply(e)
 
-    async def _idle(self) -> None:
+    async def _idle(self, a: Idle) -> None:
         # Acks waiting: send them after the linger even if no fetch is due.
-        linger = self.driver.idle_timeout(self.core.config.ack_linger)
-        woke = await self.wake.wait(timeout=linger if linger is not None else 1.0)
-        if not woke and linger is not None:
-            self.driver.linger_expired()
+        woke = await self.wake.wait(timeout=a.linger if a.linger is not None else 1.0)
+        if not woke:
+            self.loop.idle_expired()
 
-    def _turn(self) -> Turn:
-        return self.driver.turn()
-
-    async def _start(self, turn: Turn) -> _Wire | None:
-        """Put ``turn`` on the wire; ``None`` if that failed (already handled)."""
-        core = self.core
-        assert turn.plan is not None
-        fetches = turn.plan.fetches
-        if fetches:  # counted before the send (rule 1 of _share.drain)
-            self.pool.fetch_planned(self.node_id)
-        body = self.driver.request(turn, core.member_id)
+    async def _send(self, a: Send) -> None:
+        """Put the request on the wire, and tell the loop whether it went."""
+        core, loop = self.core, self.loop
         try:
-            sent = await core.cluster.send(self.node_id, body)
+            sent = await core.cluster.send(self.node_id, a.body)
         except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
-            if fetches:
-                self.pool.fetch_ended(self.node_id)
-            effects = self.driver.send_failed(turn)
-            self._unreachable(exc)
-            await self._apply(effects)
-            return None
+            if a.final:
+                logger.info("node %d: closing the share session failed: %s", self.node_id, exc)
+            else:
+                self._unreachable(exc)
+            loop.send_failed(anyio.current_time())
+            return
         conn = sent.connection
-        if conn is not self._conn:
+        if not a.final and conn is not self._conn:
             self._conn = conn
             core.tg.start_soon(self._watch, conn, name=f"sharecon watch node {self.node_id}")
-        if turn.taken is not None:
-            core.stats.on_acks_sent(time.monotonic(), turn.taken.count)
-        return _Wire(self.driver.sent(turn, anyio.current_time()), sent)
+        if a.taken is not None:
+            core.stats.on_acks_sent(time.monotonic(), a.taken.count)
+        self._wire = _Wire(loop.sent(anyio.current_time()), sent)
+
+    async def _await(self, a: Await) -> None:
+        """Wait for the answer to the request out, and give it (or its failure) to the loop."""
+        core, loop, w = self.core, self.loop, self._wire
+        assert w is not None and w.f is a.f
+        try:
+            resp = await w.sent.wait(a.timeout)
+        except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
+            if loop.phase is not Phase.CLOSING:
+                self._unreachable(exc)
+            else:
+                logger.info("node %d: closing the share session failed: %s", self.node_id, exc)
+            loop.failed(anyio.current_time(), timed_out=isinstance(exc, errors.KafkaTimeoutError))
+            return
+        except Exception as exc:  # rule 2: an answer we could not read
+            loop.answer_error(self._typed(exc), anyio.current_time())
+            return
+        finally:
+            self._wire = None
+        names = core.cluster.metadata.topic_names
+        if a.f.plan.kind is RequestKind.SHARE_FETCH and loop.phase is not Phase.CLOSING:
+            fetched = cast("ShareFetchResponse", resp)
+            unknown = {t.topic_id for t in fetched.responses} - names.keys()
+            if unknown and fetched.error_code == 0:
+                try:
+                    await core.cluster.refresh_metadata(core.membership.topics, topic_ids=unknown)
+                except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
+                    logger.info("node %d: metadata refresh failed: %s", self.node_id, exc)
+                names = core.cluster.metadata.topic_names
+            self._resp = fetched
+        now = anyio.current_time()
+        self._resp_at = now
+        loop.answered(resp, names, now)  # type: ignore[arg-type]
 
     async def _watch(self, conn: BrokerConnection) -> None:
         # Wake the loop the moment the session's connection dies, so records buffered
@@ -166,81 +235,7 @@ class NodeFetcher:
         if conn is None or not conn.closed:
             return
         self._conn = None
-        for e in self.driver.connection_lost():  # no back-off or re-routing here
-            self.core.apply(e)
-
-    async def _finish(self, w: _Wire, *, pipeline: bool) -> _Wire | None:
-        """Take the answer to ``w``; with ``pipeline``, the next request may be sent
-        before this answer's records are taken in (rule 2)."""
-        core, f = self.core, w.f
-        nxt: _Wire | None = None
-        try:
-            if f.plan.kind is RequestKind.SHARE_FETCH:
-                timeout = self.driver.fetch_timeout(f, self._timeout)
-                resp = cast("ShareFetchResponse", await w.sent.wait(timeout))
-                nxt = await self._on_fetch(f, resp, pipeline=pipeline)
-            else:
-                ack = cast(
-                    "ShareAcknowledgeResponse", await w.sent.wait(core.config.request_timeout)
-                )
-                names = core.cluster.metadata.topic_names
-                await self._apply(
-                    self.driver.acknowledge_answer(f, ack, names, anyio.current_time())
-                )
-            self._failures = 0
-        except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
-            timed_out = isinstance(exc, errors.KafkaTimeoutError)
-            effects = self.driver.request_failed(f, timed_out=timed_out)
-            self._unreachable(exc)
-            await self._apply(effects)
-        except Exception as exc:  # rule 3: an answer we could not take in
-            await self._apply(self.driver.answer_failed(self._typed(exc), f))
-        finally:
-            if f.plan.fetches:  # its records are in the buffer now, or it failed
-                self.pool.fetch_ended(self.node_id)
-            core.progress.set()
-        return nxt
-
-    async def _on_fetch(
-        self, f: InFlight, resp: ShareFetchResponse, *, pipeline: bool
-    ) -> _Wire | None:
-        core = self.core
-        names = core.cluster.metadata.topic_names
-        unknown = {t.topic_id for t in resp.responses} - names.keys()
-        if unknown and resp.error_code == 0:
-            try:
-                await core.cluster.refresh_metadata(core.membership.topics, topic_ids=unknown)
-            except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
-                logger.info("node %d: metadata refresh failed: %s", self.node_id, exc)
-            names = core.cluster.metadata.topic_names
-        now = anyio.current_time()
-        # The order of the machine's calls is the driver's (rule 2); this only sends,
-        # carries out effects and counts.
-        steps = self.driver.fetch_answer(
-            f,
-            resp,
-            names,
-            now,
-            pipeline=pipeline and not core.closing and core.fatal is None,
-            closing=core.is_closing,
-        )
-        nxt: _Wire | None = None
-        try:
-            for step in steps:
-                if type(step) is Send:
-                    nxt = await self._start(step.turn)
-                    continue
-                assert type(step) is Apply
-                if step.answer is not None:
-                    self._answered(f, resp, now, step.answer)
-                await self._apply(step.effects)
-        except BaseException:
-            if nxt is not None:
-                self.driver.abandon(nxt.f)  # the pipelined fetch is abandoned
-                if nxt.f.plan.fetches:
-                    self.pool.fetch_ended(self.node_id)
-            raise
-        return nxt
+        self.loop.connection_closed()
 
     def _answered(
         self, f: InFlight, resp: ShareFetchResponse, now: float, answer: FetchAnswer
@@ -277,20 +272,18 @@ class NodeFetcher:
             f"node {self.node_id}: could not take in the answer: {type(exc).__name__}: {exc}"
         )
 
-    async def _back_off(self, *, refresh: bool = False) -> None:
+    async def _pause(self, a: Pause) -> None:
         core = self.core
-        delay = self._backoff.delay(self._failures)
-        self._failures += 1
-        deadline = anyio.current_time() + delay
-        if refresh:
+        if a.refresh:
             try:
                 await core.cluster.refresh_metadata(core.membership.topics)
             except (errors.KafkaConnectionError, errors.KafkaTimeoutError):
                 pass
             core.fetchers.ensure()
         # Wake-ups (room in the buffer, acks to send) do not cut the pause short; closing does.
-        while not core.closing and core.fatal is None:
-            left = deadline - anyio.current_time()
+        running = self.loop.running
+        while running():
+            left = a.until - anyio.current_time()
             if left <= 0:
                 break
             await self.wake.wait(timeout=left)
@@ -320,26 +313,9 @@ class NodeFetcher:
     async def close_session(self) -> None:
         """Send the FINAL (-1) ShareAcknowledge with the last acks; the broker then releases
         every record still acquired by this member on this node."""
-        core = self.core
-        final = self.driver.close_session(anyio.current_time(), core.member_id)
-        if final is None:
-            return
-        f, body = final
-        if f.taken is not None:
-            core.stats.on_acks_sent(time.monotonic(), f.taken.count)
-        try:
-            resp = await core.cluster.request(
-                self.node_id, body, timeout=core.config.request_timeout
-            )
-        except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
-            effects = self.driver.close_failed(f)
-            logger.info("node %d: closing the share session failed: %s", self.node_id, exc)
-        else:
-            effects = self.driver.close_answered(
-                f, cast("ShareAcknowledgeResponse", resp), core.cluster.metadata.topic_names
-            )
-        for e in effects:  # closing: nothing to back off or re-route
-            core.apply(e)
+        self.loop.close()
+        while await self._step(closing=True):
+            pass
 
 
 class FetcherPool:

@@ -130,7 +130,7 @@ def test_a_schedule_is_deterministic() -> None:
 
 
 def test_a_failure_prints_the_command_that_replays_it(capsys: pytest.CaptureFixture[str]) -> None:
-    found = first_failure(list(range(200)), ("4.1",), "no-supersede")
+    found = first_failure(list(range(600)), ("4.1",), "no-supersede")
     assert found is not None
     cmd = found.replay("no-supersede")
     assert cmd == (

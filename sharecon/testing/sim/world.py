@@ -5,9 +5,13 @@ semantics), each leading one partition of a topic with a few records; a member w
 decisions are made by the real :class:`~sharecon._share.machine.ShareMachine` and whose
 records wait in the real :class:`~sharecon._consumer.buffer.DeliveryBuffer`; and an
 application. A single-threaded loop runs events in (virtual time, sequence) order: no
-clock, no sockets, no event-loop library. The driver does what the consumer's fetch loops
-do (``sharecon/_consumer/fetcher.py``), in the same order: plan, send, answer in two
-steps with the pipelined next request in between, apply the effects in order.
+clock, no sockets, no event-loop library. Each leader's fetch loop is the consumer's own
+:class:`~sharecon._consumer.fetch_loop.FetchLoop` (the state machine ``NodeFetcher``
+runs: plan, send, answer in two steps with the pipelined next request in between,
+failures, cuts, back-off, stopping, the FINAL request), and the effects are carried out
+by the consumer's :func:`~sharecon._consumer.effect_port.carry_out`; the member is only
+their port: the model brokers' connections, the virtual clock and timers, and the
+invariants' bookkeeping.
 
 From the seed come: response delays (answers from the two leaders overtake each other),
 dropped answers (the connection breaks), stalls longer than the lock, connection cuts,
@@ -39,24 +43,24 @@ from typing import TYPE_CHECKING, Any, cast
 
 from sharecon import errors
 from sharecon._backoff import Backoff
+from sharecon._consumer import fetch_driver
 from sharecon._consumer.buffer import Chunk, DeliveryBuffer
-from sharecon._consumer.fetch_driver import Apply, FetchDriver, Send
+from sharecon._consumer.effect_port import carry_out
+from sharecon._consumer.fetch_driver import FetchDriver
+from sharecon._consumer.fetch_loop import (
+    Apply,
+    Closed,
+    Done,
+    FetchLoop,
+    Idle,
+    Pause,
+    Phase,
+    Send,
+    Stopped,
+)
 from sharecon._consumer.handout import Handout, chunk_of, owner_of
 from sharecon._share.delayed import DelayedReleases, park
 from sharecon._share.delayed import tick as delayed_tick
-from sharecon._share.effects import (
-    BackOff,
-    Deliver,
-    Effect,
-    Fail,
-    LockLost,
-    LocksRenewed,
-    PartitionLost,
-    Rediscover,
-    Report,
-    SessionLost,
-    Wake,
-)
 from sharecon._share.ledger import MarkResult
 from sharecon._share.machine import ShareMachine
 from sharecon._share.membership import EARLY_HEARTBEAT, Membership, MemberState
@@ -75,7 +79,12 @@ from sharecon.types import AckType, TopicIdPartition
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
 
-    from sharecon._share.fetch_policy import Turn
+    from sharecon._share.effects import (
+        Deliver,
+        Effect,
+        PartitionLost,
+        SessionLost,
+    )
     from sharecon._share.ledger import AckResult, Delivery
     from sharecon._share.machine import InFlight
     from sharecon._share.membership import HeartbeatPlan
@@ -107,6 +116,9 @@ PROGRESS_TICK = 0.25  #: how often the liveness check samples the brokers
 DELAY = 3 * LOCK  #: a ``release(delay=)`` longer than the lock (renewed meanwhile)
 DELAY_TICK = 0.25  #: how often the delayed releases are looked at
 PRODUCE_EVERY = 0.5  #: while a record waits out its delay, a record is written this often
+#: The fetch loops' back-off after a failure: the consumer's (0.1 s doubling to 1 s),
+#: without its jitter, so that a seed's schedule depends on its draws alone.
+FETCH_BACKOFF = Backoff(initial=0.1, maximum=1.0, jitter=0.0)
 PARAMS = FetchParams(
     max_wait_ms=int(MAX_WAIT * 1000), min_bytes=1, max_bytes=1 << 20, max_records=8, batch_size=8
 )
@@ -191,20 +203,19 @@ class Wire:
 
 
 @dataclass(slots=True)
-class Loop:
-    """One leader's fetch loop (``NodeFetcher``)."""
+class Port:
+    """What one leader's fetch loop needs from its runtime (``NodeFetcher``'s I/O): the
+    connection, the request on the wire, and the loop's timer. The lifecycle itself is
+    the consumer's :class:`~sharecon._consumer.fetch_loop.FetchLoop`."""
 
     node: int
-    inflight: Wire | None = None
     conn: str | None = None
-    conn_dead: bool = False
     conns: int = 0
-    backoff_until: float = 0.0
-    failures: int = 0
-    token: int = 0  #: the pending wake-up's; older ones are stale
+    wire: Wire | None = None  #: the request on the wire
+    token: int = 0  #: the pending timer's; older ones are stale
     #: when the pending wake-up (a plain one, not an idle timer) runs, if there is one
     wake_at: float | None = None
-    stopped: bool = False
+    closed: bool = False
 
 
 @dataclass(slots=True)
@@ -443,7 +454,7 @@ class World:
         if kind == "cut":
             m.cut(self.rng.choice(NODES))
         elif kind == "cut-all":
-            conns = [lp.conn for lp in m.loops.values() if lp.conn is not None]
+            conns = [p.conn for p in m.ports.values() if p.conn is not None]
             for b in self.brokers.values():
                 b.disconnect_many([c for c in conns if c is not None], self.now, concurrent=True)
             for node in NODES:
@@ -494,7 +505,8 @@ class World:
 
 
 class Member:
-    """A share consumer: the machine, the buffer, the fetch loops and the application."""
+    """A share consumer: the machine, the buffer, the fetch loops and the application
+    (the fetch loops' and the effects' port; the loops themselves are the consumer's)."""
 
     def __init__(self, world: World, member_id: str) -> None:
         self.world = world
@@ -511,14 +523,27 @@ class Member:
         self.pop: Callable[[Callable[[], float]], Any] = (
             buffer.pop_one if world.mutant != "no-record-lock-check" else self._pop_mutant
         )
-        self.loops = {n: Loop(n) for n in NODES}
-        #: The consumer's own fetch-loop driver per leader: every decision and the order of
-        #: the machine's calls; this class is only its port (send, clock, hand-off).
+        self.ports = {n: Port(n) for n in NODES}
+        #: The consumer's own fetch loop per leader: the request lifecycle, every decision
+        #: and the order of the machine's calls; this class is only its port (send, the
+        #: virtual clock and timers, effects, hand-off).
         driver = _NoSupersede if world.mutant == "no-supersede" else FetchDriver
-        self.drivers = {
-            n: driver(self.machine, buffer, n, partial(self._want, n), clock=lambda: world.now)
+        self.loops = {
+            n: FetchLoop(
+                driver(self.machine, buffer, n, partial(self._want, n), clock=lambda: world.now),
+                member_id,
+                running=self._running,
+                closing=self._is_closing,
+                backoff=FETCH_BACKOFF,
+                timeout=MAX_WAIT + 30.0,
+                ack_timeout=30.0,
+                ack_linger=ACK_LINGER,
+            )
             for n in NODES
         }
+        self._driving: set[int] = set()
+        #: the leader whose loop's effects are being carried out (``None``: the application's)
+        self._node: int | None = None
         rand = world.crng.random
         self.membership = Membership(
             GROUP,
@@ -600,48 +625,79 @@ class Member:
     # -- the fetch loops (NodeFetcher) -------------------------------------------------------
 
     def _wake(self, node: int | None) -> None:
+        """Wake the loops (``Signal.set``) that wait with nothing out; a pausing one runs
+        when its pause ends."""
         w = self.world
         for n in NODES if node is None else (node,):
-            lp = self.loops[n]
-            if lp.inflight is None and not lp.stopped:
-                t = max(w.now, lp.backoff_until)
-                if lp.wake_at is not None and lp.wake_at <= t:
+            loop = self.loops[n]
+            if loop.phase is Phase.READY:
+                port = self.ports[n]
+                t = max(w.now, loop.pause_until)
+                if port.wake_at is not None and port.wake_at <= t:
                     continue  # the pending wake-up comes as soon: one is enough
-                lp.token += 1
-                lp.wake_at = t
-                w.at(t, self._loop, n, lp.token)
+                port.token += 1
+                port.wake_at = t
+                w.at(t, self._loop, n, port.token)
 
     def _loop(self, node: int, token: int, linger: bool = False) -> None:
-        lp = self.loops[node]
-        w = self.world
-        if lp.stopped or token != lp.token:
+        """A wake-up, the idle wait's end (``linger``) or the pause's end."""
+        port = self.ports[node]
+        if token != port.token:
             return
-        lp.wake_at = None  # this is the pending wake-up
-        if lp.inflight is not None:
-            return
-        if w.now < lp.backoff_until:
-            lp.token += 1
-            lp.wake_at = lp.backoff_until
-            w.at(lp.backoff_until, self._loop, node, lp.token)
-            return
-        driver = self.drivers[node]
+        port.wake_at = None  # this is the pending wake-up
         if linger:
-            driver.linger_expired()
-        if lp.conn_dead:  # _check_connection
-            lp.conn_dead = False
-            lp.conn = None
-            self._apply(node, driver.connection_lost())
-            if self.loops[node].stopped:  # a fatal error closed the member
+            self.loops[node].idle_expired()
+        self._drive(node)
+
+    def _drive(self, node: int) -> None:
+        """Carry out the loop's actions until it waits (``NodeFetcher.run``)."""
+        if node in self._driving:
+            return  # a fatal effect closed the member while this loop ran: it goes on
+        self._driving.add(node)
+        try:
+            self._run(node)
+        finally:
+            self._driving.discard(node)
+
+    def _run(self, node: int) -> None:
+        w = self.world
+        loop = self.loops[node]
+        port = self.ports[node]
+        while True:
+            a = loop.next(w.now)
+            kind = type(a)
+            if kind is Apply:
+                try:
+                    self._apply(node, cast("Apply", a).effects)
+                except errors.KafkaError as exc:
+                    if not loop.answering or not loop.answer_error(exc, w.now):
+                        raise
+            elif kind is Send:
+                self._send(node, cast("Send", a))
+            elif kind is Done:
+                if not self._done(node, cast("Done", a)):
+                    return
+            elif kind is Idle:
+                wait = cast("Idle", a).linger
+                port.token += 1
+                port.wake_at = None
+                w.at(
+                    w.now + (wait if wait is not None else 1.0), self._loop, node, port.token, True
+                )
                 return
-        turn = driver.turn()
-        if turn.plan is None:
-            wait = driver.idle_timeout(ACK_LINGER)
-            lp.token += 1
-            lp.wake_at = None
-            w.at(w.now + (wait if wait is not None else 1.0), self._loop, node, lp.token, True)
-            return
-        if self._start(node, turn) is None:
-            self._resume(node)
+            elif kind is Pause:
+                until = cast("Pause", a).until
+                port.token += 1
+                port.wake_at = until
+                w.at(until, self._loop, node, port.token)
+                return
+            elif kind is Stopped:
+                loop.close()
+            elif kind is Closed:
+                self._closed(node)
+                return
+            else:  # Await: the answer (or its failure) is an event of its own
+                return
 
     def _want(self, node: int) -> list[TopicIdPartition]:
         """The assigned partitions ``node`` leads (none while closing)."""
@@ -650,30 +706,27 @@ class Member:
         w = self.world
         return [tp for tp in w.tps if w.leader_of[tp] == node and tp in self.assigned]
 
-    def _start(self, node: int, turn: Turn) -> Wire | None:
-        """Send ``turn``'s request; ``None`` if the send failed (the broker refused the
-        connection: the session incarnation is over, as for the consumer)."""
+    def _send(self, node: int, a: Send) -> None:
+        """Send the request; the broker may refuse the connection (the session incarnation
+        is over, as for the consumer)."""
         w = self.world
-        lp = self.loops[node]
-        driver = self.drivers[node]
-        body = driver.request(turn, self.member_id)
-        lp.wake_at = None  # a wake-up still pending finds the request in flight
-        if not w.quiet and w.srng.random() < w.knobs.refuse:
+        port = self.ports[node]
+        loop = self.loops[node]
+        port.wake_at = None  # a wake-up still pending finds the request in flight
+        if not a.final and not w.quiet and w.srng.random() < w.knobs.refuse:
             w.faults.append(f"refused@{w.now:.2f}")
-            if lp.conn is not None:
-                w.brokers[node].disconnect(lp.conn, w.now)
-                lp.conn = None
-                lp.conn_dead = False
-            self._apply(node, driver.send_failed(turn))
-            return None
-        if lp.conn is None:
-            lp.conns += 1
-            lp.conn = f"{self.member_id}/{node}/{lp.conns}"
-        f = driver.sent(turn, w.now)
-        wire = Wire(f, body, lp.conn, self._meant(body, node))
-        lp.inflight = wire
+            if port.conn is not None:
+                w.brokers[node].disconnect(port.conn, w.now)
+                port.conn = None
+            loop.send_failed(w.now)
+            return
+        if port.conn is None:
+            port.conns += 1
+            port.conn = f"{self.member_id}/{node}/{port.conns}"
+        f = loop.sent(w.now)
+        wire = Wire(f, a.body, port.conn, self._meant(a.body, node), closing=a.final)
+        port.wire = wire
         w.at(w.now + self._delay(), self._arrive, node, wire)
-        return wire
 
     def _meant(
         self, body: ShareFetchRequest | ShareAcknowledgeRequest, node: int
@@ -698,12 +751,12 @@ class Member:
     def _arrive(self, node: int, wire: Wire) -> None:
         """The request reaches the broker (unless its connection broke first)."""
         w = self.world
-        lp = self.loops[node]
-        if wire.conn != lp.conn or lp.conn_dead:
+        loop = self.loops[node]
+        if wire.conn != self.ports[node].conn or loop.conn_dead:
             # The connection is gone: the broker never read it.
-            if wire.closing and lp.inflight is wire:
-                self._apply(node, self.drivers[node].close_failed(wire.f))
-                self._closed(node)
+            if loop.inflight is wire.f:
+                loop.failed(w.now)
+                self._drive(node)
             return
         broker = w.brokers[node]
         body = wire.body
@@ -836,72 +889,70 @@ class Member:
 
     def _broken(self, node: int, wire: Wire) -> None:
         """The connection of ``wire`` broke with the request out."""
-        lp = self.loops[node]
-        if lp.inflight is not wire:
+        loop = self.loops[node]
+        if loop.inflight is not wire.f:
             return
         self.world.brokers[node].disconnect(wire.conn, self.world.now)
-        lp.inflight = None
-        lp.conn = None
-        lp.conn_dead = False
-        self._apply(node, self.drivers[node].request_failed(wire.f))
-        self._resume(node)
+        self.ports[node].conn = None
+        loop.failed(self.world.now)
+        self._drive(node)
 
     def cut(self, node: int, *, broker_side: bool = True) -> None:
         """The network closes ``node``'s connection."""
-        lp = self.loops[node]
-        if lp.conn is None:
+        port = self.ports[node]
+        conn = port.conn
+        if conn is None:
             return
+        w = self.world
         if broker_side:
-            self.world.brokers[node].disconnect(lp.conn, self.world.now)
-        wire = lp.inflight
-        if wire is not None and wire.conn == lp.conn:
-            lp.inflight = None
-            lp.conn = None
-            if wire.closing:
-                # The session's FINAL request was out: closing, that leader is done with
-                # (what ``NodeFetcher`` does when its last request fails).
-                self._apply(node, self.drivers[node].close_failed(wire.f))
-                self._closed(node)
-                return
-            self._apply(node, self.drivers[node].request_failed(wire.f))
-            self._resume(node)
+            w.brokers[node].disconnect(conn, w.now)
+        port.conn = None
+        loop = self.loops[node]
+        wire = port.wire
+        if wire is not None and wire.conn == conn and loop.inflight is wire.f:
+            # The request out fails with its connection (the FINAL one too: the loop
+            # knows which it was).
+            loop.failed(w.now)
+            self._drive(node)
         else:
-            lp.conn_dead = True  # the watcher wakes the loop
-            self._wake(node)
-
-    def _resume(self, node: int) -> None:
-        lp = self.loops[node]
-        if self.closing and lp.inflight is None:
-            self._loop_stopped(node)
-        else:
+            loop.connection_closed()  # the watcher wakes the loop
             self._wake(node)
 
     def _answer(self, node: int, wire: Wire, resp: Any, got: dict[Any, int]) -> None:
-        """The answer reaches the member (``_finish``)."""
-        lp = self.loops[node]
-        w = self.world
-        if lp.inflight is not wire:
+        """The answer reaches the member (``NodeFetcher._await``)."""
+        loop = self.loops[node]
+        if loop.inflight is not wire.f:
             return  # orphaned: its connection broke, or the loop gave it up
-        lp.inflight = None
-        f = wire.f
-        driver = self.drivers[node]
-        nxt: Wire | None = None
-        try:
-            if wire.closing:
-                self._apply(node, driver.close_answered(f, resp, NAMES))
-                self._closed(node)
-                return
-            if f.plan.kind is RequestKind.SHARE_FETCH:
-                nxt = self._on_fetch(node, f, resp, got)
-            else:
-                self._apply(node, driver.acknowledge_answer(f, resp, NAMES, w.now))
-            lp.failures = 0
-        except errors.KafkaError as exc:
-            self._apply(node, driver.answer_failed(exc, f))
-        lp.inflight = nxt
-        self._session_agrees(node)
-        if nxt is None:
-            self._resume(node)
+        self._got = got
+        loop.answered(resp, NAMES, self.world.now)
+        self._drive(node)
+
+    def _done(self, node: int, a: Done) -> bool:
+        """A request's outcome is taken in: the invariants' bookkeeping; whether the loop
+        goes on now (else a wake-up runs it, as ``_resume`` did)."""
+        w = self.world
+        got = self._got
+        self._got = {}
+        f = a.f
+        if (
+            a.ok
+            and self.closing
+            and f is not None
+            and f.plan.kind is RequestKind.SHARE_FETCH
+            and f.plan.tag == self.machine.leader(node).session.tag
+        ):
+            # Taken in and released at once (no Deliver): they end when that is reported.
+            for key, d in got.items():
+                w.check.taken_in(key, d, self.member_id, node)
+        if a.answered and not a.final:
+            self._session_agrees(node)
+        loop = self.loops[node]
+        if a.final or loop.phase is not Phase.READY:
+            return True
+        if self.closing:
+            return True  # the loop stops now
+        self._wake(node)
+        return False
 
     def _session_agrees(self, node: int) -> None:
         """The member's view of its share session with ``node`` is the broker's
@@ -931,73 +982,66 @@ class Member:
                 f"{sorted(p for _, p in mine)}, the broker's {sorted(p for _, p in held.partitions)}",
             )
 
-    def _on_fetch(
-        self, node: int, f: InFlight, resp: ShareFetchResponse, got: dict[Any, int]
-    ) -> Wire | None:
-        """The consumer's driver takes the answer in; this carries out its steps."""
-        w = self.world
-        pipeline = not self.closing and not self.failed
-        nxt: Wire | None = None
-        self._got = got
-        try:
-            steps = self.drivers[node].fetch_answer(
-                f, resp, NAMES, w.now, pipeline=pipeline, closing=self._is_closing
-            )
-            try:
-                for step in steps:
-                    if type(step) is Send:
-                        nxt = self._start(node, step.turn)
-                    else:
-                        self._apply(node, cast("Apply", step).effects)
-            except BaseException:
-                if nxt is not None:  # as NodeFetcher: the pipelined fetch is abandoned
-                    self.drivers[node].abandon(nxt.f)
-                raise
-            if self.closing and f.plan.tag == self.machine.leader(node).session.tag:
-                # Taken in and released at once (no Deliver): they end when that is reported.
-                for key, d in got.items():
-                    w.check.taken_in(key, d, self.member_id, node)
-        finally:
-            self._got = {}
-        return nxt
-
     def _is_closing(self) -> bool:
         return self.closing
+
+    def _running(self) -> bool:
+        return not self.closing and not self.failed
 
     # -- effects -----------------------------------------------------------------------------
 
     def _apply(self, node: int | None, effects: list[Effect] | None = None) -> None:
-        """Carry out the machine's effects (or ``effects``), in order (what
-        ``ConsumerCore.apply`` and the fetch loop do)."""
+        """Carry out the machine's effects (or ``effects``), in order, with the consumer's
+        :func:`~sharecon._consumer.effect_port.carry_out` and this member as its port
+        (``node``: the leader whose loop they came from, for the invariants)."""
         w = self.world
-        for e in self.machine.drain() if effects is None else effects:
-            if w.trace is not None:
-                w.trace(f"         effect {e!r:.300}")
-            if isinstance(e, Deliver):
-                self._deliver(e)
-            elif isinstance(e, (Report, LockLost)):
-                lost = isinstance(e, LockLost)
-                for r in e.results:
-                    self._outcome(r, lost, node)
-            elif isinstance(e, SessionLost):
-                self.buffer.drop(_same_session(e.tag))
-            elif isinstance(e, PartitionLost):
-                self.buffer.drop(_same_partition(e.tp, e.node_id))
-            elif isinstance(e, Wake):
-                self._wake(e.node_id)
-            elif isinstance(e, BackOff):
-                lp = self.loops[e.node_id]
-                lp.backoff_until = w.now + min(0.1 * 2**lp.failures, 1.0)
-                lp.failures += 1
-            elif isinstance(e, Rediscover):
-                self._wake(None)  # the loops read the new leaders when they plan
-            elif isinstance(e, LocksRenewed):
-                for h in e.handles:
-                    cast("Record[Any, Any]", h).lock_deadline = e.deadline
-            elif isinstance(e, Fail):
-                self.failed = True
-                w.faults.append(f"fail({e.error})@{w.now:.2f}")
-                self.close()
+        buffer = self.buffer
+        outer = self._node
+        self._node = node
+        try:
+            for e in self.machine.drain() if effects is None else effects:
+                if w.trace is not None:
+                    w.trace(f"         effect {e!r:.300}")
+                carry_out(e, buffer, self)
+        finally:
+            self._node = outer
+
+    # -- the effect port (sharecon._consumer.effect_port) --------------------------------
+
+    def report(self, results: list[AckResult], *, lost: bool) -> None:
+        """Outcomes: each delivery they end is checked ended once (invariant 3)."""
+        node = self._node
+        for r in results:
+            self._outcome(r, lost, node)
+
+    def deliver(self, e: Deliver) -> None:
+        """Records to buffer: the checker's delivery ids kept with them."""
+        self._deliver(e)
+
+    def wake(self, node_id: int | None) -> None:
+        """Wake a loop (``Signal.set``)."""
+        self._wake(node_id)
+
+    def session_lost(self, e: SessionLost, dropped: int) -> None:
+        """The buffer dropped the session's chunks (the checker heard of each record)."""
+
+    def partition_lost(self, e: PartitionLost, dropped: int) -> None:
+        """The buffer dropped the partition's chunks (the checker heard of each record)."""
+
+    def fail(self, error: errors.KafkaError) -> None:
+        """The consumer fails: it closes."""
+        w = self.world
+        self.failed = True
+        w.faults.append(f"fail({error})@{w.now:.2f}")
+        self.close()
+
+    def look_again(self) -> None:
+        """The loops read the new leaders when they plan."""
+        self._wake(None)
+
+    def other(self, e: Effect) -> None:
+        """Errors kept, counters, log lines, dead letters, batch acquisition's release:
+        not simulated."""
 
     def _outcome(self, r: AckResult, lost: bool, node: int | None) -> None:
         w = self.world
@@ -1243,39 +1287,21 @@ class Member:
         self.buffer.clear()
         self._released = False
         for n in NODES:
-            lp = self.loops[n]
-            lp.token += 1
-            lp.wake_at = None
-            if lp.inflight is None:
-                self._loop_stopped(n)
-
-    def _loop_stopped(self, node: int) -> None:
-        lp = self.loops[node]
-        if lp.stopped:
-            return
-        lp.stopped = True
-        if lp.conn_dead:
-            lp.conn_dead = False
-            lp.conn = None
-            self._apply(node, self.drivers[node].connection_lost())
-        final = self.drivers[node].close_session(self.world.now, self.member_id)
-        if final is None:
-            self._closed(node)
-            return
-        f, body = final
-        conn = lp.conn or f"{self.member_id}/{node}/final"
-        wire = Wire(f, body, conn, self._meant(body, node), closing=True)
-        lp.conn = conn
-        lp.inflight = wire
-        self.world.at(self.world.now + self._delay(), self._arrive, node, wire)
+            port = self.ports[n]
+            port.token += 1
+            port.wake_at = None
+            self._drive(n)  # a loop waiting stops now; one with a request out, after it
 
     def _closed(self, node: int) -> None:
-        lp = self.loops[node]
-        lp.inflight = None
-        if lp.conn is not None:
-            self.world.brokers[node].disconnect(lp.conn, self.world.now)
-            lp.conn = None
-        if all(x.stopped and x.inflight is None for x in self.loops.values()):
+        port = self.ports[node]
+        if port.closed:
+            return
+        port.closed = True
+        port.wire = None
+        if port.conn is not None:
+            self.world.brokers[node].disconnect(port.conn, self.world.now)
+            port.conn = None
+        if all(p.closed for p in self.ports.values()):
             self.closed = True
             self.world.check.closed(self.member_id)
 
@@ -1309,31 +1335,23 @@ class _NoSupersede(FetchDriver):
         *,
         pipeline: bool,
         closing: Callable[[], bool],
-    ) -> Generator[Apply | Send, None, None]:
+    ) -> Generator[fetch_driver.Step, None, None]:
         machine = self.machine
         answer = machine.fetch_answered(f, resp, names, now, pipeline=False)
-        yield Apply(machine.drain(), answer)
+        yield fetch_driver.Apply(machine.drain(), answer)
         if not answer.proceed:
             return
         if pipeline and answer.acquired > 0:
             turn = self.turn(answer.acquired, answer.size)
             if turn.plan is not None:
-                yield Send(turn)
+                yield fetch_driver.Send(turn)
         machine.fetch_records(f, resp, names, closing=closing())
-        yield Apply(machine.drain())
+        yield fetch_driver.Apply(machine.drain())
 
 
 def _can_renew() -> None:
     """The Handout's renew check: the simulated application renews only where the model
     takes renewals."""
-
-
-def _same_session(tag: SessionTag) -> Callable[[Chunk], bool]:
-    return lambda c: c.tag == tag
-
-
-def _same_partition(tp: TopicIdPartition, node: int) -> Callable[[Chunk], bool]:
-    return lambda c: c.intake.tp == tp and c.tag.node_id == node
 
 
 def _brief(args: tuple[Any, ...]) -> str:
