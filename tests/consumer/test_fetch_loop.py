@@ -213,7 +213,7 @@ def test_marked_acknowledgements_go_out_without_a_fetch_when_no_fetch_is_due() -
     rig = Rig()
     rig.fetch_once()
     assert rig.settle() == Idle(None)
-    rig.buffer.paused = True  # no room: no fetch is due to carry the acknowledgements
+    rig.buffer.held = lambda: True  # no room: no fetch is due to carry the acknowledgements
     rig.machine.answer_all_delivered(AckType.ACCEPT)
     send = rig.next()
     assert type(send) is Send
