@@ -187,9 +187,7 @@ def revision_tree(rev: str) -> Path:
         shutil.rmtree(tree, ignore_errors=True)
         tree.mkdir(parents=True)
         with tempfile.NamedTemporaryFile(suffix=".tar") as tar:
-            subprocess.run(
-                ["git", "-C", str(ROOT), "archive", "-o", tar.name, sha], check=True
-            )
+            subprocess.run(["git", "-C", str(ROOT), "archive", "-o", tar.name, sha], check=True)
             with tarfile.open(tar.name) as t:
                 t.extractall(tree, filter="data")
         (tree / ".complete").touch()
@@ -205,9 +203,13 @@ def variant_env(build: str, rev: str | None) -> dict[str, str]:
     if build == "compiled":
         # The revision's own compiled build (its _common knows how to make it).
         code = "import sys; sys.path.insert(0, 'benchmarks'); import _common; print(_common.compiled_tree())"
-        path = subprocess.run(
-            [sys.executable, "-c", code], cwd=tree, capture_output=True, text=True, check=True
-        ).stdout.strip().splitlines()[-1]
+        path = (
+            subprocess.run(
+                [sys.executable, "-c", code], cwd=tree, capture_output=True, text=True, check=True
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+        )
         env["PYTHONPATH"] = path
     else:
         env["PYTHONPATH"] = str(tree)

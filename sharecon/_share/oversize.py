@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 from .fetch_size import ARRIVAL_SHARE, MIN_BYTES
 
 if TYPE_CHECKING:
-    from collections.abc import Container, Iterable, Mapping
+    from collections.abc import Container, Iterable, Mapping, Sequence
 
     from sharecon.types import TopicIdPartition
 
@@ -107,11 +107,16 @@ class OversizeGuard:
         """Whether the next fetch is a probe (rule 2)."""
         return bool(self.suspect)
 
-    def wanted(self, want: Iterable[TopicIdPartition]) -> list[TopicIdPartition]:
-        """``want`` (the leader's assigned partitions) without the blocked ones (rule 3)."""
+    def wanted(self, want: Iterable[TopicIdPartition]) -> Sequence[TopicIdPartition]:
+        """``want`` (the leader's assigned partitions) without the blocked ones (rule 3).
+
+        A tuple with none blocked comes back as it is, the same object, so the session
+        sees the partitions did not change since the last fetch without comparing them
+        (:meth:`.ShareSession.build_fetch`).
+        """
         blocked = self.blocked
         if not blocked:
-            return list(want)
+            return want if type(want) is tuple else list(want)
         return [tp for tp in want if tp not in blocked]
 
     def retain(self, assignment: Container[TopicIdPartition]) -> None:
