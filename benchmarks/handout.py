@@ -26,6 +26,7 @@ a change is measured before and after side by side. CPU time per record
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -194,6 +195,14 @@ def revision_tree(rev: str) -> Path:
     return tree
 
 
+def _digest(root: Path) -> str:
+    # As _common.compiled_tree names its folder: the sources' hash, under this Python.
+    digest = hashlib.sha256(sys.version.encode())
+    for path in sorted([*root.glob("sharecon/**/*.py"), root / "hatch_build.py"]):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def variant_env(build: str, rev: str | None) -> dict[str, str]:
     """The environment of a child running ``build`` of the working tree or of ``rev``."""
     if rev is None:
@@ -201,7 +210,12 @@ def variant_env(build: str, rev: str | None) -> dict[str, str]:
     tree = revision_tree(rev)
     env = {**os.environ, "SHARECON_BENCH_BUILD": build}
     if build == "compiled":
-        # The revision's own compiled build (its _common knows how to make it).
+        # A compiled build of the same sources, if this checkout made one already.
+        same = ROOT / "build" / f"compiled-{_digest(tree)}"
+        if (same / ".complete").exists():
+            env["PYTHONPATH"] = str(same)
+            return env
+        # Else the revision's own compiled build (its _common knows how to make it).
         code = "import sys; sys.path.insert(0, 'benchmarks'); import _common; print(_common.compiled_tree())"
         path = (
             subprocess.run(
