@@ -3,6 +3,8 @@ consumer's; and the guide's example of them runs as printed."""
 
 from __future__ import annotations
 
+import copy
+import pickle
 import re
 import subprocess
 import sys
@@ -11,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sharecon import AckType, Record, RecordedAcks, TimestampType, errors
+from sharecon.record import BatchInfo
 from sharecon.serde import json_deserializer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +44,34 @@ def test_a_built_record_has_the_fields_given() -> None:
     assert (record.serialized_key, record.serialized_value) == (b"k", b"v")
     assert (record.serialized_key_size, record.serialized_value_size) == (1, 1)
     assert record.topic_partition.topic == "orders" and record.topic_partition.partition == 2
+
+
+@pytest.mark.parametrize(
+    "clone",
+    [copy.copy, copy.deepcopy, lambda r: pickle.loads(pickle.dumps(r))],
+    ids=["copy", "deepcopy", "pickle"],
+)
+def test_a_record_copies_and_pickles_with_every_field(clone: object) -> None:
+    info = BatchInfo(7, TimestampType.LOG_APPEND_TIME, 100.0)
+    original: Record[str, str] = Record(
+        "t", 3, Record.build("t", None, partition=3).topic_partition, RecordedAcks(), 12.5,
+        info, 41, 1_700_000_000_000, "k", "v", (("h", b"x"),),
+    )  # fmt: skip
+    original.delivery_count = 2
+    original._serialized = (b"k", b"v")
+    other = clone(original)  # type: ignore[operator]
+    assert type(other) is Record and other is not original
+    for name in ("topic", "partition", "offset", "timestamp", "key", "value", "headers",
+                 "delivery_count", "lock_deadline", "serialized_key", "serialized_value",
+                 "timestamp_type", "leader_epoch", "lock_expires_at"):  # fmt: skip
+        assert getattr(other, name) == getattr(original, name), name
+    assert other.topic_partition == original.topic_partition
+    # Its answers go to (a copy of) its acknowledger, checked as before.
+    other.accept()
+    with pytest.raises(errors.InvalidRecordStateError, match="already answered with ACCEPT"):
+        other.reject()
+    plain = clone(Record.build("t", b"v"))  # type: ignore[operator]
+    assert (plain.serialized_value, plain.timestamp_type) == (b"v", TimestampType.CREATE_TIME)
 
 
 def test_defaults_and_deserialized_values() -> None:

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING
 from .fetch_size import ARRIVAL_SHARE, MIN_BYTES
 
 if TYPE_CHECKING:
-    from collections.abc import Container, Iterable, Mapping
+    from collections.abc import Container, Iterable, Mapping, Sequence
 
     from sharecon.types import TopicIdPartition
 
@@ -128,13 +128,18 @@ class OversizeGuard:
 
     def wanted(
         self, want: Iterable[TopicIdPartition], now: float | None = None
-    ) -> list[TopicIdPartition]:
+    ) -> Sequence[TopicIdPartition]:
         """``want`` (the leader's assigned partitions) without the blocked ones (rule 3);
         at ``now`` (if given), a block for an unanswered probe that is old enough is made
-        suspect again (rule 3: the bound)."""
+        suspect again (rule 3: the bound).
+
+        A tuple with none blocked comes back as it is, the same object, so the session
+        sees the partitions did not change since the last fetch without comparing them
+        (:meth:`.ShareSession.build_fetch`).
+        """
         blocked = self.blocked
         if not blocked:
-            return list(want)
+            return want if type(want) is tuple else list(want)
         if now is not None:
             self._expire(now)
         return [tp for tp in want if tp not in blocked]

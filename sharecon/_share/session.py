@@ -16,6 +16,10 @@ Rules of this module:
 5. Requests are described, not encoded: a :class:`SharePlan` says which partitions to add,
    which to forget and which acknowledgements to carry; the consumer builds the message.
 6. No I/O, no clock.
+7. A fetch costs nothing per unchanged partition: given the same tuple of partitions as
+   the last fetch (the consumer keeps one per leader until the metadata or the assignment
+   changes), :meth:`ShareSession.build_fetch` compares nothing, so a session of 300
+   partitions plans a fetch as fast as one of 3.
 """
 
 from __future__ import annotations
@@ -180,6 +184,9 @@ class ShareSession:
         self._generation = 0
         # dict as an ordered set: requests list partitions in a stable order.
         self._partitions: dict[TopicIdPartition, None] = {}
+        # The tuple of partitions last planned (rule 7): the same object again means the
+        # same partitions.
+        self._want: tuple[TopicIdPartition, ...] | None = None
         self._inflight: SharePlan | None = None
 
     # -- state -------------------------------------------------------------------------
@@ -221,7 +228,8 @@ class ShareSession:
         """
         old = self.tag
         self._epoch = INITIAL_EPOCH
-        self._partitions.clear()
+        self._partitions = {}
+        self._want = None
         self._generation += 1
         self._inflight = None
         return old
@@ -269,6 +277,15 @@ class ShareSession:
                 raise ValueError("a renew ShareFetch needs acknowledgements")
             forgotten = tuple(tp for tp in acks if tp not in self._partitions)
             return self._send(RequestKind.SHARE_FETCH, (), forgotten, acks, is_renew=True)
+        if want is self._want and not self.is_new:
+            # The very tuple planned last time (rule 7): nothing added or removed, and
+            # nothing per partition to do, however many the session holds.
+            if not acks and not self._partitions:
+                return None
+            partitions = self._partitions
+            forgotten = tuple(tp for tp in acks if tp not in partitions)
+            return self._send(RequestKind.SHARE_FETCH, (), forgotten, acks)
+        self._want = want if type(want) is tuple else None
         wanted = dict.fromkeys(want)
         if self.is_new:
             if not wanted:

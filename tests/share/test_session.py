@@ -91,7 +91,7 @@ def test_new_session_rejects_acks_and_skips_when_empty() -> None:
 
 def plan_of(
     s: ShareSession,
-    want: list[TopicIdPartition],
+    want: list[TopicIdPartition] | tuple[TopicIdPartition, ...],
     acks: dict[TopicIdPartition, list[AckBatch]] | None = None,
 ) -> SharePlan:
     plan = s.build_fetch(want, acks)
@@ -131,6 +131,34 @@ def test_incremental_sequence() -> None:
         )
         assert s.partitions == after
     assert s.epoch == 7
+
+
+def test_the_same_tuple_again_plans_what_an_equal_list_plans() -> None:
+    """Rule 7: while nothing changes the consumer passes the same tuple each fetch, and
+    the session skips comparing it; the plans are those an equal new list gets."""
+    same = (A0, A1)
+    by_tuple, by_list = opened(*same), opened(*same)
+    for acks in ({}, {A1: ACK}, {B0: ACK}, {A0: ACK, B0: ACK}, {}):
+        got = plan_of(by_tuple, same, acks)
+        want = plan_of(by_list, list(same), acks)
+        assert (got.epoch, got.added, got.forgotten, dict(got.acks)) == (
+            want.epoch,
+            want.added,
+            want.forgotten,
+            dict(want.acks),
+        )
+        assert by_tuple.partitions == by_list.partitions == same
+    # A change after the same tuple is seen; the same tuple after a reset reopens in full.
+    assert plan_of(by_tuple, (A1, A2)).added == (A2,)
+    assert plan_of(by_tuple, same).forgotten == (A2,)
+    by_tuple.reset()
+    reopened = plan_of(by_tuple, same)
+    assert (reopened.epoch, reopened.added) == (0, same)
+    assert plan_of(by_tuple, same).added == ()
+    # An empty tuple, again, on an empty session: nothing to send.
+    empty: tuple[TopicIdPartition, ...] = ()
+    assert plan_of(by_tuple, empty).forgotten == same
+    assert by_tuple.build_fetch(empty) is None and by_tuple.build_fetch(empty) is None
 
 
 def test_acks_only_partition_in_topics_and_forgotten() -> None:

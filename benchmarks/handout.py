@@ -1,0 +1,293 @@
+"""The consumer's own CPU per record, without a broker: fetch answers in, ``async for`` out.
+
+One leader's fetch loop runs as the consumer runs it (:class:`FetchDriver` over the
+consumer's core: plan the request, encode it, decode the answer, take it into the share
+machine, buffer its records), and ``async for record in consumer``'s step (the compiled
+:class:`~sharecon._consumer.cursor.Cursor`, implicit mode) hands every record out,
+accepting the previous one; the next request carries those acknowledgements. Only the
+sockets and the broker are missing, so what is measured is the client's own work per
+record and per fetch, steadier than a run against a broker on a shared machine.
+
+Each shape is ``PARTITIONSxRECORDS[/TOUCHED]``: a topic of that many partitions, all in
+the share session, and every answer holding one batch of ``RECORDS`` records for each of
+``TOUCHED`` partitions (default: all of them; the next answer takes the next ones). The
+issue's runs against a broker had about 1,571 records per answer at 12 partitions and 279
+at 300: ``12x131`` and ``300x10/28`` are answers of those sizes.
+
+Each variant runs in its own process, outside the checkout: the working tree's build
+(``pure`` or ``compiled``), and with ``--before REV`` the same build of a git revision, so
+a change is measured before and after side by side. CPU time per record
+(``time.process_time``), the lowest of ``--rounds`` runs, and the difference of a run of
+``--records`` and one of a fifth of it, so set-up and warm-up cancel out::
+
+    python benchmarks/handout.py --shapes 12x131,300x10/28 --builds pure,compiled --before HEAD~3
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import ROOT, build_env, compiled_tree
+
+# Run in the child: builds one shape's answers, then times whole rounds of fetch + hand-out.
+CHILD = r"""
+import gc, json, os, sys, time, uuid
+from typing import Any, cast
+
+import anyio
+
+import sharecon
+from sharecon._consumer.config import ConsumerConfig
+from sharecon._consumer.core import ConsumerCore
+from sharecon._consumer.cursor import Cursor
+from sharecon._consumer.fetch_driver import Apply, FetchDriver
+from sharecon._consumer.liveness import Liveness
+from sharecon.protocol import ShareFetchResponse
+from sharecon.protocol.messages import share_fetch as sf
+from sharecon.protocol.records import Record as WireRecord
+from sharecon.protocol.records import encode_batch
+from sharecon.types import TopicIdPartition
+
+spec = json.loads(sys.argv[1])
+want_build = spec["build"]
+got = "compiled" if sharecon.COMPILED else "pure"
+if got != want_build:
+    sys.exit(f"asked for the {want_build} build, got {got} from {sharecon.__file__}")
+partitions, per, touched = spec["partitions"], spec["per"], spec["touched"]
+size, version = spec["size"], 1
+TID = uuid.uuid4()
+NAMES = {TID: "t"}
+NODE = 1
+tps = tuple(TopicIdPartition(TID, p, "t") for p in range(partitions))
+payload = os.urandom(size)
+
+
+class Owner:
+    # What the records call back into (the ShareConsumer), and the cursor's slow paths.
+    def __init__(self, core):
+        self.core = core
+
+    def acknowledge(self, record, ack):
+        self.core.handout.acknowledge(record, ack)
+
+    def release_later(self, record, delay):
+        raise NotImplementedError
+
+    def _not_running(self):
+        return RuntimeError("not running")
+
+    def _rejoin_after_idle(self, core):
+        pass
+
+    async def _next_prepared(self, core):
+        raise NotImplementedError
+
+    async def _no_record(self, core):
+        raise StopAsyncIteration
+
+
+def answers(n_records):
+    # The answers, encoded as the broker sends them, offsets advancing per partition.
+    out, nxt, total, k = [], [0] * partitions, 0, 0
+    while total < n_records:
+        parts = []
+        for i in range(touched):
+            p = (k + i) % partitions
+            first = nxt[p]
+            data = encode_batch(
+                [WireRecord(first + j, 0, None, payload, ()) for j in range(per)],
+                base_offset=first,
+            )
+            nxt[p] = first + per
+            parts.append(
+                sf.PartitionData(
+                    partition_index=p,
+                    records=data,
+                    acquired_records=(sf.AcquiredRecords(first_offset=first, last_offset=first + per - 1, delivery_count=1),),
+                )
+            )
+        k += touched
+        total += touched * per
+        parts.sort(key=lambda d: d.partition_index)
+        resp = ShareFetchResponse(
+            acquisition_lock_timeout_ms=30000,
+            responses=(sf.ShareFetchableTopicResponse(topic_id=TID, partitions=tuple(parts)),),
+        )
+        out.append(resp.encode(version))
+    return out, total
+
+
+async def run(wire):
+    core = ConsumerCore(
+        cast(Any, None), ConsumerConfig(group_id="g", topics=("t",)), cast(Any, None)
+    )
+    owner = Owner(core)
+    core.handout.owner = owner
+    core.clock = time.monotonic
+    driver = FetchDriver(core.machine, core.buffer, NODE, lambda: tps, lambda: False)
+    cursor = Cursor(owner, Liveness(None, 30.0), explicit=False)
+    cursor.core = core
+    seen = 0
+    gc_before = sum(s["collections"] for s in gc.get_stats())
+    t0 = time.process_time()
+    for data in wire:
+        turn = driver.turn()
+        assert turn.plan is not None, "nothing to send"
+        driver.request(turn, "member").encode(version)
+        f = driver.sent(turn, time.monotonic())
+        resp = ShareFetchResponse.decode(data, version)
+        for step in driver.fetch_answer(
+            f, resp, NAMES, time.monotonic(), pipeline=False, closing=lambda: False
+        ):
+            assert type(step) is Apply
+            for e in step.effects:
+                core.apply(e)
+        async for record in cursor:
+            len(record.value)
+            seen += 1
+    took = time.process_time() - t0
+    gcs = sum(s["collections"] for s in gc.get_stats()) - gc_before
+    return took, seen, gcs
+
+
+big, n_big = answers(spec["records"])
+small, n_small = answers(spec["records"] // 5)
+best = float("inf")
+gcs = 0
+for _ in range(spec["rounds"]):
+    t_small, s_small, _g = anyio.run(run, small)
+    t_big, s_big, gcs = anyio.run(run, big)
+    assert s_big == n_big and s_small == n_small, (s_big, n_big, s_small, n_small)
+    best = min(best, (t_big - t_small) / (n_big - n_small))
+print("RESULT " + json.dumps({
+    "us_per_record": best * 1e6,
+    "records_per_fetch": n_big / len(big),
+    "us_per_fetch_equiv": best * 1e6 * n_big / len(big),
+    "gc_collections": gcs,
+}))
+"""
+
+
+def revision_tree(rev: str) -> Path:
+    """A copy of the sources at git revision ``rev`` (``build/rev-<sha>/``)."""
+    sha = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", rev], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    tree = ROOT / "build" / f"rev-{sha[:12]}"
+    if not (tree / ".complete").exists():
+        shutil.rmtree(tree, ignore_errors=True)
+        tree.mkdir(parents=True)
+        with tempfile.NamedTemporaryFile(suffix=".tar") as tar:
+            subprocess.run(["git", "-C", str(ROOT), "archive", "-o", tar.name, sha], check=True)
+            with tarfile.open(tar.name) as t:
+                t.extractall(tree, filter="data")
+        (tree / ".complete").touch()
+    return tree
+
+
+def _digest(root: Path) -> str:
+    # As _common.compiled_tree names its folder: the sources' hash, under this Python.
+    digest = hashlib.sha256(sys.version.encode())
+    for path in sorted([*root.glob("sharecon/**/*.py"), root / "hatch_build.py"]):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def variant_env(build: str, rev: str | None) -> dict[str, str]:
+    """The environment of a child running ``build`` of the working tree or of ``rev``."""
+    if rev is None:
+        return build_env(build)
+    tree = revision_tree(rev)
+    env = {**os.environ, "SHARECON_BENCH_BUILD": build}
+    if build == "compiled":
+        # A compiled build of the same sources, if this checkout made one already.
+        same = ROOT / "build" / f"compiled-{_digest(tree)}"
+        if (same / ".complete").exists():
+            env["PYTHONPATH"] = str(same)
+            return env
+        # Else the revision's own compiled build (its _common knows how to make it).
+        code = "import sys; sys.path.insert(0, 'benchmarks'); import _common; print(_common.compiled_tree())"
+        path = (
+            subprocess.run(
+                [sys.executable, "-c", code], cwd=tree, capture_output=True, text=True, check=True
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+        )
+        env["PYTHONPATH"] = path
+    else:
+        env["PYTHONPATH"] = str(tree)
+    return env
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--shapes", default="12x131,300x10/28", help="PARTITIONSxRECORDS[/TOUCHED], ..."
+    )
+    parser.add_argument("--builds", default="pure,compiled")
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--before", default=None, help="a git revision to compare with")
+    args = parser.parse_args()
+    variants = [("after" if args.before else "now", None)]
+    if args.before:
+        variants.insert(0, ("before", args.before))
+    rows = []
+    for shape in args.shapes.split(","):
+        dims, _, touched = shape.partition("/")
+        partitions, per = (int(x) for x in dims.split("x"))
+        for build in args.builds.split(","):
+            if build == "compiled":
+                compiled_tree()
+            results = {}
+            for label, rev in variants:
+                spec = {
+                    "build": build, "partitions": partitions, "per": per,
+                    "touched": int(touched or partitions), "size": args.size, "records": args.records,
+                    "rounds": args.rounds,
+                }  # fmt: skip
+                proc = subprocess.run(
+                    [sys.executable, "-c", CHILD, json.dumps(spec)],
+                    env=variant_env(build, rev),
+                    cwd=tempfile.gettempdir(),  # not the checkout: no sharecon/ beside
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+                if not line:
+                    sys.exit(f"{shape} {build} {label} failed:\n{proc.stdout}\n{proc.stderr}")
+                results[label] = json.loads(line[0][7:])
+            first = next(iter(results.values()))
+            cells = [f"{results[label]['us_per_record']:.3f}" for label, _ in variants]
+            ratio = (
+                f"{results['after']['us_per_record'] / results['before']['us_per_record']:.2f}x"
+                if args.before
+                else ""
+            )
+            rows.append((shape, build, f"{first['records_per_fetch']:.0f}", *cells, ratio))
+            print(" | ".join(rows[-1]), flush=True)
+    heads = ["shape", "build", "records/fetch", *(f"µs/record {v}" for v, _ in variants)]
+    if args.before:
+        heads.append("after ÷ before")
+    print()
+    print("| " + " | ".join(heads) + " |")
+    print("|" + "---|" * len(heads))
+    for row in rows:
+        print("| " + " | ".join(row[: len(heads)]) + " |")
+
+
+if __name__ == "__main__":
+    main()
