@@ -47,7 +47,7 @@ PLANTED = {
     # ShareSession.reset() keeps its partition set.
     "reset-keeps-partitions": Planted(
         "_share/session.py",
-        "        self._partitions.clear()\n",
+        "        self._partitions = {}\n",
         "        pass\n",
         8,
     ),
