@@ -735,17 +735,20 @@ def main(argv: list[str] | None = None) -> int:
     except (BrokerStartError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(broker.bootstrap, flush=True)
-    print(
-        f"Kafka {broker.version} running (log: {broker.log_path}); Ctrl-C to stop", file=sys.stderr
-    )
     stop = {"now": False}
 
     def on_signal(signum: int, frame: object) -> None:
         stop["now"] = True
 
-    signal.signal(signal.SIGTERM, on_signal)
     try:
+        # Inside the try: a Ctrl-C may come as soon as the address is out (a caller reads
+        # it and stops the broker), even before these prints return.
+        signal.signal(signal.SIGTERM, on_signal)
+        print(broker.bootstrap, flush=True)
+        print(
+            f"Kafka {broker.version} running (log: {broker.log_path}); Ctrl-C to stop",
+            file=sys.stderr,
+        )
         while not stop["now"] and broker.running:
             time.sleep(0.5)
     except KeyboardInterrupt:

@@ -110,5 +110,6 @@ async def test_fetching_stopped_waits_for_the_fetch_on_its_way_and_nothing_is_re
                 rest.append(((record.value or b"").decode(), record.delivery_count))
                 if len(rest) == 5:
                     break
+            await fresh.commit()  # accepts the record in hand after the break
             assert await fresh.poll(1.0) == []
     assert rest == [(f"b{i}", 1) for i in range(5)]
