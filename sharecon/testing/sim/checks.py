@@ -214,6 +214,10 @@ class Checker:
         entry = self._find(key, d)
         return entry is not None and entry.state == HANDED
 
+    def is_open(self, key: Key, d: int) -> bool:
+        """Whether delivery ``d`` of ``key`` is taken in and not ended."""
+        return self._find(key, d) is not None
+
     def _find(self, key: Key, d: int) -> Live | None:
         for e in self.live.get(key, ()):
             if e.delivery == d:

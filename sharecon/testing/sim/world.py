@@ -566,6 +566,11 @@ class Member:
         self.delayed: DelayedReleases[SimRecord] = DelayedReleases()
         self._released = False
         self._got: dict[Any, int] = {}  #: the answer being taken in: its delivery ids
+        #: The record the application is answering now, and its delivery: a lock loss
+        #: reported at once for that answer ends that delivery, not another one of the
+        #: same offset (an older one from the leader before a move, answered and not yet
+        #: reported).
+        self._answering: tuple[Any, int] | None = None
         #: per chunk (partition and ledger delivery): offset -> the checker's delivery id
         self._ids: dict[tuple[TopicIdPartition, Delivery], dict[int, int]] = {}
         for n in NODES:
@@ -1051,6 +1056,12 @@ class Member:
                 kind = b.types[0] if len(b.types) == 1 else b.types[i]
                 if kind is AckType.GAP:
                     continue  # not a record: never taken in as a delivery
+                answering = self._answering
+                if lost and answering is not None and answering[0] == (r.partition, o):
+                    # Lost at once, for the answer being given: that delivery ends.
+                    if w.check.is_open(answering[0], answering[1]):
+                        w.check.ended(answering[0], w.now, how, self.member_id, d=answering[1])
+                        continue
                 if lost or kind is not AckType.RENEW:
                     # A lost answer (a renewal's too) ends the delivery the application
                     # holds; an outcome ends the answered one, else the newest (the
@@ -1233,14 +1244,18 @@ class Member:
         if self.closing:
             self._answer_after_close(rec, ack)
         else:
-            result = self.handout.answer(rec.record, ack)
             key = (rec.tp, rec.offset)
-            if result is MarkResult.OK:
-                w.check.answered(key, rec.d)
-            elif result is MarkResult.UNKNOWN and w.check.is_handed(key, rec.d):
-                # Refused: its lock loss was reported already (the consumer raises).
-                w.check.ended(key, w.now, "refused", self.member_id, d=rec.d)
-            self._apply(None)
+            self._answering = (key, rec.d)
+            try:
+                result = self.handout.answer(rec.record, ack)
+                if result is MarkResult.OK:
+                    w.check.answered(key, rec.d)
+                elif result is MarkResult.UNKNOWN and w.check.is_handed(key, rec.d):
+                    # Refused: its lock loss was reported already (the consumer raises).
+                    w.check.ended(key, w.now, "refused", self.member_id, d=rec.d)
+                self._apply(None)
+            finally:
+                self._answering = None
         if not again and not w.quiet and rng.random() < k.twice:
             w.at(w.now + rng.uniform(0.0, LOCK), self._app_answer, rec, True)
         if not again:
