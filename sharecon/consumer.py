@@ -1163,11 +1163,7 @@ class ShareConsumer(Generic[K, V]):
         tp = record.topic_partition
         if owner is not None:
             core.machine.forget(tp, owner.delivery, record.offset, record.offset)
-        buffer = core.buffer
-        buffer.expired += 1
-        buffer.expired_by[tp] = buffer.expired_by.get(tp, 0) + 1
-        if buffer.on_expired is not None:
-            buffer.on_expired(1)
+        core.buffer.count_expired(tp, 1)
 
     def _held_holds(self, record: Record[Any, Any]) -> bool:
         core = self._core

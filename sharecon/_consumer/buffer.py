@@ -197,13 +197,16 @@ class DeliveryBuffer:
             return False
         before = self.records
         self._remove(chunk)
-        lost = before - self.records
+        self.count_expired(chunk.intake.tp, before - self.records)
+        return True
+
+    def count_expired(self, tp: TopicIdPartition, lost: int) -> None:
+        """``lost`` records of ``tp`` had their locks end before they were handed out:
+        counted, and told (rule 3)."""
         self.expired += lost
-        tp = chunk.intake.tp
         self.expired_by[tp] = self.expired_by.get(tp, 0) + lost
         if self.on_expired is not None:
             self.on_expired(lost)
-        return True
 
     def _remove(self, chunk: Chunk) -> None:
         """Take ``chunk`` out, forgetting what it still held (rules 3, 4)."""
