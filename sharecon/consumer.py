@@ -1300,11 +1300,11 @@ class ShareConsumer(Generic[K, V]):
         buffer = core.buffer
         cursor = self._cursor
         held = self._held
+        if (cursor.served + 1) % CHECKPOINT_EVERY == 0:
+            # Before taking the record (as the cursor does): cancelled here, it stays
+            # buffered, not current.
+            await anyio.lowlevel.checkpoint()
         while True:
-            if (cursor.served + 1) % CHECKPOINT_EVERY == 0:
-                # Before taking the record (as the cursor does): cancelled here, it stays
-                # buffered, not current.
-                await anyio.lowlevel.checkpoint()
             kept = held.take(core.clock) if held.items else None
             if kept is not None:
                 rec, decoded = kept

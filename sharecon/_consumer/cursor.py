@@ -115,12 +115,13 @@ class Cursor:
             return await self.owner._next_prepared(core)
         buffer = core.buffer
         clock = core.clock
+        served = self.served + 1
+        if served % CHECKPOINT_EVERY == 0:
+            # Before taking the record: cancelled here, it stays buffered, not current
+            # (which commit() or implicit mode would accept unseen). Once per record, not
+            # per wait for one.
+            await anyio.lowlevel.checkpoint()
         while True:
-            served = self.served + 1
-            if served % CHECKPOINT_EVERY == 0:
-                # Before taking the record: cancelled here, it stays buffered, not current
-                # (which commit() or implicit mode would accept unseen).
-                await anyio.lowlevel.checkpoint()
             rec = buffer.pop_one(clock)
             if rec is not None:
                 self.current = rec

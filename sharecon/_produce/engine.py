@@ -124,11 +124,6 @@ class Engine:
         #: Why the producer cannot go on (a producer id could not be replaced), if so.
         self.fatal: errors.KafkaError | None = None
 
-    @property
-    def resetting(self) -> bool:
-        """Whether a producer id reset is wanted or under way (no rounds meanwhile)."""
-        return self.acc.reset_wanted
-
     # -- rounds ----------------------------------------------------------------------------
 
     def poll(self, now: float, metadata: Metadata) -> Round:
@@ -239,7 +234,10 @@ class Engine:
                 detail += f": {pr.error_message}"
             err = errors.error_for_code(code, detail)
             assert err is not None
-        if action is Action.RETRY:
+        retry = action is Action.RETRY or action is Action.RETRY_AMBIGUOUS
+        if retry:
+            # A retry of unknown outcome is still a retriable error: the hint and the
+            # metadata refresh (policy rule 4) apply to it as well.
             leader = pr.current_leader
             tid = metadata.topic_ids.get(batch.topic)
             if leader.leader_id >= 0 and tid is not None:
@@ -262,7 +260,7 @@ class Engine:
             now=now,
             hinted=hinted,
         )
-        return action is Action.RETRY
+        return retry
 
     def abandoned(self, out: Outgoing) -> None:
         """``out`` ends without an outcome (its task was cancelled: the producer is closing
