@@ -126,12 +126,13 @@ class FetchDriver:
 
     def idle_timeout(self, ack_linger: float) -> float | None:
         """How long the loop may wait for a wake-up with nothing to send (``None``: until
-        woken); when that wait ends unwoken, call :meth:`linger_expired`."""
+        woken); when that wait ends unwoken, call :meth:`idle_expired`."""
         return self.machine.idle_timeout(self.node_id, ack_linger)
 
-    def linger_expired(self) -> None:
-        """Acknowledgements waited their linger: send them even without a fetch."""
-        self.machine.linger_expired(self.node_id)
+    def idle_expired(self) -> None:
+        """The idle wait ended unwoken: acknowledgements that waited their linger go out
+        even without a fetch; a planner waiting for answers fetches again."""
+        self.machine.idle_expired(self.node_id)
 
     def connection_lost(self) -> list[Effect]:
         """The session's connection closed with no request out."""

@@ -139,10 +139,11 @@ class Await:
 
 @dataclass(frozen=True, slots=True)
 class Idle:
-    """Nothing to send: wait for a wake-up. ``linger`` (when not ``None``): acknowledgements
-    wait, report :meth:`FetchLoop.idle_expired` if no wake-up came within it."""
+    """Nothing to send: wait for a wake-up. ``timeout`` (when not ``None``): report
+    :meth:`FetchLoop.idle_expired` if no wake-up came within it (acknowledgements wait
+    their linger, or a fetch came back empty while records are held)."""
 
-    linger: float | None
+    timeout: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +216,7 @@ class FetchLoop:
         "_f",
         "_failures",
         "_final",
-        "_linger",
+        "_timed",
         "_next",
         "_ok",
         "_out",
@@ -278,7 +279,7 @@ class FetchLoop:
         self._pause_until = float("-inf")
         self._refresh = False
         self._failures = 0
-        self._linger = False  #: the last Idle had acknowledgements waiting
+        self._timed = False  #: the last Idle had a timeout
 
     # -- what the port reads ------------------------------------------------------------------
 
@@ -351,9 +352,9 @@ class FetchLoop:
         turn = driver.turn()
         plan = turn.plan
         if plan is None:
-            linger = driver.idle_timeout(self.ack_linger)
-            self._linger = linger is not None
-            return Idle(linger)
+            timeout = driver.idle_timeout(self.ack_linger)
+            self._timed = timeout is not None
+            return Idle(timeout)
         return self._send(turn)
 
     def _send(self, turn: Turn) -> Send:
@@ -579,10 +580,11 @@ class FetchLoop:
 
     def idle_expired(self) -> None:
         """The :class:`Idle` wait ended with no wake-up: acknowledgements that waited
-        their linger go out even without a fetch."""
-        if self._linger and self.phase is Phase.READY:
-            self._linger = False
-            self.driver.linger_expired()
+        their linger go out even without a fetch, and a planner that waited for answers
+        after an empty fetch fetches again."""
+        if self._timed and self.phase is Phase.READY:
+            self._timed = False
+            self.driver.idle_expired()
 
     def close(self) -> None:
         """Close the session: the next actions send the FINAL (-1) request with the last

@@ -166,8 +166,8 @@ class NodeFetcher:
                 self.core.apply(e)
 
     async def _idle(self, a: Idle) -> None:
-        # Acks waiting: send them after the linger even if no fetch is due.
-        woke = await self.wake.wait(timeout=a.linger if a.linger is not None else 1.0)
+        # Acks waiting: send them after the linger even if no fetch is due; dry: fetch again.
+        woke = await self.wake.wait(timeout=a.timeout if a.timeout is not None else 1.0)
         if not woke:
             self.loop.idle_expired()
 

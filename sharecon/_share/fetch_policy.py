@@ -11,7 +11,11 @@ Rules of this module:
    the broker (MaxWaitMs 0): a long poll would sit in front of the acknowledgements that
    free the broker's per-partition record locks. If such a fetch comes back empty the
    planner is *dry*: it waits for the application to answer something before fetching
-   again. Records *parked* (waiting out a delay: ``release(delay=)``, ``RetryLater``)
+   again, but no longer than a long poll would have waited (MaxWaitMs; the loop's idle
+   wait, :meth:`.ShareMachine.idle_timeout`). An application may answer only once it has
+   seen more records (handlers that wait for each other, a batch being gathered): waiting
+   for its answer alone would stop it for good (found on a real broker, where a no-wait
+   fetch can come back empty while records wait). Records *parked* (waiting out a delay: ``release(delay=)``, ``RetryLater``)
    do not count as held here: the application has answered them, their RELEASE is due
    only when the delay ends, so waiting for it would starve every other record. With
    nothing else held a fetch may wait at the broker, but no longer than the caller's

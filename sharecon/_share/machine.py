@@ -196,6 +196,9 @@ class Leader:
 #: The shortest wait at the broker while records are parked (:meth:`ShareMachine.park`),
 #: in ms: about the driver's tick for delayed releases.
 MIN_PARKED_WAIT_MS = 100
+#: The shortest a dry planner waits for answers before fetching again (rule 2 of
+#: .fetch_policy), in seconds: with ``max_wait_ms=0`` empty fetches must not spin.
+MIN_DRY_WAIT = 0.1
 
 
 class ShareMachine:
@@ -272,14 +275,25 @@ class ShareMachine:
         return one
 
     def idle_timeout(self, node_id: int, ack_linger: float) -> float | None:
-        """How long ``node_id``'s loop may wait with nothing to send before :meth:`linger_expired`
-        (``None``: no acknowledgements wait, wait for a wake-up)."""
-        tag = self.leader(node_id).session.tag
-        return ack_linger if self.ledger.has_marked(tag) else None
+        """How long ``node_id``'s loop may wait with nothing to send before
+        :meth:`idle_expired` (``None``: wait for a wake-up): ``ack_linger`` while
+        acknowledgements wait; a long poll's time (MaxWaitMs) while the planner is dry
+        (rule 2 of :mod:`.fetch_policy`)."""
+        leader = self.leader(node_id)
+        if self.ledger.has_marked(leader.session.tag):
+            return ack_linger
+        if leader.planner.dry:
+            return max(MIN_DRY_WAIT, self.params.max_wait_ms / 1000)
+        return None
 
-    def linger_expired(self, node_id: int) -> None:
-        """Acknowledgements waited ``ack_linger``: send them even without a fetch."""
-        self.leader(node_id).planner.linger_expired = True
+    def idle_expired(self, node_id: int) -> None:
+        """The wait :meth:`idle_timeout` gave ended with no wake-up: acknowledgements that
+        waited ``ack_linger`` go out even without a fetch, and a dry planner fetches
+        again (rule 2 of :mod:`.fetch_policy`)."""
+        planner = self.leader(node_id).planner
+        if self.ledger.has_marked(planner.session.tag):
+            planner.linger_expired = True
+        planner.dry = False
 
     def park(self, tp: TopicIdPartition, offset: int, wake_at: float) -> None:
         """The application answered the record at ``offset`` with a delayed release: until

@@ -8,7 +8,7 @@ happened. No event loop, no clock: time is a number passed in.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -30,7 +30,7 @@ from sharecon._consumer.fetch_loop import (
 )
 from sharecon._share.effects import BackOff, Deliver, Report, SessionLost
 from sharecon._share.ledger import AckFailure
-from sharecon._share.machine import ShareMachine
+from sharecon._share.machine import MIN_DRY_WAIT, ShareMachine
 from sharecon._share.requests import FetchParams
 from sharecon.protocol import ShareAcknowledgeRequest, ShareFetchRequest
 from sharecon.testing.model import ModelBroker
@@ -178,41 +178,86 @@ def test_a_fetch_goes_out_is_answered_and_its_records_come_in() -> None:
     done = rig.next()
     assert type(done) is Done and done.answered and done.ok and not done.final
     assert rig.loop.phase is Phase.AWAITING  # the pipelined fetch is out
-    # It comes back empty; the member holds records: nothing more to ask, no acks yet.
-    assert rig.settle() == Idle(None)
+    # It comes back empty; the member holds records: nothing more to ask, no acks yet,
+    # until a long poll's time passed (the planner is dry).
+    assert rig.settle() == Idle(MIN_DRY_WAIT)
     assert rig.counts.planned == rig.counts.ended == 2
 
 
-def test_only_an_idle_wait_for_lingering_acknowledgements_expires_the_linger() -> None:
-    """The port's idle wait ends without a wake-up: the planner is told the linger
-    expired only when the loop asked to wait a linger (acknowledgements were marked),
-    not after the port's periodic wake-up with nothing marked (the simulator's copy of
-    the loop told it after every idle wait)."""
+def test_a_fetch_that_came_back_empty_while_records_are_held_is_sent_again() -> None:
+    """Dry (a no-wait fetch came back empty while the application holds records): the
+    loop waits for an answer, but when none comes within its idle wait it fetches again.
+    The application may answer only once it has seen more records (handlers that wait
+    for each other): waiting for its answer alone stopped it for good."""
     rig = Rig()
     rig.fetch_once()
+    # The member holds 3 records: a no-wait fetch comes back empty; nothing answered.
+    assert rig.settle() == Idle(MIN_DRY_WAIT)
+    assert rig.machine.leader(NODE).planner.dry
+    rig.broker.produce(TOPIC, 0, 2)  # written after that empty answer
+    assert rig.settle() == Idle(MIN_DRY_WAIT)  # a wake-up with no answer: still dry
+    rig.loop.idle_expired()
+    again = rig.next()
+    assert type(again) is Send and not again.final
+    assert isinstance(again.body, ShareFetchRequest)
+    assert again.body.max_wait_ms == 0  # records are still held: still no long poll
+    rig.body = again.body
+    rig.loop.sent(rig.now)
+    rig.answer()
+    rig.until_done()
+    delivered = [r for e in rig.effects if type(e) is Deliver for r in e.intake.ranges]
+    assert sum(r.last_offset - r.first_offset + 1 for r in delivered) == 5
+
+
+def test_only_a_timed_idle_wait_tells_the_driver_it_expired() -> None:
+    """The port's idle wait ends without a wake-up: the driver is told only when the loop
+    asked for a timed wait (acknowledgements lingering, a dry planner), not after the
+    port's periodic wake-up from an untimed one (the simulator's copy of the loop told
+    the planner its linger expired after every idle wait)."""
+    rig = Rig(driver=Counting)
+    driver = cast("Counting", rig.loop.driver)
+    rig.fetch_once()
+    driver.timeout = None
     assert rig.settle() == Idle(None)
     rig.loop.idle_expired()
-    assert not rig.machine.leader(NODE).planner.linger_expired
-    rig = Rig(driver=Lingering)
-    rig.fetch_once()
+    assert driver.expired == 0
+    driver.timeout = LINGER
     assert rig.settle() == Idle(LINGER)
+    rig.loop.idle_expired()
+    assert driver.expired == 1
+
+
+def test_an_expired_linger_sends_the_marked_acknowledgements_on_their_own() -> None:
+    rig = Rig()
+    rig.fetch_once()
+    assert rig.settle() == Idle(MIN_DRY_WAIT)
+    rig.buffer.held = lambda: True  # no room: no fetch is due to carry the acknowledgements
+    rig.machine.answer_all_delivered(AckType.ACCEPT)
     rig.loop.idle_expired()
     assert rig.machine.leader(NODE).planner.linger_expired
 
 
-class Lingering(FetchDriver):
-    """Acknowledgements always linger when there is nothing to send."""
+class Counting(FetchDriver):
+    """Idle waits as long as :attr:`timeout` says, counting the waits that expired."""
 
-    __slots__ = ()
+    __slots__ = ("expired", "timeout")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.timeout: float | None = None
+        self.expired = 0
 
     def idle_timeout(self, ack_linger: float) -> float | None:
-        return ack_linger
+        return self.timeout
+
+    def idle_expired(self) -> None:
+        self.expired += 1
 
 
 def test_marked_acknowledgements_go_out_without_a_fetch_when_no_fetch_is_due() -> None:
     rig = Rig()
     rig.fetch_once()
-    assert rig.settle() == Idle(None)
+    assert rig.settle() == Idle(MIN_DRY_WAIT)
     rig.buffer.held = lambda: True  # no room: no fetch is due to carry the acknowledgements
     rig.machine.answer_all_delivered(AckType.ACCEPT)
     send = rig.next()
@@ -267,7 +312,7 @@ def test_an_outcome_for_no_request_out_changes_nothing() -> None:
 def test_a_cut_with_no_request_out_ends_the_session_before_the_next_turn() -> None:
     rig = Rig()
     rig.fetch_once()
-    assert rig.settle() == Idle(None)
+    assert rig.settle() == Idle(MIN_DRY_WAIT)
     tag = rig.machine.leader(NODE).session.tag
     rig.loop.connection_closed()
     a = rig.next()
@@ -338,7 +383,7 @@ def test_a_failure_of_the_final_request_closes_the_session_as_failed(how: str) -
     back-off, a retry or a new session."""
     rig = Rig()
     rig.fetch_once()
-    assert rig.settle() == Idle(None)
+    assert rig.settle() == Idle(MIN_DRY_WAIT)
     rig.machine.answer_all_delivered(AckType.ACCEPT)
     rig.running = False
     assert rig.next() is STOPPED
@@ -371,7 +416,7 @@ def test_a_failure_of_the_final_request_closes_the_session_as_failed(how: str) -
 def test_a_cut_while_idle_before_close_sends_no_final_request() -> None:
     rig = Rig()
     rig.fetch_once()
-    assert rig.settle() == Idle(None)
+    assert rig.settle() == Idle(MIN_DRY_WAIT)
     rig.machine.answer_all_delivered(AckType.ACCEPT)
     rig.loop.connection_closed()
     rig.running = False

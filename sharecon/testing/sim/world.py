@@ -683,7 +683,7 @@ class Member:
                 if not self._done(node, cast("Done", a)):
                     return
             elif kind is Idle:
-                wait = cast("Idle", a).linger
+                wait = cast("Idle", a).timeout
                 port.token += 1
                 port.wake_at = None
                 w.at(
