@@ -3,7 +3,9 @@
 Rules of this module:
 
 1. The sans-I/O :class:`~sharecon._share.membership.Membership` decides when to send and
-   what; this loop only carries requests and answers, and applies assignment changes.
+   what, and :class:`~sharecon._consumer.membership_loop.MembershipLoop` (which the
+   simulator runs too) what comes next and what each outcome means; this loop only
+   carries requests and answers, and applies assignment changes.
 2. The coordinator is looked up with FindCoordinator and cached by the cluster; a
    transport error or NOT_COORDINATOR invalidates it.
 3. The loop ends once the member has left (close) or failed; it never raises.
@@ -22,58 +24,55 @@ from typing import TYPE_CHECKING
 import anyio
 
 from sharecon import errors
-from sharecon._share.membership import MemberState
+from sharecon._consumer.membership_loop import IDLE_CHECK, Beat, MembershipLoop, Settled, Sleep
 from sharecon.types import TopicIdPartition
 
 if TYPE_CHECKING:
     from sharecon._consumer.core import ConsumerCore
-    from sharecon._share.membership import AssignmentChange, HeartbeatOutcome, HeartbeatPlan
+    from sharecon._share.membership import AssignmentChange
 
 logger = logging.getLogger("sharecon.consumer")
-
-_IDLE_CHECK = 1.0
 
 
 async def heartbeat_loop(core: ConsumerCore) -> None:
     """Run the membership until it leaves or fails (rule 3)."""
-    membership = core.membership
+    loop = MembershipLoop(core.membership)
     try:
-        while membership.state not in (MemberState.LEFT, MemberState.FATAL):
+        while True:
             now = anyio.current_time()
             core.tick_expiry()  # a held-back count is said within a beat of its minute
-            plan = membership.build_heartbeat(now)
-            if plan is None:
-                deadline = membership.next_deadline()
-                wait = (
-                    _IDLE_CHECK if deadline is None else max(0.0, min(deadline - now, _IDLE_CHECK))
-                )
+            step = loop.next(now)
+            if type(step) is Sleep:
+                until = step.until
+                wait = IDLE_CHECK if until is None else min(until - now, IDLE_CHECK)
                 await core.heartbeat_wake.wait(timeout=wait)
                 continue
-            outcome = await _send(core, plan)
-            await _apply(core, outcome)
+            if type(step) is not Beat:
+                break  # left or failed
+            await _apply(core, await _beat(core, loop, step))
     except errors.KafkaError as exc:
         core.fail(exc)
     finally:
         core.joined.set()
 
 
-async def _send(core: ConsumerCore, plan: HeartbeatPlan) -> HeartbeatOutcome:
-    membership = core.membership
-    request = membership.request(plan)
+async def _beat(core: ConsumerCore, loop: MembershipLoop, step: Beat) -> Settled:
+    """Send one heartbeat (finding the coordinator first) and settle its outcome."""
+    plan = step.plan
     try:
         node = await core.cluster.coordinator(core.config.group_id)
         sent_at = anyio.current_time()
-        resp = await core.cluster.request(node, request, timeout=core.config.request_timeout)
+        resp = await core.cluster.request(node, step.request, timeout=core.config.request_timeout)
     except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
         logger.info("heartbeat of %s failed: %s", plan.member_id, exc)
-        return membership.on_error(anyio.current_time())
+        return loop.failed(anyio.current_time())
     except errors.BrokerError as exc:
         # FindCoordinator answered with an error (e.g. COORDINATOR_NOT_AVAILABLE while the
         # group state topic is created): retriable ones back off like a failed heartbeat.
         if not exc.retriable:
             raise
         logger.info("coordinator lookup for %s failed: %s", core.config.group_id, exc)
-        return membership.on_error(anyio.current_time())
+        return loop.failed(anyio.current_time())
     logger.debug(
         "heartbeat epoch %d -> error %d epoch %d interval %d ms, assignment %s",
         plan.member_epoch,
@@ -84,23 +83,18 @@ async def _send(core: ConsumerCore, plan: HeartbeatPlan) -> HeartbeatOutcome:
     )
     now = anyio.current_time()
     core.stats.on_heartbeat(time.monotonic(), now - sent_at)
-    return membership.answered(now, resp)
+    return loop.answered(now, resp)
 
 
-async def _apply(core: ConsumerCore, outcome: HeartbeatOutcome) -> None:
-    if outcome.find_coordinator:
+async def _apply(core: ConsumerCore, settled: Settled) -> None:
+    if settled.find_coordinator:
         core.cluster.invalidate_coordinator(core.config.group_id)
-    if outcome.change is not None:
+    if settled.change is not None:
         core.stats.on_rebalance(time.monotonic())
-        await _assign(core, outcome.change)
-    if outcome.error is not None:
-        if outcome.state is MemberState.FATAL or isinstance(
-            outcome.error, errors.TopicAuthorizationFailedError
-        ):
-            core.fail(outcome.error)
-        else:
-            core.note_error(outcome.error)
-    if outcome.state is MemberState.STABLE:
+        await _assign(core, settled.change)
+    if settled.fatal is not None:
+        core.fail(settled.fatal)
+    if settled.joined:
         core.joined.set()
 
 

@@ -59,11 +59,12 @@ from sharecon._consumer.fetch_loop import (
     Stopped,
 )
 from sharecon._consumer.handout import Handout, chunk_of, owner_of
+from sharecon._consumer.membership_loop import Beat, MembershipLoop, Sleep
 from sharecon._share.delayed import DelayedReleases, park
 from sharecon._share.delayed import tick as delayed_tick
 from sharecon._share.ledger import MarkResult
 from sharecon._share.machine import ShareMachine
-from sharecon._share.membership import EARLY_HEARTBEAT, Membership, MemberState
+from sharecon._share.membership import EARLY_HEARTBEAT, Membership
 from sharecon._share.requests import FetchParams
 from sharecon._share.session import RequestKind
 from sharecon.protocol import (
@@ -87,7 +88,6 @@ if TYPE_CHECKING:
     )
     from sharecon._share.ledger import AckResult, Delivery
     from sharecon._share.machine import InFlight
-    from sharecon._share.membership import HeartbeatPlan
     from sharecon._share.session import SessionTag
     from sharecon.protocol import ShareAcknowledgeResponse, ShareFetchResponse
 
@@ -555,6 +555,7 @@ class Member:
         #: the partitions the coordinator assigned (with topic names)
         self.assigned: frozenset[TopicIdPartition] = frozenset()
         self.coordinator: int | None = None  #: the cached FindCoordinator answer
+        self.hb_loop = MembershipLoop(self.membership)
         self.hb_token = 0
         self.closed = False
         self.closing = False
@@ -580,50 +581,50 @@ class Member:
     # -- the membership loop (heartbeat_loop) ------------------------------------------------
 
     def _heartbeat(self, token: int) -> None:
-        """Send the heartbeats due now, and take their answers (``heartbeat_loop``).
+        """Run the membership loop's steps due now (``heartbeat_loop``, over the same
+        :class:`MembershipLoop`).
 
         A heartbeat and its answer are one event: the round trip to the coordinator is
         not what the share machine sees, only the assignment it brings (and when)."""
-        ms = self.membership
         w = self.world
         if token != self.hb_token:
             return
         self.hb_token += 1
-        while ms.state not in (MemberState.LEFT, MemberState.FATAL):
-            plan = ms.build_heartbeat(w.now)
-            if plan is None:
-                due = ms.next_deadline()
-                if due is not None:
-                    w.at(max(due, w.now), self._heartbeat, self.hb_token)
-                return
-            if not self._heartbeat_answer(plan):
+        loop = self.hb_loop
+        while True:
+            step = loop.next(w.now)
+            if type(step) is Sleep:
+                if step.until is not None:
+                    w.at(step.until, self._heartbeat, self.hb_token)
+                return  # no heartbeat due: a close schedules the leave
+            if type(step) is not Beat or not self._beat(loop, step):
                 return
 
-    def _heartbeat_answer(self, plan: HeartbeatPlan) -> bool:
-        """FindCoordinator if needed, the heartbeat, its answer (``heartbeat._send``);
-        ``False`` if the member failed."""
+    def _beat(self, loop: MembershipLoop, step: Beat) -> bool:
+        """FindCoordinator if needed, the heartbeat, its outcome (``heartbeat._beat`` and
+        ``_apply``); ``False`` if the member failed."""
         w = self.world
-        ms = self.membership
         now = w.now
         coord = w.coord
         if self.coordinator is None:
             self.coordinator = coord.find(now)
         if self.coordinator is None or now < w.hb_cut_until:
-            outcome = ms.on_error(now)
+            settled = loop.failed(now)
         else:
-            resp = coord.heartbeat(ms.request(plan), self.coordinator, now)
-            outcome = ms.answered(now, resp)
-        if outcome.find_coordinator:
+            settled = loop.answered(now, coord.heartbeat(step.request, self.coordinator, now))
+        if settled.find_coordinator:
             self.coordinator = None
-        if outcome.change is not None:
+        change = settled.change
+        if change is not None:
             self.assigned = frozenset(
-                TopicIdPartition(tp.topic_id, tp.partition, TOPIC) for tp in outcome.change.assigned
+                TopicIdPartition(tp.topic_id, tp.partition, TOPIC) for tp in change.assigned
             )
-            if outcome.change.removed:
+            self.machine.assigned(self.assigned)
+            if change.removed:
                 w.faults.append(f"unassigned@{now:.2f}")
             self._wake(None)
-        if outcome.state is MemberState.FATAL:
-            w.check.fail(0, now, f"membership failed: {outcome.error}")
+        if settled.fatal is not None:
+            w.check.fail(0, now, f"membership failed: {settled.fatal}")
             return False
         return True
 
