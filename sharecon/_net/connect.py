@@ -21,6 +21,8 @@ import math
 import random
 import re
 import ssl
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -52,7 +54,15 @@ if TYPE_CHECKING:
     from sharecon._net.sasl_gssapi import GssapiConfig
     from sharecon._net.tls import TlsConfig
 
-__all__ = ["ConnectionConfig", "handshake", "open_connection"]
+__all__ = ["ConnectionConfig", "Dialer", "dialer", "handshake", "open_connection"]
+
+#: Opens a byte stream to ``(host, port)`` in place of TCP; raises :class:`OSError` as a
+#: refused or failed connect does.
+Dialer = Callable[[str, int], Awaitable["ByteStream"]]
+#: The dialer of the clients running in this context (``None``: TCP, in every real use).
+#: The whole-client simulation (:mod:`sharecon.testing.sim.client`) sets it, so the real
+#: clients reach an in-memory broker on a virtual clock without knowing it.
+dialer: ContextVar[Dialer | None] = ContextVar("sharecon_dialer", default=None)
 
 logger = logging.getLogger(__name__)
 
@@ -200,9 +210,12 @@ async def open_connection(
             ) from None
     stream: ByteStream
     context = config.current_ssl_context()
+    dial = dialer.get()
     try:
         with anyio.fail_after(max(deadline - anyio.current_time(), 0.0)):
-            if context is not None:
+            if dial is not None:
+                stream = await dial(address.host, address.port)
+            elif context is not None:
                 stream = await anyio.connect_tcp(
                     address.host,
                     address.port,

@@ -98,14 +98,16 @@ EARLY_HEARTBEAT = Backoff(initial=0.05, maximum=5.0, multiplier=2.0, jitter=0.2)
 EARLY_TRIES = 6
 
 
-def new_member_id(make_uuid: Callable[[], uuid.UUID] = uuid.uuid4) -> str:
+def new_member_id(make_uuid: Callable[[], uuid.UUID] | None = None) -> str:
     """A fresh member id: a random UUID as 22 URL-safe base64 characters (rule 1).
 
     Ids starting with ``-`` are redrawn (as Kafka does) so they never look like a
-    command-line option.
+    command-line option. ``make_uuid``: :func:`uuid.uuid4` by default, looked up when
+    called (a seeded simulation replaces it for a run).
     """
+    make = make_uuid if make_uuid is not None else uuid.uuid4
     while True:
-        text = base64.urlsafe_b64encode(make_uuid().bytes).decode("ascii").rstrip("=")
+        text = base64.urlsafe_b64encode(make().bytes).decode("ascii").rstrip("=")
         if not text.startswith("-"):
             return text
 

@@ -34,7 +34,7 @@ from sharecon.testing.fake.cluster import FAILABLE, Failure, FakeCluster
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from anyio.abc import SocketStream, TaskGroup, TaskStatus
+    from anyio.abc import ByteStream, TaskGroup, TaskStatus
     from typing_extensions import Self
 
     from sharecon.protocol.header import RequestHeader
@@ -51,7 +51,7 @@ _POLL = 0.05
 @dataclass(slots=True)
 class _Conn:
     name: str
-    stream: SocketStream
+    stream: ByteStream
     scope: anyio.CancelScope
     #: closed by a fault hook without the broker-side release (a crash, or a restart that released first)
     silent: bool = False
@@ -150,7 +150,11 @@ class FakeKafka(Server):
 
     def now(self) -> float:
         """The fake's clock (seconds)."""
-        return time.monotonic() - self._origin + self._offset
+        return self._wall() - self._origin + self._offset
+
+    def _wall(self) -> float:
+        # The clock a waiting fetch's MaxWaitMs runs on (the simulation's is virtual).
+        return time.monotonic()
 
     # -- test controls -----------------------------------------------------------------------
 
@@ -284,7 +288,7 @@ class FakeKafka(Server):
         out: int = self._require().call(close)
         return out
 
-    async def _serve_conn(self, stream: SocketStream) -> None:
+    async def _serve_conn(self, stream: ByteStream) -> None:
         name = f"c{next(self._ids)}"
         scope = anyio.CancelScope()
         conn = _Conn(name, stream, scope)
@@ -327,7 +331,7 @@ class FakeKafka(Server):
         cluster = self.cluster
         arrived = self.now()
         wait_ms = getattr(body, "max_wait_ms", 0)
-        deadline = time.monotonic() + max(wait_ms, 0) / 1000.0
+        deadline = self._wall() + max(wait_ms, 0) / 1000.0
         while True:
             now = self.now()
             if isinstance(body, ShareFetchRequest):
@@ -335,7 +339,7 @@ class FakeKafka(Server):
             else:
                 assert isinstance(body, FetchRequest)
                 ready = body.max_wait_ms <= 0 or cluster.fetch_ready(body, header.api_version)
-            left = deadline - time.monotonic()
+            left = deadline - self._wall()
             if ready or left <= 0:
                 break
             changed = self._changed

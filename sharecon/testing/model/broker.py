@@ -130,6 +130,11 @@ class ModelBroker:
     written_starts: dict[tuple[str, TopicPartitionId], int] = field(
         default_factory=dict, init=False
     )
+    #: how each record the start offset moved past ended (ACKNOWLEDGED or ARCHIVED), per
+    #: (group, topic partition), across rebuilds: for checkers (the broker forgets it)
+    finished: dict[tuple[str, TopicPartitionId], dict[int, RecordState]] = field(
+        default_factory=dict, init=False
+    )
 
     def __post_init__(self) -> None:
         self.behaviour = Behaviour.for_version(self.version)
@@ -561,6 +566,7 @@ class ModelBroker:
                 persisted=saved,
             )
             self.partitions[key] = sp
+            sp.finished = self.finished.setdefault(key, {})
             sp.written_start = self.written_starts.get(key, sp.written_start)
             self.persister[key] = sp.snapshot()
             self._event(

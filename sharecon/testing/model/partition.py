@@ -124,6 +124,8 @@ class SharePartitionModel:
     #: was before that write's own acknowledgements moved it, so an admin describing the
     #: group's offsets sees the start one write behind (DescribeShareGroupOffsets)
     written_start: int = 0
+    #: how each offset the start offset moved past ended (the broker's ``finished``)
+    finished: dict[int, RecordState] = field(default_factory=dict)
 
     @classmethod
     def create(
@@ -396,6 +398,7 @@ class SharePartitionModel:
             st = self.states.get(self.start)
             if st is None or st.state not in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED):
                 break
+            self.finished[self.start] = st.state
             del self.states[self.start]
             self.persisted.pop(self.start, None)
             self.start += 1

@@ -1,0 +1,48 @@
+"""The whole-client simulation (sharecon.testing.sim.client): the real clients on a
+virtual clock against an in-memory FakeKafka, under seeded faults."""
+
+from __future__ import annotations
+
+import pytest
+
+from sharecon.testing.sim import client as sim
+from sharecon.testing.sim.client import MUTANTS, run, search
+
+#: Seeds every version runs in CI (the schedules take about 0.1 to 0.3 CPU-s each).
+SEEDS = range(0, 12)
+#: Where each deliberate bug is first caught on 4.4 (a test of the simulation's power).
+FIRST_CAUGHT = {"dry-forever": 6}
+
+
+@pytest.mark.parametrize("version", ["4.1", "4.2", "4.3", "4.4"])
+def test_the_schedules_hold_every_invariant(version: str) -> None:
+    bad = search(SEEDS, (version,))
+    assert not bad, "\n".join(f"{o.violation}\n  replay: {o.replay()}" for o in bad)
+
+
+@pytest.mark.parametrize("mutant", sorted(MUTANTS))
+def test_a_deliberate_bug_is_caught(mutant: str) -> None:
+    """The bug planted in the real client makes a schedule fail, with a replay line."""
+    seed = FIRST_CAUGHT[mutant]
+    assert not search(range(seed), ("4.4",), mutant), "caught earlier: update FIRST_CAUGHT"
+    out = run(seed, "4.4", mutant)
+    assert out.violation is not None
+    assert out.replay(mutant) == (
+        f"python -m sharecon.testing.sim.client --seed {seed} --version 4.4 --mutant {mutant}"
+    )
+    assert run(seed, "4.4").violation is None  # the same schedule, without the bug
+
+
+def test_a_schedule_replays_the_same() -> None:
+    first, again = run(3), run(3)
+    assert first.violation is None
+    assert (first.handed, first.elapsed, first.plan) == (again.handed, again.elapsed, again.plan)
+
+
+def test_the_command_line_replays_a_failure(capsys: pytest.CaptureFixture[str]) -> None:
+    assert sim.main(["--seed", "6", "--mutant", "dry-forever"]) == 1
+    out = capsys.readouterr().out
+    assert "invariant 6" in out  # the member stalled
+    assert "replay: python -m sharecon.testing.sim.client --seed 6" in out
+    assert sim.main(["--start", "0", "--count", "2"]) == 0
+    assert "2 schedules, 0 failed" in capsys.readouterr().out
