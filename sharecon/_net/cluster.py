@@ -575,6 +575,25 @@ class Cluster:
         conn = self._usable(node_id)
         if conn is not None:
             return conn
+        self._raise_if_closed()
+        if self._recovery.due(anyio.current_time()):
+            self._rebootstrap("no known broker was reachable for the trigger time")
+        address = self._metadata.brokers.get(node_id)
+        if address is None:
+            # A node we have not seen may have just joined: look once more.
+            await self.refresh_metadata()
+            address = self._metadata.brokers.get(node_id)
+        if address is None:
+            known = ", ".join(str(n) for n in sorted(self._metadata.brokers)) or "none"
+            raise errors.BrokerConnectError(
+                f"broker {node_id} is not in the cluster metadata (known brokers: {known})"
+            )
+        return await self._connect(node_id, address)
+
+    async def _connect(self, node_id: int, address: BrokerAddress) -> BrokerConnection:
+        """The live connection to broker ``node_id`` at ``address``, opened if needed (one
+        opening at a time per node). No metadata is read here: :meth:`any_connection` calls
+        it from inside a refresh, with the addresses it already holds."""
         lock = self._connect_locks.setdefault(node_id, anyio.Lock())
         async with lock:
             conn = self._usable(node_id)
@@ -587,20 +606,6 @@ class Cluster:
                     logger.debug("%s: replacing idle connection", stale.address)
                 await stale.aclose()
             await self._close_retired()
-            if self._recovery.due(anyio.current_time()):
-                self._rebootstrap("no known broker was reachable for the trigger time")
-            address = self._metadata.brokers.get(node_id)
-            if address is None and not self._refreshing_here():
-                # A node we have not seen may have just joined: look once more. (Not
-                # from inside a refresh, which asks here for any broker: a rebootstrap
-                # there forgets the learned brokers; the bootstrap names come next.)
-                await self.refresh_metadata()
-                address = self._metadata.brokers.get(node_id)
-            if address is None:
-                known = ", ".join(str(n) for n in sorted(self._metadata.brokers)) or "none"
-                raise errors.BrokerConnectError(
-                    f"broker {node_id} is not in the cluster metadata (known brokers: {known})"
-                )
             await self._reconnect_pause(node_id)
             try:
                 conn = await open_connection(
@@ -639,11 +644,6 @@ class Cluster:
         self._last_used[node_id] = now
         return conn
 
-    def _refreshing_here(self) -> bool:
-        # Whether this task holds the refresh lock (anyio's locks are not reentrant).
-        owner = self._refresh_lock.statistics().owner
-        return owner is not None and owner.id == anyio.get_current_task().id
-
     async def _reconnect_pause(self, node_id: int) -> None:
         failures = self._failures.get(node_id)
         if failures is None:
@@ -671,9 +671,9 @@ class Cluster:
         if self._recovery.due(anyio.current_time()):
             self._rebootstrap("no known broker was reachable for the trigger time")
         brokers_failed = False
-        for node_id in list(self._metadata.brokers):
+        for node_id, address in list(self._metadata.brokers.items()):
             try:
-                return await self.connection(node_id)
+                return await self._connect(node_id, address)
             except errors.BrokerConnectError as exc:
                 last = exc
                 brokers_failed |= not isinstance(exc, errors.OAuthTokenUnavailableError)
