@@ -39,6 +39,7 @@ from sharecon._net.clock import event_loop_clock
 from sharecon._net.connect import open_connection
 from sharecon._net.connection import BrokerAddress, BrokerConnection, SentRequest
 from sharecon._net.health import ClusterHealth, HealthTracker
+from sharecon._net.numerals import ascii_int
 from sharecon._net.rebootstrap import RebootstrapPolicy
 from sharecon.protocol import (
     FindCoordinatorRequest,
@@ -205,9 +206,10 @@ def parse_bootstrap(bootstrap: str | Sequence[str]) -> tuple[BrokerAddress, ...]
             )
         port = DEFAULT_PORT
         if port_text:
-            if not (port_text.isascii() and port_text.isdigit()) or not 0 < int(port_text) < 65536:
+            given = ascii_int(port_text)
+            if given is None or not 0 < given < 65536:
                 raise errors.ConfigError(f"bootstrap address {entry!r}: bad port {port_text!r}")
-            port = int(port_text)
+            port = given
         if not host:
             raise errors.ConfigError(f"bootstrap address {entry!r}: empty host")
         out.append(BrokerAddress(host, port))
