@@ -167,6 +167,15 @@ class ClusterMetadata:
 # -- configuration helpers -----------------------------------------------------------------
 
 
+def _says_unreachable(exc: errors.KafkaError) -> bool:
+    """Whether a failed connect counts toward a rebootstrap (KIP-899): a broker that could
+    not be reached does; a token the identity provider could not give does not (the
+    brokers were never asked, and new addresses would bring no token)."""
+    return isinstance(exc, errors.BrokerConnectError) and not isinstance(
+        exc, errors.OAuthTokenUnavailableError
+    )
+
+
 def parse_bootstrap(bootstrap: str | Sequence[str]) -> tuple[BrokerAddress, ...]:
     """Parse ``"host:port,host2:port2"`` or a list of ``"host:port"`` (IPv6 as ``[::1]:9092``).
 
@@ -617,13 +626,7 @@ class Cluster:
                 count, _ = self._failures.get(node_id, (0, 0.0))
                 self._failures[node_id] = (count + 1, anyio.current_time())
                 self._health.failed(node_id, str(address), exc)
-                if (
-                    isinstance(exc, errors.BrokerConnectError)
-                    and not isinstance(exc, errors.OAuthTokenUnavailableError)
-                    and not self._any_live()
-                ):
-                    # (A token the identity provider could not give is no sign that
-                    # the brokers moved: it starts no rebootstrap clock.)
+                if _says_unreachable(exc) and not self._any_live():
                     self._recovery.unreachable(anyio.current_time())
                 raise
             self._failures.pop(node_id, None)
@@ -678,11 +681,9 @@ class Cluster:
                 return await self._connect(node_id, address)
             except errors.BrokerConnectError as exc:
                 last = exc
-                brokers_failed |= not isinstance(exc, errors.OAuthTokenUnavailableError)
+                brokers_failed |= _says_unreachable(exc)
         if brokers_failed:
-            # Every known broker failed: the clock of the rebootstrap trigger runs. (Not
-            # for an identity provider that gave no token: the brokers were never asked,
-            # and new addresses would not bring a token.)
+            # Every known broker failed: the clock of the rebootstrap trigger runs.
             self._recovery.unreachable(anyio.current_time())
         for address in self._bootstrap:
             try:

@@ -216,6 +216,12 @@ async def test_an_identity_provider_outage_starts_no_rebootstrap(fake_kafka: Fak
                     await cluster.request(1, MetadataRequest(topics=()))
             assert cluster.rebootstraps == 0
             assert cluster._recovery.unreachable_since is None
+            # Nor when a refresh tries every learned broker and then the bootstrap names.
+            for _ in range(3):
+                with pytest.raises(errors.BrokerConnectError):
+                    await cluster.refresh_metadata()
+            assert cluster.rebootstraps == 0
+            assert cluster._recovery.unreachable_since is None
         finally:
             await cluster.aclose()
 
