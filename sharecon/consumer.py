@@ -1120,17 +1120,14 @@ class ShareConsumer(Generic[K, V]):
         record: Record[Any, Any] | None = None
         try:
             while len(out) < limit:
-                kept = held.take(clock) if held.items else None
-                if kept is not None:
-                    record, decoded = kept
-                    if decoded:
-                        out.append(record)
-                        record = None
-                        continue
-                else:
-                    record = pop(clock)
-                    if record is None:
-                        break
+                got = held.next(pop, clock)
+                if got is None:
+                    break
+                record, decoded = got
+                if decoded:
+                    out.append(record)
+                    record = None
+                    continue
                 try:
                     if deserialize_async is None:
                         deserialize(record)
@@ -1305,15 +1302,11 @@ class ShareConsumer(Generic[K, V]):
             # buffered, not current.
             await anyio.lowlevel.checkpoint()
         while True:
-            kept = held.take(core.clock) if held.items else None
-            if kept is not None:
-                rec, decoded = kept
-            else:
-                popped = buffer.pop_one(core.clock)
-                if popped is None:
-                    await self._no_record(core)
-                    continue
-                rec, decoded = popped, False
+            got = held.next(buffer.pop_one, core.clock)
+            if got is None:
+                await self._no_record(core)
+                continue
+            rec, decoded = got
             await self._prepare(core, rec, decoded)
             cursor.current = rec
             cursor.answered = False
