@@ -391,9 +391,7 @@ class ShareConsumer(Generic[K, V]):
             if breaker is not None:
                 # Fetching holds while the breaker is open: asked at each turn, so the end
                 # of the cool-down lets it go on whoever (if anyone) is looking.
-                core.buffer.held = lambda: (
-                    breaker.opened_at is not None and breaker.is_open(core.clock())
-                )
+                core.buffer.held = lambda: breaker.holds(core.clock)
             self._router = DeadLetterRouter(
                 self._bootstrap,
                 self._connection,
