@@ -1118,14 +1118,17 @@ class ShareConsumer(Generic[K, V]):
         record: Record[Any, Any] | None = None
         try:
             while len(out) < limit:
-                got = held.next(pop, clock)
-                if got is None:
-                    break
-                record, decoded = got
-                if decoded:
-                    out.append(record)
-                    record = None
-                    continue
+                kept = held.take(clock) if held.items else None
+                if kept is not None:
+                    record, decoded = kept
+                    if decoded:
+                        out.append(record)
+                        record = None
+                        continue
+                else:
+                    record = pop(clock)
+                    if record is None:
+                        break
                 try:
                     if deserialize_async is None:
                         deserialize(record)
@@ -1300,11 +1303,15 @@ class ShareConsumer(Generic[K, V]):
             # buffered, not current.
             await anyio.lowlevel.checkpoint()
         while True:
-            got = held.next(buffer.pop_one, core.clock)
-            if got is None:
-                await self._no_record(core)
-                continue
-            rec, decoded = got
+            kept = held.take(core.clock) if held.items else None
+            if kept is not None:
+                rec, decoded = kept
+            else:
+                popped = buffer.pop_one(core.clock)
+                if popped is None:
+                    await self._no_record(core)
+                    continue
+                rec, decoded = popped, False
             await self._prepare(core, rec, decoded)
             cursor.current = rec
             cursor.answered = False

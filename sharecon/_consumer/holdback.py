@@ -61,20 +61,6 @@ class Holdback:
             front.append((raw, False))
         self.items.extendleft(reversed(front))
 
-    def next(
-        self,
-        pop: Callable[[Callable[[], float]], Record[Any, Any] | None],
-        clock: Callable[[], float],
-    ) -> tuple[Record[Any, Any], bool] | None:
-        """A hand-out's next record and whether it is decoded: the oldest kept one (rule
-        1), else ``pop(clock)``'s (the buffer's; not decoded); None when neither has one."""
-        if self.items:
-            kept = self.take(clock)
-            if kept is not None:
-                return kept
-        record = pop(clock)
-        return None if record is None else (record, False)
-
     def take(self, clock: Callable[[], float]) -> tuple[Record[Any, Any], bool] | None:
         """The oldest kept record still held, whose lock has not ended, and whether it
         is decoded (rule 3)."""

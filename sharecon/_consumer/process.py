@@ -118,8 +118,9 @@ async def run_workers(
     prepare = hold is not None or decode  # rule 3
     limit = dead_letter_limit
     backoff = retry_backoff
-    # Without deserializers nothing is kept (rule 7): the buffer alone is asked.
     held = host.held if decode else None
+    # Its truth is the one extra test per record (an empty tuple without deserializers).
+    held_items: Any = held.items if held is not None else ()
 
     async def worker() -> None:
         buffer = core.buffer
@@ -131,17 +132,19 @@ async def run_workers(
             if breaker is not None and breaker.holds(clock):
                 await wait_while_open(core, breaker, host.closed)  # rule 6
                 continue
-            record: Record[Any, Any] | None
-            if held is None:
-                record, decoded = buffer.pop_one(clock), False
-            else:  # rule 7
-                got = held.next(buffer.pop_one, clock)
-                record, decoded = got if got is not None else (None, False)
+            record: Record[Any, Any] | None = None
+            decoded = False
+            if held_items and held is not None:  # rule 7
+                kept = held.take(clock)
+                if kept is not None:
+                    record, decoded = kept
             if record is None:
-                if host.closed() or core.closing:
-                    return
-                await host.wait_for_records(core)
-                continue
+                record = buffer.pop_one(clock)
+                if record is None:
+                    if host.closed() or core.closing:
+                        return
+                    await host.wait_for_records(core)
+                    continue
             if prepare:
                 if decode and not decoded:
                     try:

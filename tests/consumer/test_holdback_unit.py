@@ -36,28 +36,3 @@ def test_a_record_whose_lock_ended_or_that_is_lost_is_not_handed_out() -> None:
     assert second is not None and (second[0].offset, second[1]) == (3, False)
     assert expired == [0]  # the lost one (2) is dropped without counting as expired
     assert held.take(lambda: 10.0) is None
-
-
-def test_next_serves_the_kept_records_then_the_buffer() -> None:
-    held = Holdback(lambda r: None, lambda r: True)
-    buffered = [_rec(2), _rec(3)]
-
-    def pop(clock: object) -> Record[Any, Any] | None:
-        return buffered.pop(0) if buffered else None
-
-    held.keep([_rec(0)], _rec(1))
-    got = []
-    while (item := held.next(pop, lambda: 0.0)) is not None:
-        got.append((item[0].offset, item[1]))
-    # Kept first, decoded as kept; the buffer's are never decoded yet.
-    assert got == [(0, True), (1, False), (2, False), (3, False)]
-    assert held.next(pop, lambda: 0.0) is None
-
-
-def test_next_passes_over_a_kept_record_whose_lock_ended_to_the_buffer() -> None:
-    expired: list[int] = []
-    held = Holdback(lambda r: expired.append(r.offset), lambda r: True)
-    held.keep((), _rec(0, lock_deadline=5.0))
-    item = held.next(lambda clock: _rec(1), lambda: 10.0)
-    assert item is not None and (item[0].offset, item[1]) == (1, False)
-    assert expired == [0]
