@@ -391,9 +391,7 @@ class ShareConsumer(Generic[K, V]):
             if breaker is not None:
                 # Fetching holds while the breaker is open: asked at each turn, so the end
                 # of the cool-down lets it go on whoever (if anyone) is looking.
-                core.buffer.held = lambda: (
-                    breaker.opened_at is not None and breaker.is_open(core.clock())
-                )
+                core.buffer.held = lambda: breaker.holds(core.clock)
             self._router = DeadLetterRouter(
                 self._bootstrap,
                 self._connection,
@@ -605,15 +603,13 @@ class ShareConsumer(Generic[K, V]):
         """
         core = self._live()
         breaker = self._breaker
-        if breaker is None or not breaker.is_open(core.clock()):
-            if breaker is not None:
-                breaker.reset()  # closes a half-open one too: the window starts afresh
-            core.buffer.resume()
-            return False
-        breaker.reset()
+        was_open = breaker is not None and breaker.is_open(core.clock())
+        if breaker is not None:
+            breaker.reset()  # closes a half-open one too: the window starts afresh
         core.buffer.resume()
-        logger.warning("share consumer %s: dead-letter circuit breaker reset", core.member_id)
-        return True
+        if was_open:
+            logger.warning("share consumer %s: dead-letter circuit breaker reset", core.member_id)
+        return was_open
 
     def metrics(self) -> ConsumerMetrics:
         """A snapshot of this consumer's metrics, named and meant as the Java share

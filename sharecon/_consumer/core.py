@@ -297,8 +297,6 @@ class ConsumerCore:
             # The records keep their old lock: a slow handler may lose them to another member.
             failed = cast("fx.RenewFailed", e)
             observe.renew_failed(failed, self._renew_refusals.news(failed.records))
-        else:
-            self.wake_all()
 
     # -- routing ----------------------------------------------------------------------------
 

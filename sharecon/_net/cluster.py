@@ -39,6 +39,7 @@ from sharecon._net.clock import event_loop_clock
 from sharecon._net.connect import open_connection
 from sharecon._net.connection import BrokerAddress, BrokerConnection, SentRequest
 from sharecon._net.health import ClusterHealth, HealthTracker
+from sharecon._net.numerals import ascii_int
 from sharecon._net.rebootstrap import RebootstrapPolicy
 from sharecon.protocol import (
     FindCoordinatorRequest,
@@ -166,6 +167,15 @@ class ClusterMetadata:
 # -- configuration helpers -----------------------------------------------------------------
 
 
+def _says_unreachable(exc: errors.KafkaError) -> bool:
+    """Whether a failed connect counts toward a rebootstrap (KIP-899): a broker that could
+    not be reached does; a token the identity provider could not give does not (the
+    brokers were never asked, and new addresses would bring no token)."""
+    return isinstance(exc, errors.BrokerConnectError) and not isinstance(
+        exc, errors.OAuthTokenUnavailableError
+    )
+
+
 def parse_bootstrap(bootstrap: str | Sequence[str]) -> tuple[BrokerAddress, ...]:
     """Parse ``"host:port,host2:port2"`` or a list of ``"host:port"`` (IPv6 as ``[::1]:9092``).
 
@@ -205,9 +215,10 @@ def parse_bootstrap(bootstrap: str | Sequence[str]) -> tuple[BrokerAddress, ...]
             )
         port = DEFAULT_PORT
         if port_text:
-            if not (port_text.isascii() and port_text.isdigit()) or not 0 < int(port_text) < 65536:
+            given = ascii_int(port_text)
+            if given is None or not 0 < given < 65536:
                 raise errors.ConfigError(f"bootstrap address {entry!r}: bad port {port_text!r}")
-            port = int(port_text)
+            port = given
         if not host:
             raise errors.ConfigError(f"bootstrap address {entry!r}: empty host")
         out.append(BrokerAddress(host, port))
@@ -575,6 +586,25 @@ class Cluster:
         conn = self._usable(node_id)
         if conn is not None:
             return conn
+        self._raise_if_closed()
+        if self._recovery.due(anyio.current_time()):
+            self._rebootstrap("no known broker was reachable for the trigger time")
+        address = self._metadata.brokers.get(node_id)
+        if address is None:
+            # A node we have not seen may have just joined: look once more.
+            await self.refresh_metadata()
+            address = self._metadata.brokers.get(node_id)
+        if address is None:
+            known = ", ".join(str(n) for n in sorted(self._metadata.brokers)) or "none"
+            raise errors.BrokerConnectError(
+                f"broker {node_id} is not in the cluster metadata (known brokers: {known})"
+            )
+        return await self._connect(node_id, address)
+
+    async def _connect(self, node_id: int, address: BrokerAddress) -> BrokerConnection:
+        """The live connection to broker ``node_id`` at ``address``, opened if needed (one
+        opening at a time per node). No metadata is read here: :meth:`any_connection` calls
+        it from inside a refresh, with the addresses it already holds."""
         lock = self._connect_locks.setdefault(node_id, anyio.Lock())
         async with lock:
             conn = self._usable(node_id)
@@ -587,20 +617,6 @@ class Cluster:
                     logger.debug("%s: replacing idle connection", stale.address)
                 await stale.aclose()
             await self._close_retired()
-            if self._recovery.due(anyio.current_time()):
-                self._rebootstrap("no known broker was reachable for the trigger time")
-            address = self._metadata.brokers.get(node_id)
-            if address is None and not self._refreshing_here():
-                # A node we have not seen may have just joined: look once more. (Not
-                # from inside a refresh, which asks here for any broker: a rebootstrap
-                # there forgets the learned brokers; the bootstrap names come next.)
-                await self.refresh_metadata()
-                address = self._metadata.brokers.get(node_id)
-            if address is None:
-                known = ", ".join(str(n) for n in sorted(self._metadata.brokers)) or "none"
-                raise errors.BrokerConnectError(
-                    f"broker {node_id} is not in the cluster metadata (known brokers: {known})"
-                )
             await self._reconnect_pause(node_id)
             try:
                 conn = await open_connection(
@@ -610,13 +626,7 @@ class Cluster:
                 count, _ = self._failures.get(node_id, (0, 0.0))
                 self._failures[node_id] = (count + 1, anyio.current_time())
                 self._health.failed(node_id, str(address), exc)
-                if (
-                    isinstance(exc, errors.BrokerConnectError)
-                    and not isinstance(exc, errors.OAuthTokenUnavailableError)
-                    and not self._any_live()
-                ):
-                    # (A token the identity provider could not give is no sign that
-                    # the brokers moved: it starts no rebootstrap clock.)
+                if _says_unreachable(exc) and not self._any_live():
                     self._recovery.unreachable(anyio.current_time())
                 raise
             self._failures.pop(node_id, None)
@@ -638,11 +648,6 @@ class Cluster:
             return None
         self._last_used[node_id] = now
         return conn
-
-    def _refreshing_here(self) -> bool:
-        # Whether this task holds the refresh lock (anyio's locks are not reentrant).
-        owner = self._refresh_lock.statistics().owner
-        return owner is not None and owner.id == anyio.get_current_task().id
 
     async def _reconnect_pause(self, node_id: int) -> None:
         failures = self._failures.get(node_id)
@@ -671,16 +676,14 @@ class Cluster:
         if self._recovery.due(anyio.current_time()):
             self._rebootstrap("no known broker was reachable for the trigger time")
         brokers_failed = False
-        for node_id in list(self._metadata.brokers):
+        for node_id, address in list(self._metadata.brokers.items()):
             try:
-                return await self.connection(node_id)
+                return await self._connect(node_id, address)
             except errors.BrokerConnectError as exc:
                 last = exc
-                brokers_failed |= not isinstance(exc, errors.OAuthTokenUnavailableError)
+                brokers_failed |= _says_unreachable(exc)
         if brokers_failed:
-            # Every known broker failed: the clock of the rebootstrap trigger runs. (Not
-            # for an identity provider that gave no token: the brokers were never asked,
-            # and new addresses would not bring a token.)
+            # Every known broker failed: the clock of the rebootstrap trigger runs.
             self._recovery.unreachable(anyio.current_time())
         for address in self._bootstrap:
             try:

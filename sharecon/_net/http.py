@@ -23,7 +23,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from sharecon._net.numerals import ascii_int
+
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from anyio.abc import ByteStream
 
 __all__ = ["HttpError", "HttpResponse", "check_url", "post_form"]
@@ -158,8 +162,8 @@ def _complete(raw: bytes) -> bool:
     headers = _headers(head)
     if "chunked" in headers.get("transfer-encoding", "").lower():
         return rest.endswith(b"0\r\n\r\n")
-    length = headers.get("content-length")
-    return length is not None and length.isascii() and length.isdigit() and len(rest) >= int(length)
+    length = _content_length(headers)
+    return length is not None and len(rest) >= length
 
 
 def _parse(url: str, raw: bytes) -> HttpResponse:
@@ -177,13 +181,15 @@ def _parse(url: str, raw: bytes) -> HttpResponse:
     if "chunked" in headers.get("transfer-encoding", "").lower():
         body = _dechunk(url, rest)
     else:
-        length = headers.get("content-length")
-        body = (
-            rest[: int(length)]
-            if length is not None and length.isascii() and length.isdigit()
-            else rest
-        )
+        length = _content_length(headers)
+        body = rest if length is None else rest[:length]
     return HttpResponse(status, headers, body)
+
+
+def _content_length(headers: Mapping[str, str]) -> int | None:
+    """The body's length the headers give, None when they give none that reads."""
+    text = headers.get("content-length")
+    return None if text is None else ascii_int(text)
 
 
 def _dechunk(url: str, data: bytes) -> bytes:

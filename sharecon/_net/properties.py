@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from sharecon import errors
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.msk import msk_iam_token_provider
+from sharecon._net.numerals import ascii_int
 from sharecon._net.oauth import OidcTokenProvider
 from sharecon._net.pem import canonical_pem, pem_entries
 from sharecon._net.rebootstrap import STRATEGIES
@@ -224,11 +225,12 @@ def _recovery(props: Mapping[str, str]) -> dict[str, Any]:
     trigger = props.get("metadata.recovery.rebootstrap.trigger.ms")
     if trigger is not None:
         text = trigger.strip()
-        if not (text.isascii() and text.isdigit()):  # "²" is a digit to str.isdigit
+        ms = ascii_int(text)
+        if ms is None:
             raise errors.ConfigError(
                 f"metadata.recovery.rebootstrap.trigger.ms={text}: expected whole milliseconds >= 0"
             )
-        out["metadata_recovery_rebootstrap_trigger_ms"] = int(text)
+        out["metadata_recovery_rebootstrap_trigger_ms"] = ms
     return out
 
 

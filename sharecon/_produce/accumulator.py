@@ -675,9 +675,10 @@ class Accumulator:
         written), ``hinted`` whether the answer's leader hint was applied."""
         if action is Action.WRITTEN:
             batch.ambiguous = False
-            state = self.partitions.get((batch.topic, batch.partition))
-            if state is not None:
-                state.confirmed = True
+            if self.idempotent:  # (only idempotence reads confirmed: rule 3)
+                state = self.partitions.get((batch.topic, batch.partition))
+                if state is not None:
+                    state.confirmed = True
             batch.base_offset = base_offset
             batch.log_append_time = log_append_time
             self.finish(batch)
@@ -785,8 +786,11 @@ class Accumulator:
                 pieces[1].base_seq = (batch.base_seq + half) & _SEQ_MASK
                 # They hold the range in the window instead of the batch (rule 3).
                 window = state.window
-                if batch in window:
-                    at = window.index(batch)
+                try:
+                    at = window.index(batch)  # one scan, not a membership test and then this
+                except ValueError:
+                    pass
+                else:
                     window.insert(at + 1, pieces[1])
                     window.insert(at + 1, pieces[0])
             batch.base_seq = -1
@@ -870,9 +874,22 @@ class Accumulator:
             state.next_seq = 0
             state.confirmed = False
             state.window.clear()
-            unknown = [b for b in state.queue if b.ambiguous]
+            # One pass over the queue (a remove per unknown batch made this quadratic):
+            # the others stay, in order, to be numbered and encoded again.
+            queue = state.queue
+            unknown: list[Batch] = []
+            kept: list[Batch] = []
+            for batch in queue:
+                if batch.ambiguous:
+                    unknown.append(batch)
+                else:
+                    batch.encoded = None
+                    batch.base_seq = -1
+                    kept.append(batch)
+            if unknown:
+                queue.clear()
+                queue.extend(kept)
             for batch in unknown:
-                state.queue.remove(batch)
                 batch.ambiguous = False  # failed here: no further reset for it
                 batch.base_seq = -1
                 last = f" ({batch.last_error})" if batch.last_error else ""
@@ -885,7 +902,3 @@ class Accumulator:
                         "new producer id, which could write them twice"
                     ),
                 )
-            for batch in state.queue:
-                batch.encoded = None
-                batch.base_seq = -1
-                batch.ambiguous = False

@@ -28,6 +28,10 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["DeadLetterBreaker"]
 
@@ -55,13 +59,27 @@ class DeadLetterBreaker:
     reason: str = ""
     _outcomes: deque[bool] = field(default_factory=deque)
     _dead: int = 0
+    #: Dead outcomes at which it opens, closed and half-open (rules 2 and 4).
+    _window_limit: int = field(init=False, repr=False)
+    _probe_limit: int = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.probe = min(self.probe, self.window)
+        self._window_limit = self._limit_of(self.window)
+        self._probe_limit = self._limit_of(self.probe)
+
+    def _limit_of(self, size: int) -> int:
+        # More than threshold of a whole window: floor(threshold * size) + 1 (rule 2).
+        return math.floor(self.threshold * size) + 1
 
     def limit(self, now: float) -> int:
         """Dead outcomes in the current window at which it opens."""
-        return math.floor(self.threshold * self._size(now)) + 1
+        return self._probe_limit if self.is_half_open(now) else self._window_limit
+
+    def holds(self, clock: Callable[[], float]) -> bool:
+        """Whether records are held back now (open, rule 3). The clock is read only once
+        it has opened: while closed (the usual case, asked per record) this is one test."""
+        return self.opened_at is not None and self.is_open(clock())
 
     def is_open(self, now: float) -> bool:
         """Whether records are refused at ``now`` (rule 3; reads only, rule 6)."""
@@ -73,9 +91,6 @@ class DeadLetterBreaker:
     def is_half_open(self, now: float) -> bool:
         """Whether the cool-down passed and the probe has not decided yet (rule 4)."""
         return self.opened_at is not None and not self.is_open(now)
-
-    def _size(self, now: float) -> int:
-        return self.probe if self.is_half_open(now) else self.window
 
     def remaining(self, now: float) -> float | None:
         """Seconds until the cool-down ends (None: open until reset; 0: not open)."""
@@ -90,12 +105,15 @@ class DeadLetterBreaker:
         if self.is_open(now):
             return False  # handled before it opened (rule 3)
         half_open = self.opened_at is not None  # and not open: the cool-down passed
-        size = self.probe if half_open else self.window
+        if half_open:
+            size, limit = self.probe, self._probe_limit
+        else:
+            size, limit = self.window, self._window_limit
         self._outcomes.append(dead)
         self._dead += dead
         if len(self._outcomes) > size:
             self._dead -= self._outcomes.popleft()
-        if self._dead >= math.floor(self.threshold * size) + 1:
+        if self._dead >= limit:
             self.trips += 1
             self.opened_at = now
             self.reason = (

@@ -56,20 +56,22 @@ class ExpiryNotice:
         self._unsaid += count
         if self._last is not None and now - self._last < EVERY:
             return None
-        said, self._unsaid, self._last = self._unsaid, 0, now
-        return ExpiryWarning(said, self.total)
+        return self._say(now)
 
     def tick(self, now: float) -> ExpiryWarning | None:
         """Time passed: the expiries held back since the last warning, if :data:`EVERY`
         seconds passed since it (rule 3); else ``None``."""
         if not self._unsaid or self._last is None or now - self._last < EVERY:
             return None
-        said, self._unsaid, self._last = self._unsaid, 0, now
-        return ExpiryWarning(said, self.total)
+        return self._say(now)
 
     def flush(self) -> ExpiryWarning | None:
         """The consumer closes: whatever is still unsaid (rule 3), or ``None``."""
         if not self._unsaid:
             return None
-        said, self._unsaid = self._unsaid, 0
+        return self._say(self._last)  # no time passed in: the last warning's stays
+
+    def _say(self, at: float | None) -> ExpiryWarning:
+        """The warning for what is unsaid, said ``at`` (the time rule 2 counts from)."""
+        said, self._unsaid, self._last = self._unsaid, 0, at
         return ExpiryWarning(said, self.total)

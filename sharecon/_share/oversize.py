@@ -47,7 +47,7 @@ decides when to stop fetching a partition. Rules:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from .fetch_size import ARRIVAL_SHARE, MIN_BYTES
@@ -85,6 +85,9 @@ class Blocked:
     #: When its records began to wait with none deliverable (the send time of the first
     #: late or unanswered fetch): ``health().stuck_for`` counts from it while blocked.
     since: float = 0.0
+    #: For a block with no answer (``batch_bytes`` None): when it is probed again at the
+    #: latest (rule 3), set when the guard first sees it in a turn (None until then).
+    reprobe_at: float | None = None
 
     def describe(self) -> str:
         """One sentence for ``health()`` and the log."""
@@ -111,15 +114,13 @@ class Blocked:
 class OversizeGuard:
     """One leader's blocked and suspect partitions (rules 1-4)."""
 
-    __slots__ = ("_reprobe_at", "blocked", "suspect")
+    __slots__ = ("blocked", "suspect")
 
     def __init__(self) -> None:
         #: Partitions no longer fetched, and why.
         self.blocked: dict[TopicIdPartition, Blocked] = {}
         #: Partitions of a fetch that got no answer: the next fetch is a probe.
         self.suspect: set[TopicIdPartition] = set()
-        #: When each block for an unanswered probe is probed again at the latest (rule 3).
-        self._reprobe_at: dict[TopicIdPartition, float] = {}
 
     @property
     def probing(self) -> bool:
@@ -145,20 +146,18 @@ class OversizeGuard:
         return [tp for tp in want if tp not in blocked]
 
     def _expire(self, now: float) -> None:
-        due = self._reprobe_at
-        for tp, b in list(self.blocked.items()):
+        blocked = self.blocked
+        for tp, b in list(blocked.items()):
             if b.batch_bytes is not None:
                 continue
-            at = due.get(tp)
-            if at is None:
-                due[tp] = now + REPROBE_LOCKS * b.lock  # first seen: the clock starts
-            elif now >= at:
+            if b.reprobe_at is None:  # first seen: the clock starts
+                blocked[tp] = replace(b, reprobe_at=now + REPROBE_LOCKS * b.lock)
+            elif now >= b.reprobe_at:
                 self._reprobe(tp)
 
     def _reprobe(self, tp: TopicIdPartition) -> None:
         """A block for an unanswered probe ends: the next fetch probes ``tp`` (rule 3)."""
         del self.blocked[tp]
-        self._reprobe_at.pop(tp, None)
         self.suspect.add(tp)
 
     def retain(self, assignment: Container[TopicIdPartition]) -> None:
@@ -238,8 +237,7 @@ class OversizeGuard:
             for tp in sorted(self.suspect, key=str)
         ]
         for b in new:
-            self.blocked[b.tp] = b
-            self._reprobe_at.pop(b.tp, None)  # a new block: its clock starts afresh
+            self.blocked[b.tp] = b  # a new block: its clock starts afresh
         self.suspect.clear()
         return new
 

@@ -379,7 +379,7 @@ class ShareConsumer(Generic[K, V]):
         if not self._explicit and self._queue:
             unseen = list(self._queue)
             self._queue.clear()
-            thread.run_sync(_release_all, self._engine, unseen)
+            thread.run_sync(_release, self._engine, unseen)
         result = thread.call(self._engine.commit, timeout, what="commit")
         if not self._explicit and self._current is not None:
             self._current_answered = True
@@ -564,20 +564,21 @@ def _hand_back(
     engine: _Engine[Any, Any], moved: list[Record[Any, Any]], unseen: list[Record[Any, Any]]
 ) -> None:
     """In the loop thread, when poll() or process() take over from iteration: accept the
-    records moved past (implicit mode), release the ones in hand or not reached, and wake
-    their leaders so the releases go out now."""
+    records moved past (implicit mode), release the ones in hand or not reached."""
     _accept_moved(engine, moved)
+    _release(engine, unseen)
+
+
+def _release(engine: _Engine[Any, Any], records: list[Record[Any, Any]]) -> None:
+    """In the loop thread: release records handed out by the async side that the
+    application was not given (or did not answer), and wake their leaders so the releases
+    go out now. One answered meanwhile (by the application, in another thread) is passed
+    over: the others are still released."""
     core = engine._core
-    for rec in unseen:
+    for rec in records:
         try:
             AsyncShareConsumer.acknowledge(engine, rec, AckType.RELEASE)
         except errors.InvalidRecordStateError:
-            continue  # answered meanwhile (by the application, in another thread)
+            continue
         if core is not None:
             core.wake_leader(rec.topic_partition)
-
-
-def _release_all(engine: _Engine[Any, Any], records: list[Record[Any, Any]]) -> None:
-    """Release records handed out by the async side but not reached by iteration."""
-    for rec in records:
-        AsyncShareConsumer.acknowledge(engine, rec, AckType.RELEASE)

@@ -4,10 +4,15 @@ buffer and the records, and what reaches the port, in order. No broker, no event
 
 from __future__ import annotations
 
+import ast
+import re
+import typing
 import uuid
 from functools import partial
+from pathlib import Path
 from typing import Any
 
+import sharecon
 from sharecon._consumer.buffer import Chunk, DeliveryBuffer
 from sharecon._consumer.effect_port import carry_out
 from sharecon._share import effects as fx
@@ -134,3 +139,24 @@ def test_every_other_effect_reaches_the_port_in_order() -> None:
         ("other", fx.DeadLetters(1)),
         ("fail", error),
     ]
+
+
+def _kinds_named(module: str, function: str) -> set[str]:
+    # From the source file (a compiled build keeps it beside the extension module).
+    path = Path(sharecon.__file__).parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    source = path.read_text()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and node.name == function:
+            return set(re.findall(r"kind is fx\.(\w+)", ast.get_source_segment(source, node) or ""))
+    raise AssertionError(f"{function} not found in {path}")
+
+
+def test_every_kind_of_effect_is_carried_out_by_the_port_or_the_consumer() -> None:
+    """carry_out passes what it does not name to ``other``; the consumer's ``other`` names
+    each kind it acts on and has no catch-all. Together they name every kind, so none
+    falls through silently (a new kind must be given to one of them)."""
+    here = _kinds_named("sharecon._consumer.effect_port", "carry_out")
+    there = _kinds_named("sharecon._consumer.core", "other")
+    kinds = {k.__name__ for k in typing.get_args(fx.Effect)}
+    assert here and there and not here & there
+    assert here | there == kinds

@@ -393,6 +393,9 @@ def test_http_answers_with_length_chunks_or_neither() -> None:
         head + b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
     )
     assert http._parse("u", head + b"\r\nto-the-end").body == b"to-the-end"
+    # A length that does not read as ASCII digits is no length: the body runs to the end.
+    odd = head + b"Content-Length: \xb2\r\n\r\nab"  # latin-1 "\u00b2": a digit to isdigit
+    assert http._parse("u", odd).body == b"ab" and not http._complete(odd)
     with pytest.raises(http.HttpError, match="not HTTP"):
         http._parse("u", b"SSH-2.0-OpenSSH\r\n\r\n")
 

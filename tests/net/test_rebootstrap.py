@@ -216,5 +216,36 @@ async def test_an_identity_provider_outage_starts_no_rebootstrap(fake_kafka: Fak
                     await cluster.request(1, MetadataRequest(topics=()))
             assert cluster.rebootstraps == 0
             assert cluster._recovery.unreachable_since is None
+            # Nor when a refresh tries every learned broker and then the bootstrap names.
+            for _ in range(3):
+                with pytest.raises(errors.BrokerConnectError):
+                    await cluster.refresh_metadata()
+            assert cluster.rebootstraps == 0
+            assert cluster._recovery.unreachable_since is None
+        finally:
+            await cluster.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_refresh_with_every_learned_broker_dead_reaches_the_bootstrap_name(
+    fake_kafka: FakeKafka,
+) -> None:
+    """Inside a refresh, every learned broker is refused and the rebootstrap falls due
+    (a zero trigger) between the first and the second: the refresh tries the second by
+    the address it holds (no second lookup, so no refresh from inside the refresh, whose
+    lock is held) and then reaches the broker through the bootstrap name."""
+    config = ConnectionConfig(metadata_recovery_rebootstrap_trigger_ms=0)
+    async with anyio.create_task_group() as tg:
+        cluster = Cluster(fake_kafka.bootstrap, config, tg)
+        await cluster.connect()
+        try:
+            node = next(iter(cluster.metadata.brokers))
+            cluster._learn_broker(BrokerAddress("127.0.0.1", _dead_port(), node))
+            cluster._learn_broker(BrokerAddress("127.0.0.1", _dead_port(), node + 1))
+            with anyio.fail_after(30):
+                meta = await cluster.refresh_metadata()
+            assert meta.brokers[node].port == int(fake_kafka.bootstrap.split(":")[1])
+            response = await cluster.request(node, MetadataRequest(topics=()))
+            assert response.error_code == 0
         finally:
             await cluster.aclose()

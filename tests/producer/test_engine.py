@@ -711,3 +711,60 @@ def test_place_records_fills_runs_until_a_record_must_take_the_long_way() -> Non
     assert [getattr(o, "offset", str(o)) for o in got] == [-1, -1, "refused", -1]
     with pytest.raises(errors.KafkaError, match="refused"):
         outcomes_of(runs, raise_first=True)
+
+
+# -- a new producer id, splits in the window, no idempotence -----------------------------------
+
+
+def test_a_new_producer_id_fails_the_unknown_batches_and_keeps_the_rest_in_order() -> None:
+    acc, hooks, clock, _ = make(linger=0)
+    acc.restart_sequences(7, 0)
+    batches = []
+    for i in range(6):
+        b = put(acc, b"v%d" % i, partition=0)
+        b.sealed = True  # one record a batch
+        batches.append(b)
+    unknown = {1, 3, 4}
+    for i, b in enumerate(batches):
+        b.base_seq, b.encoded = i, b"sent before"
+        b.ambiguous = i in unknown
+    acc.restart_sequences(8, 0)
+    state = acc.partitions[("t", 0)]
+    assert list(state.queue) == [batches[0], batches[2], batches[5]]  # the rest, in order
+    assert all(b.base_seq == -1 and b.encoded is None for b in state.queue)
+    for i in unknown:
+        b = batches[i]
+        assert b.done and not b.ambiguous and isinstance(b.error, errors.KafkaTimeoutError)
+        assert "unknown outcome" in str(b.error)
+    assert hooks.done == [batches[i] for i in sorted(unknown)]
+    assert (acc.producer_id, state.next_seq, state.confirmed) == (8, 0, False)
+
+
+def test_a_split_with_batches_numbered_after_it_keeps_its_range_in_the_window() -> None:
+    acc, _, clock, _ = make(linger=0)
+    acc.restart_sequences(7, 0)
+    first = put(acc, b"a", partition=0)
+    confirm(acc)
+    put(acc, b"b", partition=0)
+    put(acc, b"c", partition=0)
+    ready, _, _ = acc.ready(clock.now, KNOWN)
+    acc.requests(ready[1], 1 << 20)
+    second = send_one(acc, clock, partition=0)
+    assert (first.base_seq, second.base_seq) == (0, 3)
+    action = answer_action(ErrorCode.MESSAGE_TOO_LARGE, records=3, idempotent=True)
+    err = errors.MessageTooLargeError("too big")
+    acc.answered(first, action, err, base_offset=-1, log_append_time=-1, now=clock.now)
+    assert first.children is not None
+    half0, half1 = first.children
+    assert (half0.base_seq, half1.base_seq) == (0, 1)
+    # The halves hold the range where the batch stood, ahead of the one numbered after.
+    assert list(acc.partitions[("t", 0)].window) == [first, half0, half1, second]
+
+
+def test_without_idempotence_a_written_batch_confirms_nothing() -> None:
+    acc, hooks, clock, _ = make(idempotent=False)
+    batch = send_one(acc, clock, partition=0)
+    action = answer_action(ErrorCode.NONE, records=1, idempotent=False)
+    acc.answered(batch, action, None, base_offset=5, log_append_time=-1, now=clock.now)
+    assert hooks.done == [batch] and batch.outcome(0).offset == 5  # type: ignore[union-attr]
+    assert not acc.partitions[("t", 0)].confirmed  # read by idempotence only

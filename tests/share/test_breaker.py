@@ -94,3 +94,21 @@ def test_a_probe_judged_long_after_the_cool_down_still_uses_the_probe_size() -> 
     while not b.outcome(True, 0.0):
         pass
     assert b.limit(0.5) == 101 and b.limit(100.0) == 11  # window while open, probe after
+
+
+def test_holds_reads_the_clock_only_once_opened() -> None:
+    b = DeadLetterBreaker(0.5, 4, cooldown=1.0, probe=2)
+    read: list[float] = []
+
+    def clock() -> float:
+        read.append(0.0)
+        return now
+
+    now = 0.0
+    assert not b.holds(clock) and read == []  # closed: no clock read
+    while not b.outcome(True, now):
+        pass
+    assert b.holds(clock) and len(read) == 1
+    now = 1.0  # the cool-down passed: half-open, records flow again
+    assert not b.holds(clock)
+    assert b.limit(now) == 2  # the probe's limit: floor(0.5 * 2) + 1

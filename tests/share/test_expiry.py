@@ -42,3 +42,6 @@ def test_what_is_unsaid_at_close_is_said_then() -> None:
     assert notice.expired(1.0, 2) is None
     assert notice.flush() == ExpiryWarning(count=2, total=7)
     assert notice.flush() is None and notice.total == 7
+    # A flush has no time of its own: the minute still runs from the warning at 0.
+    assert notice.expired(30.0, 1) is None
+    assert notice.expired(60.0, 1) == ExpiryWarning(count=2, total=9)

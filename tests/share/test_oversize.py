@@ -164,6 +164,22 @@ def test_an_unanswered_block_is_probed_again_within_reprobe_locks_with_no_answer
     assert g.wanted([TP], now=100.0 + REPROBE_LOCKS * LOCK) == [TP] and g.probing
 
 
+def test_a_block_again_after_a_reprobe_starts_its_clock_afresh() -> None:
+    g = OversizeGuard()
+    _unanswered_block(g)
+    g.wanted([TP], now=100.0)
+    due = 100.0 + REPROBE_LOCKS * LOCK
+    assert g.blocked[TP].reprobe_at == due
+    assert g.wanted([TP], now=due) == [TP] and g.probing
+    # The re-probe gets no answer either: blocked again, with no deadline yet ...
+    [b] = g.timed_out([TP], waited=120.0, bytes_per_second=None, lock=LOCK)
+    assert b.reprobe_at is None
+    # ... which starts when the guard first sees it, not at the old one.
+    assert g.wanted([TP], now=due + 1.0) == []
+    assert g.wanted([TP], now=due + REPROBE_LOCKS * LOCK) == []
+    assert g.wanted([TP], now=due + 1.0 + REPROBE_LOCKS * LOCK) == [TP]
+
+
 def test_a_block_with_a_measured_batch_is_not_ended_by_a_mere_answer_or_by_time() -> None:
     g = OversizeGuard()
     g.answered({TP: 512 * 1024}, elapsed=52.0, bytes_per_second=10240.0, lock=LOCK, asked=16384)

@@ -97,3 +97,29 @@ def test_process_after_a_break_releases_the_rest_of_the_chunk(fake_kafka: FakeKa
         assert answers.by_offset[offset][0] == "RELEASE"
         assert (offset, 2) in handled
     assert {o for o, _ in handled} == set(range(8)) - set(looped[:-1])
+
+
+def test_commit_after_a_break_releases_the_records_not_reached(fake_kafka: FakeKafka) -> None:
+    _records(fake_kafka, 8)
+    answers = Answers()
+    seen: list[tuple[int, int]] = []
+    with ShareConsumer(
+        fake_kafka.bootstrap, group_id="g", topics=["t"], on_acknowledged=answers
+    ) as consumer:
+        looped = []
+        for record in consumer:
+            looped.append(record.offset)
+            if consumer._queue:  # the chunk holds records the loop has not reached
+                break
+        unreached = [r.offset for r in consumer._queue]
+        assert unreached
+        consumer.commit()
+        # Released, not left to their 60 s locks: they come back at delivery 2 at once.
+        deadline = time.monotonic() + 20
+        while not all((o, 2) in seen for o in unreached) and time.monotonic() < deadline:
+            seen += [(r.offset, r.delivery_count) for r in consumer.poll(1)]
+    for offset in looped:  # moved past, and the one in hand: accepted by the commit
+        assert answers.by_offset[offset][0] == "ACCEPT"
+    for offset in unreached:
+        assert answers.by_offset[offset][0] == "RELEASE"
+        assert (offset, 2) in seen

@@ -29,6 +29,7 @@ from sharecon.testing.conformance.runner import compare
 from sharecon.testing.fake import FakeKafka
 from sharecon.testing.fake.log import TopicLog
 from sharecon.types import AckType
+from tests.testing._produce_script import play
 from tests.worker._harness import counts, running_worker
 
 if TYPE_CHECKING:
@@ -193,14 +194,23 @@ async def test_move_leader_and_restart_keep_records_flowing(fake_kafka: FakeKafk
 
 
 def test_idempotent_retry_is_answered_without_a_second_append() -> None:
-    log = TopicLog()
-    assert log.check_producer(7, 0, 0, 5) == (ErrorCode.NONE, None)
-    log.note_producer(7, 0, 0, 5, base_offset=10)
-    assert log.check_producer(7, 0, 0, 5) == (ErrorCode.NONE, 10)  # the retry
-    assert log.check_producer(7, 0, 5, 5) == (ErrorCode.NONE, None)  # the next batch
-    assert log.check_producer(7, 0, 9, 1)[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-    log.note_producer(7, 1, 0, 1, base_offset=20)
-    assert log.check_producer(7, 0, 1, 1)[0] == ErrorCode.INVALID_PRODUCER_EPOCH
+    producers = TopicLog().producers
+    assert producers.check(7, 0, 0, 5) == (ErrorCode.NONE, -1)
+    producers.note(7, 0, 0, 5, first=10)
+    assert producers.check(7, 0, 0, 5) == (ErrorCode.NONE, 10)  # the retry
+    assert producers.check(7, 0, 5, 5) == (ErrorCode.NONE, -1)  # the next batch
+    assert producers.check(7, 0, 9, 1)[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    producers.note(7, 1, 0, 1, first=20)
+    assert producers.check(7, 0, 1, 1)[0] == ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+async def test_fake_answers_idempotent_batches_as_the_broker_does(fake_kafka: FakeKafka) -> None:
+    # The script the real broker answers in test_produce_model_conformance.py: before the
+    # fake called the model's rules it refused a producer id with no state at sequence 7,
+    # and took the resend of any batch but the last for a new one.
+    fake_kafka.create_topic("idem", partitions=1)
+    wrong = await play(fake_kafka.bootstrap, "idem")
+    assert not wrong, "\n".join(wrong)
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])

@@ -2,50 +2,21 @@
 against a real broker: the same raw Produce batches (producer id, epoch, sequence, record
 count) go to a fresh partition and to a fresh model partition, and each answer's error
 code and base offset must agree. These are the rules the producer simulation's findings
-rest on (docs/testing.md, "Producer simulation")."""
+rest on (docs/testing.md, "Producer simulation"), and FakeKafka's idempotence (it calls
+the same rules; tests/testing/test_fake.py plays this script against it)."""
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
-import anyio
 import pytest
 
-from sharecon._net.connect import ConnectionConfig, open_connection
-from sharecon.admin import Admin
-from sharecon.protocol import InitProducerIdRequest
-from sharecon.protocol.error_codes import ErrorCode
-from sharecon.protocol.messages.produce import (
-    PartitionProduceData,
-    ProduceRequest,
-    TopicProduceData,
-)
-from sharecon.protocol.records import BatchBuilder
-from sharecon.testing.model.produce import ProducePartition
+from tests.testing._produce_script import play
 
 if TYPE_CHECKING:
     from sharecon.testing.pytest_plugin import TopicFactory
 
 pytestmark = [pytest.mark.anyio, pytest.mark.broker]
-
-#: (producer: "a" or "b", first sequence, records, what it shows)
-SCRIPT = [
-    ("a", 0, 2, "a first batch"),
-    ("a", 2, 1, "in sequence"),
-    ("a", 0, 2, "a resend of one of the last five batches: its first offset"),
-    ("a", 5, 1, "a gap: OUT_OF_ORDER_SEQUENCE_NUMBER"),
-    ("a", 1, 1, "an overlap that is no resend: OUT_OF_ORDER_SEQUENCE_NUMBER"),
-    ("b", 7, 1, "a producer id with no state takes any sequence (simulation seed 63)"),
-    ("b", 8, 2, "and goes on from there"),
-    ("a", 3, 1, "five more of a"),
-    ("a", 4, 1, ""),
-    ("a", 5, 1, ""),
-    ("a", 6, 1, ""),
-    ("a", 7, 1, ""),
-    ("a", 0, 2, "a resend older than the last five: OUT_OF_ORDER (simulation seed 176)"),
-    ("a", 7, 1, "the last one again: its offset"),
-]
 
 
 @pytest.fixture
@@ -56,63 +27,5 @@ def anyio_backend() -> str:
 async def test_the_model_appends_idempotent_batches_as_the_broker_does(
     kafka_bootstrap: str, topic_factory: TopicFactory
 ) -> None:
-    topic = topic_factory(1)
-    async with Admin(kafka_bootstrap) as admin:
-        meta = await admin.metadata([topic])
-    topic_id = meta.topic_ids[topic]
-    leader = meta.leader_for(topic_id, 0)
-    assert leader is not None
-    model = ProducePartition()
-    config = ConnectionConfig(client_id="produce-conformance", request_timeout=20.0)
-    wrong = []
-    async with anyio.create_task_group() as tg:
-        conn = await open_connection(meta.brokers[leader], config, tg)
-        try:
-            ids = {}
-            for name in ("a", "b"):
-                # Retriable while the broker loads its producer id manager (a fresh broker).
-                with anyio.fail_after(60):
-                    while True:
-                        got = await conn.request(
-                            InitProducerIdRequest(
-                                transactional_id=None, transaction_timeout_ms=60_000
-                            ),
-                            timeout=20,
-                        )
-                        if got.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-                            break
-                        await anyio.sleep(0.5)
-                assert got.error_code == ErrorCode.NONE, got
-                ids[name] = (got.producer_id, got.producer_epoch)
-            for name, seq, count, what in SCRIPT:
-                pid, epoch = ids[name]
-                builder = BatchBuilder()
-                now = int(time.time() * 1000)
-                for i in range(count):
-                    builder.append(now, None, b"%s%d" % (name.encode(), seq + i), ())
-                data = builder.build(producer_id=pid, producer_epoch=epoch, base_sequence=seq)
-                resp = await conn.request(
-                    ProduceRequest(
-                        transactional_id=None,
-                        acks=-1,
-                        timeout_ms=10_000,
-                        topic_data=(
-                            TopicProduceData(
-                                name=topic,
-                                topic_id=topic_id,
-                                partition_data=(PartitionProduceData(index=0, records=data),),
-                            ),
-                        ),
-                    ),
-                    timeout=20,
-                )
-                part = resp.responses[0].partition_responses[0]
-                real = (part.error_code, part.base_offset if part.error_code == 0 else -1)
-                expected = model.append(data)
-                if real != expected:
-                    wrong.append(
-                        f"{name} seq {seq} x{count} ({what}): broker {real}, model {expected}"
-                    )
-        finally:
-            await conn.aclose()
+    wrong = await play(kafka_bootstrap, topic_factory(1))
     assert not wrong, "\n".join(wrong)

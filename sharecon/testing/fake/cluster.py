@@ -430,16 +430,16 @@ class FakeCluster:
             )
         base = -1
         for raw, span, pid, pe, seq, n, max_ts in batches:
-            code, dup = log.check_producer(pid, pe, seq, n)
+            code, dup = log.producers.check(pid, pe, seq, n)
             if code:
                 return pr.PartitionProduceResponse(
                     index=pd.index, error_code=code, base_offset=-1, current_leader=leader
                 )
-            if dup is not None:
+            if dup >= 0:
                 base = dup if base < 0 else base
                 continue
             first = self.append(t.name, pd.index, raw)
-            log.note_producer(pid, pe, seq, n, first)
+            log.producers.note(pid, pe, seq, n, first)
             base = first if base < 0 else base
             del max_ts, span
         model_log = self.model.logs[(t.topic_id, pd.index)]

@@ -13,10 +13,10 @@ import bisect
 import struct
 from dataclasses import dataclass, field
 
-from sharecon.protocol.error_codes import ErrorCode
 from sharecon.protocol.records import read_batches
+from sharecon.testing.model.produce import ProducerStates
 
-__all__ = ["ProducerState", "StoredBatch", "TopicLog"]
+__all__ = ["StoredBatch", "TopicLog"]
 
 _BASE_OFFSET = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
@@ -33,22 +33,13 @@ class StoredBatch:
 
 
 @dataclass(slots=True)
-class ProducerState:
-    """What the log remembers of an idempotent producer on one partition."""
-
-    epoch: int
-    next_sequence: int
-    #: (base sequence, base offset) of the last batch, to answer its retry
-    last: tuple[int, int]
-
-
-@dataclass(slots=True)
 class TopicLog:
     """One partition's batches, in offset order."""
 
     batches: list[StoredBatch] = field(default_factory=list)
     firsts: list[int] = field(default_factory=list)
-    producers: dict[int, ProducerState] = field(default_factory=dict)
+    #: The idempotent producers' states: the model broker's rules, one copy for both.
+    producers: ProducerStates = field(default_factory=ProducerStates)
 
     def append(self, first: int, last: int, data: bytes, leader_epoch: int, max_ts: int) -> None:
         """Keep one batch the model placed at ``first..last``."""
@@ -58,40 +49,6 @@ class TopicLog:
         _LEADER_EPOCH.pack_into(buf, 12, leader_epoch)
         self.batches.append(StoredBatch(first, last, bytes(buf), max_ts))
         self.firsts.append(first)
-
-    def check_producer(
-        self, producer_id: int, epoch: int, base_sequence: int, count: int
-    ) -> tuple[ErrorCode, int | None]:
-        """Idempotence: ``(NONE, base offset)`` for the retry of the last batch (append
-        nothing), ``(NONE, None)`` to append, or the error Kafka answers."""
-        if producer_id < 0:
-            return ErrorCode.NONE, None
-        state = self.producers.get(producer_id)
-        if state is None:
-            if base_sequence != 0:
-                return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, None
-            return ErrorCode.NONE, None
-        if epoch < state.epoch:
-            return ErrorCode.INVALID_PRODUCER_EPOCH, None
-        if epoch > state.epoch:
-            return (
-                (ErrorCode.NONE, None)
-                if base_sequence == 0
-                else (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, None)
-            )
-        if base_sequence == state.last[0]:
-            return ErrorCode.NONE, state.last[1]
-        if base_sequence != state.next_sequence:
-            return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, None
-        return ErrorCode.NONE, None
-
-    def note_producer(
-        self, producer_id: int, epoch: int, base_sequence: int, count: int, base_offset: int
-    ) -> None:
-        """Remember an idempotent producer's appended batch."""
-        if producer_id >= 0:
-            nxt = (base_sequence + count) & 0x7FFFFFFF
-            self.producers[producer_id] = ProducerState(epoch, nxt, (base_sequence, base_offset))
 
     def read(self, offset: int, max_bytes: int) -> bytes:
         """Whole batches from the one holding ``offset`` on, up to ``max_bytes`` (at least
