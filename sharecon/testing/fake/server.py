@@ -70,6 +70,10 @@ class FakeKafka(Server):
     :param heartbeat_interval_ms: the interval members are told to heartbeat at.
     """
 
+    #: Longest a waiting fetch sleeps before it looks again (locks ending, releases
+    #: persisted); any request served wakes it sooner.
+    poll_interval: float = _POLL
+
     def __init__(
         self,
         version: str = "4.4",
@@ -344,7 +348,7 @@ class FakeKafka(Server):
                 break
             changed = self._changed
             assert changed is not None
-            with anyio.move_on_after(min(left, _POLL)):
+            with anyio.move_on_after(min(left, self.poll_interval)):
                 await changed.wait()
         await self._answer(conn, header, body)
 

@@ -141,6 +141,11 @@ class MemoryKafka(FakeKafka):
     loop (FakeKafka's own go through its thread).
     """
 
+    #: A waiting fetch looks again for locks that ended only this often (virtual time; any
+    #: request served wakes it at once): each look is a task switch, and MaxWaitMs (500 ms
+    #: by default) ends the wait about as soon.
+    poll_interval = 0.25
+
     def __init__(self, version: str = "4.4") -> None:
         super().__init__(version, host=HOST, port=PORT, heartbeat_interval_ms=1000)
         self.refuse_until = -math.inf
