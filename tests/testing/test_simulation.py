@@ -13,6 +13,7 @@ import random
 
 import pytest
 
+from sharecon._consumer.delayed import DelayedReleaser, Stepped
 from sharecon.testing.sim import MUTANTS, Outcome, first_failure, run, search
 from sharecon.testing.sim.__main__ import main
 
@@ -135,6 +136,33 @@ def test_a_record_waiting_out_a_delay_holds_up_no_other_record() -> None:
 def test_the_delayed_seeds_of_found_bugs_keep_every_invariant() -> None:
     bad = search(DELAYED_REGRESSIONS, ("4.2", "4.4"), delayed=True)
     assert not bad, _explain(bad)
+
+
+def test_the_simulator_runs_the_consumers_delayed_releases(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 30: the simulator runs the code users run. A delayed release goes through the
+    consumer's own DelayedReleaser (``sharecon/_consumer/delayed.py``), renewed and then
+    released by its ``step``; the simulator holds no copy of that driver."""
+    path = pathlib.Path(__file__).resolve().parents[2] / "sharecon" / "testing" / "sim"
+    modules = {
+        node.module
+        for node in ast.walk(ast.parse((path / "world.py").read_text()))
+        if isinstance(node, ast.ImportFrom)
+    }
+    assert "sharecon._consumer.delayed" in modules
+    assert "sharecon._share.delayed" not in modules  # the decisions only through the driver
+    released: list[object] = []
+    step = DelayedReleaser.step
+
+    def counted(self: DelayedReleaser, now: float) -> Stepped:
+        done = step(self, now)
+        released.extend(r for r, _ in done.released)
+        return done
+
+    monkeypatch.setattr(DelayedReleaser, "step", counted)
+    assert run(0, "4.4", delayed=True).violation is None
+    assert len(released) == 1
 
 
 def test_a_schedule_is_deterministic() -> None:
