@@ -35,7 +35,7 @@ from sharecon._consumer.config import AcquireMode, ConsumerConfig, check_max_rec
 from sharecon._consumer.core import ConsumerCore
 from sharecon._consumer.cursor import CHECKPOINT_EVERY, Cursor
 from sharecon._consumer.dead_letters import route_dead_letters
-from sharecon._consumer.delayed import DelayedReleaser
+from sharecon._consumer.delayed import DelayedReleaser, run_ticks
 from sharecon._consumer.deserialize import Deserializers
 from sharecon._consumer.fetcher import FetcherPool
 from sharecon._consumer.group_config import lock_duration as group_lock_duration
@@ -838,7 +838,8 @@ class ShareConsumer(Generic[K, V]):
         delayed = self._delayed
         if delayed is None:
             delayed = self._delayed = DelayedReleaser(core)
-        delayed.add(record, delay)
+        if delayed.add(record, delay):
+            core.tg.start_soon(run_ticks, core, delayed, name="sharecon delayed releases")
         if self._keeper is not None:
             self._keeper.drop(record)  # the delayed releases renew it, up to the release
         if record is self._cursor.current:

@@ -232,8 +232,12 @@ class ShareMachine:
         self.renewing: dict[tuple[TopicIdPartition, int], tuple[SessionTag | None, object]] = {}
         #: RENEW answers the broker did not apply.
         self.renewals_failed = 0
-        #: Leaders the strict record budget refused records (the others yield to them).
+        #: Leaders the strict record budget refused records, or that yielded their turn
+        #: wanting records (the others yield to them; rule 4 of .record_limit).
         self.starved: set[int] = set()
+        #: Leaders whose last fetch under the strict budget acquired nothing: when they
+        #: yield they do not claim the next turn (rule 4 of .record_limit).
+        self.came_empty: set[int] = set()
         #: RENEW answers marked (sent or about to be).
         self.renewals_sent = 0
         #: The member began to close: explicit answers are refused (rule 6), an answer's
@@ -358,9 +362,12 @@ class ShareMachine:
         granted = 0
         if budget is None and room:
             # Batch acquisition: no fetch while the member holds more than it handles
-            # within half the lock (rule 3 of .reach).
+            # within half the lock (rule 3 of .reach). A record waiting out a delay needs
+            # no handling: counted, it stopped fetching for the whole delay when the
+            # measured rate allowed one record (found by simulation: --delayed-release,
+            # seed 501325 on 4.2-4.4).
             rate, lock = self.handling()
-            if rate is not None and self.ledger.outstanding_all() + extra_records >= hold_limit(
+            if rate is not None and self._held() + extra_records >= hold_limit(
                 _NO_CEILING, rate, lock
             ):
                 room = False
@@ -372,8 +379,12 @@ class ShareMachine:
             elif starved and node_id not in starved:
                 # Another leader was refused records: this one yields its turn, so a
                 # leader whose waiting fetches come back empty cannot keep the whole
-                # budget while records wait at the other (found by simulation).
+                # budget while records wait at the other (found by simulation). If its
+                # last fetch brought records it wants the turn after (rule 4 of
+                # .record_limit).
                 room = False
+                if node_id not in self.came_empty:
+                    starved.add(node_id)
             else:
                 # Strict limit: ask only for what the member may still hold, counting
                 # what every leader's fetches in flight may bring, and no more than it
@@ -382,8 +393,7 @@ class ShareMachine:
                 # A record waiting out a delay needs no handling: it does not take a
                 # place in the budget, or with a small budget it would stop fetching for
                 # the whole delay (found by simulation: --delayed-release, record_limit 1).
-                held = self.ledger.outstanding_all() - sum(map(len, self.parked.values()))
-                granted = budget.grant(max(0, held) + extra_records)
+                granted = budget.grant(self._held() + extra_records)
                 room = granted > 0
                 if room:
                     starved.discard(node_id)
@@ -403,9 +413,22 @@ class ShareMachine:
         )
         if granted:
             if turn.plan is not None and turn.plan.fetches:
+                if self.starved and turn.may_wait:
+                    # Another leader waits for the budget: this fetch must not hold it
+                    # for a long poll while records may wait there (rule 4 of
+                    # .record_limit; found by simulation, seed 501488 on 4.2-4.4).
+                    return replace(turn, granted=granted, wait_ms=0)
                 return replace(turn, granted=granted)
             budget.settle(granted)  # type: ignore[union-attr]
         return turn
+
+    def _held(self) -> int:
+        """Records the member holds that need handling: outstanding, less those parked
+        (waiting out a delay, already answered)."""
+        held = self.ledger.outstanding_all()
+        if self.parked:
+            held -= sum(map(len, self.parked.values()))
+        return max(0, held)
 
     def handling(self) -> tuple[float | None, float]:
         """The application's measured handling rate (records/s; ``None``: not measured
@@ -574,6 +597,7 @@ class ShareMachine:
         records in), the offsets the answer acquired first end the member's earlier hold
         of them (rule 1).
         """
+        granted = f.granted
         self._settle_inflight(f)
         leader = self.leader(f.node_id)
         plan = f.plan
@@ -590,6 +614,12 @@ class ShareMachine:
                     # Clamped: a hostile range must not make this sum a bignum.
                     acquired += max(0, min(a.last_offset - a.first_offset + 1, 1 << 31))
         leader.planner.fetched(plan, may_wait=f.may_wait, acquired=acquired)
+        if granted:
+            # Whether it claims the next turn when it yields (rule 4 of .record_limit).
+            if acquired:
+                self.came_empty.discard(f.node_id)
+            else:
+                self.came_empty.add(f.node_id)
         # What this fetch asked for (request() sized it so; fetched() may resize).
         asked = MIN_BYTES if f.probe else leader.sizer.size().max_bytes
         # What the link and the lock allow for the next fetches (:mod:`.fetch_size`).
@@ -1201,6 +1231,19 @@ class ShareMachine:
     def _report(self, results: list[AckResult]) -> None:
         if results:
             self.effects.append(Report(results))
+            if self.starved:
+                self._wake_starved()
+
+    def _wake_starved(self) -> None:
+        # Records finished (outcomes reported): if that freed part of a strict budget, the
+        # leaders waiting for it try again now, not at their next idle wake-up (rule 4 of
+        # .record_limit).
+        budget = self.budget
+        if budget is None:
+            return
+        if budget.limit - self._held() - budget.reserved > 0:
+            for node_id in sorted(self.starved):
+                self.effects.append(Wake(node_id))
 
     def _settle(self, granted: int) -> None:
         if granted and self.budget is not None:

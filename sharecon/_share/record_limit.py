@@ -31,6 +31,17 @@ Rules of this module:
    rate, raising the hold limit, and leaving records to expire in the buffer.
 3. No I/O, no clock: time is the caller's ``now``, the lock the fetch sizers' (the
    broker's word).
+4. Turns between leaders (kept by :meth:`.ShareMachine.next_turn`): a leader the budget
+   refused waits for it, and the other leaders yield it their turn; a leader that yields
+   waits for the budget too if its last fetch brought records. The budget coming free
+   (a reservation settled, records finished) wakes the waiting leaders at once, not at
+   their next idle wake-up. A fetch granted while another leader waits does not wait at
+   the broker (MaxWaitMs 0): a leader with nothing to give hands the budget back at once
+   instead of holding it for a long poll while records wait elsewhere. A leader whose
+   last fetch came back empty does not wait for the budget when it yields (it asks again
+   at its next wake-up), so leaders that all have nothing take turns at long polls
+   instead of spinning on no-wait fetches. Records waiting out a delay (parked) take no
+   place in the budget: they need no handling.
 """
 
 from __future__ import annotations

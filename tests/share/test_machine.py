@@ -445,6 +445,83 @@ def test_a_leader_refused_by_the_record_budget_gets_the_next_turn() -> None:
     assert m.starved == set()
 
 
+def acknowledged(partition: int = 0) -> ShareAcknowledgeResponse:
+    """A ShareAcknowledge answer accepting everything it carried for ``partition``."""
+    return ShareAcknowledgeResponse(
+        acquisition_lock_timeout_ms=LOCK_MS,
+        responses=(
+            sa.ShareAcknowledgeTopicResponse(
+                topic_id=T, partitions=(sa.PartitionData(partition_index=partition),)
+            ),
+        ),
+    )
+
+
+def test_a_finished_record_hands_the_strict_budget_on_without_a_long_poll() -> None:
+    """Simulation (--delayed-release, record_limit 1, two leaders; seed 501488 and 7 more
+    of 500000-502999 on 4.2 and 4.4): records waited at node 1 while node 2 had none.
+    The record's answer freed the budget and woke no one, so node 2 waited for its idle
+    wake-up (1 s), then held the budget for a whole long poll (MaxWaitMs) that came back
+    empty: about 3 s a record, slower than the producer wrote, and records were still
+    unanswered when the drain ended."""
+    m = machine(record_limit=1)
+    tp2 = TopicIdPartition(T, 1, "t")
+    opened(m)
+    turn = m.next_turn(NODE, [TP], room=True, now=1.0)
+    assert turn.granted == 1
+    f = m.sent(NODE, turn, 1.0)
+    assert m.next_turn(2, [tp2], room=True, now=1.0).granted == 0  # node 2 waits
+    [d] = take(m, f, answer((0, 0, 1)), 1.1)
+    m.drain()
+    assert m.next_turn(2, [tp2], room=True, now=1.1).granted == 0  # one record held
+    hand_out(m, d, 0, 0)
+    m.acknowledge(TP, 0, AckType.ACCEPT, d.delivery)
+    m.drain()
+    # Node 1 yields the next fetch to node 2 and sends the answer on its own.
+    turn = m.next_turn(NODE, [TP], room=True, now=1.2)
+    assert turn.plan is not None and turn.plan.kind is RequestKind.SHARE_ACKNOWLEDGE
+    m.acknowledge_answered(m.sent(NODE, turn, 1.2), acknowledged(), NAMES, 1.3)
+    # The record finished: the budget is free, and the leader waiting for it is woken now.
+    assert Wake(2) in m.drain()
+    turn2 = m.next_turn(2, [tp2], room=True, now=1.3)
+    assert turn2.granted == 1 and turn2.plan is not None and turn2.plan.fetches
+    # Node 1 (its last fetch brought a record) waits for the budget meanwhile: node 2's
+    # fetch does not wait at the broker, it hands the budget back at once.
+    assert NODE in m.starved
+    request = m.request(turn2, "member")
+    assert isinstance(request, ShareFetchRequest) and request.max_wait_ms == 0
+    f2 = m.sent(2, turn2, 1.3)
+    empty = ShareFetchResponse(acquisition_lock_timeout_ms=LOCK_MS)
+    assert m.fetch_answered(f2, empty, NAMES, 1.31, pipeline=False).proceed
+    m.fetch_records(f2, empty, NAMES)
+    assert Wake(NODE) in m.drain()
+    # Node 2 found nothing: it yields without claiming the turn after node 1's.
+    assert m.next_turn(2, [tp2], room=True, now=1.31).plan is None
+    assert 2 not in m.starved
+    turn = m.next_turn(NODE, [TP], room=True, now=1.31)
+    assert turn.granted == 1 and turn.plan is not None
+    request = m.request(turn, "member")
+    # No leader waits: this fetch may wait at the broker as usual.
+    assert isinstance(request, ShareFetchRequest) and request.max_wait_ms == PARAMS.max_wait_ms
+
+
+def test_a_parked_record_does_not_stop_batch_acquisition() -> None:
+    """Simulation (--delayed-release, seeds 501325 and 502223 on 4.2 and 4.4): with batch
+    acquisition and a measured rate that allows one record within half the lock, the
+    record released with a delay counted as held and stopped fetching for the whole
+    delay while records waited at the leader."""
+    m = machine()
+    opened(m)
+    m.handling_rate.sent(NODE, 0.0, 0, backlog=True)
+    m.handling_rate.sent(NODE, 10.0, 1, backlog=True)  # 0.1/s x 30 s x 0.5: one record
+    [d] = take(m, send(m, 10.0), answer((0, 0, 1)), 10.0)
+    hand_out(m, d, 0, 0)
+    assert m.next_turn(NODE, [TP], room=True, now=10.1).plan is None  # one held: the limit
+    m.park(TP, 0, wake_at=16.0)  # release(delay=6)
+    turn = m.next_turn(NODE, [TP], room=True, now=10.2)
+    assert turn.plan is not None and turn.plan.fetches
+
+
 def test_closing_releases_records_answered_late_and_sends_the_final_request() -> None:
     m = machine()
     opened(m)

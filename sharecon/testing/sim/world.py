@@ -45,6 +45,8 @@ from sharecon import errors
 from sharecon._backoff import Backoff
 from sharecon._consumer import fetch_driver
 from sharecon._consumer.buffer import Chunk, DeliveryBuffer
+from sharecon._consumer.delayed import TICK as DELAY_TICK
+from sharecon._consumer.delayed import DelayedReleaser
 from sharecon._consumer.effect_port import carry_out
 from sharecon._consumer.fetch_driver import FetchDriver
 from sharecon._consumer.fetch_loop import (
@@ -60,8 +62,6 @@ from sharecon._consumer.fetch_loop import (
 )
 from sharecon._consumer.handout import Handout, chunk_of, owner_of
 from sharecon._consumer.membership_loop import Beat, MembershipLoop, Sleep
-from sharecon._share.delayed import DelayedReleases, park
-from sharecon._share.delayed import tick as delayed_tick
 from sharecon._share.ledger import MarkResult
 from sharecon._share.machine import ShareMachine
 from sharecon._share.membership import EARLY_HEARTBEAT, Membership
@@ -114,7 +114,6 @@ SESSION_TIMEOUT = 3.0  #: the coordinator removes a member not heard from for th
 PROGRESS_BOUND = 6.0
 PROGRESS_TICK = 0.25  #: how often the liveness check samples the brokers
 DELAY = 3 * LOCK  #: a ``release(delay=)`` longer than the lock (renewed meanwhile)
-DELAY_TICK = 0.25  #: how often the delayed releases are looked at
 PRODUCE_EVERY = 0.5  #: while a record waits out its delay, a record is written this often
 #: The fetch loops' back-off after a failure: the consumer's (0.1 s doubling to 1 s),
 #: without its jitter, so that a seed's schedule depends on its draws alone.
@@ -564,14 +563,17 @@ class Member:
         self.holding: list[SimRecord] = []  #: handed out, not answered yet
         #: the application's next record is released with a delay (``release(delay=)``)
         self.delay_next = False
-        self.delayed: DelayedReleases[SimRecord] = DelayedReleases()
+        #: The consumer's own delayed releases, over this member as their port; the
+        #: simulator only ticks them (as ``run_ticks``) and tells the checker.
+        self.delayed = DelayedReleaser(self)
+        self._sim_of: dict[Record[Any, Any], SimRecord] = {}  #: the records waiting there
         self._released = False
         self._got: dict[Any, int] = {}  #: the answer being taken in: its delivery ids
         #: The record the application is answering now, and its delivery: a lock loss
         #: reported at once for that answer ends that delivery, not another one of the
         #: same offset (an older one from the leader before a move, answered and not yet
         #: reported).
-        self._answering: tuple[Any, int] | None = None
+        self._answering: dict[Any, int] = {}
         #: per chunk (partition and ledger delivery): offset -> the checker's delivery id
         self._ids: dict[tuple[TopicIdPartition, Delivery], dict[int, int]] = {}
         for n in NODES:
@@ -1057,12 +1059,11 @@ class Member:
                 kind = b.types[0] if len(b.types) == 1 else b.types[i]
                 if kind is AckType.GAP:
                     continue  # not a record: never taken in as a delivery
-                answering = self._answering
-                if lost and answering is not None and answering[0] == (r.partition, o):
+                d = self._answering.get((r.partition, o)) if lost else None
+                if d is not None and w.check.is_open((r.partition, o), d):
                     # Lost at once, for the answer being given: that delivery ends.
-                    if w.check.is_open(answering[0], answering[1]):
-                        w.check.ended(answering[0], w.now, how, self.member_id, d=answering[1])
-                        continue
+                    w.check.ended((r.partition, o), w.now, how, self.member_id, d=d)
+                    continue
                 if lost or kind is not AckType.RENEW:
                     # A lost answer (a renewal's too) ends the delivery the application
                     # holds; an outcome ends the answered one, else the newest (the
@@ -1129,6 +1130,29 @@ class Member:
                 buffer._room()
         return None
 
+    # -- the delayed releases' port (sharecon._consumer.delayed.DelayedPort) ----------------
+
+    def clock(self) -> float:
+        """The virtual time (lock deadlines are on it)."""
+        return self.world.now
+
+    def check_renew(self) -> None:
+        """Delayed releases run only where the model takes renewals (``--delayed-release``
+        is on 4.2+)."""
+
+    def apply_effects(self) -> None:
+        """Carry out the machine's effects."""
+        self._apply(None)
+
+    def note_error(self, exc: errors.KafkaError) -> None:
+        """An error the consumer keeps for ``recent_errors``: kept in the fault list."""
+        w = self.world
+        w.faults.append(f"noted({type(exc).__name__})@{w.now:.2f}")
+
+    def wake_leader(self, tp: TopicIdPartition) -> None:
+        """Wake the fetch loop of ``tp``'s leader."""
+        self._wake(self.world.leader_of.get(tp))
+
     # -- the application ---------------------------------------------------------------------
 
     def _clock(self) -> float:
@@ -1163,10 +1187,18 @@ class Member:
             # application goes on with the next record at once.
             self.delay_next = False
             self.holding.append(rec)
-            self.delayed.add(rec, w.now, DELAY, rec.record.lock_deadline)
-            # As DelayedReleaser.add: parked, it holds up no fetch during the delay.
-            park(self.delayed, self.machine, rec, (rec.tp, rec.offset), rec.record.lock_deadline)
-            w.at(w.now + DELAY_TICK, self._delay_tick)
+            self._sim_of[got] = rec
+            try:
+                if self.delayed.add(got, DELAY):
+                    w.at(w.now + DELAY_TICK, self._delay_tick)
+            except errors.InvalidRecordStateError:
+                # Not this member's to answer any more (its lock was lost, or a later
+                # acquisition superseded it): the consumer raises to the application,
+                # which goes on; the record comes back. The next record is delayed.
+                self.holding.remove(rec)
+                del self._sim_of[got]
+                self._answered(rec, MarkResult.UNKNOWN)
+                self.delay_next = True
             self._app_take()
             return
         k = w.knobs
@@ -1194,36 +1226,49 @@ class Member:
             self.handout.answer(rec.record, AckType.RENEW)
 
     def _delay_tick(self) -> None:
-        """The delayed releases' tick: ``DelayedReleaser.step``, with the same decisions
-        (:func:`sharecon._share.delayed.tick`)."""
-        pending = self.delayed
-        if self.closing or not len(pending):
+        """``run_ticks`` in virtual time: the consumer's own
+        :meth:`~sharecon._consumer.delayed.DelayedReleaser.step` every ``TICK`` until
+        nothing waits or the member closes; the checker is told what it did."""
+        delayed = self.delayed
+        if self.closing or self.failed:
+            delayed.ticking = False
             return
         w = self.world
-        due = delayed_tick(
-            pending,
-            self.machine,
-            w.now,
-            where=_where,
-            held=self._holds,
-            deadline=_deadline,
-        )
-        for rec in due.lost:  # its lock was lost: it comes back, early, not lost
+        check = w.check
+        sim_of = self._sim_of
+        # A lock loss reported at once for an answer of the tick ends that delivery.
+        self._answering = {(r.tp, r.offset): r.d for r in sim_of.values()}
+        try:
+            done = delayed.step(w.now)
+        finally:
+            self._answering = {}
+        for record in done.lost:  # no longer held: it comes back, early, not lost
+            rec = sim_of.pop(record)
             if rec in self.holding:
                 self.holding.remove(rec)
             key = (rec.tp, rec.offset)
-            if w.check.is_handed(key, rec.d):
-                w.check.ended(key, w.now, "lost waiting", self.member_id, d=rec.d)
-        for rec in due.renew:
-            self.handout.answer(rec.record, AckType.RENEW)
-        for rec in due.release:
-            self._app_answer(rec, again=True, ack=AckType.RELEASE)
-            self._wake(rec.tag.node_id)
-        if len(pending):
+            if check.is_handed(key, rec.d):
+                check.ended(key, w.now, "lost waiting", self.member_id, d=rec.d)
+        for record, result in done.released:
+            rec = sim_of.pop(record)
+            if rec in self.holding:
+                self.holding.remove(rec)
+            self._answered(rec, result)
+        if len(delayed.pending):
             w.at(w.now + DELAY_TICK, self._delay_tick)
+        else:
+            delayed.ticking = False
 
-    def _holds(self, rec: SimRecord) -> bool:
-        return self.handout.holds(rec.record)
+    def _answered(self, rec: SimRecord, result: MarkResult) -> None:
+        """The checker told of the application's answer to ``rec`` (``result``: the
+        ledger's word on it)."""
+        w = self.world
+        key = (rec.tp, rec.offset)
+        if result is MarkResult.OK:
+            w.check.answered(key, rec.d)
+        elif result is MarkResult.UNKNOWN and w.check.is_handed(key, rec.d):
+            # Refused: its lock loss was reported already (the consumer raises).
+            w.check.ended(key, w.now, "refused", self.member_id, d=rec.d)
 
     def _app_answer(self, rec: SimRecord, again: bool = False, ack: AckType | None = None) -> None:
         w = self.world
@@ -1245,18 +1290,12 @@ class Member:
         if self.closing:
             self._answer_after_close(rec, ack)
         else:
-            key = (rec.tp, rec.offset)
-            self._answering = (key, rec.d)
+            self._answering = {(rec.tp, rec.offset): rec.d}
             try:
-                result = self.handout.answer(rec.record, ack)
-                if result is MarkResult.OK:
-                    w.check.answered(key, rec.d)
-                elif result is MarkResult.UNKNOWN and w.check.is_handed(key, rec.d):
-                    # Refused: its lock loss was reported already (the consumer raises).
-                    w.check.ended(key, w.now, "refused", self.member_id, d=rec.d)
+                self._answered(rec, self.handout.answer(rec.record, ack))
                 self._apply(None)
             finally:
-                self._answering = None
+                self._answering = {}
         if not again and not w.quiet and rng.random() < k.twice:
             w.at(w.now + rng.uniform(0.0, LOCK), self._app_answer, rec, True)
         if not again:
@@ -1384,11 +1423,3 @@ def _brief(args: tuple[Any, ...]) -> str:
         else:
             out.append(type(a).__name__)
     return " ".join(out)
-
-
-def _where(rec: SimRecord) -> tuple[TopicIdPartition, int]:
-    return rec.tp, rec.offset
-
-
-def _deadline(rec: SimRecord) -> float | None:
-    return rec.record.lock_deadline
