@@ -33,7 +33,8 @@ Invariants (each violation names the seed and prints a one-line replay):
    releases can spend).
 4. *Integrity*: every record the application is handed is one that was written, with its
    value.
-5. *Close*: every client closes within its close timeout once asked.
+5. *Close*: once the schedule is over, every client closes within :data:`CLOSE_BOUND`
+   (the consumer's ``close_timeout``).
 6. *No stall*: once the faults healed, a member with a free worker never goes
    :data:`STALL` seconds without a record while records of its partitions are available
    at the broker.
@@ -89,6 +90,9 @@ STYLES = ("iter", "explicit", "poll", "batches", "process", "gather")
 #: Invariant 6: the longest a member with a free worker may go without a record while
 #: records of its partitions wait at the broker, virtual seconds.
 STALL = 10.0
+#: Invariant 5: the longest the clients may take to close once cancelled, virtual
+#: seconds (the consumer's default close_timeout).
+CLOSE_BOUND = 30.0
 #: How long a schedule may run at all, virtual seconds (a stuck one is a violation).
 HORIZON = 600.0
 
@@ -327,6 +331,7 @@ class _Schedule:
         self.violation: str | None = None
         self.config = ConnectionConfig(request_timeout=10.0)
         self.watches = [_Watch() for _ in plan.styles]
+        self.stopped_at = math.inf
 
     def fail(self, why: str) -> None:
         if self.violation is None:
@@ -494,6 +499,7 @@ class _Schedule:
                 )
                 break
             await anyio.sleep(0.25)
+        self.stopped_at = anyio.current_time()
         stop.cancel()
 
     async def main(self) -> None:
@@ -520,6 +526,9 @@ class _Schedule:
                             )
                 if horizon.cancelled_caught:
                     self.fail(f"the schedule did not end within {HORIZON:g} virtual seconds")
+                elif anyio.current_time() - self.stopped_at > CLOSE_BOUND:
+                    took = anyio.current_time() - self.stopped_at
+                    self.fail(f"invariant 5: the clients took {took:.1f} s to close")
                 server.cancel_scope.cancel()
         finally:
             dialer.reset(token)
