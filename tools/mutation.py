@@ -9,7 +9,9 @@ share of it, and runs each mutant in a scratch copy of the checkout (``sharecon/
 running suite) in two stages, each under a timeout:
 
 1. the seeded simulation alone: ``python -m sharecon.testing.sim`` over a bounded range of
-   seeds on each Kafka line given (``--sim-seeds``, ``--versions``);
+   seeds on each Kafka line given (``--sim-seeds``, ``--versions``), then, with
+   ``--client-seeds N``, the whole-client simulation (``python -m
+   sharecon.testing.sim.client``) over N seeds on each line;
 2. if the simulation did not kill it, the broker-free unit tests (``--tests``, default
    ``tests/share``), the test file named after the module first.
 
@@ -233,6 +235,7 @@ def run_mutant(
     tests: Sequence[str],
     timeout: float,
     unit: bool = True,
+    client_seeds: int = 0,
 ) -> Result:
     """Apply ``mutant`` in ``scratch``, run the stages, restore the module."""
     started = time.monotonic()
@@ -253,6 +256,12 @@ def run_mutant(
             killed, why = scratch.run([*argv, "--version", version], timeout)
             if killed:
                 result.status, result.detail = "sim", f"{version}: {why}"
+                return result
+        for version in versions if client_seeds else ():
+            argv = [py, "-m", "sharecon.testing.sim.client", "--count", str(client_seeds)]
+            killed, why = scratch.run([*argv, "--version", version], timeout)
+            if killed:
+                result.status, result.detail = "sim", f"whole-client {version}: {why}"
                 return result
         if unit:
             own = f"tests/share/test_{pathlib.Path(mutant.module).stem}.py"
@@ -308,6 +317,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shard", default="0/1", help="index/count: run every count-th mutant")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per stage")
     ap.add_argument("--sim-seeds", type=int, default=300, help="schedules per Kafka line")
+    ap.add_argument(
+        "--client-seeds",
+        type=int,
+        default=0,
+        help="whole-client simulation schedules per Kafka line (0: not run)",
+    )
     ap.add_argument("--versions", nargs="+", default=["4.1", "4.4"])
     ap.add_argument("--tests", nargs="+", default=["tests/share"])
     ap.add_argument("--no-unit", action="store_true", help="the simulation stage only")
@@ -335,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
                 tests=args.tests,
                 timeout=args.timeout,
                 unit=not args.no_unit,
+                client_seeds=args.client_seeds,
             )
             results.append(r)
             print(f"[{i}/{len(mine)}] {r.status:11} {r.seconds:6.1f} s  {m.name}", flush=True)
