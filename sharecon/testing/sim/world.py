@@ -121,7 +121,7 @@ PRODUCE_EVERY = 0.5  #: while a record waits out its delay, a record is written 
 #: waits for that answer before fetching again breaks invariant 9.
 GATHER_WAIT = 2 * PROGRESS_BOUND
 GATHER_HANDLERS = 2  #: its handlers: ``process(concurrency=2)``
-GATHER_SHARE = 0.2  #: the share of schedules whose application gathers
+GATHER_SHARE = 0.1  #: the share of schedules whose application gathers
 #: The fetch loops' back-off after a failure: the consumer's (0.1 s doubling to 1 s),
 #: without its jitter, so that a seed's schedule depends on its draws alone.
 FETCH_BACKOFF = Backoff(initial=0.1, maximum=1.0, jitter=0.0)
