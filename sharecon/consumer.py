@@ -1047,6 +1047,9 @@ class ShareConsumer(Generic[K, V]):
             keep_locks=self._keep_locks,
         )
         self._processing += 1
+        # The handlers may wait for each other's records: the member may always hold one
+        # record per handler, whatever the handling rate (rule 1 of _share.record_limit).
+        core.machine.handlers += concurrency
         try:
             await run_workers(
                 core,
@@ -1061,6 +1064,7 @@ class ShareConsumer(Generic[K, V]):
             )
         finally:
             self._processing -= 1
+            core.machine.handlers -= concurrency
         if core.fatal is not None:
             raise core.fatal
 

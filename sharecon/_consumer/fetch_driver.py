@@ -124,10 +124,10 @@ class FetchDriver:
         (:mod:`sharecon._share.oversize`)."""
         return self.machine.fetch_timeout(f, default)
 
-    def idle_timeout(self, ack_linger: float) -> float | None:
-        """How long the loop may wait for a wake-up with nothing to send (``None``: until
-        woken); when that wait ends unwoken, call :meth:`idle_expired`."""
-        return self.machine.idle_timeout(self.node_id, ack_linger)
+    def idle_timeout(self, ack_linger: float, now: float | None = None) -> float | None:
+        """How long the loop may wait for a wake-up with nothing to send from ``now``
+        (``None``: until woken); when that wait ends unwoken, call :meth:`idle_expired`."""
+        return self.machine.idle_timeout(self.node_id, ack_linger, now)
 
     def idle_expired(self) -> None:
         """The idle wait ended unwoken: acknowledgements that waited their linger go out

@@ -352,7 +352,7 @@ class FetchLoop:
         turn = driver.turn()
         plan = turn.plan
         if plan is None:
-            timeout = driver.idle_timeout(self.ack_linger)
+            timeout = driver.idle_timeout(self.ack_linger, now)
             self._timed = timeout is not None
             return Idle(timeout)
         return self._send(turn)

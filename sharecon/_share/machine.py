@@ -179,7 +179,7 @@ class Leader:
     :param max_records: the configured ``max_records``: no fetch asks for more.
     """
 
-    __slots__ = ("guard", "node_id", "planner", "session", "sizer")
+    __slots__ = ("dry_until", "guard", "node_id", "planner", "session", "sizer")
 
     def __init__(
         self, node_id: int, max_bytes: int = 50 * 1024 * 1024, max_records: int = 500
@@ -191,6 +191,11 @@ class Leader:
         self.sizer = FetchSizer(max_bytes, max_records)
         #: Partitions whose batches cannot arrive within the lock (:mod:`.oversize`).
         self.guard = OversizeGuard()
+        #: While the planner is dry: when it fetches again even with no answer (rule 2 of
+        #: .fetch_policy). A deadline, not a fresh wait per idle spell: the loop is woken
+        #: for other things meanwhile (each renewal), and a wait restarted at each wake-up
+        #: would never end.
+        self.dry_until = float("inf")
 
 
 #: The shortest wait at the broker while records are parked (:meth:`ShareMachine.park`),
@@ -223,6 +228,12 @@ class ShareMachine:
         )
         #: What the strict budget follows (rule 2 of .record_limit).
         self.handling_rate = HandlingRate()
+        #: Records the application handles at once by design (the ``concurrency`` of the
+        #: running ``process()`` calls): the hold limit never drops below it. Handlers may
+        #: finish only once they have seen each other's records (a batch being gathered,
+        #: FastStream's ``max_workers``); a member held to fewer records than its handlers
+        #: would wait for an answer that needs one more record, for ever.
+        self.handlers = 0
         self.leaders: dict[int, Leader] = {}
         #: Effects not handed to the driver yet, oldest first.
         self.effects: list[Effect] = []
@@ -278,17 +289,26 @@ class ShareMachine:
             one = self.leaders[node_id] = Leader(node_id, params.max_bytes, params.max_records)
         return one
 
-    def idle_timeout(self, node_id: int, ack_linger: float) -> float | None:
+    def idle_timeout(
+        self, node_id: int, ack_linger: float, now: float | None = None
+    ) -> float | None:
         """How long ``node_id``'s loop may wait with nothing to send before
         :meth:`idle_expired` (``None``: wait for a wake-up): ``ack_linger`` while
-        acknowledgements wait; a long poll's time (MaxWaitMs) while the planner is dry
-        (rule 2 of :mod:`.fetch_policy`)."""
+        acknowledgements wait; while the planner is dry, until a long poll's time
+        (MaxWaitMs) has passed since the empty fetch that made it dry (rule 2 of
+        :mod:`.fetch_policy`; ``now``: the time, else a whole long poll from now)."""
         leader = self.leader(node_id)
         if self.ledger.has_marked(leader.session.tag):
             return ack_linger
         if leader.planner.dry:
-            return max(MIN_DRY_WAIT, self.params.max_wait_ms / 1000)
+            wait = self._dry_wait()
+            if now is not None:
+                wait = min(wait, max(0.0, leader.dry_until - now))
+            return wait
         return None
+
+    def _dry_wait(self) -> float:
+        return max(MIN_DRY_WAIT, self.params.max_wait_ms / 1000)
 
     def idle_expired(self, node_id: int) -> None:
         """The wait :meth:`idle_timeout` gave ended with no wake-up: acknowledgements that
@@ -367,8 +387,8 @@ class ShareMachine:
             # measured rate allowed one record (found by simulation: --delayed-release,
             # seed 501325 on 4.2-4.4).
             rate, lock = self.handling()
-            if rate is not None and self._held() + extra_records >= hold_limit(
-                _NO_CEILING, rate, lock
+            if rate is not None and self._held() + extra_records >= max(
+                self.handlers, hold_limit(_NO_CEILING, rate, lock)
             ):
                 room = False
         if budget is not None and room:
@@ -389,7 +409,7 @@ class ShareMachine:
                 # Strict limit: ask only for what the member may still hold, counting
                 # what every leader's fetches in flight may bring, and no more than it
                 # handles before the locks end (rule 1 of .record_limit).
-                budget.fit(*self.handling())
+                budget.fit(*self.handling(), floor=self.handlers)
                 # A record waiting out a delay needs no handling: it does not take a
                 # place in the budget, or with a small budget it would stop fetching for
                 # the whole delay (found by simulation: --delayed-release, record_limit 1).
@@ -620,6 +640,8 @@ class ShareMachine:
                 self.came_empty.discard(f.node_id)
             else:
                 self.came_empty.add(f.node_id)
+        if leader.planner.dry:
+            leader.dry_until = now + self._dry_wait()
         # What this fetch asked for (request() sized it so; fetched() may resize).
         asked = MIN_BYTES if f.probe else leader.sizer.size().max_bytes
         # What the link and the lock allow for the next fetches (:mod:`.fetch_size`).

@@ -20,6 +20,7 @@ Rules of this module:
 3. No fetch while the member holds more than it handles within half the lock
    (:func:`~.record_limit.hold_limit`, :meth:`ShareMachine.next_turn`): a released answer
    is fetched again only when it can be reached, never in a loop of acquire and release.
+   The limit is never below the application's handlers (``ShareMachine.handlers``).
 4. No I/O, no clock: time is the caller's ``now``.
 """
 

@@ -16,7 +16,10 @@ Rules of this module:
    lock ends, spending one of its delivery attempts unseen, while another member could
    have handled it. Until the rate is measured the member holds at most
    :data:`INITIAL_HOLD` records, so a member that starts first does not take a backlog
-   from members starting a moment later.
+   from members starting a moment later. Never below the records the application handles
+   at once by design (``process(concurrency=N)``: N, within the ceiling): its handlers
+   may each wait for the others' records, and a record a handler holds waits in no
+   buffer.
 2. The handling rate (:class:`HandlingRate`) is measured per leader from the answers each
    request carries over the time since that leader's previous request: answers made in
    an interval are at most what the application can do in it, so a sample is never too
@@ -139,10 +142,11 @@ class RecordBudget:
         #: Records that fetches in flight may still acquire.
         self.reserved = 0
 
-    def fit(self, rate: float | None, lock: float) -> int:
-        """Set :attr:`limit` to what ``rate`` records/s handle within the ``lock`` (rule 1);
-        returns it."""
-        self.limit = hold_limit(self.ceiling, rate, lock)
+    def fit(self, rate: float | None, lock: float, floor: int = 1) -> int:
+        """Set :attr:`limit` to what ``rate`` records/s handle within the ``lock``, but no
+        less than ``floor`` records the application handles at once by design, within
+        the ceiling (rule 1); returns it."""
+        self.limit = max(min(self.ceiling, floor), hold_limit(self.ceiling, rate, lock))
         return self.limit
 
     def grant(self, held: int) -> int:

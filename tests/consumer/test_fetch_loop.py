@@ -209,6 +209,24 @@ def test_a_fetch_that_came_back_empty_while_records_are_held_is_sent_again() -> 
     assert sum(r.last_offset - r.first_offset + 1 for r in delivered) == 5
 
 
+def test_a_dry_planner_fetches_again_a_long_poll_after_the_empty_answer() -> None:
+    """The dry wait is a deadline from the empty answer, not a fresh wait at each idle
+    spell: wake-ups for other things meanwhile (each renewal a lock keeper sends) would
+    otherwise restart it for ever (found by the simulation: a gathering application
+    that keeps its locks)."""
+    rig = Rig()
+    rig.fetch_once()
+    assert rig.settle() == Idle(MIN_DRY_WAIT)  # dry since now
+    rig.now += 0.06
+    idle = rig.settle()  # woken for something else: what is left of the wait
+    assert type(idle) is Idle and idle.timeout == pytest.approx(MIN_DRY_WAIT - 0.06)
+    rig.now += 0.06
+    assert rig.settle() == Idle(0.0)  # past the deadline: the wait ends at once
+    rig.loop.idle_expired()
+    again = rig.next()
+    assert type(again) is Send and isinstance(again.body, ShareFetchRequest)
+
+
 def test_only_a_timed_idle_wait_tells_the_driver_it_expired() -> None:
     """The port's idle wait ends without a wake-up: the driver is told only when the loop
     asked for a timed wait (acknowledgements lingering, a dry planner), not after the
@@ -247,7 +265,7 @@ class Counting(FetchDriver):
         self.timeout: float | None = None
         self.expired = 0
 
-    def idle_timeout(self, ack_linger: float) -> float | None:
+    def idle_timeout(self, ack_linger: float, now: float | None = None) -> float | None:
         return self.timeout
 
     def idle_expired(self) -> None:

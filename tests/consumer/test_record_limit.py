@@ -176,3 +176,12 @@ async def test_auto_acquires_by_record_limit_on_42_and_by_batch_on_41(
             core = consumer._core
             assert core is not None
             assert (core.machine.budget is not None) == (mode == "record_limit"), version
+
+
+def test_the_hold_is_never_below_the_applications_handlers_within_the_ceiling() -> None:
+    """``process(concurrency=N)``: one record per handler whatever the rate (handlers may
+    wait for each other's records), but never past ``max_records``."""
+    assert RecordBudget(500).fit(0.01, 15.0) == 1
+    assert RecordBudget(500).fit(0.01, 15.0, floor=4) == 4
+    assert RecordBudget(500).fit(40.0, 15.0, floor=4) == 300
+    assert RecordBudget(2).fit(0.01, 15.0, floor=4) == 2

@@ -4,9 +4,14 @@ holds more than it handles within half the lock."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sharecon._share.effects import Reach
 from sharecon._share.reach import unreachable
 from tests.share.test_machine import NODE, TP, answer, machine, opened, send, take
+
+if TYPE_CHECKING:
+    from sharecon._share.fetch_policy import Turn
 
 
 def test_answers_whose_first_record_cannot_be_reached_in_time_are_released() -> None:
@@ -59,3 +64,26 @@ def test_a_request_carrying_answers_under_a_backlog_asks_the_driver_to_look() ->
     turn = strict.next_turn(NODE, [TP], room=True)
     strict.sent(NODE, turn, 2.0, backlog=True)
     assert Reach() not in strict.drain()
+
+
+def test_the_hold_never_drops_below_the_applications_handlers() -> None:
+    """``process(concurrency=2)`` whose handlers wait for each other's records: at a rate
+    that handles one record within half the lock, a member holding one record still
+    fetches, up to one record per handler (else a handler waits for a record never
+    fetched)."""
+
+    def holding_one(handlers: int) -> Turn:
+        m = machine()
+        m.handlers = handlers
+        opened(m)
+        take(m, send(m, 1.0), answer((0, 0, 1)), 1.0)
+        m.leader(NODE).sizer.lock = 10.0
+        m.handling_rate.sent(NODE, 1.0, 0, backlog=True)
+        m.handling_rate.sent(NODE, 11.0, 2, backlog=True)  # 0.2/s: 1 record in 5 s
+        m.deliver(TP, 0, 0)  # handed out, unanswered: the handler waits for another
+        assert m.ledger.outstanding_all() == 1
+        return m.next_turn(NODE, [TP], room=True)
+
+    assert holding_one(0).plan is None  # nothing to answer, no room to fetch: it waits
+    fetch = holding_one(2)
+    assert fetch.plan is not None and fetch.plan.fetches

@@ -44,6 +44,16 @@ PLANTED = {
         "        if False:\n",
         7,
     ),
+    # The idle wait of a dry planner ends, but leaves it dry: after a no-wait fetch came
+    # back empty while records are held, no fetch goes out until the application answers
+    # (rule 2 of _share/fetch_policy.py). Past its deadline the wait is 0 s, so the loop
+    # spins at one instant: caught as a livelock (the event bound, invariant 5).
+    "dry-planner-stays-dry": Planted(
+        "_share/machine.py",
+        "        planner.dry = False\n",
+        "        pass\n",
+        5,
+    ),
     # ShareSession.reset() keeps its partition set.
     "reset-keeps-partitions": Planted(
         "_share/session.py",

@@ -16,6 +16,7 @@ import pytest
 from sharecon._consumer.delayed import DelayedReleaser, Stepped
 from sharecon.testing.sim import MUTANTS, Outcome, first_failure, run, search
 from sharecon.testing.sim.__main__ import main
+from sharecon.testing.sim.world import World
 
 FIXED = list(range(1000))
 RANDOM = 200
@@ -79,13 +80,17 @@ def test_the_seeds_of_found_bugs_keep_every_invariant() -> None:
 
 
 @pytest.mark.parametrize(
-    ("mutant", "invariant"), [("no-supersede", 2), ("no-record-lock-check", 1)]
+    ("mutant", "invariant"),
+    [("no-supersede", 2), ("no-record-lock-check", 1), ("dry-forever", 9)],
 )
 @pytest.mark.parametrize("version", ["4.1", "4.4"])
 def test_a_deliberate_bug_is_caught(mutant: str, invariant: int, version: str) -> None:
     """Proof the simulator can fail: the supersede rule that fixed the double accepts
     skipped (the pipelined request then carries an answer the broker applies to the new
-    delivery), and the buffer's per-record lock check skipped."""
+    delivery), the buffer's per-record lock check skipped, and the fix of rule 2 of
+    _share/fetch_policy.py reverted (after an empty no-wait fetch the planner waits for
+    an answer for ever; a gathering application answers only once it has seen another
+    record)."""
     found = first_failure(list(range(2000)), (version,), mutant)
     assert found is not None, f"{mutant} was not caught in 2000 schedules"
     assert found.violation is not None
@@ -184,8 +189,51 @@ def test_a_failure_prints_the_command_that_replays_it(capsys: pytest.CaptureFixt
     assert main(["--seed", str(found.seed), "--version", "4.1"]) == 0
 
 
+def test_a_dry_wait_restarted_by_each_wake_up_is_caught() -> None:
+    """The dry planner's wait restarted at every idle spell (no deadline): a gathering
+    application keeping its locks wakes the loop with each renewal, so the planner never
+    fetches again while a record written after its empty answer waits (invariant 9).
+    Renewals exist from Kafka 4.2."""
+    found = first_failure(list(range(2000)), ("4.4",), "dry-restarts")
+    assert found is not None and found.violation is not None
+    assert found.violation.invariant == 9, str(found.violation)
+    assert run(found.seed, "4.4").violation is None
+
+
+def test_gathering_applications_get_the_records_written_while_they_hold_one() -> None:
+    """Some schedules' application gathers (process(concurrency=2) whose handlers wait
+    for each other) while a producer writes after the faults; those schedules keep every
+    invariant, the liveness bound included, and hand out the records written."""
+    gathering = 0
+    for seed in range(200):
+        for version in ("4.1", "4.4"):
+            world = World(seed, version, None, None)
+            if not world.knobs.gather:
+                continue
+            gathering += 1
+            before = sum(
+                world.brokers[world.leader_of[tp]].logs[(tp.topic_id, tp.partition)].end
+                for tp in world.tps
+            )
+            out = world.run()
+            assert out.violation is None, out.replay()
+            after = sum(
+                world.brokers[world.leader_of[tp]].logs[(tp.topic_id, tp.partition)].end
+                for tp in world.tps
+            )
+            assert after > before  # records were written while the last was held
+            assert out.handed >= after  # as many hand-outs as records written
+    assert gathering >= 20, gathering
+
+
 def test_the_mutants_are_named() -> None:
-    assert set(MUTANTS) == {"no-supersede", "no-record-lock-check", "answers-after-close"}
+    assert set(MUTANTS) == {
+        "no-supersede",
+        "no-record-lock-check",
+        "answers-after-close",
+        "dry-forever",
+        "dry-restarts",
+    }
     with pytest.raises(ValueError, match="unknown mutant"):
         run(1, "4.4", "no-such-bug")
 

@@ -556,7 +556,9 @@ def _name(exc: BaseException) -> str:
 _FINAL = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 
 
-def _dry_forever(self: ShareMachine, node_id: int, ack_linger: float) -> float | None:
+def _dry_forever(
+    self: ShareMachine, node_id: int, ack_linger: float, now: float | None = None
+) -> float | None:
     # Mutant: a dry planner waits for the application's answer for ever (the bug fixed
     # in rule 2 of sharecon._share.fetch_policy: its idle wait had no timeout).
     tag = self.leader(node_id).session.tag

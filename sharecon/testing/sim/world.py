@@ -115,6 +115,12 @@ PROGRESS_BOUND = 6.0
 PROGRESS_TICK = 0.25  #: how often the liveness check samples the brokers
 DELAY = 3 * LOCK  #: a ``release(delay=)`` longer than the lock (renewed meanwhile)
 PRODUCE_EVERY = 0.5  #: while a record waits out its delay, a record is written this often
+#: A gathering application (:meth:`Member._gather`) answers a record once a later one was
+#: handed out, else after this long: longer than the liveness bound, so a member that
+#: waits for that answer before fetching again breaks invariant 9.
+GATHER_WAIT = 2 * PROGRESS_BOUND
+GATHER_HANDLERS = 2  #: its handlers: ``process(concurrency=2)``
+GATHER_SHARE = 0.1  #: the share of schedules whose application gathers
 #: The fetch loops' back-off after a failure: the consumer's (0.1 s doubling to 1 s),
 #: without its jitter, so that a seed's schedule depends on its draws alone.
 FETCH_BACKOFF = Backoff(initial=0.1, maximum=1.0, jitter=0.0)
@@ -123,9 +129,17 @@ PARAMS = FetchParams(
 )
 
 #: Deliberate bugs (for proving the simulator catches them): the pipelined answer's
-#: supersede rule skipped, the buffer's per-record lock check skipped, and the machine
-#: not told of the close (so it takes answers given after it).
-MUTANTS = ("no-supersede", "no-record-lock-check", "answers-after-close")
+#: supersede rule skipped, the buffer's per-record lock check skipped, the machine
+#: not told of the close (so it takes answers given after it), a planner that, after a
+#: no-wait fetch came back empty, waits for an answer before fetching again for ever,
+#: and one whose wait for that answer starts afresh at each wake-up.
+MUTANTS = (
+    "no-supersede",
+    "no-record-lock-check",
+    "answers-after-close",
+    "dry-forever",
+    "dry-restarts",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +250,9 @@ class Knobs:
     #: after the faults, the application releases a record with a delay longer than the
     #: lock while a producer keeps writing (``--delayed-release``; renewals: Kafka 4.2+)
     delayed: bool = False
+    #: the application gathers (:meth:`Member._gather`) and, after the faults, a producer
+    #: writes a few records while it holds one
+    gather: bool = False
 
 
 class World:
@@ -322,6 +339,7 @@ class World:
         strict = self.brokers[1].behaviour.record_limit and random.Random(~seed).random() < 0.3
         #: acquire_mode="record_limit": the most records the member may hold (4.2+)
         self.record_limit = random.Random(~seed).choice((1, 2, 4)) if strict else None
+        self._draw_gathering(seed)
         self.member = Member(self, "m1")
         if self.knobs.close_at is not None:
             self.at(self.knobs.close_at, self._close_member, self.member)
@@ -399,6 +417,31 @@ class World:
         if self.knobs.delayed:
             self.member.delay_next = True
             self.at(self.now + PRODUCE_EVERY, self._produce, self.now + DELAY)
+        if self.knobs.gather:
+            self._write_while_gathering()
+
+    def _draw_gathering(self, seed: int) -> None:
+        """Whether the application gathers: from a stream of its own (``grng``), so the
+        other draws of a seed stay as they were before this habit. Never with a strict
+        record limit of 1: an application that answers only once it has seen a second
+        record cannot work while it may hold one."""
+        self.grng = grng = random.Random(seed ^ 0x6A7E)
+        self.knobs.gather = grng.random() < GATHER_SHARE and self.record_limit != 1
+
+    def _write_while_gathering(self) -> None:
+        """After the faults, while the gathering application holds its last record, a
+        producer writes one to two records, each alone, a while apart: each arrives
+        after the member's no-wait fetches came back empty (as a record written later
+        does on a real broker, ``tests/consumer/test_holding_never_starves.py``)."""
+        grng = self.grng
+        t = self.now
+        for _ in range(grng.randint(1, 2)):
+            t += grng.uniform(0.5, PROGRESS_BOUND)
+            self.at(t, self._write_one, grng.choice(self.tps))
+
+    def _write_one(self, tp: TopicIdPartition) -> None:
+        """A producer writes one record to ``tp``."""
+        self.brokers[self.leader_of[tp]].produce(TOPIC, tp.partition, 1)
 
     def _produce(self, until: float) -> None:
         """A producer writes one record to each partition, until ``until``."""
@@ -433,15 +476,22 @@ class World:
             self.waiting_since = None
 
     def _available(self) -> bool:
-        """Whether any record is available (neither acquired nor finished) at its leader."""
+        """Whether any record is available (neither acquired nor finished) at its leader,
+        or will be at the broker's next look: its lock ended (a real broker's timer
+        ends it then; the model, lazily, at its next request)."""
+        now = self.now
         for tp in self.tps:
             b = self.brokers[self.leader_of[tp]]
-            sp = b._partition(GROUP, (TOPIC_ID, tp.partition), self.now)
+            sp = b._partition(GROUP, (TOPIC_ID, tp.partition), now)
             if sp is None:
                 continue
             log = b.logs[(TOPIC_ID, tp.partition)]
+            limit = sp.settings.delivery_limit
             for o in range(log.start, log.end):
-                if sp.state_of(o).state is RecordState.AVAILABLE:
+                st = sp.state_of(o)
+                if st.state is RecordState.AVAILABLE:
+                    return True
+                if st.state is RecordState.ACQUIRED and st.deadline <= now and st.count < limit:
                     return True
         return False
 
@@ -526,7 +576,7 @@ class Member:
         #: The consumer's own fetch loop per leader: the request lifecycle, every decision
         #: and the order of the machine's calls; this class is only its port (send, the
         #: virtual clock and timers, effects, hand-off).
-        driver = _NoSupersede if world.mutant == "no-supersede" else FetchDriver
+        driver = _DRIVERS.get(world.mutant or "", FetchDriver)
         self.loops = {
             n: FetchLoop(
                 driver(self.machine, buffer, n, partial(self._want, n), clock=lambda: world.now),
@@ -567,6 +617,11 @@ class Member:
         #: simulator only ticks them (as ``run_ticks``) and tells the checker.
         self.delayed = DelayedReleaser(self)
         self._sim_of: dict[Record[Any, Any], SimRecord] = {}  #: the records waiting there
+        #: a gathering application's records whose handlers run (:meth:`_gather`)
+        self.gathered: list[SimRecord] = []
+        if world.knobs.gather:
+            # As process(concurrency=GATHER_HANDLERS) tells the machine.
+            self.machine.handlers = GATHER_HANDLERS
         self._released = False
         self._got: dict[Any, int] = {}  #: the answer being taken in: its delivery ids
         #: The record the application is answering now, and its delivery: a lock loss
@@ -1201,6 +1256,9 @@ class Member:
                 self.delay_next = True
             self._app_take()
             return
+        if w.knobs.gather:
+            self._gather(rec)
+            return
         k = w.knobs
         rng = w.rng
         quiet = w.quiet
@@ -1220,6 +1278,43 @@ class Member:
                 t += LOCK / 2
         self.holding.append(rec)
         w.at(w.now + took, self._app_answer, rec)
+
+    def _gather(self, rec: SimRecord) -> None:
+        """A gathering application: ``process(concurrency=2)`` whose handlers wait for
+        each other (a batch being filled, FastStream's ``max_workers``). A handler
+        finishes (answers its record) only once a later record was handed out, else
+        after :data:`GATHER_WAIT`; a free handler takes the next record at once. Locks
+        are kept where the broker renews them (Kafka 4.2+), as ``process()`` does. The
+        last record's handler waits for a record only a fetch sent while it holds one
+        can bring."""
+        w = self.world
+        for old in self.gathered:  # it has seen a later record: its handler finishes
+            w.at(w.now + w.grng.uniform(0.0, 0.05), self._gather_answer, old)
+        self.gathered.append(rec)
+        self.holding.append(rec)
+        w.at(w.now + GATHER_WAIT, self._gather_answer, rec)
+        if w.brokers[1].behaviour.renew:
+            w.at(w.now + LOCK / 2, self._gather_renew, rec)
+        if len(self.gathered) < GATHER_HANDLERS:
+            self._app_take()
+        # else every handler is busy (app_busy stays set): the next finishing one takes
+
+    def _gather_answer(self, rec: SimRecord) -> None:
+        """A gathering handler finishes: its record is answered (once), and the handler
+        takes the next record."""
+        if rec not in self.gathered:
+            return  # finished already
+        self.gathered.remove(rec)
+        if rec in self.holding:  # else its lock was lost waiting out a delay
+            self._app_answer(rec, again=True)
+        if self.app_busy and len(self.gathered) < GATHER_HANDLERS:
+            self._app_take()
+
+    def _gather_renew(self, rec: SimRecord) -> None:
+        """The lock keeper of a gathering handler: renew while the record is held."""
+        if rec in self.holding and not self.closing:
+            self.handout.answer(rec.record, AckType.RENEW)
+            self.world.at(self.world.now + LOCK / 2, self._gather_renew, rec)
 
     def _app_renew(self, rec: SimRecord) -> None:
         if rec in self.holding and not self.closing:
@@ -1402,6 +1497,44 @@ class _NoSupersede(FetchDriver):
                 yield fetch_driver.Send(turn)
         machine.fetch_records(f, resp, names, closing=closing())
         yield fetch_driver.Apply(machine.drain())
+
+
+class _DryForever(FetchDriver):
+    """The mutant ``dry-forever``: the fix of rule 2 of :mod:`sharecon._share.fetch_policy`
+    reverted. After a no-wait fetch came back empty the planner waits for an answer from
+    the application before fetching again, with no timeout: the loop's idle wait has one
+    only while acknowledgements wait their linger, and its end never clears ``dry``."""
+
+    __slots__ = ()
+
+    def idle_timeout(self, ack_linger: float, now: float | None = None) -> float | None:
+        machine = self.machine
+        tag = machine.leader(self.node_id).session.tag
+        return ack_linger if machine.ledger.has_marked(tag) else None
+
+    def idle_expired(self) -> None:
+        machine = self.machine
+        planner = machine.leader(self.node_id).planner
+        if machine.ledger.has_marked(planner.session.tag):
+            planner.linger_expired = True
+
+
+class _DryRestarts(FetchDriver):
+    """The mutant ``dry-restarts``: a dry planner's wait starts afresh at each idle spell
+    (no deadline), so wake-ups for other things (each renewal) keep it from ever ending."""
+
+    __slots__ = ()
+
+    def idle_timeout(self, ack_linger: float, now: float | None = None) -> float | None:
+        return self.machine.idle_timeout(self.node_id, ack_linger)
+
+
+#: The fetch driver of each mutant that changes it.
+_DRIVERS: dict[str, type[FetchDriver]] = {
+    "no-supersede": _NoSupersede,
+    "dry-forever": _DryForever,
+    "dry-restarts": _DryRestarts,
+}
 
 
 def _can_renew() -> None:
