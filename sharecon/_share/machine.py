@@ -51,7 +51,7 @@ Rules of this module:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from sharecon import errors
 from sharecon.protocol.error_codes import ErrorCode
@@ -93,7 +93,7 @@ from .intake import Deliverable, InvalidAnswer, R, take_partition
 
 # Taken and SharePlan are real imports, not under TYPE_CHECKING: the compiled build
 # (mypyc) looks up the dataclass fields' annotations when the module is imported.
-from .ledger import AckFailure, AckLedger, AckResult, MarkResult, Taken
+from .ledger import MARK_DEAD, MARK_OK, AckFailure, AckLedger, AckResult, MarkResult, Taken
 from .oversize import PROBE_LOCKS, Blocked, OversizeGuard
 from .record_limit import HandlingRate, RecordBudget, hold_limit
 from .requests import (
@@ -128,6 +128,11 @@ __all__ = ["FetchAnswer", "InFlight", "Leader", "ShareMachine"]
 def _offset(record: Deliverable) -> int:
     return record.offset
 
+
+# Read per record (accept, answer): Final, the compiled build takes them from a C static
+# rather than the module's dict and EnumType.__getattr__.
+_ACCEPT: Final = AckType.ACCEPT
+_RENEW: Final = AckType.RENEW
 
 #: No ceiling on the batch-mode hold (rule 3 of .reach): only the rate and the lock.
 _NO_CEILING = 1 << 62
@@ -882,26 +887,26 @@ class ShareMachine:
         remembers ``handle`` (the driver's record) to move its lock deadline when the
         broker answers (:class:`~.effects.LocksRenewed`)."""
         result = self.ledger.mark(tp, offset, ack, delivery)
-        if result is MarkResult.OK:
-            if ack is AckType.RENEW:
+        if result is MARK_OK:
+            if ack is _RENEW:
                 self.renewals_sent += 1
                 self.renewing[(tp, offset)] = (tag, handle)
                 if tag is not None:
                     self.effects.append(Wake(tag.node_id))
             elif self.any_dry:
                 self._answered()
-        elif result is MarkResult.DEAD:
+        elif result is MARK_DEAD:
             self._lock_lost(tp, offset, ack)
         return result
 
     def accept(self, tp: TopicIdPartition, offset: int, delivery: Delivery | None) -> None:
         """:meth:`answer` with ACCEPT (implicit mode's once-per-record accept)."""
-        result = self.ledger.mark(tp, offset, AckType.ACCEPT, delivery)
-        if result is MarkResult.OK:
+        result = self.ledger.mark(tp, offset, _ACCEPT, delivery)
+        if result is MARK_OK:
             if self.any_dry:
                 self._answered()
-        elif result is MarkResult.DEAD:
-            self._lock_lost(tp, offset, AckType.ACCEPT)
+        elif result is MARK_DEAD:
+            self._lock_lost(tp, offset, _ACCEPT)
 
     def answer_at(self, held: Iterable[TopicIdPartition], offset: int, ack: AckType) -> MarkResult:
         """The application's answer for the record at ``offset`` of the first partition of
