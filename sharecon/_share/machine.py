@@ -93,7 +93,17 @@ from .intake import Deliverable, InvalidAnswer, R, take_partition
 
 # Taken and SharePlan are real imports, not under TYPE_CHECKING: the compiled build
 # (mypyc) looks up the dataclass fields' annotations when the module is imported.
-from .ledger import MARK_DEAD, MARK_OK, AckFailure, AckLedger, AckResult, MarkResult, Taken
+from .ledger import (
+    MARK_ALREADY_ACKNOWLEDGED,
+    MARK_DEAD,
+    MARK_OK,
+    MARK_UNKNOWN,
+    AckFailure,
+    AckLedger,
+    AckResult,
+    MarkResult,
+    Taken,
+)
 from .oversize import PROBE_LOCKS, Blocked, OversizeGuard
 from .record_limit import HandlingRate, RecordBudget, hold_limit
 from .requests import (
@@ -129,9 +139,10 @@ def _offset(record: Deliverable) -> int:
     return record.offset
 
 
-# Read per record (accept, answer): Final, the compiled build takes them from a C static
+# Read per record (accept, answer, acknowledge): Final, the compiled build takes them from a C static
 # rather than the module's dict and EnumType.__getattr__.
 _ACCEPT: Final = AckType.ACCEPT
+_RELEASE: Final = AckType.RELEASE
 _RENEW: Final = AckType.RENEW
 
 #: No ceiling on the batch-mode hold (rule 3 of .reach): only the rate and the lock.
@@ -1084,10 +1095,12 @@ class ShareMachine:
         if self.closing:
             raise closed(position(tp, offset))
         result = self.answer(tp, offset, ack, delivery, tag, handle)
-        if result is MarkResult.OK and ack is AckType.RELEASE:
-            # The application gave the record back at once: it saw it (rule 7).
-            self.note_failed(tp, offset, getattr(handle, "delivery_count", 0))
-        if result is MarkResult.ALREADY_ACKNOWLEDGED or result is MarkResult.UNKNOWN:
+        if result is MARK_OK:
+            if ack is _RELEASE:
+                # The application gave the record back at once: it saw it (rule 7).
+                self.note_failed(tp, offset, getattr(handle, "delivery_count", 0))
+            return
+        if result is MARK_ALREADY_ACKNOWLEDGED or result is MARK_UNKNOWN:
             # The position is spelled out only here: this runs once per explicit answer.
             err = refusal(result, position(tp, offset), ack)
             assert err is not None
