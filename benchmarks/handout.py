@@ -103,10 +103,18 @@ class Owner:
 
 
 def answers(n_records):
-    # The answers, encoded as the broker sends them, offsets advancing per partition.
+    # The answers, encoded as the broker sends them, offsets advancing per partition. Each
+    # answer also names the partitions whose records the previous one delivered (their
+    # acknowledgements ride on this request), with AcknowledgeErrorCode 0, as the broker
+    # does: a partition left out would fail its acknowledgements (MISSING_FROM_RESPONSE).
     out, nxt, total, k = [], [0] * partitions, 0, 0
+    acked = set()
     while total < n_records:
         parts = []
+        delivered = {(k + i) % partitions for i in range(touched)}
+        for p in sorted(acked - delivered):
+            parts.append(sf.PartitionData(partition_index=p))
+        acked = delivered
         for i in range(touched):
             p = (k + i) % partitions
             first = nxt[p]
