@@ -105,6 +105,7 @@ from .ledger import (
     Taken,
 )
 from .oversize import PROBE_LOCKS, Blocked, OversizeGuard
+from .partition_ids import topic_partition
 from .record_limit import HandlingRate, RecordBudget, hold_limit
 from .requests import (
     FetchParams,
@@ -600,7 +601,7 @@ class ShareMachine:
                 n = len(p.records or b"")
                 if n:
                     size += n
-                    tp = TopicIdPartition(t.topic_id, p.partition_index, names.get(t.topic_id))
+                    tp = topic_partition(t.topic_id, p.partition_index, names.get(t.topic_id))
                     sizes[tp] = sizes.get(tp, 0) + n
                 for a in p.acquired_records:
                     # Clamped: a hostile range must not make this sum a bignum.
@@ -693,7 +694,7 @@ class ShareMachine:
         for t in resp.responses:
             name = names.get(t.topic_id) or str(t.topic_id)
             for p in t.partitions:
-                tp = TopicIdPartition(t.topic_id, p.partition_index, name)
+                tp = topic_partition(t.topic_id, p.partition_index, name)
                 action = partition_action(p.error_code)
                 if action is not Action.OK:
                     self._partition_error(leader, tp, action, p, resp.node_endpoints)
