@@ -4,7 +4,8 @@ One leader's fetch loop runs as the consumer runs it (:class:`FetchDriver` over 
 consumer's core: plan the request, encode it, decode the answer, take it into the share
 machine, buffer its records), and ``async for record in consumer``'s step (the compiled
 :class:`~sharecon._consumer.cursor.Cursor`, implicit mode) hands every record out,
-accepting the previous one; the next request carries those acknowledgements. Only the
+accepting the previous one (``--explicit``: explicit mode, the loop calling
+``record.accept()`` on each); the next request carries those acknowledgements. Only the
 sockets and the broker are missing, so what is measured is the client's own work per
 record and per fetch, steadier than a run against a broker on a shared machine.
 
@@ -56,7 +57,7 @@ from sharecon.protocol import ShareFetchResponse
 from sharecon.protocol.messages import share_fetch as sf
 from sharecon.protocol.records import Record as WireRecord
 from sharecon.protocol.records import encode_batch
-from sharecon.types import TopicIdPartition
+from sharecon.types import AckType, TopicIdPartition
 
 spec = json.loads(sys.argv[1])
 want_build = spec["build"]
@@ -64,6 +65,7 @@ got = "compiled" if sharecon.COMPILED else "pure"
 if got != want_build:
     sys.exit(f"asked for the {want_build} build, got {got} from {sharecon.__file__}")
 partitions, per, touched = spec["partitions"], spec["per"], spec["touched"]
+explicit = spec["explicit"]
 size, version = spec["size"], 1
 TID = uuid.uuid4()
 NAMES = {TID: "t"}
@@ -78,7 +80,11 @@ class Owner:
         self.core = core
 
     def acknowledge(self, record, ack):
+        # As ShareConsumer.acknowledge: the answer, then the cursor told (explicit mode).
         self.core.handout.acknowledge(record, ack)
+        cursor = self.cursor
+        if record is cursor.current and ack is not AckType.RENEW:
+            cursor.answered = True
 
     def release_later(self, record, delay):
         raise NotImplementedError
@@ -97,10 +103,18 @@ class Owner:
 
 
 def answers(n_records):
-    # The answers, encoded as the broker sends them, offsets advancing per partition.
+    # The answers, encoded as the broker sends them, offsets advancing per partition. Each
+    # answer also names the partitions whose records the previous one delivered (their
+    # acknowledgements ride on this request), with AcknowledgeErrorCode 0, as the broker
+    # does: a partition left out would fail its acknowledgements (MISSING_FROM_RESPONSE).
     out, nxt, total, k = [], [0] * partitions, 0, 0
+    acked = set()
     while total < n_records:
         parts = []
+        delivered = {(k + i) % partitions for i in range(touched)}
+        for p in sorted(acked - delivered):
+            parts.append(sf.PartitionData(partition_index=p))
+        acked = delivered
         for i in range(touched):
             p = (k + i) % partitions
             first = nxt[p]
@@ -135,8 +149,9 @@ async def run(wire):
     core.handout.owner = owner
     core.clock = time.monotonic
     driver = FetchDriver(core.machine, core.buffer, NODE, lambda: tps, lambda: False)
-    cursor = Cursor(owner, Liveness(None, 30.0), explicit=False)
+    cursor = Cursor(owner, Liveness(None, 30.0), explicit=explicit)
     cursor.core = core
+    owner.cursor = cursor
     seen = 0
     gc_before = sum(s["collections"] for s in gc.get_stats())
     t0 = time.process_time()
@@ -152,9 +167,15 @@ async def run(wire):
             assert type(step) is Apply
             for e in step.effects:
                 core.apply(e)
-        async for record in cursor:
-            len(record.value)
-            seen += 1
+        if explicit:
+            async for record in cursor:
+                len(record.value)
+                record.accept()
+                seen += 1
+        else:
+            async for record in cursor:
+                len(record.value)
+                seen += 1
     took = time.process_time() - t0
     gcs = sum(s["collections"] for s in gc.get_stats()) - gc_before
     return took, seen, gcs
@@ -240,6 +261,11 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--before", default=None, help="a git revision to compare with")
+    parser.add_argument(
+        "--explicit",
+        action="store_true",
+        help="explicit mode: the loop calls record.accept() on every record",
+    )
     args = parser.parse_args()
     variants = [("after" if args.before else "now", None)]
     if args.before:
@@ -256,7 +282,7 @@ def main() -> None:
                 spec = {
                     "build": build, "partitions": partitions, "per": per,
                     "touched": int(touched or partitions), "size": args.size, "records": args.records,
-                    "rounds": args.rounds,
+                    "rounds": args.rounds, "explicit": args.explicit,
                 }  # fmt: skip
                 proc = subprocess.run(
                     [sys.executable, "-c", CHILD, json.dumps(spec)],

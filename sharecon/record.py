@@ -46,6 +46,9 @@ K = TypeVar("K", default=bytes)
 V = TypeVar("V", default=bytes)
 
 
+_ACCEPT = AckType.ACCEPT  # a global, not an attribute of the enum class, per answer
+
+
 class BatchInfo:
     """What every record of one record batch shares (one object per batch, not per record).
 
@@ -243,7 +246,11 @@ class Record(Generic[K, V]):
 
     def accept(self) -> None:
         """Processed: the broker marks the record done."""
-        self._ack(AckType.ACCEPT)
+        owner = self._owner  # _ack(), inlined: explicit mode calls this once per record
+        if owner is None:
+            self._ack(_ACCEPT)  # raises: built without a consumer
+        else:
+            owner.acknowledge(self, _ACCEPT)
 
     def release(self, delay: float | None = None) -> None:
         """Give it back: the broker delivers it again (its delivery count goes up).

@@ -21,8 +21,8 @@ Rules of this module:
 
 from __future__ import annotations
 
-from time import monotonic
-from typing import TYPE_CHECKING, Any, Protocol
+import time
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio.lowlevel
 
@@ -37,7 +37,12 @@ if TYPE_CHECKING:
 __all__ = ["CHECKPOINT_EVERY", "Cursor", "CursorOwner"]
 
 #: Records handed out between two yields to the event loop (rule 2).
-CHECKPOINT_EVERY = 256
+CHECKPOINT_EVERY: Final = 256
+
+# Read once per record. Final, the compiled build takes them from C statics: an imported
+# name is otherwise a lookup in the module's dict on every use.
+_monotonic: Final = time.monotonic
+_checkpoint: Final = anyio.lowlevel.checkpoint
 
 
 class CursorOwner(Protocol):
@@ -86,7 +91,7 @@ class Cursor:
         # The application asked: liveness and the poll-gap metric count it.
         live = self.liveness
         live.asks += 1
-        core.stats.on_poll(monotonic())
+        core.stats.on_poll(_monotonic())
         if live.left_idle:
             self.owner._rejoin_after_idle(core)
         cur = self.current
@@ -120,7 +125,7 @@ class Cursor:
             # Before taking the record: cancelled here, it stays buffered, not current
             # (which commit() or implicit mode would accept unseen). Once per record, not
             # per wait for one.
-            await anyio.lowlevel.checkpoint()
+            await _checkpoint()
         while True:
             rec = buffer.pop_one(clock)
             if rec is not None:

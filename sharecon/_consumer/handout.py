@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import anyio
 
@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from sharecon.types import TopicIdPartition
 
 __all__ = ["Acknowledger", "Handout", "SessionOwner", "chunk_of", "decode_chunk", "owner_of"]
+
+# Read once per explicit answer: Final, a C static in the compiled build.
+_RENEW: Final = AckType.RENEW
 
 
 class Acknowledger(Protocol):
@@ -161,10 +164,14 @@ class Handout:
         :raises InvalidRecordStateError: answered already, never held, or closed.
         """
         machine = self.machine
-        if ack is AckType.RENEW and not machine.closing:
+        if ack is _RENEW and not machine.closing:
             self.renew_check()
-        owner = owner_of(record)
-        delivery, tag = (owner.delivery, owner.tag) if owner is not None else (None, None)
+        owner = record._owner  # owner_of(), inlined: this runs once per explicit answer
+        if type(owner) is SessionOwner:
+            delivery: Delivery | None = owner.delivery
+            tag: SessionTag | None = owner.tag
+        else:
+            delivery = tag = None
         try:
             machine.acknowledge(record.topic_partition, record.offset, ack, delivery, tag, record)
         finally:

@@ -29,7 +29,7 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from sharecon.errors import BrokerError, error_for_code
 from sharecon.protocol.error_codes import ErrorCode
@@ -54,15 +54,15 @@ __all__ = [
 ]
 
 # Offset states (one byte each). 0..4 are MARKED with that AckType, not yet sent.
-_ACQUIRED = 0x10  # acquired, still in the consumer's buffer
-_DELIVERED = 0x11  # handed to the application, awaiting its acknowledgement
-_DEAD = 0x12  # handed out, but the lock is gone (session reset / leader change)
-_SENT = 0x20  # _SENT + t: sent with type t, awaiting the broker's answer
-_DONE = 0x40  # finished (answered, failed or superseded)
-_RENEW = int(AckType.RENEW)
-_SENT_RENEW = _SENT + _RENEW
+_ACQUIRED: Final = 0x10  # acquired, still in the consumer's buffer
+_DELIVERED: Final = 0x11  # handed to the application, awaiting its acknowledgement
+_DEAD: Final = 0x12  # handed out, but the lock is gone (session reset / leader change)
+_SENT: Final = 0x20  # _SENT + t: sent with type t, awaiting the broker's answer
+_DONE: Final = 0x40  # finished (answered, failed or superseded)
+_RENEW: Final = int(AckType.RENEW)
+_SENT_RENEW: Final = _SENT + _RENEW
 # States a mark may overwrite: held records, and a renew (pending or in flight).
-_MARKABLE = frozenset({_ACQUIRED, _DELIVERED, _RENEW, _SENT_RENEW})
+_MARKABLE: Final = frozenset({_ACQUIRED, _DELIVERED, _RENEW, _SENT_RENEW})
 
 _MARKED_RUN = re.compile(rb"([\x00-\x04])\1*")
 _MARKED_RUN_NO_RENEW = re.compile(rb"([\x00-\x03])\1*")
@@ -133,6 +133,16 @@ class MarkResult(IntEnum):
     ALREADY_ACKNOWLEDGED = 2
     #: The record's lock was lost (session reset or leader change); nothing will be sent.
     DEAD = 3
+
+
+# The per-record answers (AckLedger.mark, ShareMachine.accept) compare with these: Final,
+# the compiled build reads them from a C static instead of looking the class up in the
+# module's dict and the member up through EnumType.__getattr__ on every record.
+MARK_OK: Final = MarkResult.OK
+MARK_UNKNOWN: Final = MarkResult.UNKNOWN
+MARK_ALREADY_ACKNOWLEDGED: Final = MarkResult.ALREADY_ACKNOWLEDGED
+MARK_DEAD: Final = MarkResult.DEAD
+_bisect_right: Final = bisect_right
 
 
 class AckFailure(Enum):
@@ -454,35 +464,35 @@ class AckLedger:
             if part is not None:
                 self._hot_tp, self._hot_part = tp, part
         if part is None:
-            return MarkResult.UNKNOWN
+            return MARK_UNKNOWN
         if part.overlaps:
             found = part.find(offset, delivery)
             if found is None:
-                return MarkResult.UNKNOWN
+                return MARK_UNKNOWN
             seg, i = found
         else:  # the common case, inlined: this runs once per record
-            j = bisect_right(part.starts, offset) - 1
+            j = _bisect_right(part.starts, offset) - 1
             if j < 0:
-                return MarkResult.UNKNOWN
+                return MARK_UNKNOWN
             seg = part.segments[j]
             i = offset - seg.first
             if offset > seg.last or (
                 delivery is not None and not delivery[0] <= seg.seq <= delivery[1]
             ):
-                return MarkResult.UNKNOWN
+                return MARK_UNKNOWN
         state = seg.states[i]
         if state in _MARKABLE:
             seg.states[i] = ack
-            return MarkResult.OK
+            return MARK_OK
         if state == _DONE:
-            return MarkResult.UNKNOWN
+            return MARK_UNKNOWN
         if state == _DEAD:
             seg.states[i] = _DONE
             if seg.done():
                 part.prune()
                 self._drop_empty()
-            return MarkResult.DEAD
-        return MarkResult.ALREADY_ACKNOWLEDGED
+            return MARK_DEAD
+        return MARK_ALREADY_ACKNOWLEDGED
 
     def holds(self, tp: TopicIdPartition, offset: int, delivery: Delivery | None = None) -> bool:
         """Whether the record is still ours to answer (held, not answered, lock not lost)."""

@@ -51,7 +51,7 @@ Rules of this module:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from sharecon import errors
 from sharecon.protocol.error_codes import ErrorCode
@@ -93,8 +93,19 @@ from .intake import Deliverable, InvalidAnswer, R, take_partition
 
 # Taken and SharePlan are real imports, not under TYPE_CHECKING: the compiled build
 # (mypyc) looks up the dataclass fields' annotations when the module is imported.
-from .ledger import AckFailure, AckLedger, AckResult, MarkResult, Taken
+from .ledger import (
+    MARK_ALREADY_ACKNOWLEDGED,
+    MARK_DEAD,
+    MARK_OK,
+    MARK_UNKNOWN,
+    AckFailure,
+    AckLedger,
+    AckResult,
+    MarkResult,
+    Taken,
+)
 from .oversize import PROBE_LOCKS, Blocked, OversizeGuard
+from .partition_ids import topic_partition
 from .record_limit import HandlingRate, RecordBudget, hold_limit
 from .requests import (
     FetchParams,
@@ -128,6 +139,12 @@ __all__ = ["FetchAnswer", "InFlight", "Leader", "ShareMachine"]
 def _offset(record: Deliverable) -> int:
     return record.offset
 
+
+# Read per record (accept, answer, acknowledge): Final, the compiled build takes them from a C static
+# rather than the module's dict and EnumType.__getattr__.
+_ACCEPT: Final = AckType.ACCEPT
+_RELEASE: Final = AckType.RELEASE
+_RENEW: Final = AckType.RENEW
 
 #: No ceiling on the batch-mode hold (rule 3 of .reach): only the rate and the lock.
 _NO_CEILING = 1 << 62
@@ -628,7 +645,7 @@ class ShareMachine:
                 n = len(p.records or b"")
                 if n:
                     size += n
-                    tp = TopicIdPartition(t.topic_id, p.partition_index, names.get(t.topic_id))
+                    tp = topic_partition(t.topic_id, p.partition_index, names.get(t.topic_id))
                     sizes[tp] = sizes.get(tp, 0) + n
                 for a in p.acquired_records:
                     # Clamped: a hostile range must not make this sum a bignum.
@@ -729,7 +746,7 @@ class ShareMachine:
         for t in resp.responses:
             name = names.get(t.topic_id) or str(t.topic_id)
             for p in t.partitions:
-                tp = TopicIdPartition(t.topic_id, p.partition_index, name)
+                tp = topic_partition(t.topic_id, p.partition_index, name)
                 action = partition_action(p.error_code)
                 if action is not Action.OK:
                     self._partition_error(leader, tp, action, p, resp.node_endpoints)
@@ -934,26 +951,26 @@ class ShareMachine:
         remembers ``handle`` (the driver's record) to move its lock deadline when the
         broker answers (:class:`~.effects.LocksRenewed`)."""
         result = self.ledger.mark(tp, offset, ack, delivery)
-        if result is MarkResult.OK:
-            if ack is AckType.RENEW:
+        if result is MARK_OK:
+            if ack is _RENEW:
                 self.renewals_sent += 1
                 self.renewing[(tp, offset)] = (tag, handle)
                 if tag is not None:
                     self.effects.append(Wake(tag.node_id))
             elif self.any_dry:
                 self._answered()
-        elif result is MarkResult.DEAD:
+        elif result is MARK_DEAD:
             self._lock_lost(tp, offset, ack)
         return result
 
     def accept(self, tp: TopicIdPartition, offset: int, delivery: Delivery | None) -> None:
         """:meth:`answer` with ACCEPT (implicit mode's once-per-record accept)."""
-        result = self.ledger.mark(tp, offset, AckType.ACCEPT, delivery)
-        if result is MarkResult.OK:
+        result = self.ledger.mark(tp, offset, _ACCEPT, delivery)
+        if result is MARK_OK:
             if self.any_dry:
                 self._answered()
-        elif result is MarkResult.DEAD:
-            self._lock_lost(tp, offset, AckType.ACCEPT)
+        elif result is MARK_DEAD:
+            self._lock_lost(tp, offset, _ACCEPT)
 
     def answer_at(self, held: Iterable[TopicIdPartition], offset: int, ack: AckType) -> MarkResult:
         """The application's answer for the record at ``offset`` of the first partition of
@@ -1131,10 +1148,12 @@ class ShareMachine:
         if self.closing:
             raise closed(position(tp, offset))
         result = self.answer(tp, offset, ack, delivery, tag, handle)
-        if result is MarkResult.OK and ack is AckType.RELEASE:
-            # The application gave the record back at once: it saw it (rule 7).
-            self.note_failed(tp, offset, getattr(handle, "delivery_count", 0))
-        if result is MarkResult.ALREADY_ACKNOWLEDGED or result is MarkResult.UNKNOWN:
+        if result is MARK_OK:
+            if ack is _RELEASE:
+                # The application gave the record back at once: it saw it (rule 7).
+                self.note_failed(tp, offset, getattr(handle, "delivery_count", 0))
+            return
+        if result is MARK_ALREADY_ACKNOWLEDGED or result is MARK_UNKNOWN:
             # The position is spelled out only here: this runs once per explicit answer.
             err = refusal(result, position(tp, offset), ack)
             assert err is not None

@@ -12,13 +12,15 @@ from typing import TYPE_CHECKING
 from sharecon.protocol import ShareAcknowledgeRequest, ShareFetchRequest
 from sharecon.protocol.messages import share_acknowledge as sa
 from sharecon.protocol.messages import share_fetch as sf
-from sharecon.types import TopicIdPartition
+
+from .partition_ids import topic_partition
 
 if TYPE_CHECKING:
     import uuid
     from collections.abc import Mapping, Sequence
 
     from sharecon.protocol import ShareAcknowledgeResponse, ShareFetchResponse
+    from sharecon.types import TopicIdPartition
 
     from .acks import AckBatch
     from .session import SharePlan
@@ -123,9 +125,9 @@ def fetch_ack_codes(
 ) -> dict[TopicIdPartition, int]:
     """Per-partition acknowledgement error codes of a ShareFetch answer."""
     return {
-        TopicIdPartition(
-            t.topic_id, p.partition_index, names.get(t.topic_id)
-        ): p.acknowledge_error_code
+        topic_partition(t.topic_id, p.partition_index, names.get(t.topic_id)): (
+            p.acknowledge_error_code
+        )
         for t in resp.responses
         for p in t.partitions
     }
@@ -136,7 +138,7 @@ def acknowledge_codes(
 ) -> dict[TopicIdPartition, int]:
     """Per-partition error codes of a ShareAcknowledge answer."""
     return {
-        TopicIdPartition(t.topic_id, p.partition_index, names.get(t.topic_id)): p.error_code
+        topic_partition(t.topic_id, p.partition_index, names.get(t.topic_id)): p.error_code
         for t in resp.responses
         for p in t.partitions
     }
