@@ -1,6 +1,12 @@
 from __future__ import annotations
 
+import logging
+from typing import TYPE_CHECKING
+
 import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 # Real-broker fixtures (kafka_broker, topic, share_group, ...) come from sharecon's pytest
 # plugin, which installing sharecon registers (entry point pytest11 "sharecon"); listing it
@@ -41,3 +47,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if path.startswith(prefix):
                 item.add_marker(pytest.mark.xdist_group(group))
                 break
+
+
+@pytest.fixture(autouse=True)
+def _sharecon_logger_restored() -> Iterator[None]:
+    """The "sharecon" logger as it was before each test. A test that runs the CLI in this
+    process (``sharecon.cli.main`` sets the logger's level to ERROR and adds a handler, as
+    a command line should) would otherwise hide the log records later tests read with
+    ``caplog`` (it failed tests/net/test_oauth.py when run after tests/testing/test_fake.py)."""
+    log = logging.getLogger("sharecon")
+    level, handlers = log.level, list(log.handlers)
+    yield
+    log.setLevel(level)
+    for handler in log.handlers[:]:
+        if handler not in handlers:
+            log.removeHandler(handler)
