@@ -42,16 +42,21 @@ from sharecon._consumer.fetch_loop import (
 )
 from sharecon._consumer.signal import Signal
 from sharecon._net.connection import BrokerAddress, BrokerConnection
+from sharecon._share.acks import describe
 from sharecon._share.drain import FetchDrain
 from sharecon._share.effects import Rediscover
+from sharecon._share.requests import acknowledge_codes, fetch_ack_codes
 from sharecon._share.session import RequestKind
 
 if TYPE_CHECKING:
+    import uuid
+    from collections.abc import Mapping
+
     from sharecon._consumer.core import ConsumerCore
     from sharecon._net.cluster import ClusterSent
     from sharecon._share.effects import Effect
     from sharecon._share.machine import FetchAnswer, InFlight
-    from sharecon.protocol import Response, ShareFetchResponse
+    from sharecon.protocol import Response, ShareAcknowledgeResponse, ShareFetchResponse
 
 logger = logging.getLogger("sharecon.consumer")
 
@@ -189,7 +194,22 @@ class NodeFetcher:
             core.tg.start_soon(self._watch, conn, name=f"sharecon watch node {self.node_id}")
         if a.taken is not None:
             core.stats.on_acks_sent(time.monotonic(), a.taken.count)
-        self._wire = _Wire(loop.sent(anyio.current_time()), sent)
+        f = loop.sent(anyio.current_time())
+        self._wire = _Wire(f, sent)
+        if logger.isEnabledFor(logging.DEBUG):
+            # Which offsets went in which session's request: what a double acceptance or a
+            # lost answer is traced back with (see docs/troubleshooting.md).
+            plan = f.plan
+            logger.debug(
+                "node %d: sent %s gen %d epoch %d on %s%s: acks %s",
+                self.node_id,
+                plan.kind.value,
+                plan.tag.generation,
+                plan.epoch,
+                conn,
+                " (renew)" if plan.is_renew else "",
+                describe(plan.acks),
+            )
 
     async def _await(self, a: Await) -> None:
         """Wait for the answer to the request out, and give it (or its failure) to the loop."""
@@ -222,6 +242,8 @@ class NodeFetcher:
             self._resp = fetched
         now = anyio.current_time()
         self._resp_at = now
+        if logger.isEnabledFor(logging.DEBUG) and a.f.plan.acks:
+            self._log_ack_answer(a.f, resp, names)
         loop.answered(resp, names, now)  # type: ignore[arg-type]
 
     async def _watch(self, conn: BrokerConnection) -> None:
@@ -229,6 +251,29 @@ class NodeFetcher:
         # from it are dropped before the application takes them (they are released).
         await conn.wait_closed()
         self.wake.set()
+
+    def _log_ack_answer(
+        self,
+        f: InFlight,
+        resp: Response,
+        names: Mapping[uuid.UUID, str],
+    ) -> None:
+        plan = f.plan
+        if plan.kind is RequestKind.SHARE_FETCH:
+            fetched = cast("ShareFetchResponse", resp)
+            code, codes = fetched.error_code, fetch_ack_codes(fetched, names)
+        else:
+            acked = cast("ShareAcknowledgeResponse", resp)
+            code, codes = acked.error_code, acknowledge_codes(acked, names)
+        logger.debug(
+            "node %d: %s gen %d epoch %d answered: error %d, acks %s",
+            self.node_id,
+            plan.kind.value,
+            plan.tag.generation,
+            plan.epoch,
+            code,
+            describe(plan.acks, codes),
+        )
 
     def _check_connection(self) -> None:
         conn = self._conn

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from sharecon.types import AckType
+from sharecon.types import AckType, TopicIdPartition
 
 __all__ = [
     "MAX_MIXED_RUN",
@@ -26,6 +26,7 @@ __all__ = [
     "Run",
     "batches_from_runs",
     "coalesce",
+    "describe",
     "expand",
 ]
 
@@ -185,3 +186,22 @@ def coalesce(acks: Mapping[int, AckType] | Iterable[tuple[int, AckType]]) -> lis
     if have:
         runs.append((cur_f, cur_l, cur_t))
     return batches_from_runs(runs)
+
+
+def describe(
+    acks: Mapping[TopicIdPartition, Iterable[AckBatch]],
+    codes: Mapping[TopicIdPartition, int] | None = None,
+) -> str:
+    """A short text of ``acks`` per partition (``orders-1 5-9:ACCEPT``), with each
+    partition's answer code when ``codes`` are given: for DEBUG logs, never per record."""
+    parts = []
+    for tp, batches in acks.items():
+        ranges = ",".join(
+            f"{b.first_offset}-{b.last_offset}:"
+            + (b.types[0].name if len(b.types) == 1 else "MIXED")
+            for b in batches
+        )
+        name = f"{tp.topic or tp.topic_id}-{tp.partition}"
+        code = "" if codes is None else f" -> {codes.get(tp, 'missing')}"
+        parts.append(f"{name} {ranges}{code}")
+    return "; ".join(parts) or "none"

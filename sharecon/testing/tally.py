@@ -313,6 +313,18 @@ class DeliveryTally:
                     f"{last.record_id} at {pos}: confirmed {len(oks)} times (delivered with "
                     f"count {last.delivery_count} to {last.member} at {last.at:.2f}; confirmed "
                     + ", ".join(f"by {a.member or '?'} at {a.at:.2f}" for a in oks)
+                    # Every delivery and answer: what the member that confirmed late had.
+                    + "; history: "
+                    + ", ".join(
+                        f"count {d.delivery_count} to {d.member} at {d.at:.2f} "
+                        f"(epoch {d.leader_epoch})"
+                        for d in deliveries
+                    )
+                    + "; answers: "
+                    + ", ".join(
+                        f"{'ok' if a.ok else 'failed'} by {a.member or '?'} at {a.at:.2f}"
+                        for a in answers
+                    )
                     + ")"
                 )
             else:
