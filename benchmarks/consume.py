@@ -1,15 +1,18 @@
-"""Consume-and-accept throughput: sharecon vs librdkafka's ShareConsumer vs the Java tool.
+"""Consume-and-accept throughput: sharecon vs librdkafka, franz-go and the Java tool.
 
 One run loads N records (100 B, and a 1 KiB run) into one topic with 3 partitions, then
 each client consumes all of them through its own fresh share group (implicit acks, so
 every record is accepted), on the same broker, the same data, one after another:
 
-* sharecon: one ShareConsumer, ``batches()`` (and, with ``--styles batches,records``,
-  also ``async for record in consumer``: the rows named ``...:records``), implicit mode,
-  in each of its two builds:
+* sharecon: one ShareConsumer, ``batches()`` (and, with ``--styles batches,records,poll``,
+  also ``async for record in consumer`` and a ``poll()`` loop: the rows named
+  ``...:records`` and ``...:poll``), implicit mode, in each of its two builds:
   pure Python ("sharecon") and the per-record modules compiled with mypyc
   ("sharecon-compiled", built on first use; see ``_common.compiled_tree``);
 * confluent-kafka's ``ShareConsumer`` (librdkafka), ``poll()`` loop, implicit mode;
+* franz-go's share consumer (``benchmarks/franzgo``, a small Go program built with ``go
+  build`` into ``~/.cache/sharecon/bench`` on first use): a ``PollFetches`` loop, each
+  record accepted at the next poll; left out, with a note, where ``go`` is not installed;
 * the broker's own ``kafka-share-consumer-perf-test`` (Java reference client).
 
 With ``--baseline DIR`` another checkout of sharecon (say, main's) runs too, in both
@@ -38,7 +41,7 @@ Usage::
     python benchmarks/consume.py --defaults      # every client at its own defaults
     python benchmarks/consume.py --max-records 1000   # the tuned mode's batch size, for all
     python benchmarks/consume.py --baseline ../main   # also another checkout, same run
-    python benchmarks/consume.py --styles batches,records   # async for record too
+    python benchmarks/consume.py --styles batches,records,poll   # async for, poll() too
     python benchmarks/consume.py --partitions 300 --records 300000 --sizes 100
     SHARECON_BOOTSTRAP=host:9092 python benchmarks/consume.py
 """
@@ -79,6 +82,8 @@ def client_settings(name: str, max_records: int | None) -> dict[str, Any]:
         return {}
     if name.startswith("sharecon"):
         return {"max_records": max_records}
+    if name == "franz-go":
+        return {"ShareMaxRecords": max_records}
     return {"max.poll.records": str(max_records)}
 
 
@@ -128,7 +133,26 @@ def _worker_sharecon(
             elapsed = time.perf_counter() - start
         return elapsed, last - first, count, nbytes
 
-    elapsed, steady, count, nbytes = anyio.run(records if STYLE == "records" else main)
+    async def polled() -> tuple[float, float, int, int]:
+        # A ``poll()`` loop: each batch accepted when the next is asked for.
+        start = time.perf_counter()
+        first = 0.0
+        count = nbytes = 0
+        async with ShareConsumer(bootstrap, group_id=group, topics=[topic], **settings) as c:
+            while count < n:
+                batch = await c.poll(1.0)
+                if batch and not count:
+                    first = time.perf_counter()
+                count += len(batch)
+                for r in batch:
+                    nbytes += len(r.value or b"")
+            last = time.perf_counter()
+            await c.commit()
+            elapsed = time.perf_counter() - start
+        return elapsed, last - first, count, nbytes
+
+    styles = {"records": records, "poll": polled, "batches": main}
+    elapsed, steady, count, nbytes = anyio.run(styles[STYLE])
     return {
         "elapsed": elapsed,
         "steady": steady,
@@ -254,6 +278,51 @@ def run_worker(
     return result
 
 
+FRANZGO_SOURCE = Path(__file__).resolve().parent / "franzgo"
+
+
+def franzgo_binary() -> Path | None:
+    """franz-go's contender, built once per source into a cache outside the checkout;
+    ``None`` (and a note) where ``go`` is missing or the build fails."""
+    import hashlib
+    import shutil
+
+    go = shutil.which("go")
+    if go is None:
+        print("franz-go left out: no `go` on PATH", flush=True)
+        return None
+    digest = hashlib.sha256()
+    for name in ("main.go", "go.mod", "go.sum"):
+        digest.update((FRANZGO_SOURCE / name).read_bytes())
+    out = Path.home() / ".cache" / "sharecon" / "bench" / f"franzgo-{digest.hexdigest()[:12]}"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(
+            [go, "build", "-o", str(out), "."],
+            cwd=FRANZGO_SOURCE,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if proc.returncode != 0:
+            print(f"franz-go left out: go build failed:\n{proc.stderr[-2000:]}", flush=True)
+            return None
+    return out
+
+
+def run_franzgo(
+    binary: Path, bootstrap: str, topic: str, group: str, n: int, max_records: int | None
+) -> dict[str, Any]:
+    argv = [str(binary), bootstrap, topic, group, str(n), str(max_records or 0)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            result: dict[str, Any] = json.loads(line[7:])
+            return result
+    raise RuntimeError(f"franz-go failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+
+
 def run_java(tools: Any, topic: str, group: str, n: int) -> dict[str, Any]:
     # ShareConsumerPerformance prints: start, end, MB, MB/s, nMsg/s, nMsg, fetch.time.ms.
     start = time.perf_counter()
@@ -308,7 +377,8 @@ def main() -> None:
     parser.add_argument(
         "--styles",
         default="batches",
-        help="how sharecon consumes, comma-separated: batches (batches()), records (async for)",
+        help="how sharecon consumes, comma-separated: batches (batches()), records (async for),"
+        " poll (a poll() loop)",
     )
     parser.add_argument(
         "--defaults", action="store_true", help="every client at its own default settings"
@@ -327,6 +397,9 @@ def main() -> None:
         help="another sharecon checkout (e.g. main's) to measure in the same run, both builds",
     )
     args = parser.parse_args()
+    unknown = set(filter(None, args.styles.split(","))) - {"batches", "records", "poll"}
+    if unknown:
+        parser.error(f"--styles: unknown {', '.join(sorted(unknown))} (batches, records, poll)")
     global BASELINE
     BASELINE = args.baseline.resolve() if args.baseline else None
     max_records: int | None = None if args.defaults else args.max_records
@@ -361,6 +434,7 @@ def main() -> None:
         tools.produce(warm_topic, 1000, record_size=100)
         tools.alter_group_config(warm_group, {"share.auto.offset.reset": "earliest"})
         run_worker("sharecon", bootstrap, warm_topic, warm_group, 1000, {})
+        franzgo = None if "franz-go" in args.skip.split(",") else franzgo_binary()
         rows = []
         results: dict[str, Any] = {}
         for size in [int(s) for s in args.sizes.split(",")]:
@@ -379,6 +453,8 @@ def main() -> None:
             )
             per: dict[str, dict[str, Any]] = {}
             clients = ["sharecon", "sharecon-compiled", "confluent-kafka", "java"]
+            if franzgo is not None:
+                clients.append("franz-go")
             if BASELINE is not None:
                 clients[2:2] = ["sharecon-baseline", "sharecon-baseline-compiled"]
             styles = [s for s in args.styles.split(",") if s]
@@ -394,6 +470,9 @@ def main() -> None:
                 tools.alter_group_config(group, {"share.auto.offset.reset": "earliest"})
                 if name == "java":
                     per[name] = run_java(tools, topic, group, n)
+                elif name == "franz-go":
+                    assert franzgo is not None
+                    per[name] = run_franzgo(franzgo, bootstrap, topic, group, n, max_records)
                 else:
                     per[name] = run_worker(
                         name, bootstrap, topic, group, n, client_settings(name, max_records)

@@ -89,6 +89,47 @@ def test_delivered_again_after_a_confirmed_accept_is_a_double_accept() -> None:
     assert len(report.double_accepted) == 1
 
 
+def test_a_superseded_holders_late_confirmation_is_not_a_double_accept() -> None:
+    # The CI failure of 2026-12-05: m1's lock ended, m2 got the record with count 3 and
+    # accepted it; m1's acceptance, answered 0.7 s later, was skipped by the broker as
+    # below the start offset and answered 0 (conformance: late-ack-after-the-other-accepted).
+    tally = _tally(1)
+    tally.delivered("r0", "t", 0, 0, 2, "m1", 1.0)
+    tally.delivered("r0", "t", 0, 0, 3, "m2", 6.0)
+    tally.answered("t", 0, 0, 0, ok=True, at=6.1, member="m2")
+    tally.answered("t", 0, 0, 0, ok=True, at=6.8, member="m1")
+    report = tally.report()
+    assert report.ok, report.summary()
+    assert (report.accepted, report.late_confirmations) == (1, 1)
+    assert "late confirmations 1" in report.summary()
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [
+        # The superseded holder confirmed while the last holder still held the record: the
+        # broker checks such an acknowledgement, so two successes are two acceptances.
+        (("m1", 6.05), ("m2", 6.1)),
+        # The last holder confirmed twice.
+        (("m2", 6.1), ("m2", 6.8)),
+        # A member that never had the record.
+        (("m2", 6.1), ("m9", 6.8)),
+    ],
+)
+def test_other_second_confirmations_stay_double_accepts(
+    answers: tuple[tuple[str, float], ...],
+) -> None:
+    tally = _tally(1)
+    tally.delivered("r0", "t", 0, 0, 2, "m1", 1.0)
+    tally.delivered("r0", "t", 0, 0, 3, "m2", 6.0)
+    for member, at in answers:
+        tally.answered("t", 0, 0, 0, ok=True, at=at, member=member)
+    report = tally.report()
+    assert not report.ok
+    assert len(report.double_accepted) == 1 and report.late_confirmations == 0
+    assert "history: count 2 to m1 at 1.00" in report.double_accepted[0]
+
+
 def test_an_unconfirmed_answer_counts_as_done_only_after_the_settle_time() -> None:
     tally = _tally(1)
     tally.delivered("r0", "t", 0, 0, 1, "m0", 1.0)

@@ -100,6 +100,35 @@ SCENARIOS: tuple[Scenario, ...] = (
         lock_ms=SHORT_LOCK,
     ),
     Scenario(
+        "late-ack-after-the-other-accepted",
+        (
+            Produce(1),
+            Fetch("a"),
+            EXPIRE,
+            Fetch("b"),
+            Ack("b", ((0, 0, ACCEPT),)),
+            # Below the share-partition start offset now: Kafka skips the batch and
+            # answers 0 without looking at who holds it (so an answer of 0 does not
+            # prove that this member's acceptance was the one applied).
+            Ack("a", ((0, 0, ACCEPT),)),
+        ),
+        lock_ms=SHORT_LOCK,
+    ),
+    Scenario(
+        "late-ack-after-the-other-accepted-start-held",
+        (
+            Produce(2),
+            Fetch("a"),
+            EXPIRE,
+            Fetch("b"),
+            Ack("b", ((1, 1, ACCEPT),)),
+            # Offset 0 is still held, so the start offset stays: the late ack is checked.
+            Ack("a", ((1, 1, ACCEPT),)),
+            Ack("b", ((0, 0, ACCEPT),)),
+        ),
+        lock_ms=SHORT_LOCK,
+    ),
+    Scenario(
         "ack-of-other-members-record",
         (Produce(2), Fetch("a"), Fetch("b", expect=False), Ack("b", ((0, 0, ACCEPT),))),
     ),
