@@ -126,6 +126,9 @@ class ConsumerCore:
         self.outcomes = Outcomes(on_acknowledged)
         self.outcomes.on_failed = partial(observe.acks_failed, self.stats)
         self.outcomes.on_raised = observe.raised
+        #: Told of every share session incarnation that ended (instrumentation: the fault
+        #: tests' tally learns when the broker ended a session by itself).
+        self.session_listeners: list[Callable[[fx.SessionLost], None]] = []
         #: The per-leader fetch loops; the consumer installs the real pool.
         self.fetchers: Fetchers = _NoFetchers()
         #: The assigned partitions, with topic names resolved.
@@ -269,6 +272,8 @@ class ConsumerCore:
     def session_lost(self, e: fx.SessionLost, dropped: int) -> None:
         """A session incarnation is over (its buffered chunks dropped)."""
         observe.session_lost(self.member_id, e, dropped)
+        for listener in self.session_listeners:
+            listener(e)
         self.progress.set()
 
     def partition_lost(self, e: fx.PartitionLost, dropped: int) -> None:

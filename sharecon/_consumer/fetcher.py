@@ -201,7 +201,8 @@ class NodeFetcher:
             # lost answer is traced back with (see docs/troubleshooting.md).
             plan = f.plan
             logger.debug(
-                "node %d: sent %s gen %d epoch %d on %s%s: acks %s",
+                "%s node %d: sent %s gen %d epoch %d on %s%s: acks %s",
+                core.member_id,
                 self.node_id,
                 plan.kind.value,
                 plan.tag.generation,
@@ -266,7 +267,8 @@ class NodeFetcher:
             acked = cast("ShareAcknowledgeResponse", resp)
             code, codes = acked.error_code, acknowledge_codes(acked, names)
         logger.debug(
-            "node %d: %s gen %d epoch %d answered: error %d, acks %s",
+            "%s node %d: %s gen %d epoch %d answered: error %d, acks %s",
+            self.core.member_id,
             self.node_id,
             plan.kind.value,
             plan.tag.generation,

@@ -35,6 +35,7 @@ from sharecon.types import AckType
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from sharecon._share.effects import SessionLost
     from sharecon._share.ledger import AckResult
     from sharecon.testing.tally import DeliveryTally
 
@@ -148,6 +149,10 @@ class Members:
             await anyio.sleep(0.2)
         return False
 
+    def _session_lost(self, e: SessionLost) -> None:
+        if "SHARE_SESSION_NOT_FOUND" in e.reason:
+            self.tally.session_ended_by_broker(time.monotonic())
+
     async def _member(self, name: str) -> None:
         tally = self.tally
 
@@ -165,6 +170,9 @@ class Members:
         )
         self.consumers.append(consumer)
         async with consumer:
+            core = consumer._core
+            if core is not None:
+                core.session_listeners.append(self._session_lost)
             async with anyio.create_task_group() as tg:
 
                 async def stop_when_asked() -> None:

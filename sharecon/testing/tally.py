@@ -229,6 +229,16 @@ class DeliveryTally:
         partitions, handing out acquired records again with the same count."""
         self._sessions_ended.append(at)
 
+    def session_ended_by_broker(self, at: float) -> None:
+        """A member learnt at ``at`` that the broker had ended its share session by itself
+        (``SHARE_SESSION_NOT_FOUND``). After a cut the broker can handle the old
+        connection's close only once the member has opened a new session on a new one: the
+        close then ends the new session too (sessions are keyed by group and member), and
+        the group, left with no session there, has its share partitions dropped and built
+        again, records acquired meanwhile coming back with the same count. Counted as
+        :meth:`sessions_ended` at ``at``."""
+        self._sessions_ended.append(at)
+
     def partition_reloaded(self, topic: str, partition: int, at: float) -> None:
         """The broker built the partition's share state again from the persisted state at
         ``at`` (its log says ``Initialized share partition ... with persister read state``
@@ -313,7 +323,10 @@ class DeliveryTally:
                 else:
                     unexplained.append(
                         f"{prev.record_id} at {pos}: count {prev.delivery_count} "
-                        f"({prev.member}) then {nxt.delivery_count} ({nxt.member})"
+                        f"({prev.member}) then {nxt.delivery_count} ({nxt.member}); "
+                        f"at {prev.at:.2f} and {nxt.at:.2f}, epochs {prev.leader_epoch} and "
+                        f"{nxt.leader_epoch}; sessions ended at "
+                        + (", ".join(f"{t:.2f}" for t in self._sessions_ended) or "none")
                     )
             last = deliveries[-1]
             oks = [a for a in answers if a.ok and a.at >= last.at]

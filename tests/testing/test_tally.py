@@ -219,3 +219,25 @@ def test_a_reload_reported_before_both_deliveries_explains_nothing() -> None:
     assert len(report.unexplained) == 1
     tally.partition_reloaded("t", 0, 3.0)
     assert tally.report().explained == {RELOADED: 1}
+
+
+def test_a_session_the_broker_ended_explains_the_same_count_after_it() -> None:
+    # The cut's close reached the broker after the member's new session began: that close
+    # ended the new session too, and its records came back with the same count.
+    tally = _tally(1, same_count_redelivery=False)
+    tally.sessions_ended(0.5)
+    tally.delivered("r0", "t", 0, 0, 1, "m1", 1.0)
+    tally.session_ended_by_broker(1.5)
+    tally.delivered("r0", "t", 0, 0, 1, "m1", 2.0)
+    tally.answered("t", 0, 0, 0, ok=True, at=2.5, member="m1")
+    report = tally.report()
+    assert report.ok and report.explained == {RELOADED: 1}
+
+
+def test_an_unexplained_line_says_when_and_what_ended() -> None:
+    tally = _tally(1, same_count_redelivery=False)
+    tally.sessions_ended(0.5)
+    tally.delivered("r0", "t", 0, 0, 1, "m1", 1.0)
+    tally.delivered("r0", "t", 0, 0, 1, "m1", 2.0)
+    (line,) = tally.report().unexplained
+    assert "at 1.00 and 2.00" in line and "sessions ended at 0.50" in line
