@@ -49,13 +49,13 @@ LOGS = RESULTS_DIR / "all-logs"
 
 #: Sizes of a full run (about 10 minutes on 2 cores) and of ``--quick`` (a smoke run).
 FULL = {
-    "consume": ["--records", "500000", "--sizes", "100,1024"],
+    "consume": ["--records", "500000", "--sizes", "100,1024", "--styles", "batches,records,poll"],
     "produce": ["--records", "300000", "--sizes", "100,1024"],
     "decode": ["--repeats", "3", "--min-time", "0.05"],
     "roundtrip": ["--requests", "5000", "--rounds", "3"],
 }
 QUICK = {
-    "consume": ["--records", "20000", "--sizes", "100,1024"],
+    "consume": ["--records", "20000", "--sizes", "100,1024", "--styles", "batches,records,poll"],
     "produce": ["--records", "20000", "--sizes", "100,1024"],
     "decode": ["--repeats", "1", "--min-time", "0.02"],
     "roundtrip": ["--requests", "1000", "--rounds", "1"],

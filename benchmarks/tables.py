@@ -39,9 +39,14 @@ MODES = {
     "script": "as the script ships",
 }
 CONSUME_CLIENTS = {
-    "sharecon-compiled": "**sharecon**, compiled",
-    "sharecon": "**sharecon**, pure Python",
-    "confluent-kafka": "librdkafka (confluent-kafka)",
+    "sharecon-compiled:records": "**sharecon** `async for record`, compiled",
+    "sharecon-compiled:poll": "**sharecon** `poll()` loop, compiled",
+    "sharecon-compiled": "**sharecon** `batches()`, compiled",
+    "sharecon:records": "**sharecon** `async for record`, pure Python",
+    "sharecon:poll": "**sharecon** `poll()` loop, pure Python",
+    "sharecon": "**sharecon** `batches()`, pure Python",
+    "confluent-kafka": "librdkafka (confluent-kafka) `poll()` loop",
+    "franz-go": "franz-go `PollFetches` loop",
     "java": "Java `kafka-share-consumer-perf-test`",
 }
 PRODUCE_CLIENTS = {

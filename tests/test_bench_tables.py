@@ -132,15 +132,18 @@ def test_consume_table_gives_rates_cpu_per_record_and_ratios_to_librdkafka() -> 
     lines = text.splitlines()
     assert lines[0].startswith("| settings | records | client | overall rec/s |")
     assert (
-        "| every client at its defaults | 1,000 × 100 B | **sharecon**, compiled | 400k | 500k"
+        "| every client at its defaults | 1,000 × 100 B | **sharecon** `batches()`, compiled | 400k | 500k"
         " | 0.12 s | 2.0 | 2.00x | 1.25x | 2.00x |"
     ) in lines
     # The repeated settings and size cells are blank on the following rows.
     assert (
-        "|  |  | **sharecon**, pure Python | 250k | 300k | 0.12 s | 3.0 | 1.25x | 0.75x | 3.00x |"
+        "|  |  | **sharecon** `batches()`, pure Python | 250k | 300k | 0.12 s | 3.0 | 1.25x | 0.75x | 3.00x |"
         in lines
     )
-    assert "|  |  | librdkafka (confluent-kafka) | 200k | 400k | 0.12 s | 1.0 |  |  |  |" in lines
+    assert (
+        "|  |  | librdkafka (confluent-kafka) `poll()` loop | 200k | 400k | 0.12 s | 1.0 |  |  |  |"
+        in lines
+    )
     # A failed mode is shown as failed, not left out silently.
     assert any(line.startswith("| same tuning for all | failed |") for line in lines)
 
