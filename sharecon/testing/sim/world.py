@@ -81,6 +81,7 @@ from sharecon.protocol import (
     ShareAcknowledgeRequest,
     ShareFetchRequest,
 )
+from sharecon.protocol import ShareFetchResponse as ShareFetchResponseT
 from sharecon.testing.model import ModelBroker, ModelCoordinator, RecordState
 from sharecon.testing.sim import mutants
 from sharecon.testing.sim.checks import Checker, Violation
@@ -123,6 +124,9 @@ SESSION_TIMEOUT = 3.0  #: the coordinator removes a member not heard from for th
 #: after a fence (heartbeat interval and the assignment), and one more fetch.
 PROGRESS_BOUND = 6.0
 PROGRESS_TICK = 0.25  #: how often the liveness check samples the brokers
+#: Invariant 11: this long after the last fault healed, the brokers refuse no request of
+#: the member's any more (its sessions, epochs and leaders agree with theirs again).
+SETTLE = PROGRESS_BOUND
 DELAY = 3 * LOCK  #: a ``release(delay=)`` longer than the lock (renewed meanwhile)
 PRODUCE_EVERY = 0.5  #: while a record waits out its delay, a record is written this often
 #: A gathering application (:meth:`Member._gather`) answers a record once a later one was
@@ -227,6 +231,9 @@ class Wire:
     #: offset -> the delivery the member meant each answer in it for (invariant 2)
     meant: dict[tuple[TopicIdPartition, int], int | None]
     closing: bool = False
+    #: offset -> whether the broker took the answer to it (invariant 10), once it has read
+    #: the request
+    applied: dict[tuple[TopicIdPartition, int], bool] | None = None
 
 
 @dataclass(slots=True)
@@ -655,6 +662,8 @@ class Member:
             self.machine.handlers = GATHER_HANDLERS
         self._released = False
         self._got: dict[Any, int] = {}  #: the answer being taken in: its delivery ids
+        #: the answer being taken in: which of its request's answers the broker took
+        self._applied: dict[Any, bool] | None = None
         #: The record the application is answering now, and its delivery: a lock loss
         #: reported at once for that answer ends that delivery, not another one of the
         #: same offset (an older one from the leader before a move, answered and not yet
@@ -891,34 +900,53 @@ class Member:
                 resp = self._hostile(resp)  # type: ignore[arg-type]
         w.at(w.now + delay, self._answer, node, wire, resp, got)
 
-    def _before(self, broker: ModelBroker, wire: Wire) -> list[tuple[Any, Any, float]]:
-        """The acknowledged offsets the broker holds for this member now (invariant 2)."""
+    def _before(self, broker: ModelBroker, wire: Wire) -> list[tuple[Any, Any, int]]:
+        """The acknowledged offsets the broker holds for this member now, with their
+        delivery counts (invariants 2 and 10)."""
         out = []
         now = self.world.now
+        #: Invariant 10: an answer to a record the broker still has but does not hold for
+        #: this member with a live lock is refused (the model ends due locks first); one
+        #: to a record gone from its window is neither (Kafka ignores it): not judged.
+        refused = wire.applied = {}
         for key in wire.meant:
             tp, o = key
             sp = broker.partitions.get((GROUP, (tp.topic_id, tp.partition)))
             if sp is None:
                 continue
             st = sp.states.get(o)
+            if st is None:
+                continue
             if (
-                st is not None
-                and st.state is RecordState.ACQUIRED
+                st.state is RecordState.ACQUIRED
                 and st.member == self.member_id
                 and st.deadline > now
             ):
-                out.append((key, sp, st.deadline))
+                out.append((key, sp, st.count))
+            else:
+                refused[key] = False
         return out
 
-    def _after(
-        self, broker: ModelBroker, wire: Wire, watched: list[tuple[Any, Any, float]]
-    ) -> None:
+    def _after(self, broker: ModelBroker, wire: Wire, watched: list[tuple[Any, Any, int]]) -> None:
         w = self.world
         check = w.check
-        for key, sp, _ in watched:
+        applied = wire.applied
+        assert applied is not None
+        for key in [k for k, took in applied.items() if not took]:
+            # Gone from the partition's window by now (its lock ended, and at the delivery
+            # limit it was archived, before the answer was read): ignored, not refused.
+            tp, o = key
+            sp = broker.partitions.get((GROUP, (tp.topic_id, tp.partition)))
+            if sp is None or o < sp.start or o not in sp.states:
+                del applied[key]
+        for key, sp, count in watched:
             st = sp.states.get(key[1])
             if st is not None and st.state is RecordState.ACQUIRED and st.member == self.member_id:
-                continue  # not applied (all or nothing) or a renewal
+                # Not applied (all or nothing), unless the same request's fetch acquired
+                # the record again after its release.
+                applied[key] = st.count != count
+                continue
+            applied[key] = True
             accepted = st is None or st.state is RecordState.ACKNOWLEDGED
             check.applied(key, wire.meant[key], accepted, w.now)
         # Renewals move the broker's deadline.
@@ -1017,9 +1045,23 @@ class Member:
         loop = self.loops[node]
         if loop.inflight is not wire.f:
             return  # orphaned: its connection broke, or the loop gave it up
+        w = self.world
+        if w.quiet and w.now >= w.heal_at + SETTLE and not self.closing:
+            refused = _refusal(resp)
+            if refused is not None:
+                w.check.fail(
+                    11,
+                    w.now,
+                    f"node {node} refused a {type(wire.body).__name__[:-7]} with {refused} "
+                    f"{w.now - w.heal_at:.2f} s after the faults healed",
+                )
         self._got = got
-        loop.answered(resp, NAMES, self.world.now)
-        self._drive(node)
+        self._applied = wire.applied
+        try:
+            loop.answered(resp, NAMES, w.now)
+            self._drive(node)
+        finally:
+            self._applied = None
 
     def _done(self, node: int, a: Done) -> bool:
         """A request's outcome is taken in: the invariants' bookkeeping; whether the loop
@@ -1140,11 +1182,21 @@ class Member:
     def _outcome(self, r: AckResult, lost: bool, node: int | None) -> None:
         w = self.world
         how = "reported lost" if lost else ("acknowledged" if r.ok else "reported failed")
+        applied = self._applied if not lost else None
         for b in r.batches:
             for i, o in enumerate(range(b.first_offset, b.last_offset + 1)):
                 kind = b.types[0] if len(b.types) == 1 else b.types[i]
                 if kind is AckType.GAP:
                     continue  # not a record: never taken in as a delivery
+                took = applied.get((r.partition, o)) if applied is not None else None
+                if took is not None and took != r.ok:
+                    # Invariant 10: the outcome of an answer says what the broker did.
+                    w.check.fail(
+                        10,
+                        w.now,
+                        f"{r.partition.topic}-{r.partition.partition}@{o}: {kind.name} "
+                        f"{how}, but the broker {'took' if took else 'refused'} it",
+                    )
                 d = self._answering.get((r.partition, o)) if lost else None
                 if d is not None and w.check.is_open((r.partition, o), d):
                     # Lost at once, for the answer being given: that delivery ends.
@@ -1668,6 +1720,20 @@ class _LockBlind:
 
     def pop_one(self, clock: Callable[[], float]) -> Record[Any, Any] | None:
         return cast("Record[Any, Any] | None", self.member._pop_mutant(clock))
+
+
+def _refusal(resp: Any) -> str | None:
+    """The first error an answer carries, top level or of a fetched partition (an
+    acknowledgement's own error is the application's doing: a handler slower than the
+    lock); ``None`` if none."""
+    if resp.error_code:
+        return f"error {resp.error_code}"
+    if isinstance(resp, ShareFetchResponseT):
+        for t in resp.responses:
+            for p in t.partitions:
+                if p.error_code:
+                    return f"error {p.error_code} for partition {p.partition_index}"
+    return None
 
 
 def _no_wall_clock() -> float | None:
