@@ -944,9 +944,15 @@ class Member:
             if st is not None and st.state is RecordState.ACQUIRED and st.member == self.member_id:
                 # Not applied (all or nothing), unless the same request's fetch acquired
                 # the record again after its release.
-                applied[key] = st.count != count
+                if st.count == count:
+                    applied[key] = False
+                elif not wire.closing:
+                    applied[key] = True
                 continue
-            applied[key] = True
+            # The FINAL request also ends the session, which releases what the member
+            # holds: a change is then no proof the answer was taken (not judged).
+            if not wire.closing:
+                applied[key] = True
             accepted = st is None or st.state is RecordState.ACKNOWLEDGED
             check.applied(key, wire.meant[key], accepted, w.now)
         # Renewals move the broker's deadline.
