@@ -31,6 +31,7 @@ import anyio.lowlevel
 
 from sharecon import errors
 from sharecon._consumer.backlog import keep_lag, partition_metrics
+from sharecon._consumer.closing import CloseStep, close_steps
 from sharecon._consumer.config import AcquireMode, ConsumerConfig, check_max_records, topics_tuple
 from sharecon._consumer.core import ConsumerCore
 from sharecon._consumer.cursor import CHECKPOINT_EVERY, Cursor
@@ -475,18 +476,22 @@ class ShareConsumer(Generic[K, V]):
         await self.close()
 
     async def _leave(self, core: ConsumerCore) -> None:
-        core.closing = True
-        core.dead_letter_signal.set()
-        if self._router is not None:
-            await self._router.stop()
-        core.release_held()
-        core.buffer.data.set()
-        await core.fetchers.close()
-        core.tick_expiry(closing=True)  # nothing counted is left unsaid
-        if not self._heartbeat_done.is_set():
-            core.membership.leave()
-            core.heartbeat_wake.set()
-            await self._heartbeat_done.wait()
+        # The order is sharecon._consumer.closing's (the simulator runs it too); each step
+        # is carried out here.
+        for step in close_steps(core.machine, core.buffer, core.apply_effects):
+            if step is CloseStep.STOP_DEAD_LETTERS:
+                core.dead_letter_signal.set()
+                if self._router is not None:
+                    await self._router.stop()
+            elif step is CloseStep.CLOSE_FETCHERS:
+                core.wake_all()
+                core.buffer.data.set()
+                await core.fetchers.close()
+                core.tick_expiry(closing=True)  # nothing counted is left unsaid
+            elif not self._heartbeat_done.is_set():  # CloseStep.LEAVE_GROUP
+                core.membership.leave()
+                core.heartbeat_wake.set()
+                await self._heartbeat_done.wait()
         if core.membership.state not in (MemberState.LEFT, MemberState.FATAL):
             await self._leave_directly(core)
 
@@ -763,10 +768,7 @@ class ShareConsumer(Generic[K, V]):
                 f"{record.topic}-{record.partition} offset {record.offset}: the consumer is "
                 "not started"
             )
-        core.handout.acknowledge(record, ack)
-        cursor = self._cursor
-        if record is cursor.current and ack is not AckType.RENEW:
-            cursor.answered = True
+        self._cursor.acknowledge(core.handout, record, ack)
 
     def acknowledge_offset(
         self, topic: str, partition: int, offset: int, ack: AckType = AckType.ACCEPT
@@ -842,8 +844,7 @@ class ShareConsumer(Generic[K, V]):
             core.tg.start_soon(run_ticks, core, delayed, name="sharecon delayed releases")
         if self._keeper is not None:
             self._keeper.drop(record)  # the delayed releases renew it, up to the release
-        if record is self._cursor.current:
-            self._cursor.answered = True
+        self._cursor.answered_elsewhere(record)
 
     async def commit(
         self, timeout: float | None = None

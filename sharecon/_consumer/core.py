@@ -25,6 +25,7 @@ import anyio
 
 from sharecon._consumer import observe
 from sharecon._consumer.buffer import DeliveryBuffer
+from sharecon._consumer.closing import release_held
 from sharecon._consumer.effect_port import carry_out
 from sharecon._consumer.handout import Handout
 from sharecon._consumer.signal import Signal
@@ -205,9 +206,7 @@ class ConsumerCore:
 
     def release_held(self) -> None:
         """Release every record handed out and unanswered, and every buffered one."""
-        self.machine.release_held()
-        self.apply_effects()
-        self.buffer.clear()
+        release_held(self.machine, self.buffer, self.apply_effects)
         self.wake_all()
 
     def can_renew(self) -> bool:

@@ -17,6 +17,9 @@ Rules of this module:
    measured slower, ~500 ns against ~60 ns.) Anything that may wait (the buffer is
    empty, deserializers, ``keep_locks``, rejoining after idleness) is the consumer's
    own code, called from here.
+4. The steps that decide (:meth:`Cursor.move_on`, :meth:`Cursor.take`,
+   :meth:`Cursor.acknowledge`) are sans-I/O: ``__anext__`` awaits only around them, and
+   the seeded simulation (:mod:`sharecon.testing.sim`) runs the same methods.
 """
 
 from __future__ import annotations
@@ -28,10 +31,16 @@ import anyio.lowlevel
 
 from sharecon import errors
 from sharecon._consumer.handout import SessionOwner
+from sharecon.types import AckType
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from sharecon._consumer.buffer import DeliveryBuffer
     from sharecon._consumer.core import ConsumerCore
+    from sharecon._consumer.handout import Handout
     from sharecon._consumer.liveness import Liveness
+    from sharecon._share.ledger import MarkResult
     from sharecon.record import Record
 
 __all__ = ["CHECKPOINT_EVERY", "Cursor", "CursorOwner"]
@@ -43,6 +52,7 @@ CHECKPOINT_EVERY: Final = 256
 # name is otherwise a lookup in the module's dict on every use.
 _monotonic: Final = time.monotonic
 _checkpoint: Final = anyio.lowlevel.checkpoint
+_RENEW: Final = AckType.RENEW
 
 
 class CursorOwner(Protocol):
@@ -84,6 +94,71 @@ class Cursor:
     def __aiter__(self) -> Cursor:
         return self
 
+    # -- the sans-I/O steps (the consumer's ``async for`` and the simulator run these) ----
+
+    def move_on(self, handout: Handout) -> None:
+        """The application asks for the next record: the current one is settled (rule 2).
+        Implicit mode accepts it unless it was answered; explicit mode refuses to go on
+        while it is unanswered and still this consumer's to answer.
+
+        :raises UnacknowledgedRecordsError: explicit mode, the current record unanswered
+            and still held.
+        """
+        cur = self.current
+        if cur is None:
+            return
+        if not self.answered:
+            if self.explicit:
+                # Explicit mode waits for an answer only while one can be given: a record
+                # whose lock was lost and reported refuses every answer, and must not
+                # stop the loop for good.
+                if handout.holds(cur):
+                    raise errors.UnacknowledgedRecordsError(
+                        "explicit ack mode: answer the previous record before asking for "
+                        f"the next: {cur.topic}-{cur.partition} offset {cur.offset}"
+                    )
+            else:
+                # Handout.accept(), inlined: this runs once per record.
+                owner = cur._owner
+                machine = handout.machine
+                machine.accept(
+                    cur.topic_partition,
+                    cur.offset,
+                    owner.delivery if type(owner) is SessionOwner else None,
+                )
+                if machine.effects:
+                    handout.settle()
+        self.current = None
+
+    def take(self, buffer: DeliveryBuffer, clock: Callable[[], float]) -> Record[Any, Any] | None:
+        """The next buffered record, made the current one (``None``: the buffer is empty)."""
+        rec = buffer.pop_one(clock)
+        if rec is not None:
+            self.current = rec
+            self.answered = False
+            self.served += 1
+        return rec
+
+    def acknowledge(self, handout: Handout, record: Record[Any, Any], ack: AckType) -> MarkResult:
+        """The application's explicit answer to ``record`` (``consumer.acknowledge``); the
+        current record, answered so (a renewal is no answer), is no longer accepted when
+        the next one is asked for.
+
+        :raises InvalidRecordStateError: as :meth:`Handout.acknowledge`.
+        """
+        result = handout.acknowledge(record, ack)
+        if record is self.current and ack is not _RENEW:
+            self.answered = True
+        return result
+
+    def answered_elsewhere(self, record: Record[Any, Any]) -> None:
+        """``record`` was answered another way (``release(delay=)``): if it is the
+        current record, asking for the next one leaves it be."""
+        if record is self.current:
+            self.answered = True
+
+    # -- ``async for`` --------------------------------------------------------------------
+
     async def __anext__(self) -> Record[Any, Any]:
         core = self.core
         if core is None:
@@ -94,25 +169,8 @@ class Cursor:
         core.stats.on_poll(_monotonic())
         if live.left_idle:
             self.owner._rejoin_after_idle(core)
-        cur = self.current
-        if cur is not None:
-            if not self.answered:
-                if self.explicit:
-                    raise errors.UnacknowledgedRecordsError(
-                        "explicit ack mode: answer the previous record before asking for the "
-                        f"next: {cur.topic}-{cur.partition} offset {cur.offset}"
-                    )
-                # Handout.accept(), inlined: this runs once per record.
-                owner = cur._owner
-                machine = core.machine
-                machine.accept(
-                    cur.topic_partition,
-                    cur.offset,
-                    owner.delivery if type(owner) is SessionOwner else None,
-                )
-                if machine.effects:
-                    core.handout.settle()
-            self.current = None
+        if self.current is not None:
+            self.move_on(core.handout)
         fatal = core.fatal
         if fatal is not None:
             raise fatal  # stop at once, not after the buffered records
@@ -120,17 +178,13 @@ class Cursor:
             return await self.owner._next_prepared(core)
         buffer = core.buffer
         clock = core.clock
-        served = self.served + 1
-        if served % CHECKPOINT_EVERY == 0:
+        if (self.served + 1) % CHECKPOINT_EVERY == 0:
             # Before taking the record: cancelled here, it stays buffered, not current
             # (which commit() or implicit mode would accept unseen). Once per record, not
             # per wait for one.
             await _checkpoint()
         while True:
-            rec = buffer.pop_one(clock)
+            rec = self.take(buffer, clock)
             if rec is not None:
-                self.current = rec
-                self.answered = False
-                self.served = served
                 return rec
             await self.owner._no_record(core)

@@ -39,7 +39,15 @@ if TYPE_CHECKING:
     from sharecon.protocol.records import RecordBatch
     from sharecon.types import TopicIdPartition
 
-__all__ = ["Acknowledger", "Handout", "SessionOwner", "chunk_of", "decode_chunk", "owner_of"]
+__all__ = [
+    "Acknowledger",
+    "Handout",
+    "SessionOwner",
+    "chunk_of",
+    "decode_chunk",
+    "owner_of",
+    "wall_clock_offset",
+]
 
 # Read once per explicit answer: Final, a C static in the compiled build.
 _RENEW: Final = AckType.RENEW
@@ -90,14 +98,26 @@ def chunk_of(e: Deliver, consumer: Acknowledger | None) -> Chunk:
     return Chunk(e.intake, e.tag, e.deadline, factory, e.delivery)
 
 
-def decode_chunk(chunk: Chunk, dead_letter_limit: int | None) -> Decoded[Record] | None:
+def wall_clock_offset() -> float | None:
+    """Wall-clock seconds (Unix epoch) minus the event loop's clock: what a record's
+    :attr:`~sharecon.record.BatchInfo.clock_offset` holds (read once per chunk)."""
+    return time.time() - anyio.current_time()
+
+
+def decode_chunk(
+    chunk: Chunk,
+    dead_letter_limit: int | None,
+    clock_offset: Callable[[], float | None] = wall_clock_offset,
+) -> Decoded[Record] | None:
     """Decode a buffered chunk's next batch (``None``: none left); the caller hands the
-    result to the machine (``ShareMachine.batch_decoded``)."""
+    result to the machine (``ShareMachine.batch_decoded``). ``clock_offset`` is read
+    once per chunk, at its first batch."""
     intake = chunk.intake
     batch = intake.next_batch()
     if batch is None:
         return None
-    return intake.decode_next(_batch_factory(chunk, batch), dead_letter_limit=dead_letter_limit)
+    factory = _batch_factory(chunk, batch, clock_offset)
+    return intake.decode_next(factory, dead_letter_limit=dead_letter_limit)
 
 
 class Handout:
@@ -105,10 +125,13 @@ class Handout:
 
     :param settle: carries out the machine's pending effects.
     :param renew_check: raises when the brokers cannot renew locks.
+    :param clock_offset: the wall clock minus the lock deadlines' clock, read once per
+        chunk (the consumer's: :func:`wall_clock_offset`; the simulator, which has
+        neither clock, gives ``None``).
     :ivar owner: what the records call back into (the public ShareConsumer).
     """
 
-    __slots__ = ("buffer", "machine", "owner", "renew_check", "settle")
+    __slots__ = ("buffer", "clock_offset", "machine", "owner", "renew_check", "settle")
 
     def __init__(
         self,
@@ -116,11 +139,13 @@ class Handout:
         buffer: DeliveryBuffer,
         settle: Callable[[], None],
         renew_check: Callable[[], None],
+        clock_offset: Callable[[], float | None] = wall_clock_offset,
     ) -> None:
         self.machine = machine
         self.buffer = buffer
         self.settle = settle
         self.renew_check = renew_check
+        self.clock_offset = clock_offset
         self.owner: Acknowledger | None = None
         buffer.decoder = self.decode
         buffer.on_drop = self.dropped
@@ -157,8 +182,9 @@ class Handout:
         if machine.effects:
             self.settle()
 
-    def acknowledge(self, record: Record, ack: AckType) -> None:
-        """The application's explicit answer (refused as the machine's rule 6 says).
+    def acknowledge(self, record: Record, ack: AckType) -> MarkResult:
+        """The application's explicit answer (refused as the machine's rule 6 says): OK,
+        or DEAD for a record whose lock was lost (reported, not raised).
 
         :raises UnsupportedVersionError: RENEW on a broker without ShareAcknowledge v2.
         :raises InvalidRecordStateError: answered already, never held, or closed.
@@ -173,7 +199,9 @@ class Handout:
         else:
             delivery = tag = None
         try:
-            machine.acknowledge(record.topic_partition, record.offset, ack, delivery, tag, record)
+            return machine.acknowledge(
+                record.topic_partition, record.offset, ack, delivery, tag, record
+            )
         finally:
             if machine.effects:
                 self.settle()
@@ -252,7 +280,7 @@ class Handout:
         """Decode a chunk's next batch and tell the machine what it found (the buffer
         calls this as the application reaches the batch)."""
         machine = self.machine
-        d = decode_chunk(chunk, machine.dead_letter_limit)
+        d = decode_chunk(chunk, machine.dead_letter_limit, self.clock_offset)
         if d is not None and (d.gaps or d.release or d.error is not None or d.dead):
             machine.batch_decoded(chunk.tag, chunk.intake.tp, d)
             self.settle()
@@ -285,7 +313,9 @@ class Handout:
         return spans
 
 
-def _batch_factory(chunk: Chunk, batch: RecordBatch) -> RecordFactory:
+def _batch_factory(
+    chunk: Chunk, batch: RecordBatch, clock_offset: Callable[[], float | None]
+) -> RecordFactory:
     """The chunk's record factory with ``batch``'s :class:`BatchInfo` bound.
 
     Once per batch, so nothing is added per record but one positional argument. The
@@ -303,7 +333,7 @@ def _batch_factory(chunk: Chunk, batch: RecordBatch) -> RecordFactory:
         or info.leader_epoch != leader_epoch
         or info.timestamp_type is not ts_type
     ):
-        offset = info.clock_offset if info is not None else time.time() - anyio.current_time()
+        offset = info.clock_offset if info is not None else clock_offset()
         info = chunk.batch_info = BatchInfo(leader_epoch, ts_type, offset)
         # partial of a partial is flattened into one: a record costs one call, as before.
         bound = chunk.batch_factory = partial(chunk.factory, info)

@@ -1139,9 +1139,9 @@ class ShareMachine:
         delivery: Delivery | None,
         tag: SessionTag | None = None,
         handle: object = None,
-    ) -> None:
+    ) -> MarkResult:
         """The application's explicit answer for a record it was handed (:meth:`answer`,
-        refused as rule 6 says).
+        refused as rule 6 says): OK, or DEAD when its lock was lost (reported).
 
         :raises InvalidRecordStateError: closing, already answered, or not held.
         """
@@ -1152,12 +1152,13 @@ class ShareMachine:
             if ack is _RELEASE:
                 # The application gave the record back at once: it saw it (rule 7).
                 self.note_failed(tp, offset, getattr(handle, "delivery_count", 0))
-            return
+            return result
         if result is MARK_ALREADY_ACKNOWLEDGED or result is MARK_UNKNOWN:
             # The position is spelled out only here: this runs once per explicit answer.
             err = refusal(result, position(tp, offset), ack)
             assert err is not None
             raise err
+        return result
 
     def acknowledge_at(
         self,

@@ -61,6 +61,23 @@ PLANTED = {
         "        pass\n",
         8,
     ),
+    # A ShareAcknowledge answer's partition errors read as success: answers the broker
+    # refused are reported acknowledged.
+    "acknowledge-errors-read-as-success": Planted(
+        "_share/requests.py",
+        "        topic_partition(t.topic_id, p.partition_index, names.get(t.topic_id)): p.error_code\n",
+        "        topic_partition(t.topic_id, p.partition_index, names.get(t.topic_id)): 0\n",
+        10,
+    ),
+    # The share session's epoch wraps at 0 instead of 2**31 - 1: every other request after
+    # the first is refused (INVALID_SHARE_SESSION_EPOCH) and the session starts over; the
+    # member still gets its records, so only invariant 11 says so.
+    "epoch-wraps-at-zero": Planted(
+        "_share/session.py",
+        "MAX_EPOCH = 2**31 - 1\n",
+        "MAX_EPOCH = 2**31 & 1\n",
+        11,
+    ),
 }
 
 _SEARCH = """

@@ -20,6 +20,13 @@ is kept as a :class:`Violation`; the first one ends the schedule.
    session it was acquired under is still the member's current one with its leader.
 8. The member's view of each share session is the broker's: a session at epoch 0 lists
    no partitions; an open one with no request out lists those the broker's session holds.
+9. Liveness: after the faults heal, an available record is handed out within a bound.
+10. An outcome says what the broker did: an answer it took is reported acknowledged, one
+    it refused reported failed.
+11. Once the faults heal (and a settling bound passed), the brokers refuse nothing.
+
+9 to 11 are checked by :mod:`.world` (they need the brokers' state) through
+:meth:`Checker.fail`.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ ANSWERED = 2  #: the application answered; the outcome is not reported yet
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One broken invariant: its number (1-8), when, and what happened."""
+    """One broken invariant: its number (0 for a crash, 1-11), when, and what happened."""
 
     invariant: int
     at: float

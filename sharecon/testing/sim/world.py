@@ -9,9 +9,16 @@ clock, no sockets, no event-loop library. Each leader's fetch loop is the consum
 :class:`~sharecon._consumer.fetch_loop.FetchLoop` (the state machine ``NodeFetcher``
 runs: plan, send, answer in two steps with the pipelined next request in between,
 failures, cuts, back-off, stopping, the FINAL request), and the effects are carried out
-by the consumer's :func:`~sharecon._consumer.effect_port.carry_out`; the member is only
+by the consumer's :func:`~sharecon._consumer.effect_port.carry_out`. Delivered chunks
+reach the buffer through the consumer's ``Handout.deliver``; the application takes
+records through the consumer's :class:`~sharecon._consumer.cursor.Cursor` steps
+(``async for``, in explicit or implicit mode, drawn from the seed) or, when it gathers,
+as ``process()`` handlers do (``pop_one``, answers through ``Handout.answer``); the close
+runs the consumer's :func:`~sharecon._consumer.closing.close_steps`. The member is only
 their port: the model brokers' connections, the virtual clock and timers, and the
-invariants' bookkeeping.
+invariants' bookkeeping. What the simulator still writes itself is the application
+(when it asks, how long it handles a record, what it answers) and the faults: neither
+exists in the consumer.
 
 From the seed come: response delays (answers from the two leaders overtake each other),
 dropped answers (the connection breaks), stalls longer than the lock, connection cuts,
@@ -45,6 +52,8 @@ from sharecon import errors
 from sharecon._backoff import Backoff
 from sharecon._consumer import fetch_driver
 from sharecon._consumer.buffer import Chunk, DeliveryBuffer
+from sharecon._consumer.closing import CloseStep, close_steps
+from sharecon._consumer.cursor import Cursor
 from sharecon._consumer.delayed import TICK as DELAY_TICK
 from sharecon._consumer.delayed import DelayedReleaser
 from sharecon._consumer.effect_port import carry_out
@@ -60,7 +69,8 @@ from sharecon._consumer.fetch_loop import (
     Send,
     Stopped,
 )
-from sharecon._consumer.handout import Handout, chunk_of, owner_of
+from sharecon._consumer.handout import Handout, owner_of
+from sharecon._consumer.liveness import Liveness
 from sharecon._consumer.membership_loop import Beat, MembershipLoop, Sleep
 from sharecon._share.ledger import MarkResult
 from sharecon._share.machine import ShareMachine
@@ -71,14 +81,14 @@ from sharecon.protocol import (
     ShareAcknowledgeRequest,
     ShareFetchRequest,
 )
-from sharecon.protocol.records import TimestampType
-from sharecon.record import BatchInfo, Record
+from sharecon.protocol import ShareFetchResponse as ShareFetchResponseT
 from sharecon.testing.model import ModelBroker, ModelCoordinator, RecordState
+from sharecon.testing.sim import mutants
 from sharecon.testing.sim.checks import Checker, Violation
 from sharecon.types import AckType, TopicIdPartition
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator
+    from collections.abc import Callable, Generator, Iterator
 
     from sharecon._share.effects import (
         Deliver,
@@ -90,6 +100,7 @@ if TYPE_CHECKING:
     from sharecon._share.machine import InFlight
     from sharecon._share.session import SessionTag
     from sharecon.protocol import ShareAcknowledgeResponse, ShareFetchResponse
+    from sharecon.record import Record
 
 __all__ = ["MUTANTS", "Outcome", "run"]
 
@@ -113,6 +124,9 @@ SESSION_TIMEOUT = 3.0  #: the coordinator removes a member not heard from for th
 #: after a fence (heartbeat interval and the assignment), and one more fetch.
 PROGRESS_BOUND = 6.0
 PROGRESS_TICK = 0.25  #: how often the liveness check samples the brokers
+#: Invariant 11: this long after the last fault healed, the brokers refuse no request of
+#: the member's any more (its sessions, epochs and leaders agree with theirs again).
+SETTLE = PROGRESS_BOUND
 DELAY = 3 * LOCK  #: a ``release(delay=)`` longer than the lock (renewed meanwhile)
 PRODUCE_EVERY = 0.5  #: while a record waits out its delay, a record is written this often
 #: A gathering application (:meth:`Member._gather`) answers a record once a later one was
@@ -121,6 +135,10 @@ PRODUCE_EVERY = 0.5  #: while a record waits out its delay, a record is written 
 GATHER_WAIT = 2 * PROGRESS_BOUND
 GATHER_HANDLERS = 2  #: its handlers: ``process(concurrency=2)``
 GATHER_SHARE = 0.1  #: the share of schedules whose application gathers
+EXPLICIT_SHARE = 0.5  #: the share of schedules whose application answers explicitly
+#: How long a close may take before the consumer gives up waiting for its fetch loops
+#: and leaves the group anyway (its ``close_timeout``, scaled to the schedule's lock).
+CLOSE_TIMEOUT = 4 * LOCK
 #: The fetch loops' back-off after a failure: the consumer's (0.1 s doubling to 1 s),
 #: without its jitter, so that a seed's schedule depends on its draws alone.
 FETCH_BACKOFF = Backoff(initial=0.1, maximum=1.0, jitter=0.0)
@@ -213,6 +231,9 @@ class Wire:
     #: offset -> the delivery the member meant each answer in it for (invariant 2)
     meant: dict[tuple[TopicIdPartition, int], int | None]
     closing: bool = False
+    #: offset -> whether the broker took the answer to it (invariant 10), once it has read
+    #: the request
+    applied: dict[tuple[TopicIdPartition, int], bool] | None = None
 
 
 @dataclass(slots=True)
@@ -253,6 +274,9 @@ class Knobs:
     #: the application gathers (:meth:`Member._gather`) and, after the faults, a producer
     #: writes a few records while it holds one
     gather: bool = False
+    #: ``ack_mode="explicit"``: the application answers every record before asking for
+    #: the next; else implicit: asking for the next accepts the one it left unanswered
+    explicit: bool = True
 
 
 class World:
@@ -340,6 +364,8 @@ class World:
         #: acquire_mode="record_limit": the most records the member may hold (4.2+)
         self.record_limit = random.Random(~seed).choice((1, 2, 4)) if strict else None
         self._draw_gathering(seed)
+        # Drawn apart, so the other draws of a seed stay as they were before this knob.
+        self.knobs.explicit = random.Random(seed ^ 0xAC4).random() < EXPLICIT_SHARE
         self.member = Member(self, "m1")
         if self.knobs.close_at is not None:
             self.at(self.knobs.close_at, self._close_member, self.member)
@@ -564,14 +590,26 @@ class Member:
         self.buffer = buffer = DeliveryBuffer(max_records=16, max_bytes=1 << 20)
         #: The consumer's own hand-off: chunks, records and their owners, decoding, the
         #: application's answers given to the machine.
-        self.handout = Handout(self.machine, buffer, self._settle, _can_renew)
+        self.handout = Handout(self.machine, buffer, self._settle, _can_renew, _no_wall_clock)
         self.handout.owner = _NoAnswers()
         buffer.on_drop = self._dropped  # the Handout's, and the checker told
         #: effects the Handout had carried out (invariant 6: an answer after close has none)
         self.settled = 0
-        self.pop: Callable[[Callable[[], float]], Any] = (
-            buffer.pop_one if world.mutant != "no-record-lock-check" else self._pop_mutant
+        #: The consumer's own ``async for`` state and steps (``Cursor.move_on``, ``take``,
+        #: ``acknowledge``), in the schedule's ack mode; the simulator awaits nothing, it
+        #: calls the steps ``__anext__`` awaits around.
+        self.cursor = Cursor(_NoWaits(), Liveness(None, 0.0), explicit=world.knobs.explicit)
+        #: What the application takes records from: the buffer, or for the mutant
+        #: ``no-record-lock-check`` the buffer without its per-record lock check.
+        self.app_buffer: DeliveryBuffer = (
+            buffer
+            if world.mutant != "no-record-lock-check"
+            else cast("DeliveryBuffer", _LockBlind(self))
         )
+        #: the record the application holds from ``async for`` (the cursor's current one)
+        self.current: SimRecord | None = None
+        #: the close in progress (``None``: not closing, or the member left its group)
+        self._closing: Iterator[CloseStep] | None = None
         self.ports = {n: Port(n) for n in NODES}
         #: The consumer's own fetch loop per leader: the request lifecycle, every decision
         #: and the order of the machine's calls; this class is only its port (send, the
@@ -624,6 +662,8 @@ class Member:
             self.machine.handlers = GATHER_HANDLERS
         self._released = False
         self._got: dict[Any, int] = {}  #: the answer being taken in: its delivery ids
+        #: the answer being taken in: which of its request's answers the broker took
+        self._applied: dict[Any, bool] | None = None
         #: The record the application is answering now, and its delivery: a lock loss
         #: reported at once for that answer ends that delivery, not another one of the
         #: same offset (an older one from the leader before a move, answered and not yet
@@ -714,7 +754,7 @@ class Member:
 
     def _drive(self, node: int) -> None:
         """Carry out the loop's actions until it waits (``NodeFetcher.run``)."""
-        if node in self._driving:
+        if node in self._driving or self.ports[node].closed:
             return  # a fatal effect closed the member while this loop ran: it goes on
         self._driving.add(node)
         try:
@@ -860,34 +900,59 @@ class Member:
                 resp = self._hostile(resp)  # type: ignore[arg-type]
         w.at(w.now + delay, self._answer, node, wire, resp, got)
 
-    def _before(self, broker: ModelBroker, wire: Wire) -> list[tuple[Any, Any, float]]:
-        """The acknowledged offsets the broker holds for this member now (invariant 2)."""
+    def _before(self, broker: ModelBroker, wire: Wire) -> list[tuple[Any, Any, int]]:
+        """The acknowledged offsets the broker holds for this member now, with their
+        delivery counts (invariants 2 and 10)."""
         out = []
         now = self.world.now
+        #: Invariant 10: an answer to a record the broker still has but does not hold for
+        #: this member with a live lock is refused (the model ends due locks first); one
+        #: to a record gone from its window is neither (Kafka ignores it): not judged.
+        refused = wire.applied = {}
         for key in wire.meant:
             tp, o = key
             sp = broker.partitions.get((GROUP, (tp.topic_id, tp.partition)))
             if sp is None:
                 continue
             st = sp.states.get(o)
+            if st is None:
+                continue
             if (
-                st is not None
-                and st.state is RecordState.ACQUIRED
+                st.state is RecordState.ACQUIRED
                 and st.member == self.member_id
                 and st.deadline > now
             ):
-                out.append((key, sp, st.deadline))
+                out.append((key, sp, st.count))
+            else:
+                refused[key] = False
         return out
 
-    def _after(
-        self, broker: ModelBroker, wire: Wire, watched: list[tuple[Any, Any, float]]
-    ) -> None:
+    def _after(self, broker: ModelBroker, wire: Wire, watched: list[tuple[Any, Any, int]]) -> None:
         w = self.world
         check = w.check
-        for key, sp, _ in watched:
+        applied = wire.applied
+        assert applied is not None
+        for key in [k for k, took in applied.items() if not took]:
+            # Gone from the partition's window by now (its lock ended, and at the delivery
+            # limit it was archived, before the answer was read): ignored, not refused.
+            tp, o = key
+            sp = broker.partitions.get((GROUP, (tp.topic_id, tp.partition)))
+            if sp is None or o < sp.start or o not in sp.states:
+                del applied[key]
+        for key, sp, count in watched:
             st = sp.states.get(key[1])
             if st is not None and st.state is RecordState.ACQUIRED and st.member == self.member_id:
-                continue  # not applied (all or nothing) or a renewal
+                # Not applied (all or nothing), unless the same request's fetch acquired
+                # the record again after its release.
+                if st.count == count:
+                    applied[key] = False
+                elif not wire.closing:
+                    applied[key] = True
+                continue
+            # The FINAL request also ends the session, which releases what the member
+            # holds: a change is then no proof the answer was taken (not judged).
+            if not wire.closing:
+                applied[key] = True
             accepted = st is None or st.state is RecordState.ACKNOWLEDGED
             check.applied(key, wire.meant[key], accepted, w.now)
         # Renewals move the broker's deadline.
@@ -986,9 +1051,23 @@ class Member:
         loop = self.loops[node]
         if loop.inflight is not wire.f:
             return  # orphaned: its connection broke, or the loop gave it up
+        w = self.world
+        if w.quiet and w.now >= w.heal_at + SETTLE and not self.closing:
+            refused = _refusal(resp)
+            if refused is not None:
+                w.check.fail(
+                    11,
+                    w.now,
+                    f"node {node} refused a {type(wire.body).__name__[:-7]} with {refused} "
+                    f"{w.now - w.heal_at:.2f} s after the faults healed",
+                )
         self._got = got
-        loop.answered(resp, NAMES, self.world.now)
-        self._drive(node)
+        self._applied = wire.applied
+        try:
+            loop.answered(resp, NAMES, w.now)
+            self._drive(node)
+        finally:
+            self._applied = None
 
     def _done(self, node: int, a: Done) -> bool:
         """A request's outcome is taken in: the invariants' bookkeeping; whether the loop
@@ -1109,11 +1188,21 @@ class Member:
     def _outcome(self, r: AckResult, lost: bool, node: int | None) -> None:
         w = self.world
         how = "reported lost" if lost else ("acknowledged" if r.ok else "reported failed")
+        applied = self._applied if not lost else None
         for b in r.batches:
             for i, o in enumerate(range(b.first_offset, b.last_offset + 1)):
                 kind = b.types[0] if len(b.types) == 1 else b.types[i]
                 if kind is AckType.GAP:
                     continue  # not a record: never taken in as a delivery
+                took = applied.get((r.partition, o)) if applied is not None else None
+                if took is not None and took != r.ok:
+                    # Invariant 10: the outcome of an answer says what the broker did.
+                    w.check.fail(
+                        10,
+                        w.now,
+                        f"{r.partition.topic}-{r.partition.partition}@{o}: {kind.name} "
+                        f"{how}, but the broker {'took' if took else 'refused'} it",
+                    )
                 d = self._answering.get((r.partition, o)) if lost else None
                 if d is not None and w.check.is_open((r.partition, o), d):
                     # Lost at once, for the answer being given: that delivery ends.
@@ -1140,12 +1229,7 @@ class Member:
                 ids[o] = d
                 self.world.check.taken_in((tp, o), d, self.member_id, e.tag.node_id)
         self._ids[(tp, e.delivery)] = ids
-        # Handout.deliver, with the chunk's wall-clock offset given (the consumer reads
-        # it from the event loop's clock and the wall clock when the first batch is
-        # decoded; the simulator has neither).
-        chunk = chunk_of(e, self.handout.owner)
-        chunk.batch_info = BatchInfo(None, TimestampType.CREATE_TIME, None)
-        self.buffer.push(chunk)
+        self.handout.deliver(e)  # the consumer's own (its Deliver effect's port)
         self._app_wake()
 
     def _settle(self) -> None:
@@ -1166,7 +1250,8 @@ class Member:
                 w.check.ended((tp, o), w.now, "dropped unhanded", self.member_id, d=ids[o])
 
     def _pop_mutant(self, clock: Callable[[], float]) -> Any:
-        """``DeliveryBuffer.pop_one`` without its per-record lock check (a mutant)."""
+        """``DeliveryBuffer.pop_one`` without its per-record lock check (the mutant
+        ``no-record-lock-check``: a deliberate bug, not a copy)."""
         buffer: Any = self.buffer
         chunks = buffer._chunks
         while chunks:
@@ -1219,24 +1304,32 @@ class Member:
             self.world.at(self.world.now, self._app_take)
 
     def _app_take(self) -> None:
+        """The application asks for its next record: ``async for`` (the consumer's
+        :class:`~sharecon._consumer.cursor.Cursor` steps), or for a gathering application
+        a ``process()`` handler, which pops the buffer itself (``process.run_workers``)."""
         w = self.world
         if self.closing:
             self.app_busy = False
             return
-        got = self.pop(self._clock)
+        if w.knobs.gather:
+            got = self.app_buffer.pop_one(self._clock)
+        else:
+            self._ask()
+            got = self.cursor.take(self.app_buffer, self._clock)
         if got is None:
             self.app_busy = False
             if self.buffer.has_room():
                 self._wake(None)
             return
         rec = SimRecord.of(got, self._ids.get((got.topic_partition, owner_of(got).delivery), {}))  # type: ignore[union-attr]
+        if not w.knobs.gather:
+            self.current = rec
         w.check.handed_out((rec.tp, rec.offset), rec.d, w.now)
         w.handed()
         # Its answer goes back on the session it came from: that session must be current.
         current = self.machine.leader(rec.tag.node_id).session.tag
         if rec.tag != current:
             w.check.handed_stale((rec.tp, rec.offset), rec.d, w.now, rec.tag, current)
-        self.handout.handed_out([got])
         if self.delay_next:
             # release(delay=DELAY): kept (renewed) for the delay, then released; the
             # application goes on with the next record at once.
@@ -1246,6 +1339,7 @@ class Member:
             try:
                 if self.delayed.add(got, DELAY):
                     w.at(w.now + DELAY_TICK, self._delay_tick)
+                self.cursor.answered_elsewhere(got)  # as ShareConsumer.release_later
             except errors.InvalidRecordStateError:
                 # Not this member's to answer any more (its lock was lost, or a later
                 # acquisition superseded it): the consumer raises to the application,
@@ -1278,6 +1372,46 @@ class Member:
                 t += LOCK / 2
         self.holding.append(rec)
         w.at(w.now + took, self._app_answer, rec)
+
+    def _ask(self) -> None:
+        """``async for`` asks for the next record: the consumer's ``Cursor.move_on``
+        settles the current one (implicit mode: accepted unless answered; explicit: it
+        must have been answered, else the consumer raises and the simulator with it).
+        The checker is told of an implicit accept (the ledger takes it if the record is
+        still held; else it takes nothing, silently, as for the consumer)."""
+        cursor = self.cursor
+        rec = self.current
+        self.current = None
+        cur = cursor.current
+        if cur is None or cursor.answered or rec is None or cursor.explicit:
+            cursor.move_on(self.handout)
+            return
+        key = (rec.tp, rec.offset)
+        held = self.handout.holds(cur)
+        self._answering = {key: rec.d}
+        try:
+            cursor.move_on(self.handout)
+        finally:
+            self._answering = {}
+        check = self.world.check
+        if held:
+            check.answered(key, rec.d)
+        elif check.is_handed(key, rec.d):
+            # Not this member's any more (its loss reported): the accept took nothing.
+            check.ended(key, self.world.now, "refused", self.member_id, d=rec.d)
+
+    def _acknowledge(self, rec: SimRecord, ack: AckType) -> MarkResult:
+        """The application answers ``rec``: a ``process()`` handler through
+        ``Handout.answer`` (as ``process.run_workers`` does), else ``record.accept()``
+        and friends (``ShareConsumer.acknowledge``: the cursor's ``acknowledge``); an
+        answer the consumer refuses (answered already, not held any more) is raised to
+        the application, which goes on."""
+        if self.world.knobs.gather:
+            return self.handout.answer(rec.record, ack)
+        try:
+            return self.cursor.acknowledge(self.handout, rec.record, ack)
+        except errors.InvalidRecordStateError:
+            return MarkResult.UNKNOWN
 
     def _gather(self, rec: SimRecord) -> None:
         """A gathering application: ``process(concurrency=2)`` whose handlers wait for
@@ -1384,10 +1518,12 @@ class Member:
             ack = AckType.ACCEPT
         if self.closing:
             self._answer_after_close(rec, ack)
+        elif ack is AckType.ACCEPT and not again and not k.explicit and rec is self.current:
+            pass  # implicit mode: asking for the next record accepts it (Cursor.move_on)
         else:
             self._answering = {(rec.tp, rec.offset): rec.d}
             try:
-                self._answered(rec, self.handout.answer(rec.record, ack))
+                self._answered(rec, self._acknowledge(rec, ack))
                 self._apply(None)
             finally:
                 self._answering = {}
@@ -1404,7 +1540,7 @@ class Member:
         before = machine.ledger.holds(rec.tp, rec.offset, rec.delivery)
         settled = self.settled
         try:
-            self.handout.acknowledge(rec.record, ack)
+            self.cursor.acknowledge(self.handout, rec.record, ack)
         except errors.InvalidRecordStateError:
             refused = True
         else:
@@ -1422,25 +1558,56 @@ class Member:
     # -- closing -----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close: release what is held and buffered, stop the loops, close each session."""
+        """Close in the consumer's order (:func:`~sharecon._consumer.closing.close_steps`,
+        which ``ShareConsumer.close`` runs too): answers refused from now on, what is
+        held and buffered released, the fetch loops closed (each with its FINAL
+        request), then the group left (:meth:`_leave`); within :data:`CLOSE_TIMEOUT`."""
         if self.closing:
             return
+        w = self.world
         self.closing = True
-        if self.world.mutant != "answers-after-close":
-            self.machine.closing = True  # from now on it refuses the application's answers
-        if self.membership.leave() is None:
-            self.world.at(self.world.now, self._heartbeat, self.hb_token)
-        self.machine.release_held()
-        self._apply(None)
-        # What the buffer held was released just now: that release is how it ends.
+        steps = self._closing = close_steps(self.machine, self.buffer, self.apply_effects)
+        step = next(steps)
+        assert step is CloseStep.STOP_DEAD_LETTERS  # no dead-letter router simulated
+        if w.mutant == "answers-after-close":
+            self.machine.closing = False  # the mutant: the machine takes answers after close
+        # What the buffer held is released by this step: that release is how it ends.
         self._released = True
-        self.buffer.clear()
-        self._released = False
+        try:
+            step = next(steps)
+        finally:
+            self._released = False
+        assert step is CloseStep.CLOSE_FETCHERS
+        w.at(w.now + CLOSE_TIMEOUT, self._close_timed_out)
         for n in NODES:
             port = self.ports[n]
             port.token += 1
             port.wake_at = None
             self._drive(n)  # a loop waiting stops now; one with a request out, after it
+
+    def _leave(self) -> None:
+        """Every fetch loop closed: the close's last step, leaving the group."""
+        steps = self._closing
+        if steps is None:
+            return
+        self._closing = None
+        for step in steps:
+            assert step is CloseStep.LEAVE_GROUP
+            if self.membership.leave() is None:
+                self.world.at(self.world.now, self._heartbeat, self.hb_token)
+
+    def _close_timed_out(self) -> None:
+        """The close ran out of time with a loop still waiting for an answer: as the
+        consumer's shutdown does, its jobs are cancelled (the loops and the heartbeat),
+        its connections closed, and no leave is sent: the coordinator removes the
+        member once its session times out."""
+        if self._closing is None:
+            return
+        self._closing = None
+        self.world.faults.append(f"close-timeout@{self.world.now:.2f}")
+        self.hb_token += 1  # the heartbeat loop is cancelled
+        for n in NODES:
+            self._closed(n)
 
     def _closed(self, node: int) -> None:
         port = self.ports[node]
@@ -1454,6 +1621,7 @@ class Member:
         if all(p.closed for p in self.ports.values()):
             self.closed = True
             self.world.check.closed(self.member_id)
+            self._leave()
 
 
 def run(
@@ -1500,23 +1668,16 @@ class _NoSupersede(FetchDriver):
 
 
 class _DryForever(FetchDriver):
-    """The mutant ``dry-forever``: the fix of rule 2 of :mod:`sharecon._share.fetch_policy`
-    reverted. After a no-wait fetch came back empty the planner waits for an answer from
-    the application before fetching again, with no timeout: the loop's idle wait has one
-    only while acknowledgements wait their linger, and its end never clears ``dry``."""
+    """The mutant ``dry-forever`` (:mod:`.mutants`, shared with the whole-client
+    simulation), planted through this schedule's driver only."""
 
     __slots__ = ()
 
     def idle_timeout(self, ack_linger: float, now: float | None = None) -> float | None:
-        machine = self.machine
-        tag = machine.leader(self.node_id).session.tag
-        return ack_linger if machine.ledger.has_marked(tag) else None
+        return mutants.dry_forever_idle_timeout(self.machine, self.node_id, ack_linger, now)
 
     def idle_expired(self) -> None:
-        machine = self.machine
-        planner = machine.leader(self.node_id).planner
-        if machine.ledger.has_marked(planner.session.tag):
-            planner.linger_expired = True
+        mutants.dry_forever_idle_expired(self.machine, self.node_id)
 
 
 class _DryRestarts(FetchDriver):
@@ -1535,6 +1696,56 @@ _DRIVERS: dict[str, type[FetchDriver]] = {
     "dry-forever": _DryForever,
     "dry-restarts": _DryRestarts,
 }
+
+
+class _NoWaits:
+    """The cursor's owner (the consumer's slow paths): never called, the simulator calls
+    the cursor's sans-I/O steps, never ``__anext__``, which awaits."""
+
+    def _not_running(self) -> BaseException:
+        raise AssertionError("the simulator never awaits the cursor")
+
+    def _rejoin_after_idle(self, core: Any) -> None:
+        raise AssertionError("the simulator never awaits the cursor")
+
+    async def _next_prepared(self, core: Any) -> Record[Any, Any]:
+        raise AssertionError("the simulator never awaits the cursor")
+
+    async def _no_record(self, core: Any) -> None:
+        raise AssertionError("the simulator never awaits the cursor")
+
+
+class _LockBlind:
+    """The buffer the application takes from under the mutant ``no-record-lock-check``:
+    ``pop_one`` without its per-record lock check (pure-Python builds only)."""
+
+    __slots__ = ("member",)
+
+    def __init__(self, member: Member) -> None:
+        self.member = member
+
+    def pop_one(self, clock: Callable[[], float]) -> Record[Any, Any] | None:
+        return cast("Record[Any, Any] | None", self.member._pop_mutant(clock))
+
+
+def _refusal(resp: Any) -> str | None:
+    """The first error an answer carries, top level or of a fetched partition (an
+    acknowledgement's own error is the application's doing: a handler slower than the
+    lock); ``None`` if none."""
+    if resp.error_code:
+        return f"error {resp.error_code}"
+    if isinstance(resp, ShareFetchResponseT):
+        for t in resp.responses:
+            for p in t.partitions:
+                if p.error_code:
+                    return f"error {p.error_code} for partition {p.partition_index}"
+    return None
+
+
+def _no_wall_clock() -> float | None:
+    """The Handout's wall-clock offset: the simulator has no wall clock (records carry
+    none; their ``lock_deadline`` is on the virtual clock)."""
+    return None
 
 
 def _can_renew() -> None:

@@ -1,0 +1,66 @@
+"""The order of a consumer's close, sans-I/O: what ``ShareConsumer.close()`` and the seeded
+simulation (:mod:`sharecon.testing.sim`) both run.
+
+Rules of this module:
+
+1. The machine refuses the application's answers first (rule 6 of
+   :mod:`sharecon._share.machine`): an answer given during the close is raised, never
+   half taken.
+2. The dead-letter router stops before anything is released: a copy it is writing is
+   written (or given up) while the record's lock is still held, so the record is rejected
+   after its copy, never released under it.
+3. Then everything the application holds and everything buffered is released (the
+   machine's answers, carried out, then the buffer cleared: a dropped chunk's records are
+   released, not forgotten) and the fetch loops close: each sends the releases and every
+   pending answer with its FINAL request, which ends its share session.
+4. The member leaves its group last, once no fetch loop runs: leaving earlier would give
+   its partitions to another member while its answers are still on their way.
+
+:func:`close_steps` does what needs no I/O and yields a :class:`CloseStep` where the
+runtime must act (stop the router, close the loops, leave); the runtime resumes it when
+that is done (or bounded out).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from sharecon._consumer.buffer import DeliveryBuffer
+    from sharecon._share.machine import ShareMachine
+
+__all__ = ["CloseStep", "close_steps", "release_held"]
+
+
+class CloseStep(Enum):
+    """Where the runtime acts during a close (rules 2-4)."""
+
+    #: Stop the dead-letter router (rule 2).
+    STOP_DEAD_LETTERS = "stop dead letters"
+    #: Wake the fetch loops and wait until each sent its FINAL request and stopped (rule 3).
+    CLOSE_FETCHERS = "close fetchers"
+    #: Leave the group (rule 4).
+    LEAVE_GROUP = "leave group"
+
+
+def release_held(machine: ShareMachine, buffer: DeliveryBuffer, settle: Callable[[], None]) -> None:
+    """Release every record handed out and unanswered and every buffered one: the
+    machine's answers, carried out (``settle``), then the buffer cleared (rule 3). The
+    caller wakes its fetch loops."""
+    machine.release_held()
+    settle()
+    buffer.clear()
+
+
+def close_steps(
+    machine: ShareMachine, buffer: DeliveryBuffer, settle: Callable[[], None]
+) -> Iterator[CloseStep]:
+    """The close, in order (rules 1-4): resume after carrying out each step."""
+    machine.closing = True  # rule 1: from now on the machine refuses answers
+    yield CloseStep.STOP_DEAD_LETTERS
+    release_held(machine, buffer, settle)
+    yield CloseStep.CLOSE_FETCHERS
+    yield CloseStep.LEAVE_GROUP

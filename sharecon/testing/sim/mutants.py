@@ -1,0 +1,50 @@
+"""Deliberate bugs shared by the two simulations: each written once, here.
+
+The core simulation (:mod:`.world`) plants them through its fetch driver (one schedule at a
+time, no global patching); the whole-client simulation (:mod:`.client`) patches the
+machine's class for one run with the context managers here.
+
+``dry-forever``: the fix of rule 2 of :mod:`sharecon._share.fetch_policy` reverted. After a
+no-wait fetch came back empty the planner waits for an answer from the application before
+fetching again, with no timeout: the loop's idle wait has one only while acknowledgements
+wait their linger, and its end never clears ``dry``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from unittest import mock
+
+from sharecon._share.machine import ShareMachine
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+__all__ = ["dry_forever", "dry_forever_idle_expired", "dry_forever_idle_timeout"]
+
+
+def dry_forever_idle_timeout(
+    machine: ShareMachine, node_id: int, ack_linger: float, now: float | None = None
+) -> float | None:
+    """``ShareMachine.idle_timeout`` of the ``dry-forever`` mutant: ``ack_linger`` while
+    acknowledgements wait, else no timeout at all (a dry planner waits for a wake-up)."""
+    tag = machine.leader(node_id).session.tag
+    return ack_linger if machine.ledger.has_marked(tag) else None
+
+
+def dry_forever_idle_expired(machine: ShareMachine, node_id: int) -> None:
+    """``ShareMachine.idle_expired`` of the ``dry-forever`` mutant: the lingering
+    acknowledgements go out, and the planner stays dry."""
+    planner = machine.leader(node_id).planner
+    if machine.ledger.has_marked(planner.session.tag):
+        planner.linger_expired = True
+
+
+def dry_forever() -> AbstractContextManager[object]:
+    """Plant ``dry-forever`` in :class:`ShareMachine` itself while the context runs (for
+    a simulation that runs the real clients, which make their own machines)."""
+    return mock.patch.multiple(
+        ShareMachine,
+        idle_timeout=dry_forever_idle_timeout,
+        idle_expired=dry_forever_idle_expired,
+    )
