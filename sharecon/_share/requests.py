@@ -124,21 +124,23 @@ def fetch_ack_codes(
     resp: ShareFetchResponse, names: Mapping[uuid.UUID, str]
 ) -> dict[TopicIdPartition, int]:
     """Per-partition acknowledgement error codes of a ShareFetch answer."""
-    return {
-        topic_partition(t.topic_id, p.partition_index, names.get(t.topic_id)): (
-            p.acknowledge_error_code
-        )
-        for t in resp.responses
-        for p in t.partitions
-    }
+    codes: dict[TopicIdPartition, int] = {}
+    for t in resp.responses:
+        tid = t.topic_id
+        name = names.get(tid)  # once a topic: a UUID hashes in Python
+        for p in t.partitions:
+            codes[topic_partition(tid, p.partition_index, name)] = p.acknowledge_error_code
+    return codes
 
 
 def acknowledge_codes(
     resp: ShareAcknowledgeResponse, names: Mapping[uuid.UUID, str]
 ) -> dict[TopicIdPartition, int]:
     """Per-partition error codes of a ShareAcknowledge answer."""
-    return {
-        topic_partition(t.topic_id, p.partition_index, names.get(t.topic_id)): p.error_code
-        for t in resp.responses
-        for p in t.partitions
-    }
+    codes: dict[TopicIdPartition, int] = {}
+    for t in resp.responses:
+        tid = t.topic_id
+        name = names.get(tid)
+        for p in t.partitions:
+            codes[topic_partition(tid, p.partition_index, name)] = p.error_code
+    return codes
