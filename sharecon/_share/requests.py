@@ -43,11 +43,15 @@ _NO_FETCH = FetchParams(0, 0, 0, 0, 0)
 
 
 def _fetch_batches(batches: Sequence[AckBatch]) -> tuple[sf.AcknowledgementBatch, ...]:
+    if not batches:
+        return ()  # a partition the request adds: the usual case of a session opening
     return tuple(
-        sf.AcknowledgementBatch(
-            first_offset=b.first_offset, last_offset=b.last_offset, acknowledge_types=b.types
-        )
-        for b in batches
+        [
+            sf.AcknowledgementBatch(
+                first_offset=b.first_offset, last_offset=b.last_offset, acknowledge_types=b.types
+            )
+            for b in batches
+        ]
     )
 
 
@@ -65,15 +69,22 @@ def share_fetch_request(
 ) -> ShareFetchRequest:
     """The ShareFetch for ``plan``; fetch sizing is zeroed when the plan may not fetch."""
     p = params if plan.fetches else _NO_FETCH
+    # Lists, then tuples: a generator per topic and per partition costs more than these.
     topics = tuple(
-        sf.FetchTopic(
-            topic_id=tid,
-            partitions=tuple(
-                sf.FetchPartition(partition_index=part, acknowledgement_batches=_fetch_batches(b))
-                for part, b in parts.items()
-            ),
-        )
-        for tid, parts in plan.topics().items()
+        [
+            sf.FetchTopic(
+                topic_id=tid,
+                partitions=tuple(
+                    [
+                        sf.FetchPartition(
+                            partition_index=part, acknowledgement_batches=_fetch_batches(b)
+                        )
+                        for part, b in parts.items()
+                    ]
+                ),
+            )
+            for tid, parts in plan.topics().items()
+        ]
     )
     forgotten = tuple(
         sf.ForgottenTopic(topic_id=tid, partitions=tuple(parts))
