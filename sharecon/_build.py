@@ -39,6 +39,7 @@ MODULES = (
     "sharecon._share.acquired",
     "sharecon._share.intake",
     "sharecon._share.partition_ids",
+    "sharecon._share.requests",
     "sharecon._share.ledger",
     "sharecon._share.effects",
     "sharecon._share.machine",
