@@ -22,6 +22,11 @@ a change is measured before and after side by side. CPU time per record
 ``--records`` and one of a fifth of it, so set-up and warm-up cancel out::
 
     python benchmarks/handout.py --shapes 12x131,300x10/28 --builds pure,compiled --before HEAD~3
+
+``--stages`` times the loop's steps apart instead (plan the request, encode it, decode
+the answer, its session part, its records taken in, the hand-out) and prints each as CPU
+µs per partition an answer carries records for: at ``300x10/28`` that is where the cost
+per partition goes.
 """
 
 from __future__ import annotations
@@ -181,6 +186,66 @@ async def run(wire):
     return took, seen, gcs
 
 
+async def stages(wire):
+    # The same loop, its steps timed apart (CPU time): where an answer's cost goes.
+    core = ConsumerCore(
+        cast(Any, None), ConsumerConfig(group_id="g", topics=("t",)), cast(Any, None)
+    )
+    owner = Owner(core)
+    core.handout.owner = owner
+    core.clock = time.monotonic
+    machine = core.machine
+    driver = FetchDriver(machine, core.buffer, NODE, lambda: tps, lambda: False)
+    cursor = Cursor(owner, Liveness(None, 30.0), explicit=explicit)
+    cursor.core = core
+    owner.cursor = cursor
+    pc = time.process_time
+    out = dict.fromkeys(STAGES, 0.0)
+    for data in wire:
+        t0 = pc()
+        turn = driver.turn()
+        request = driver.request(turn, "member")
+        t1 = pc()
+        request.encode(version)
+        f = driver.sent(turn, time.monotonic())
+        t2 = pc()
+        resp = ShareFetchResponse.decode(data, version)
+        t3 = pc()
+        machine.fetch_answered(f, resp, NAMES, time.monotonic(), pipeline=False)
+        for e in machine.drain():
+            core.apply(e)
+        t4 = pc()
+        machine.fetch_records(f, resp, NAMES, closing=False)
+        for e in machine.drain():
+            core.apply(e)
+        t5 = pc()
+        async for record in cursor:
+            len(record.value)
+            if explicit:
+                record.accept()
+        t6 = pc()
+        for k, a, b in zip(STAGES, (t0, t1, t2, t3, t4, t5), (t1, t2, t3, t4, t5, t6)):
+            out[k] += b - a
+    return out
+
+
+# plan: the next request planned (acknowledgements taken, session, message built);
+# encode: it encoded; decode: the answer decoded; answered: its session and
+# acknowledgement part; take: its records into the ledger and the buffer; hand-out:
+# every record through async for (batches decoded on the way).
+STAGES = ("plan", "encode", "decode", "answered", "take", "hand-out")
+
+
+if spec.get("stages"):
+    wire, n = answers(spec["records"])
+    best = None
+    for _ in range(spec["rounds"]):
+        got = anyio.run(stages, wire)
+        best = got if best is None else {k: min(best[k], got[k]) for k in got}
+    # Per partition an answer carries records for.
+    print("RESULT " + json.dumps({k: v * 1e6 / (len(wire) * touched) for k, v in best.items()}))
+    sys.exit(0)
+
 big, n_big = answers(spec["records"])
 small, n_small = answers(spec["records"] // 5)
 best = float("inf")
@@ -262,6 +327,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--before", default=None, help="a git revision to compare with")
     parser.add_argument(
+        "--stages",
+        action="store_true",
+        help="print CPU µs per partition an answer carries records for, per step of the loop",
+    )
+    parser.add_argument(
         "--explicit",
         action="store_true",
         help="explicit mode: the loop calls record.accept() on every record",
@@ -282,7 +352,7 @@ def main() -> None:
                 spec = {
                     "build": build, "partitions": partitions, "per": per,
                     "touched": int(touched or partitions), "size": args.size, "records": args.records,
-                    "rounds": args.rounds, "explicit": args.explicit,
+                    "rounds": args.rounds, "explicit": args.explicit, "stages": args.stages,
                 }  # fmt: skip
                 proc = subprocess.run(
                     [sys.executable, "-c", CHILD, json.dumps(spec)],
@@ -296,6 +366,14 @@ def main() -> None:
                 if not line:
                     sys.exit(f"{shape} {build} {label} failed:\n{proc.stdout}\n{proc.stderr}")
                 results[label] = json.loads(line[0][7:])
+            if args.stages:
+                for label, _ in variants:
+                    got = results[label]
+                    cells = [f"{got[k]:.1f}" for k in got]
+                    row = (shape, build, label, *cells, f"{sum(got.values()):.1f}")
+                    rows.append(row)
+                    print(" | ".join(row), flush=True)
+                continue
             first = next(iter(results.values()))
             cells = [f"{results[label]['us_per_record']:.3f}" for label, _ in variants]
             ratio = (
@@ -308,6 +386,9 @@ def main() -> None:
     heads = ["shape", "build", "records/fetch", *(f"µs/record {v}" for v, _ in variants)]
     if args.before:
         heads.append("after ÷ before")
+    if args.stages:
+        stages = ("plan", "encode", "decode", "answered", "take", "hand-out")
+        heads = ["shape", "build", "revision", *stages, "total"]
     print()
     print("| " + " | ".join(heads) + " |")
     print("|" + "---|" * len(heads))

@@ -15,7 +15,7 @@ Rules of this module:
 from __future__ import annotations
 
 from bisect import bisect_left
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
@@ -82,7 +82,8 @@ class AcquiredRange:
     delivery_count: int
 
 
-@dataclass(slots=True)
+# A plain class, not a dataclass: a generic dataclass fails to import once compiled by
+# mypyc (the dataclass machinery tries to set a native class's ``__dict__``).
 class Filtered(Generic[R]):
     """The deliverable part of one partition's fetch data.
 
@@ -90,9 +91,18 @@ class Filtered(Generic[R]):
     ``gaps`` are inclusive ``(first, last)`` offset ranges to acknowledge as GAP.
     """
 
-    records: list[R] = field(default_factory=list)
-    delivery_counts: list[int] = field(default_factory=list)
-    gaps: list[tuple[int, int]] = field(default_factory=list)
+    __slots__ = ("delivery_counts", "gaps", "records")
+
+    def __init__(self) -> None:
+        self.records: list[R] = []
+        self.delivery_counts: list[int] = []
+        self.gaps: list[tuple[int, int]] = []
+
+    def __repr__(self) -> str:
+        return (
+            f"Filtered(records={self.records!r}, delivery_counts={self.delivery_counts!r}, "
+            f"gaps={self.gaps!r})"
+        )
 
     @property
     def gap_count(self) -> int:

@@ -31,7 +31,6 @@ Rules of this module:
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from sharecon.errors import CorruptRecordError, RemoteProtocolError
@@ -77,15 +76,20 @@ class InvalidAnswer(RemoteProtocolError):
     """A partition answer whose acquired ranges cannot be trusted (rule 1)."""
 
 
-@dataclass(frozen=True, slots=True)
+# Plain classes, not dataclasses: a generic dataclass fails to import once compiled by
+# mypyc (as :class:`.acquired.Filtered`).
 class _Batch(Generic[R]):
-    base_offset: int
-    last_offset: int
-    is_control: bool
-    records: Sequence[R]
+    __slots__ = ("base_offset", "is_control", "last_offset", "records")
+
+    def __init__(
+        self, base_offset: int, last_offset: int, is_control: bool, records: Sequence[R]
+    ) -> None:
+        self.base_offset = base_offset
+        self.last_offset = last_offset
+        self.is_control = is_control
+        self.records = records
 
 
-@dataclass(slots=True)
 class Decoded(Generic[R]):
     """What decoding one batch gave (rule 4).
 
@@ -98,13 +102,32 @@ class Decoded(Generic[R]):
     :ivar wire: bytes the batch took in the answer.
     """
 
-    records: list[R] = field(default_factory=list)
-    dead: list[R] = field(default_factory=list)
-    gaps: list[Span] = field(default_factory=list)
-    release: list[Span] = field(default_factory=list)
-    error: CorruptRecordError | None = None
-    nbytes: int = 0
-    wire: int = 0
+    __slots__ = ("dead", "error", "gaps", "nbytes", "records", "release", "wire")
+
+    def __init__(
+        self,
+        records: list[R] | None = None,
+        dead: list[R] | None = None,
+        gaps: list[Span] | None = None,
+        release: list[Span] | None = None,
+        error: CorruptRecordError | None = None,
+        nbytes: int = 0,
+        wire: int = 0,
+    ) -> None:
+        self.records: list[R] = [] if records is None else records
+        self.dead: list[R] = [] if dead is None else dead
+        self.gaps: list[Span] = [] if gaps is None else gaps
+        self.release: list[Span] = [] if release is None else release
+        self.error = error
+        self.nbytes = nbytes
+        self.wire = wire
+
+    def __repr__(self) -> str:
+        return (
+            f"Decoded(records={self.records!r}, dead={self.dead!r}, gaps={self.gaps!r}, "
+            f"release={self.release!r}, error={self.error!r}, nbytes={self.nbytes}, "
+            f"wire={self.wire})"
+        )
 
 
 def check_ranges(
@@ -115,8 +138,10 @@ def check_ranges(
     :raises InvalidAnswer: naming the first bad range.
     """
     ranges = [AcquiredRange(f, last, dc) for f, last, dc in triples]
-    if any(ranges[i].first_offset > ranges[i + 1].first_offset for i in range(len(ranges) - 1)):
-        ranges.sort(key=lambda r: r.first_offset)
+    for i in range(len(ranges) - 1):
+        if ranges[i].first_offset > ranges[i + 1].first_offset:
+            ranges.sort(key=_first_offset)
+            break
     total = 0
     prev_last = -1
     for r in ranges:
@@ -138,6 +163,10 @@ def check_ranges(
                 f"the acquired ranges name more than {max_acquired} offsets (up to {r.last_offset})"
             )
     return ranges
+
+
+def _first_offset(r: AcquiredRange) -> int:
+    return r.first_offset
 
 
 def _subtract(ranges: list[Span], cut: list[Span]) -> list[Span]:
@@ -208,10 +237,14 @@ class PartitionIntake:
         self.gaps = gaps
         self.release = release
         self.errors = errors
+        acquired = wire = 0
+        for b in batches:
+            acquired += self._acquired_in(b.base_offset, b.last_offset)
+            wire += b.size
         #: Acquired offsets not yet decoded (an upper bound on the records to come).
-        self.acquired = sum(self._acquired_in(b.base_offset, b.last_offset) for b in batches)
+        self.acquired = acquired
         #: Answer bytes of the batches not yet decoded.
-        self.wire = sum(b.size for b in batches)
+        self.wire = wire
 
     @property
     def exhausted(self) -> bool:
@@ -236,6 +269,11 @@ class PartitionIntake:
 
     def _clipped(self, first: int, last: int) -> list[AcquiredRange]:
         ranges = self.ranges
+        if len(ranges) == 1:
+            # The usual answer: one range per partition, often inside the batch.
+            r = ranges[0]
+            if first <= r.first_offset and r.last_offset <= last:
+                return [r]
         i = max(bisect_right(self._starts, first) - 1, 0)
         out: list[AcquiredRange] = []
         while i < len(ranges) and ranges[i].first_offset <= last:
@@ -251,7 +289,10 @@ class PartitionIntake:
         return out
 
     def _acquired_in(self, first: int, last: int) -> int:
-        return sum(r.last_offset - r.first_offset + 1 for r in self._clipped(first, last))
+        n = 0
+        for r in self._clipped(first, last):
+            n += r.last_offset - r.first_offset + 1
+        return n
 
     def decode_next(
         self,
@@ -267,12 +308,15 @@ class PartitionIntake:
         self._next += 1
         first, last = b.base_offset, b.last_offset
         sub = self._clipped(first, last)
-        n_acquired = sum(r.last_offset - r.first_offset + 1 for r in sub)
+        spans = [(r.first_offset, r.last_offset) for r in sub]
+        n_acquired = 0
+        for lo, hi in spans:
+            n_acquired += hi - lo + 1
         self.acquired -= n_acquired
         self.wire -= b.size
         out: Decoded[R] = Decoded(wire=b.size)
         if b.is_control:
-            out.gaps = [(r.first_offset, r.last_offset) for r in sub]
+            out.gaps = spans
             return out
         try:
             # The CRC was checked when the answer was split (take_partition). Only the
@@ -281,7 +325,7 @@ class PartitionIntake:
                 factory,
                 max_uncompressed=max_uncompressed,
                 verify_crc=False,
-                spans=[(r.first_offset, r.last_offset) for r in sub],
+                spans=spans,
             )
             if recs and recs[-1].offset > last:
                 raise b._error(
@@ -289,9 +333,29 @@ class PartitionIntake:
                 )
         except CorruptRecordError as exc:
             out.error = exc
-            out.release = [(r.first_offset, r.last_offset) for r in sub]
+            out.release = spans
             return out
         out.nbytes = b.decoded_size
+        n = len(recs)
+        if len(sub) == 1 and n:
+            # One range, and the records it got are contiguous (the usual batch): what
+            # filter_acquired does with one range and one batch, without its walk.
+            lo, hi = spans[0]
+            o0, on = recs[0].offset, recs[n - 1].offset
+            if o0 >= lo and on <= hi and on - o0 + 1 == n:
+                if o0 > lo:
+                    out.gaps.append((lo, o0 - 1))
+                if on < hi:
+                    out.gaps.append((on + 1, hi))
+                dc = sub[0].delivery_count
+                if dc != 1:
+                    for rec in recs:
+                        rec.delivery_count = dc
+                    if dead_letter_limit is not None and dc > dead_letter_limit:
+                        out.dead = recs
+                        return out
+                out.records = recs
+                return out
         filtered = filter_acquired(sub, [_Batch(first, last, False, recs)])
         out.gaps = filtered.gaps
         records = filtered.records

@@ -641,11 +641,12 @@ class ShareMachine:
         acquired = size = 0
         sizes: dict[TopicIdPartition, int] = {}
         for t in resp.responses:
+            name = names.get(t.topic_id)  # once a topic: a UUID hashes in Python
             for p in t.partitions:
                 n = len(p.records or b"")
                 if n:
                     size += n
-                    tp = topic_partition(t.topic_id, p.partition_index, names.get(t.topic_id))
+                    tp = topic_partition(t.topic_id, p.partition_index, name)
                     sizes[tp] = sizes.get(tp, 0) + n
                 for a in p.acquired_records:
                     # Clamped: a hostile range must not make this sum a bignum.
@@ -710,9 +711,10 @@ class ShareMachine:
     def _supersede(self, resp: ShareFetchResponse, names: Mapping[uuid.UUID, str]) -> None:
         ledger = self.ledger
         for t in resp.responses:
+            name = names.get(t.topic_id)
             for p in t.partitions:
                 if p.acquired_records:
-                    tp = TopicIdPartition(t.topic_id, p.partition_index, names.get(t.topic_id))
+                    tp = topic_partition(t.topic_id, p.partition_index, name)
                     self._report(
                         ledger.supersede(
                             tp, [(a.first_offset, a.last_offset) for a in p.acquired_records]

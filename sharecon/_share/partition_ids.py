@@ -7,7 +7,8 @@ Rules of this module:
    ``__init__``, then ``__post_init__`` computing its key and hash through
    ``uuid.UUID.int``), and each ShareFetch answer names each of its partitions several
    times (its size, its acknowledgement code, its records). :func:`topic_partition`
-   hands back the object made the first time: one UUID hash and two dict lookups.
+   hands back the object made the first time: two dict lookups, keyed by the topic id's
+   ``int`` (a ``uuid.UUID`` hashes and compares in Python, two calls a lookup).
 2. An object is reused only under the same name (``tp.topic``), since that is the name
    records and messages show; another name makes, and keeps, a new one. Either is equal
    to the other: identity is ``(topic_id, partition)``.
@@ -30,13 +31,14 @@ __all__ = ["MAX_KEPT", "topic_partition"]
 #: Partitions kept before the table starts again (rule 3).
 MAX_KEPT = 1 << 16
 
-_by_topic: dict[uuid.UUID, dict[int, TopicIdPartition]] = {}
+_by_topic: dict[int, dict[int, TopicIdPartition]] = {}  # by topic_id.int (rule 1)
 _kept = [0]
 
 
 def topic_partition(topic_id: uuid.UUID, partition: int, name: str | None) -> TopicIdPartition:
     """``TopicIdPartition(topic_id, partition, name)``, the same object each time (rule 1)."""
-    parts = _by_topic.get(topic_id)
+    key = topic_id.int
+    parts = _by_topic.get(key)
     if parts is not None:
         tp = parts.get(partition)
         if tp is not None and tp.topic == name:
@@ -47,7 +49,7 @@ def topic_partition(topic_id: uuid.UUID, partition: int, name: str | None) -> To
         _kept[0] = 0
         parts = None
     if parts is None:
-        parts = _by_topic.setdefault(topic_id, {})
+        parts = _by_topic.setdefault(key, {})
     if partition not in parts:
         _kept[0] += 1
     parts[partition] = tp

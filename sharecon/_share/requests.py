@@ -43,11 +43,15 @@ _NO_FETCH = FetchParams(0, 0, 0, 0, 0)
 
 
 def _fetch_batches(batches: Sequence[AckBatch]) -> tuple[sf.AcknowledgementBatch, ...]:
+    if not batches:
+        return ()  # a partition the request adds: the usual case of a session opening
     return tuple(
-        sf.AcknowledgementBatch(
-            first_offset=b.first_offset, last_offset=b.last_offset, acknowledge_types=b.types
-        )
-        for b in batches
+        [
+            sf.AcknowledgementBatch(
+                first_offset=b.first_offset, last_offset=b.last_offset, acknowledge_types=b.types
+            )
+            for b in batches
+        ]
     )
 
 
@@ -65,15 +69,22 @@ def share_fetch_request(
 ) -> ShareFetchRequest:
     """The ShareFetch for ``plan``; fetch sizing is zeroed when the plan may not fetch."""
     p = params if plan.fetches else _NO_FETCH
+    # Lists, then tuples: a generator per topic and per partition costs more than these.
     topics = tuple(
-        sf.FetchTopic(
-            topic_id=tid,
-            partitions=tuple(
-                sf.FetchPartition(partition_index=part, acknowledgement_batches=_fetch_batches(b))
-                for part, b in parts.items()
-            ),
-        )
-        for tid, parts in plan.topics().items()
+        [
+            sf.FetchTopic(
+                topic_id=tid,
+                partitions=tuple(
+                    [
+                        sf.FetchPartition(
+                            partition_index=part, acknowledgement_batches=_fetch_batches(b)
+                        )
+                        for part, b in parts.items()
+                    ]
+                ),
+            )
+            for tid, parts in plan.topics().items()
+        ]
     )
     forgotten = tuple(
         sf.ForgottenTopic(topic_id=tid, partitions=tuple(parts))
@@ -124,21 +135,23 @@ def fetch_ack_codes(
     resp: ShareFetchResponse, names: Mapping[uuid.UUID, str]
 ) -> dict[TopicIdPartition, int]:
     """Per-partition acknowledgement error codes of a ShareFetch answer."""
-    return {
-        topic_partition(t.topic_id, p.partition_index, names.get(t.topic_id)): (
-            p.acknowledge_error_code
-        )
-        for t in resp.responses
-        for p in t.partitions
-    }
+    codes: dict[TopicIdPartition, int] = {}
+    for t in resp.responses:
+        tid = t.topic_id
+        name = names.get(tid)  # once a topic: a UUID hashes in Python
+        for p in t.partitions:
+            codes[topic_partition(tid, p.partition_index, name)] = p.acknowledge_error_code
+    return codes
 
 
 def acknowledge_codes(
     resp: ShareAcknowledgeResponse, names: Mapping[uuid.UUID, str]
 ) -> dict[TopicIdPartition, int]:
     """Per-partition error codes of a ShareAcknowledge answer."""
-    return {
-        topic_partition(t.topic_id, p.partition_index, names.get(t.topic_id)): p.error_code
-        for t in resp.responses
-        for p in t.partitions
-    }
+    codes: dict[TopicIdPartition, int] = {}
+    for t in resp.responses:
+        tid = t.topic_id
+        name = names.get(tid)
+        for p in t.partitions:
+            codes[topic_partition(tid, p.partition_index, name)] = p.error_code
+    return codes

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+import types
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeAlias, TypeVar
 
@@ -336,7 +337,19 @@ def _emit_read(
     if isinstance(t, ArrayOf):
         unit = _min_size(t.elem, version, flex)
         n = g.var("n")
-        g.emit(ind, f"{n} = r.{'compact_array_len' if flex else 'array_len'}({unit})")
+        if flex:
+            # A one-byte length that fits in what is left, read inline (null is 0: -1);
+            # anything else by the method, which names what is wrong.
+            g.emit(ind, "p = r.pos")
+            g.emit(
+                ind, f"if p < r.end and r.buf[p] < 0x80 and (r.buf[p] - 1) * {unit} < r.end - p:"
+            )
+            g.emit(ind + 1, f"{n} = r.buf[p] - 1")
+            g.emit(ind + 1, "r.pos = p + 1")
+            g.emit(ind, "else:")
+            g.emit(ind + 1, f"{n} = r.compact_array_len({unit})")
+        else:
+            g.emit(ind, f"{n} = r.array_len({unit})")
         g.emit(ind, f"if {n} < 0:")
         if nullable:
             g.emit(ind + 1, f"{target} = None")
@@ -356,6 +369,44 @@ def _emit_read(
             g.emit(ind, f"{target} = {dec}(r)")
         return
     expr = _read_expr(g, t, version, flex)
+    if t == "string" and flex and nullable:
+        # A null compact string (one zero byte: most error messages) read inline, not
+        # through two method calls; anything else, or too few bytes, by the method.
+        g.emit(ind, "p = r.pos")
+        g.emit(ind, "if p < r.end and r.buf[p] == 0:")
+        g.emit(ind + 1, "r.pos = p + 1")
+        g.emit(ind + 1, f"{target} = None")
+        g.emit(ind, "else:")
+        g.emit(ind + 1, f"{target} = {expr}")
+        return
+    if t == "records" and flex:
+        # A records field whose length takes one or two bytes (an answer's empty and
+        # small partitions) read inline; longer ones, and too few bytes, by the method.
+        g.emit(ind, "p = r.pos")
+        g.emit(ind, "buf = r.buf")
+        g.emit(ind, "end = r.end")
+        g.emit(ind, "n = -2")
+        g.emit(ind, "if p < end:")
+        g.emit(ind + 1, "b = buf[p]")
+        g.emit(ind + 1, "if b < 0x80:")
+        g.emit(ind + 2, "n = b - 1")
+        g.emit(ind + 2, "q = p + 1")
+        g.emit(ind + 1, "elif p + 1 < end and buf[p + 1] < 0x80:")
+        g.emit(ind + 2, "n = ((b & 0x7F) | (buf[p + 1] << 7)) - 1")
+        g.emit(ind + 2, "q = p + 2")
+        g.emit(ind, "if n == -1:")
+        g.emit(ind + 1, "r.pos = q")
+        g.emit(ind + 1, f"{target} = None")
+        g.emit(ind, "elif n >= 0 and q + n <= end:")
+        g.emit(ind + 1, "r.pos = q + n")
+        g.emit(ind + 1, f"{target} = buf[q : q + n]")
+        g.emit(ind, "else:")
+        g.emit(ind + 1, f"{target} = {expr}")
+        if not nullable:
+            null_msg2 = null_msg
+            g.emit(ind, f"if {target} is None:")
+            g.emit(ind + 1, f"raise DecodeError({null_msg2}, r.pos)")
+        return
     if t in _STRINGY:
         g.emit(ind, f"{target} = {expr}")
         if not nullable:
@@ -382,6 +433,10 @@ _STRUCT_CODES = {
 }
 
 
+def _is_fixed(f: FieldSpec) -> bool:
+    return isinstance(f.type, str) and f.type in _STRUCT_CODES
+
+
 def _runs(fields: list[tuple[int, FieldSpec]]) -> list[list[tuple[int, FieldSpec]]]:
     # Consecutive fixed-size numbers form one run; every other field is a run of its own.
     runs: list[list[tuple[int, FieldSpec]]] = []
@@ -406,7 +461,7 @@ def _emit_fixed_run(g: _Gen, run: list[tuple[int, FieldSpec]]) -> None:
     fmt = ">" + "".join(_STRUCT_CODES[str(f.type)] for _, f in run)
     unpack = g.const(struct.Struct(fmt).unpack_from, "unpack")
     size = struct.calcsize(fmt)
-    targets = ", ".join(f"f{i}" for i, _ in run)
+    targets = ", ".join(f"f{i}" for i, _ in run) + ("," if len(run) == 1 else "")
     g.emit(2, f"if r.pos + {size} <= r.end:")
     g.emit(3, f"{targets} = {unpack}(r.buf, r.pos)")
     g.emit(3, f"r.pos += {size}")
@@ -414,6 +469,42 @@ def _emit_fixed_run(g: _Gen, run: list[tuple[int, FieldSpec]]) -> None:
     for i, f in run:
         g.emit(3, f"fi = {i}")
         g.emit(3, f"f{i} = r.{f.type}()")
+
+
+def _slot_setters(cls: type[Struct]) -> dict[str, Any] | None:
+    """Each dataclass field's slot setter, or ``None`` when the class must be built
+    through its ``__init__`` (no slots, a ``__post_init__``, a default factory)."""
+    if hasattr(cls, "__post_init__"):
+        return None
+    setters: dict[str, Any] = {}
+    for fld in dataclasses.fields(cls):  # type: ignore[arg-type]
+        slot = vars(cls).get(fld.name)
+        if type(slot) is not types.MemberDescriptorType:
+            return None
+        if fld.default is dataclasses.MISSING:
+            return None  # every field the decoder leaves out must have a plain default
+        setters[fld.name] = slot.__set__
+    return setters
+
+
+def _emit_construct(g: _Gen, cls: type[Struct], kwargs: list[str]) -> None:
+    # A frozen dataclass's __init__ sets each field through object.__setattr__, a call
+    # per field that costs more than decoding it: a partition of a ShareFetch answer
+    # is three structs. The decoder sets the slots directly instead (the same values,
+    # the defaults for the fields this version lacks), about half the cost.
+    setters = _slot_setters(cls)
+    if setters is None:
+        g.emit(1, f"return _cls({', '.join(kwargs)})")
+        return
+    given = dict(kw.split("=", 1) for kw in kwargs)
+    g.ns["_new"] = object.__new__
+    g.emit(1, "o = _new(_cls)")
+    for name, setter in setters.items():
+        value = given.get(name)
+        if value is None:
+            value = g.const(cls.__dataclass_fields__[name].default, "d")  # type: ignore[attr-defined]
+        g.emit(1, f"{g.const(setter, 'set')}(o, {value})")
+    g.emit(1, "return o")
 
 
 def decoder_for(cls: type[Struct], version: int) -> Callable[[Reader], Any]:
@@ -446,7 +537,8 @@ def decoder_for(cls: type[Struct], version: int) -> Callable[[Reader], Any]:
         body.append((i, f))
         kwargs.append(f"{f.name}=f{i}")
     for run in _runs(body):
-        if len(run) > 1:
+        if len(run) > 1 or _is_fixed(run[0][1]):
+            # One unpack_from for the run (or the lone number), not a method call each.
             _emit_fixed_run(g, run)
             continue
         i, f = run[0]
@@ -456,7 +548,13 @@ def decoder_for(cls: type[Struct], version: int) -> Callable[[Reader], Any]:
         tag_idx = len(cls.kafka_fields)
         g.emit(2, f"fi = {tag_idx}")
         g.emit(2, "unk = ()")
-        g.emit(2, "ntag = r.uvarint()")
+        # No tagged fields (one zero byte, nearly always) read inline, not by a call.
+        g.emit(2, "p = r.pos")
+        g.emit(2, "if p < r.end and r.buf[p] == 0:")
+        g.emit(3, "r.pos = p + 1")
+        g.emit(3, "ntag = 0")
+        g.emit(2, "else:")
+        g.emit(3, "ntag = r.uvarint()")
         for i, f in tagged:
             default = g.const(_default_of(cls, f.name), "d")
             g.emit(2, f"f{i} = {default}")
@@ -499,7 +597,7 @@ def decoder_for(cls: type[Struct], version: int) -> Callable[[Reader], Any]:
     g.emit(1, "except DecodeError as e:")
     g.emit(2, "e.path.append(_struct + '.' + _names[fi] if fi >= 0 else _struct)")
     g.emit(2, "raise")
-    g.emit(1, f"return _cls({', '.join(kwargs)})")
+    _emit_construct(g, cls, kwargs)
     src = "\n".join(g.lines)
     exec(compile(src, f"<decode {sname} v{version}>", "exec"), g.ns)
     fn = g.ns["decode"]
@@ -533,7 +631,16 @@ def _emit_write(
         else:
             g.emit(ind + 1, f"raise EncodeError({null_msg})")
         g.emit(ind, "else:")
-        g.emit(ind + 1, f"{w}.{'compact_array_len' if flex else 'array_len'}(len({value}))")
+        if flex:
+            # A length under 127 is one byte (n + 1): appended, not through two calls.
+            n = g.var("n")
+            g.emit(ind + 1, f"{n} = len({value})")
+            g.emit(ind + 1, f"if {n} < 127:")
+            g.emit(ind + 2, f"{w}.buf.append({n} + 1)")
+            g.emit(ind + 1, "else:")
+            g.emit(ind + 2, f"{w}.compact_array_len({n})")
+        else:
+            g.emit(ind + 1, f"{w}.array_len(len({value}))")
         e = g.var("e")
         g.emit(ind + 1, f"for {e} in {value}:")
         g.emit(ind + 2, _write_stmt(g, t.elem, version, flex, e, w))
@@ -597,7 +704,12 @@ def encoder_for(cls: type[Struct], version: int) -> Callable[[Writer, Any], None
     if flex:
         g.emit(2, f"fi = {unk_idx}")
         if not tagged:
-            g.emit(2, "w.tagged_section(o.unknown_tags)")
+            # No tagged fields (nearly always): the one zero byte appended inline.
+            g.emit(2, "unk = o.unknown_tags")
+            g.emit(2, "if unk:")
+            g.emit(3, "w.tagged_section(unk)")
+            g.emit(2, "else:")
+            g.emit(3, "w.buf.append(0)")
         else:
             g.emit(2, "tags = list(o.unknown_tags)")
             for i, f in tagged:
