@@ -11,7 +11,11 @@ from sharecon.testing.sim.client import MUTANTS, run, search
 #: Seeds every version runs in CI (the schedules take about 0.1 to 0.3 CPU-s each).
 SEEDS = range(0, 12)
 #: Where each deliberate bug is first caught on 4.4 (a test of the simulation's power).
-FIRST_CAUGHT = {"dry-forever": 6}
+FIRST_CAUGHT = {"dry-forever": 6, "dlq-release-at-once": 7}
+#: Seeds whose dead-letter copies the broker refuses for a while, by the error it answers
+#: (sim.client_dlq): 19 NOT_ENOUGH_REPLICAS for 40 s, 44 POLICY_VIOLATION for 10 s (each
+#: attempt fails at once), 3 UNKNOWN_TOPIC_OR_PARTITION for 40 s.
+DLQ_SEEDS = {19: 0, 44: 7, 3: 68}
 
 
 @pytest.mark.parametrize("version", ["4.1", "4.2", "4.3", "4.4"])
@@ -31,6 +35,20 @@ def test_a_deliberate_bug_is_caught(mutant: str) -> None:
         f"python -m sharecon.testing.sim.client --seed {seed} --version 4.4 --mutant {mutant}"
     )
     assert run(seed, "4.4").violation is None  # the same schedule, without the bug
+
+
+@pytest.mark.parametrize("version", ["4.1", "4.2", "4.3", "4.4"])
+@pytest.mark.parametrize("code", sorted(DLQ_SEEDS))
+def test_refused_dead_letter_copies_lose_nothing(version: str, code: int) -> None:
+    """The dead-letter topic refuses copies, then accepts them: every poison record ends
+    with a copy (D1), within the bound (invariant 2), spending at most client_dlq.spent_bound(...)
+    deliveries on failed copies (D3); and the refusal really happened."""
+    seed = DLQ_SEEDS[code]
+    out = run(seed, version)
+    assert out.violation is None, f"{out.violation}\n  replay: {out.replay()}"
+    assert f"(error {code})" in out.plan[-1]
+    assert out.counters["dlq_refused"] > 0
+    assert out.counters["dlq_copies"] > 0
 
 
 def test_a_schedule_replays_the_same() -> None:

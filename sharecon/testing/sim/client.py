@@ -50,7 +50,7 @@ import random
 import sys
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 from unittest import mock
 
 import anyio
@@ -60,18 +60,29 @@ from sharecon._net.connect import dialer
 from sharecon._share.machine import ShareMachine
 from sharecon.config import ConnectionConfig
 from sharecon.consumer import ShareConsumer
+from sharecon.errors import DeadLetterError, DeadLetterTopicError
 from sharecon.producer import Producer
+from sharecon.protocol.api import encode_response
 from sharecon.record import RetryLater
 from sharecon.testing.fake.cluster import FakeCluster
 from sharecon.testing.fake.server import FakeKafka
 from sharecon.testing.model import RecordState
+from sharecon.testing.sim.client_dlq import DlqPlan, DlqWatch, release_at_once, spent_bound
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from anyio.abc import ByteStream, TaskGroup
 
+    from sharecon.protocol.header import RequestHeader
+    from sharecon.protocol.messages._base import Request, Response
     from sharecon.record import Record
+
+    #: A fault class's hook over one request: ``(connection, header, body)`` to ``None``
+    #: (let FakeKafka answer), a response, or :data:`CLOSE`.
+    Intercept: TypeAlias = Callable[
+        [str, RequestHeader, Request[Response]], "Response | _Close | None"
+    ]
 
 __all__ = ["BOUND", "MUTANTS", "STYLES", "ClientOutcome", "MemoryKafka", "main", "run", "search"]
 
@@ -98,6 +109,14 @@ HORIZON = 600.0
 
 
 # -- the in-memory broker --------------------------------------------------------------------
+
+
+class _Close:
+    """An intercept's verdict: close the connection, answer nothing."""
+
+
+#: An intercept's verdict: close the connection (a broker refusing an expired login).
+CLOSE = _Close()
 
 
 class _Pipe(anyio.abc.ByteStream):
@@ -153,6 +172,29 @@ class MemoryKafka(FakeKafka):
     def __init__(self, version: str = "4.4") -> None:
         super().__init__(version, host=HOST, port=PORT, heartbeat_interval_ms=1000)
         self.refuse_until = -math.inf
+        #: Fault classes' say over requests before FakeKafka's (``sim.client_dlq``,
+        #: ``sim.client_auth``): each may answer a request itself, in order.
+        self.intercepts: list[Intercept] = []
+
+    async def _answer(self, conn: Any, header: RequestHeader, body: Request[Response]) -> None:
+        for intercept in self.intercepts:
+            verdict = intercept(conn.name, header, body)
+            if verdict is None:
+                continue
+            if verdict is CLOSE:  # the broker closes the connection instead of answering
+                conn.scope.cancel()
+                return
+            assert not isinstance(verdict, _Close)
+            self.requests_served += 1
+            frame = encode_response(
+                header.api_key, header.api_version, header.correlation_id, verdict
+            )
+            try:
+                await conn.stream.send(frame)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                conn.scope.cancel()
+            return
+        await super()._answer(conn, header, body)
 
     def _wall(self) -> float:
         return anyio.current_time()
@@ -248,6 +290,9 @@ class ClientOutcome:
     handed: int = 0
     #: virtual seconds the schedule ran
     elapsed: float = 0.0
+    #: what the fault classes saw, by name (e.g. ``dlq_refused``: dead-letter copies the
+    #: broker refused; ``dlq_copies``: records with a copy): proof a fault was exercised
+    counters: dict[str, int] = field(default_factory=dict)
 
     def replay(self, mutant: str | None = None) -> str:
         """The one-line command that replays this schedule."""
@@ -288,6 +333,8 @@ class _Plan:
     gaps: list[float]
     styles: list[str]
     faults: list[tuple[float, str, float]]  # (at, kind, refuse for)
+    #: dead letters (sim.client_dlq), drawn from a random source of their own
+    dlq: DlqPlan | None = None
 
     @classmethod
     def draw(cls, rng: random.Random) -> _Plan:
@@ -310,7 +357,16 @@ class _Plan:
             "members: " + ", ".join(self.styles),
             "faults: "
             + ", ".join(f"{k}@{t:g}" + (f"+down {d:g}s" if d else "") for t, k, d in self.faults),
+            *([self.dlq.describe()] if self.dlq is not None else []),
         ]
+
+    @property
+    def last_fault(self) -> float:
+        """When the last fault starts, or the last refusal ends (schedule seconds)."""
+        last = self.faults[-1][0] if self.faults else 0.0
+        if self.dlq is not None:
+            last = max(last, self.dlq.heals_at)
+        return last
 
 
 class _Schedule:
@@ -332,6 +388,24 @@ class _Schedule:
         self.config = ConnectionConfig(request_timeout=10.0)
         self.watches = [_Watch() for _ in plan.styles]
         self.stopped_at = math.inf
+        self.dlq: DlqWatch | None = None
+        #: DeadLetterError raised by reject_to_dlq to the application (documented)
+        self.dlq_errors = 0
+        if plan.dlq is not None:
+            bound = spent_bound(plan.dlq.refuse_for, LOCK_MS / 1000, len(plan.faults))
+            self.dlq = DlqWatch(plan.dlq, anyio.current_time, lambda: self.kafka.cluster, bound)
+            self.kafka.intercepts.append(self.dlq.intercept)
+            self.healed_at = plan.dlq.heals_at
+
+    def counters(self) -> dict[str, int]:
+        """What the fault classes saw (:attr:`ClientOutcome.counters`)."""
+        out: dict[str, int] = {}
+        if self.dlq is not None and self.kafka._cluster is not None:
+            out["dlq_refused"] = self.dlq.refused
+            out["dlq_copies"] = len(self.dlq.copies(self.kafka.cluster))
+            out["dlq_errors"] = self.dlq_errors
+            out["dlq_spent"] = self.dlq.spent
+        return out
 
     def fail(self, why: str) -> None:
         if self.violation is None:
@@ -363,20 +437,27 @@ class _Schedule:
         explicit = style in ("explicit",)
         rng = random.Random(self.seed * 31 + index)
         watch = self.watches[index]
+        dlq = self.plan.dlq
         async with ShareConsumer(
             f"{HOST}:{PORT}",
             group_id=GROUP,
             topics=[TOPIC],
             ack_mode="explicit" if explicit else "implicit",
             config=self.config,
+            dead_letter=dlq.policy() if dlq is not None else None,
         ) as consumer:
             watch.consumer = consumer
             if style == "iter":
                 async for record in consumer:
                     self.seen(record, index)
+                    if self._poisoned(record):
+                        await self._reject_to_dlq(consumer, record)
             elif style == "explicit":
                 async for record in consumer:
                     self.seen(record, index)
+                    if self._poisoned(record):
+                        await self._reject_to_dlq(consumer, record)
+                        continue
                     roll = rng.random()
                     if roll < 0.1 and record.delivery_count == 1:
                         record.release()
@@ -398,6 +479,23 @@ class _Schedule:
                 watch.concurrency = concurrency
                 handler = self._handler(style, rng, index)
                 await consumer.process(handler, concurrency=concurrency)
+
+    def _poisoned(self, record: Record[bytes, bytes]) -> bool:
+        dlq = self.plan.dlq
+        return dlq is not None and record.value is not None and int(record.value[1:]) in dlq.poison
+
+    async def _reject_to_dlq(
+        self, consumer: ShareConsumer[bytes, bytes], record: Record[bytes, bytes]
+    ) -> None:
+        """What ``async for`` members do with a poison record: ``reject_to_dlq``, which
+        releases it and raises DeadLetterError when the copy cannot be written (documented:
+        the application goes on; the record comes back)."""
+        try:
+            await consumer.reject_to_dlq(record, reason="poison")
+        except DeadLetterError as exc:
+            if isinstance(exc, DeadLetterTopicError):
+                raise  # documented to stop the consumer: not a transient fault
+            self.dlq_errors += 1
 
     def _handler(self, style: str, rng: random.Random, index: int) -> Callable[..., Any]:
         watch = self.watches[index]
@@ -428,6 +526,8 @@ class _Schedule:
                     await anyio.sleep(rng.choice([0.0, 0.0, 0.05, 0.3]))
                 if delays and record.delivery_count == 1 and rng.random() < 0.1:
                     raise RetryLater(rng.choice([0.5, 3.0]))
+                if self._poisoned(record):
+                    raise ValueError(f"poison {record.value!r}")  # every time: a dead letter
             finally:
                 watch.running -= 1
 
@@ -457,7 +557,7 @@ class _Schedule:
         while True:
             await anyio.sleep(0.25)
             now = anyio.current_time()
-            if now < self.healed_at or now < self.plan.faults[-1][0]:
+            if now < self.healed_at or now < self.plan.last_fault:
                 since.clear()
                 continue
             states = self.kafka.states(self.plan.partitions, self.ends)
@@ -481,15 +581,22 @@ class _Schedule:
     async def watch(self, stop: anyio.CancelScope) -> None:
         """Invariants 2 and 3, once everything is written and the faults healed."""
         await self.done_writing.wait()
-        last_fault = self.plan.faults[-1][0] if self.plan.faults else 0.0
-        await anyio.sleep(max(0.0, last_fault - anyio.current_time()))
+        await anyio.sleep(max(0.0, self.plan.last_fault - anyio.current_time()))
         deadline = max(self.healed_at, anyio.current_time()) + BOUND
         while True:
             states = self.kafka.states(self.plan.partitions, self.ends)
-            for key, state in states.items():
-                if state is RecordState.ARCHIVED and key not in self.rejected:
-                    self.fail(f"invariant 3: {key} archived, the application never rejected it")
             pending = [k for k, s in states.items() if s not in _FINAL]
+            archived = {k for k, s in states.items() if s is RecordState.ARCHIVED}
+            if self.dlq is not None:
+                poison = {k for k, v in self.written.items() if int(v[1:]) in self.dlq.plan.poison}
+                why = self.dlq.check(
+                    self.kafka.cluster, archived, self.rejected, poison, final=not pending
+                )
+                if why is not None:
+                    self.fail(why)
+            else:
+                for key in sorted(archived - self.rejected):
+                    self.fail(f"invariant 3: {key} archived, the application never rejected it")
             if not pending or self.violation is not None:
                 break
             if anyio.current_time() >= deadline:
@@ -571,7 +678,10 @@ def _no_dry_retry() -> Any:
 
 #: Deliberate bugs (``--mutant``), planted in the real clients for one run: each must
 #: make some schedule fail (tests/testing/test_client_simulation.py).
-MUTANTS: dict[str, Callable[[], Any]] = {"dry-forever": _no_dry_retry}
+MUTANTS: dict[str, Callable[[], Any]] = {
+    "dry-forever": _no_dry_retry,
+    "dlq-release-at-once": release_at_once,
+}
 
 
 def run(seed: int, version: str = "4.4", mutant: str | None = None) -> ClientOutcome:
@@ -583,6 +693,7 @@ def run(seed: int, version: str = "4.4", mutant: str | None = None) -> ClientOut
 
     planted = MUTANTS[mutant]() if mutant is not None else contextlib.nullcontext()
     plan = _Plan.draw(random.Random(seed))
+    plan.dlq = DlqPlan.draw(seed, plan.records, plan.styles)
     schedule = _Schedule(seed, version, plan)
     ids = random.Random(seed ^ 0x5EED)
     state = random.getstate()
@@ -611,6 +722,7 @@ def run(seed: int, version: str = "4.4", mutant: str | None = None) -> ClientOut
         plan.describe(),
         schedule.handed,
         clock.current_time(),
+        schedule.counters(),
     )
 
 
