@@ -994,8 +994,22 @@ class ShareConsumer(Generic[K, V]):
                 self._release_quietly(record)
                 raise
             break
-        self.acknowledge(record, AckType.REJECT)
         core.stats.dlq_records += 1
+        if not core.handout.holds(record):
+            # Its lock was lost while the copy was written (a slow or retried write, a
+            # lost session): the broker delivers it again, and it may be copied again (at
+            # least once, docs/dlq.md). The loss is reported, as above, never raised: the
+            # copy is written and the application has nothing to answer for.
+            try:
+                self.acknowledge(record, AckType.REJECT)
+            except errors.InvalidRecordStateError:
+                logger.info(
+                    "%s-%d@%d: its lock was lost while its dead-letter copy was written; "
+                    "it will be delivered again",
+                    *(record.topic, record.partition, record.offset),
+                )
+            return written
+        self.acknowledge(record, AckType.REJECT)
         return written
 
     def _release_quietly(self, record: Record[Any, Any]) -> None:

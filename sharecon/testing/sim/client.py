@@ -20,7 +20,10 @@ their member ids.
 Faults (1 to 3 per schedule, in the first 20 virtual seconds): every connection cut (the
 broker releases what the sessions held), a broker crash (sessions and acquisitions lost,
 nothing released) or clean restart, with the broker refusing connections for a while
-(0 to 8 s), and a partition's leadership moving.
+(0 to 8 s), and a partition's leadership moving. Fault classes of their own modules,
+drawn from random sources of their own (so the schedules above stay as they were): dead
+letters refused for a while (:mod:`~sharecon.testing.sim.client_dlq`, invariants D1-D3)
+and an OAuth token endpoint outage (:mod:`~sharecon.testing.sim.client_auth`, A1-A3).
 
 Invariants (each violation names the seed and prints a one-line replay):
 
@@ -44,13 +47,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import errno
 import math
 import random
 import sys
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any
 from unittest import mock
 
 import anyio
@@ -58,7 +62,7 @@ import anyio.abc
 
 from sharecon._net.connect import dialer
 from sharecon._share.machine import ShareMachine
-from sharecon.config import ConnectionConfig
+from sharecon.config import ConnectionConfig, SaslConfig
 from sharecon.consumer import ShareConsumer
 from sharecon.errors import DeadLetterError, DeadLetterTopicError
 from sharecon.producer import Producer
@@ -67,7 +71,16 @@ from sharecon.record import RetryLater
 from sharecon.testing.fake.cluster import FakeCluster
 from sharecon.testing.fake.server import FakeKafka
 from sharecon.testing.model import RecordState
+from sharecon.testing.sim.client_auth import (
+    HEALTH_BOUND,
+    AuthPlan,
+    BrokerAuth,
+    SimTokenProvider,
+    TokenEndpoint,
+    give_up_for_good,
+)
 from sharecon.testing.sim.client_dlq import DlqPlan, DlqWatch, release_at_once, spent_bound
+from sharecon.testing.sim.intercept import CLOSE, Close
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -77,12 +90,7 @@ if TYPE_CHECKING:
     from sharecon.protocol.header import RequestHeader
     from sharecon.protocol.messages._base import Request, Response
     from sharecon.record import Record
-
-    #: A fault class's hook over one request: ``(connection, header, body)`` to ``None``
-    #: (let FakeKafka answer), a response, or :data:`CLOSE`.
-    Intercept: TypeAlias = Callable[
-        [str, RequestHeader, Request[Response]], "Response | _Close | None"
-    ]
+    from sharecon.testing.sim.intercept import Intercept
 
 __all__ = ["BOUND", "MUTANTS", "STYLES", "ClientOutcome", "MemoryKafka", "main", "run", "search"]
 
@@ -109,14 +117,6 @@ HORIZON = 600.0
 
 
 # -- the in-memory broker --------------------------------------------------------------------
-
-
-class _Close:
-    """An intercept's verdict: close the connection, answer nothing."""
-
-
-#: An intercept's verdict: close the connection (a broker refusing an expired login).
-CLOSE = _Close()
 
 
 class _Pipe(anyio.abc.ByteStream):
@@ -184,7 +184,7 @@ class MemoryKafka(FakeKafka):
             if verdict is CLOSE:  # the broker closes the connection instead of answering
                 conn.scope.cancel()
                 return
-            assert not isinstance(verdict, _Close)
+            assert not isinstance(verdict, Close)
             self.requests_served += 1
             frame = encode_response(
                 header.api_key, header.api_version, header.correlation_id, verdict
@@ -335,6 +335,8 @@ class _Plan:
     faults: list[tuple[float, str, float]]  # (at, kind, refuse for)
     #: dead letters (sim.client_dlq), drawn from a random source of their own
     dlq: DlqPlan | None = None
+    #: OAUTHBEARER and the token endpoint's outage (sim.client_auth), the same way
+    auth: AuthPlan | None = None
 
     @classmethod
     def draw(cls, rng: random.Random) -> _Plan:
@@ -358,6 +360,7 @@ class _Plan:
             "faults: "
             + ", ".join(f"{k}@{t:g}" + (f"+down {d:g}s" if d else "") for t, k, d in self.faults),
             *([self.dlq.describe()] if self.dlq is not None else []),
+            *([self.auth.describe()] if self.auth is not None else []),
         ]
 
     @property
@@ -366,6 +369,8 @@ class _Plan:
         last = self.faults[-1][0] if self.faults else 0.0
         if self.dlq is not None:
             last = max(last, self.dlq.heals_at)
+        if self.auth is not None:
+            last = max(last, self.auth.heals_at)
         return last
 
 
@@ -388,6 +393,13 @@ class _Schedule:
         self.config = ConnectionConfig(request_timeout=10.0)
         self.watches = [_Watch() for _ in plan.styles]
         self.stopped_at = math.inf
+        self.endpoint: TokenEndpoint | None = None
+        self.auth: BrokerAuth | None = None
+        if plan.auth is not None:
+            self.endpoint = TokenEndpoint(plan.auth)
+            self.auth = BrokerAuth(plan.auth, lambda: self.kafka.cluster, self.kafka.now)
+            self.kafka.intercepts.append(self.auth.intercept)  # first: logins before all
+            self.healed_at = max(self.healed_at, plan.auth.heals_at)
         self.dlq: DlqWatch | None = None
         #: DeadLetterError raised by reject_to_dlq to the application (documented)
         self.dlq_errors = 0
@@ -395,7 +407,7 @@ class _Schedule:
             bound = spent_bound(plan.dlq.refuse_for, LOCK_MS / 1000, len(plan.faults))
             self.dlq = DlqWatch(plan.dlq, anyio.current_time, lambda: self.kafka.cluster, bound)
             self.kafka.intercepts.append(self.dlq.intercept)
-            self.healed_at = plan.dlq.heals_at
+            self.healed_at = max(self.healed_at, plan.dlq.heals_at)
 
     def counters(self) -> dict[str, int]:
         """What the fault classes saw (:attr:`ClientOutcome.counters`)."""
@@ -405,7 +417,24 @@ class _Schedule:
             out["dlq_copies"] = len(self.dlq.copies(self.kafka.cluster))
             out["dlq_errors"] = self.dlq_errors
             out["dlq_spent"] = self.dlq.spent
+        if self.auth is not None and self.endpoint is not None:
+            out["auth_endpoint_refused"] = self.endpoint.refused
+            out["auth_tokens"] = self.endpoint.issued
+            out["auth_tokens_after"] = self.endpoint.issued_after
+            out["auth_logins"] = self.auth.logins
+            out["auth_reauths"] = self.auth.reauths
+            out["auth_expired_sessions"] = self.auth.expired
+            out["auth_tokens_refused"] = self.auth.refused
         return out
+
+    def client_config(self, name: str) -> ConnectionConfig:
+        """One client's connection settings: with OAUTHBEARER, a token provider of its own."""
+        if self.endpoint is None:
+            return self.config
+        provider = SimTokenProvider(self.endpoint, name)
+        return dataclasses.replace(
+            self.config, sasl=SaslConfig("OAUTHBEARER", token_provider=provider)
+        )
 
     def fail(self, why: str) -> None:
         if self.violation is None:
@@ -414,7 +443,8 @@ class _Schedule:
     # -- the parts --------------------------------------------------------------------------
 
     async def write(self) -> None:
-        async with Producer(f"{HOST}:{PORT}", config=self.config, linger=0.0) as producer:
+        config = self.client_config("writer")
+        async with Producer(f"{HOST}:{PORT}", config=config, linger=0.0) as producer:
             for i in range(self.plan.records):
                 value = f"v{i}".encode()
                 partition = i % self.plan.partitions
@@ -443,7 +473,7 @@ class _Schedule:
             group_id=GROUP,
             topics=[TOPIC],
             ack_mode="explicit" if explicit else "implicit",
-            config=self.config,
+            config=self.client_config(f"member-{index}"),
             dead_letter=dlq.policy() if dlq is not None else None,
         ) as consumer:
             watch.consumer = consumer
@@ -549,6 +579,29 @@ class _Schedule:
                 self.kafka.move_now(self.rng.randrange(self.plan.partitions))
             self.healed_at = max(self.healed_at, anyio.current_time() + down)
 
+    async def healthy(self) -> None:
+        """A3: once the token endpoint is back and every fault healed, every running
+        consumer's health() is ok within :data:`HEALTH_BOUND` seconds."""
+        assert self.plan.auth is not None
+        while True:
+            due = max(self.healed_at, self.plan.last_fault) + HEALTH_BOUND
+            if anyio.current_time() >= due:
+                break
+            await anyio.sleep(due - anyio.current_time())
+        for i, w in enumerate(self.watches):
+            c = w.consumer
+            if c is None:
+                continue
+            try:
+                health = c.health()
+            except Exception:  # closed: nothing to judge
+                continue
+            if health.running and not health.ok:
+                self.fail(
+                    f"invariant A3: member {i} ({self.plan.styles[i]}) not healthy "
+                    f"{HEALTH_BOUND:g} s after the token endpoint came back: {health}"
+                )
+
     async def stalls(self) -> None:
         """Invariant 6: once the faults healed, a member with a free worker is never left
         for :data:`STALL` seconds without a record while records it may take are
@@ -625,6 +678,8 @@ class _Schedule:
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self.watch, tg.cancel_scope)
                         tg.start_soon(self.stalls)
+                        if self.plan.auth is not None:
+                            tg.start_soon(self.healthy)
                         tg.start_soon(self.faults)
                         tg.start_soon(self._guard, self.write, "the producer")
                         for i, style in enumerate(self.plan.styles):
@@ -681,6 +736,7 @@ def _no_dry_retry() -> Any:
 MUTANTS: dict[str, Callable[[], Any]] = {
     "dry-forever": _no_dry_retry,
     "dlq-release-at-once": release_at_once,
+    "token-give-up": give_up_for_good,
 }
 
 
@@ -694,6 +750,7 @@ def run(seed: int, version: str = "4.4", mutant: str | None = None) -> ClientOut
     planted = MUTANTS[mutant]() if mutant is not None else contextlib.nullcontext()
     plan = _Plan.draw(random.Random(seed))
     plan.dlq = DlqPlan.draw(seed, plan.records, plan.styles)
+    plan.auth = AuthPlan.draw(seed)
     schedule = _Schedule(seed, version, plan)
     ids = random.Random(seed ^ 0x5EED)
     state = random.getstate()
