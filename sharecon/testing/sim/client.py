@@ -175,15 +175,36 @@ class MemoryKafka(FakeKafka):
         #: Fault classes' say over requests before FakeKafka's (``sim.client_dlq``,
         #: ``sim.client_auth``): each may answer a request itself, in order.
         self.intercepts: list[Intercept] = []
+        # (connection, correlation id) of waiting fetches the intercepts passed on arrival
+        self._cleared: set[tuple[str, int]] = set()
+
+    async def _answer_later(
+        self, conn: Any, header: RequestHeader, body: Request[Response]
+    ) -> None:
+        # A fetch that waits at the broker is judged when it arrives, as Kafka judges a
+        # request when it reads it (a session that ends during the wait does not end it).
+        if await self._intercepted(conn, header, body):
+            return
+        self._cleared.add((conn.name, header.correlation_id))
+        await super()._answer_later(conn, header, body)
 
     async def _answer(self, conn: Any, header: RequestHeader, body: Request[Response]) -> None:
+        key = (conn.name, header.correlation_id)
+        if key in self._cleared:
+            self._cleared.discard(key)
+        elif await self._intercepted(conn, header, body):
+            return
+        await super()._answer(conn, header, body)
+
+    async def _intercepted(self, conn: Any, header: RequestHeader, body: Request[Response]) -> bool:
+        """Whether a fault class answered the request (or closed the connection)."""
         for intercept in self.intercepts:
             verdict = intercept(conn.name, header, body)
             if verdict is None:
                 continue
             if verdict is CLOSE:  # the broker closes the connection instead of answering
                 conn.scope.cancel()
-                return
+                return True
             assert not isinstance(verdict, Close)
             self.requests_served += 1
             frame = encode_response(
@@ -193,8 +214,8 @@ class MemoryKafka(FakeKafka):
                 await conn.stream.send(frame)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 conn.scope.cancel()
-            return
-        await super()._answer(conn, header, body)
+            return True
+        return False
 
     def _wall(self) -> float:
         return anyio.current_time()
