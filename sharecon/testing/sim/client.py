@@ -22,8 +22,9 @@ broker releases what the sessions held), a broker crash (sessions and acquisitio
 nothing released) or clean restart, with the broker refusing connections for a while
 (0 to 8 s), and a partition's leadership moving. Fault classes of their own modules,
 drawn from random sources of their own (so the schedules above stay as they were): dead
-letters refused for a while (:mod:`~sharecon.testing.sim.client_dlq`, invariants D1-D3)
-and an OAuth token endpoint outage (:mod:`~sharecon.testing.sim.client_auth`, A1-A3).
+letters refused for a while (:mod:`~sharecon.testing.sim.client_dlq`, invariants D1-D3),
+an OAuth token endpoint outage (:mod:`~sharecon.testing.sim.client_auth`, A1-A3) and
+handlers slower than the lock (:mod:`~sharecon.testing.sim.client_slow`, S1).
 
 Invariants (each violation names the seed and prints a one-line replay):
 
@@ -80,6 +81,7 @@ from sharecon.testing.sim.client_auth import (
     give_up_for_good,
 )
 from sharecon.testing.sim.client_dlq import DlqPlan, DlqWatch, release_at_once, spent_bound
+from sharecon.testing.sim.client_slow import SlowPlan, SlowWatch, keeper_off
 from sharecon.testing.sim.intercept import CLOSE, Close
 
 if TYPE_CHECKING:
@@ -358,6 +360,8 @@ class _Plan:
     dlq: DlqPlan | None = None
     #: OAUTHBEARER and the token endpoint's outage (sim.client_auth), the same way
     auth: AuthPlan | None = None
+    #: handlers slower than the lock (sim.client_slow), the same way
+    slow: SlowPlan | None = None
 
     @classmethod
     def draw(cls, rng: random.Random) -> _Plan:
@@ -382,6 +386,7 @@ class _Plan:
             + ", ".join(f"{k}@{t:g}" + (f"+down {d:g}s" if d else "") for t, k, d in self.faults),
             *([self.dlq.describe()] if self.dlq is not None else []),
             *([self.auth.describe()] if self.auth is not None else []),
+            *([self.slow.describe()] if self.slow is not None else []),
         ]
 
     @property
@@ -421,6 +426,9 @@ class _Schedule:
             self.auth = BrokerAuth(plan.auth, lambda: self.kafka.cluster, self.kafka.now)
             self.kafka.intercepts.append(self.auth.intercept)  # first: logins before all
             self.healed_at = max(self.healed_at, plan.auth.heals_at)
+        self.slow: SlowWatch | None = None
+        if plan.slow is not None:
+            self.slow = SlowWatch(version != "4.1", self.disturbed)
         self.dlq: DlqWatch | None = None
         #: DeadLetterError raised by reject_to_dlq to the application (documented)
         self.dlq_errors = 0
@@ -438,6 +446,8 @@ class _Schedule:
             out["dlq_copies"] = len(self.dlq.copies(self.kafka.cluster))
             out["dlq_errors"] = self.dlq_errors
             out["dlq_spent"] = self.dlq.spent
+        if self.slow is not None:
+            out["slow_finished"] = self.slow.finished
         if self.auth is not None and self.endpoint is not None:
             out["auth_endpoint_refused"] = self.endpoint.refused
             out["auth_tokens"] = self.endpoint.issued
@@ -447,6 +457,14 @@ class _Schedule:
             out["auth_expired_sessions"] = self.auth.expired
             out["auth_tokens_refused"] = self.auth.refused
         return out
+
+    def disturbed(self, start: float, end: float) -> bool:
+        """Whether a fault that may end locks (a cut, crash, restart, leader move, or the
+        token endpoint's outage) came between ``start`` and ``end``."""
+        if any(start <= at <= end for at, _, _ in self.plan.faults):
+            return True
+        auth = self.plan.auth
+        return auth is not None and auth.down_at <= end and start <= auth.heals_at + 5.0
 
     def client_config(self, name: str) -> ConnectionConfig:
         """One client's connection settings: with OAUTHBEARER, a token provider of its own."""
@@ -480,6 +498,10 @@ class _Schedule:
         self.handed += 1
         self.watches[index].last_handed = anyio.current_time()
         key = (record.partition, record.offset)
+        if self.slow is not None:
+            why = self.slow.seen(key, record.delivery_count, anyio.current_time())
+            if why is not None:
+                self.fail(why)
         want = self.written.get(key)
         if want is not None and record.value != want:
             self.fail(f"invariant 4: {key} handed out as {record.value!r}, written {want!r}")
@@ -531,6 +553,10 @@ class _Schedule:
                 handler = self._handler(style, rng, index)
                 await consumer.process(handler, concurrency=concurrency)
 
+    def _slow(self, record: Record[bytes, bytes]) -> bool:
+        plan = self.plan.slow
+        return plan is not None and record.value is not None and int(record.value[1:]) in plan.slow
+
     def _poisoned(self, record: Record[bytes, bytes]) -> bool:
         dlq = self.plan.dlq
         return dlq is not None and record.value is not None and int(record.value[1:]) in dlq.poison
@@ -553,6 +579,8 @@ class _Schedule:
         box = [anyio.Event()]
         waiting = [0]
         delays = self.version != "4.1"  # a delayed release renews locks: Kafka 4.2+
+        slow = self.slow
+        slow_for = (self.plan.slow.factor if self.plan.slow else 0.0) * LOCK_MS / 1000
 
         async def handle(record: Record[bytes, bytes]) -> None:
             watch.running += 1
@@ -575,6 +603,13 @@ class _Schedule:
                         waiting[0] -= 1
                 elif style != "gather":
                     await anyio.sleep(rng.choice([0.0, 0.0, 0.05, 0.3]))
+                if slow is not None and record.delivery_count == 1 and self._slow(record):
+                    key = (record.partition, record.offset)
+                    slow.start(key, record.delivery_count, anyio.current_time())
+                    try:
+                        await anyio.sleep(slow_for)
+                    finally:
+                        slow.end(key)
                 if delays and record.delivery_count == 1 and rng.random() < 0.1:
                     raise RetryLater(rng.choice([0.5, 3.0]))
                 if self._poisoned(record):
@@ -758,6 +793,7 @@ MUTANTS: dict[str, Callable[[], Any]] = {
     "dry-forever": _no_dry_retry,
     "dlq-release-at-once": release_at_once,
     "token-give-up": give_up_for_good,
+    "keeper-off": keeper_off,
 }
 
 
@@ -772,6 +808,7 @@ def run(seed: int, version: str = "4.4", mutant: str | None = None) -> ClientOut
     plan = _Plan.draw(random.Random(seed))
     plan.dlq = DlqPlan.draw(seed, plan.records, plan.styles)
     plan.auth = AuthPlan.draw(seed)
+    plan.slow = SlowPlan.draw(seed, plan.records, plan.styles)
     schedule = _Schedule(seed, version, plan)
     ids = random.Random(seed ^ 0x5EED)
     state = random.getstate()
