@@ -584,6 +584,7 @@ class _Schedule:
 
         async def handle(record: Record[bytes, bytes]) -> None:
             watch.running += 1
+            handed_at = anyio.current_time()
             try:
                 self.seen(record, index)
                 old = box[0]
@@ -605,11 +606,11 @@ class _Schedule:
                     await anyio.sleep(rng.choice([0.0, 0.0, 0.05, 0.3]))
                 if slow is not None and record.delivery_count == 1 and self._slow(record):
                     key = (record.partition, record.offset)
-                    slow.start(key, record.delivery_count, anyio.current_time())
+                    entry = slow.start(key, record.delivery_count, handed_at)
                     try:
                         await anyio.sleep(slow_for)
                     finally:
-                        slow.end(key)
+                        slow.end(key, entry)
                 if delays and record.delivery_count == 1 and rng.random() < 0.1:
                     raise RetryLater(rng.choice([0.5, 3.0]))
                 if self._poisoned(record):

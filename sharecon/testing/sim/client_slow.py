@@ -62,30 +62,39 @@ class SlowWatch:
     judged: bool
     #: whether a fault (lock-ending) happened in a time window
     disturbed: Callable[[float, float], bool]
-    #: (partition, offset) -> (delivery, since) of the slow handlers running now
-    running: dict[tuple[int, int], tuple[int, float]] = field(default_factory=dict)
+    #: (partition, offset) -> (delivery, handed out at) of each slow handler running now
+    #: (a record may have two: one whose lock a fault ended, and its next delivery's)
+    running: dict[tuple[int, int], list[tuple[int, float]]] = field(default_factory=dict)
     #: slow handlers that ran to the end
     finished: int = 0
 
-    def start(self, key: tuple[int, int], delivery: int, now: float) -> None:
-        self.running[key] = (delivery, now)
+    def start(self, key: tuple[int, int], delivery: int, handed_at: float) -> tuple[int, float]:
+        """A slow handler began on ``key``'s delivery handed out at ``handed_at``."""
+        entry = (delivery, handed_at)
+        self.running.setdefault(key, []).append(entry)
+        return entry
 
-    def end(self, key: tuple[int, int]) -> None:
-        if self.running.pop(key, None) is not None:
+    def end(self, key: tuple[int, int], entry: tuple[int, float]) -> None:
+        held = self.running.get(key, [])
+        if entry in held:
+            held.remove(entry)
             self.finished += 1
+        if not held:
+            self.running.pop(key, None)
 
     def seen(self, key: tuple[int, int], delivery: int, now: float) -> str | None:
-        """A record was handed out: the S1 violation, if its slow handler still runs."""
-        held = self.running.get(key)
-        if held is None or not self.judged or delivery <= held[0]:
+        """A record was handed out: the S1 violation, if a slow handler of an earlier
+        delivery still runs and no fault came since that delivery was handed out."""
+        if not self.judged:
             return None
-        if self.disturbed(held[1], now):
-            return None
-        return (
-            f"invariant S1: {key} delivered again (delivery {delivery}) while its handler "
-            f"had been working on delivery {held[0]} for {now - held[1]:.1f} s: its lock "
-            "was not kept"
-        )
+        for held, since in self.running.get(key, ()):
+            if delivery > held and not self.disturbed(since, now):
+                return (
+                    f"invariant S1: {key} delivered again (delivery {delivery}) while its "
+                    f"handler had been working on delivery {held} for {now - since:.1f} s: "
+                    "its lock was not kept"
+                )
+        return None
 
 
 def keeper_off() -> Any:
