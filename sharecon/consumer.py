@@ -57,6 +57,7 @@ from sharecon._net.cluster import (
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.health import ClusterHealth  # noqa: TC001 - resolvable for get_type_hints
 from sharecon._share.breaker import DeadLetterBreaker
+from sharecon._share.dead_letter_retry import retry_in as dead_letter_retry_in
 from sharecon._share.lock_keeper import LockKeeper
 from sharecon._share.membership import MemberState
 from sharecon._telemetry import check_enabled, metric_points
@@ -83,6 +84,9 @@ if TYPE_CHECKING:
     from sharecon.record import Record
 
 __all__ = ["ConsumerHealth", "ShareConsumer"]
+
+#: Dead-letter copy failures that another attempt at the same record cannot fix.
+_NEVER_FITS = (errors.MessageTooLargeError, errors.RecordListTooLargeError)
 
 logger = logging.getLogger("sharecon.consumer")
 #: Every consumer metric as a KIP-714 point.
@@ -905,7 +909,9 @@ class ShareConsumer(Generic[K, V]):
         (source topic, partition, offset, delivery count, group, ``reason``, time). The
         original is rejected only once the broker acknowledged the copy; if the copy
         cannot be written the original is **released** instead (delivered again later)
-        and :class:`~sharecon.errors.DeadLetterError` is raised: nothing is lost. When
+        and :class:`~sharecon.errors.DeadLetterError` is raised: nothing is lost. A
+        failure that may pass is first retried while the record's lock lasts (0.5 s
+        doubling to 5 s; each release spends one of its deliveries). When
         retrying cannot help (the principal may not write the topic, its name is invalid)
         it is :class:`~sharecon.errors.DeadLetterTopicError`, and the consumer stops with
         it: :meth:`process`, the iteration and :meth:`poll` raise it, ``health()`` reports
@@ -945,32 +951,66 @@ class ShareConsumer(Generic[K, V]):
             # attempt would fail the same way; give the record back once and say why.
             self._release_quietly(record)
             raise core.fatal
-        try:
-            if not router.started:
-                await core.tg.start(router.host)
-            written = await router.write(record, reason, target)
-        except errors.KafkaError as exc:
-            core.stats.dlq_errors += 1
-            # Released, not left to its lock: either way its next delivery counts one
-            # more (docs/security.md), and a release cannot be auto-accepted later.
-            self._release_quietly(record)
-            err = exc
-            if not isinstance(exc, errors.DeadLetterError):
-                # E.g. the router's producer could not start (InitProducerId refused).
-                err = routing_error(
-                    f"{record.topic}-{record.partition}@{record.offset}: dead-letter routing "
-                    f"to {target!r} failed",
-                    exc,
-                )
-                err.__cause__ = exc
-            if isinstance(err, errors.DeadLetterTopicError) and not core.is_closing():
-                core.fail(err)  # stop: routing anything else would fail the same way
-            raise err from err.__cause__
-        except BaseException:
-            self._release_quietly(record)
-            raise
-        self.acknowledge(record, AckType.REJECT)
+        failures = 0
+        while True:
+            try:
+                if not router.started:
+                    await core.tg.start(router.host)
+                written = await router.write(record, reason, target)
+            except errors.KafkaError as exc:
+                err = exc
+                if not isinstance(exc, errors.DeadLetterError):
+                    # E.g. the router's producer could not start (InitProducerId refused).
+                    err = routing_error(
+                        f"{record.topic}-{record.partition}@{record.offset}: dead-letter "
+                        f"routing to {target!r} failed",
+                        exc,
+                    )
+                    err.__cause__ = exc
+                failures += 1
+                wait = None
+                if core.fatal is None and not core.is_closing() and core.handout.holds(record):
+                    # Each release spends a delivery attempt: try again while the lock
+                    # lasts (sharecon._share.dead_letter_retry).
+                    wait = dead_letter_retry_in(
+                        failures,
+                        core.clock(),
+                        record.lock_deadline,
+                        may_pass=not isinstance(err, errors.DeadLetterTopicError)
+                        and not isinstance(err.__cause__, _NEVER_FITS),
+                    )
+                if wait is not None:
+                    logger.info("%s; trying again in %.1f s", err, wait)
+                    await anyio.sleep(wait)
+                    if core.handout.holds(record) and not core.is_closing():
+                        continue
+                core.stats.dlq_errors += 1
+                # Released, not left to its lock: either way its next delivery counts one
+                # more (docs/security.md), and a release cannot be auto-accepted later.
+                self._release_quietly(record)
+                if isinstance(err, errors.DeadLetterTopicError) and not core.is_closing():
+                    core.fail(err)  # stop: routing anything else would fail the same way
+                raise err from err.__cause__
+            except BaseException:
+                self._release_quietly(record)
+                raise
+            break
         core.stats.dlq_records += 1
+        if not core.handout.holds(record):
+            # Its lock was lost while the copy was written (a slow or retried write, a
+            # lost session): the broker delivers it again, and it may be copied again (at
+            # least once, docs/dlq.md). The loss is reported, as above, never raised: the
+            # copy is written and the application has nothing to answer for.
+            try:
+                self.acknowledge(record, AckType.REJECT)
+            except errors.InvalidRecordStateError:
+                logger.info(
+                    "%s-%d@%d: its lock was lost while its dead-letter copy was written; "
+                    "it will be delivered again",
+                    *(record.topic, record.partition, record.offset),
+                )
+            return written
+        self.acknowledge(record, AckType.REJECT)
         return written
 
     def _release_quietly(self, record: Record[Any, Any]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pathlib
 import sys
+import time
 import uuid
 from typing import TYPE_CHECKING
 
@@ -13,9 +14,10 @@ import anyio
 import pytest
 
 from sharecon import errors
-from sharecon.admin import Admin
+from sharecon.admin import Admin, ResourceType
 from sharecon.consumer import ShareConsumer
 from sharecon.dlq import DLQ_HEADERS, DeadLetterPolicy, dead_letter_info
+from sharecon.producer import Producer
 from tests.consumer.conftest import produce
 
 if TYPE_CHECKING:
@@ -94,6 +96,42 @@ async def test_failed_dlq_write_releases_instead_of_rejecting(
             again = await consumer.__anext__()
         assert (again.offset, again.delivery_count) == (record.offset, 2)
         again.accept()
+
+
+async def test_a_copy_refused_for_now_is_retried_while_the_lock_lasts(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    """The dead-letter topic refuses the copy for a while (INVALID_TIMESTAMP, not
+    retriable: the original is an hour old, the topic takes a minute), then takes it: the
+    copy is retried within the record's lock and written on its first delivery. Before,
+    the record was released at once, one delivery spent per refused copy."""
+    topic = topic_factory(1)
+    dlq = topic_factory(1, config={"message.timestamp.before.max.ms": "60000"})
+    hour_ago = int(time.time() * 1000) - 3_600_000
+    async with Producer(kafka_bootstrap) as producer:
+        await producer.send_and_wait(topic, b"poison", timestamp=hour_ago)
+    async with ShareConsumer(
+        kafka_bootstrap, group_id=share_group, topics=[topic], dlq_topic=dlq, ack_mode="explicit"
+    ) as consumer:
+        with anyio.fail_after(30):
+            record = await consumer.__anext__()
+        assert record.delivery_count == 1
+
+        async def heal() -> None:
+            await anyio.sleep(2.0)
+            async with Admin(kafka_bootstrap) as admin:
+                await admin.alter_configs(
+                    ResourceType.TOPIC, dlq, {"message.timestamp.before.max.ms": None}
+                )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(heal)
+            written = await consumer.reject_to_dlq(record, reason="poison")
+        assert written is not None and written.topic == dlq
+        assert consumer.metrics().dlq_errors_total == 0
+    [copy] = await read_all(kafka_bootstrap, dlq, 1)
+    info = dead_letter_info(copy.headers)
+    assert info is not None and (info.offset, info.delivery_count) == (record.offset, 1)
 
 
 async def test_policy_routes_after_max_deliveries(

@@ -11,7 +11,16 @@ from sharecon.testing.sim.client import MUTANTS, run, search
 #: Seeds every version runs in CI (the schedules take about 0.1 to 0.3 CPU-s each).
 SEEDS = range(0, 12)
 #: Where each deliberate bug is first caught on 4.4 (a test of the simulation's power).
-FIRST_CAUGHT = {"dry-forever": 6}
+FIRST_CAUGHT = {
+    "dry-forever": 6,
+    "dlq-release-at-once": 7,
+    "token-give-up": 4,
+    "keeper-off": 6,
+}
+#: Seeds whose dead-letter copies the broker refuses for a while, by the error it answers
+#: (sim.client_dlq): 19 NOT_ENOUGH_REPLICAS for 40 s, 44 POLICY_VIOLATION for 10 s (each
+#: attempt fails at once), 3 UNKNOWN_TOPIC_OR_PARTITION for 40 s.
+DLQ_SEEDS = {19: 0, 44: 7, 3: 68}
 
 
 @pytest.mark.parametrize("version", ["4.1", "4.2", "4.3", "4.4"])
@@ -31,6 +40,67 @@ def test_a_deliberate_bug_is_caught(mutant: str) -> None:
         f"python -m sharecon.testing.sim.client --seed {seed} --version 4.4 --mutant {mutant}"
     )
     assert run(seed, "4.4").violation is None  # the same schedule, without the bug
+
+
+@pytest.mark.parametrize("version", ["4.1", "4.2", "4.3", "4.4"])
+@pytest.mark.parametrize("code", sorted(DLQ_SEEDS))
+def test_refused_dead_letter_copies_lose_nothing(version: str, code: int) -> None:
+    """The dead-letter topic refuses copies, then accepts them: every poison record ends
+    with a copy (D1), within the bound (invariant 2), spending at most client_dlq.spent_bound(...)
+    deliveries on failed copies (D3); and the refusal really happened."""
+    seed = DLQ_SEEDS[code]
+    out = run(seed, version)
+    assert out.violation is None, f"{out.violation}\n  replay: {out.replay()}"
+    assert any(f"(error {code})" in line for line in out.plan)
+    assert out.counters["dlq_refused"] > 0
+    assert out.counters["dlq_copies"] > 0
+
+
+#: Seeds whose token endpoint goes down (sim.client_auth): for twice a token's lifetime
+#: (30 s tokens, sessions re-authenticated every 10 s; then every 60 s) and for half of it.
+AUTH_SEEDS = {"longer, reauth 10 s": 4, "longer, reauth 60 s": 55, "shorter": 69}
+
+
+@pytest.mark.parametrize("version", ["4.1", "4.2", "4.3", "4.4"])
+@pytest.mark.parametrize("case", sorted(AUTH_SEEDS))
+def test_clients_recover_from_a_token_endpoint_outage(version: str, case: str) -> None:
+    """Every client logs in with OAUTHBEARER through the production provider; the token
+    endpoint goes down, then comes back: nothing is raised, every record is accepted within
+    the bound, every consumer is healthy again (A3), and the providers fetched tokens from
+    the endpoint after refusals: the clients recovered by themselves, not recreated."""
+    seed = AUTH_SEEDS[case]
+    out = run(seed, version)
+    assert out.violation is None, f"{out.violation}\n  replay: {out.replay()}"
+    assert any(line.startswith("oauth:") for line in out.plan)
+    assert out.counters["auth_endpoint_refused"] > 0
+    assert out.counters["auth_tokens_after"] > 0
+
+
+#: Seeds with handlers slower than the lock (sim.client_slow): 1.5 and 2.5 times it.
+SLOW_SEEDS = {1.5: 6, 2.5: 20}
+
+
+@pytest.mark.parametrize("version", ["4.1", "4.2", "4.3", "4.4"])
+@pytest.mark.parametrize("factor", sorted(SLOW_SEEDS))
+def test_handlers_slower_than_the_lock(version: str, factor: float) -> None:
+    """Handlers take longer than the lock: on 4.2+ no such record is delivered again while
+    its handler works (S1: the lock keeper renews); on 4.1 it is, and is still accepted
+    once, within the bound, nothing archived unseen."""
+    seed = SLOW_SEEDS[factor]
+    out = run(seed, version)
+    assert out.violation is None, f"{out.violation}\n  replay: {out.replay()}"
+    assert any(f"take {factor:g} x the lock" in line for line in out.plan)
+    assert out.counters["slow_finished"] > 0
+
+
+def test_a_lock_lost_while_its_copy_is_written_is_not_raised() -> None:
+    """Seed 4 (dead letters refused for 40 s, a crash, an OAuth outage) with the fetch
+    timing of the dry-forever mutant: a record's lock was lost while its dead-letter copy
+    was written, and process() raised InvalidRecordStateError to the application
+    (invariant 1) before sharecon.consumer reported it as LOCK_LOST instead."""
+    out = run(4, "4.4", "dry-forever")
+    assert out.violation is None, f"{out.violation}\n  replay: {out.replay('dry-forever')}"
+    assert out.counters["dlq_copies"] > 0
 
 
 def test_a_schedule_replays_the_same() -> None:

@@ -20,7 +20,11 @@ their member ids.
 Faults (1 to 3 per schedule, in the first 20 virtual seconds): every connection cut (the
 broker releases what the sessions held), a broker crash (sessions and acquisitions lost,
 nothing released) or clean restart, with the broker refusing connections for a while
-(0 to 8 s), and a partition's leadership moving.
+(0 to 8 s), and a partition's leadership moving. Fault classes of their own modules,
+drawn from random sources of their own (so the schedules above stay as they were): dead
+letters refused for a while (:mod:`~sharecon.testing.sim.client_dlq`, invariants D1-D3),
+an OAuth token endpoint outage (:mod:`~sharecon.testing.sim.client_auth`, A1-A3) and
+handlers slower than the lock (:mod:`~sharecon.testing.sim.client_slow`, S1).
 
 Invariants (each violation names the seed and prints a one-line replay):
 
@@ -44,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import errno
 import math
 import random
@@ -58,20 +63,36 @@ import anyio.abc
 
 from sharecon._net.connect import dialer
 from sharecon._share.machine import ShareMachine
-from sharecon.config import ConnectionConfig
+from sharecon.config import ConnectionConfig, SaslConfig
 from sharecon.consumer import ShareConsumer
+from sharecon.errors import DeadLetterError, DeadLetterTopicError
 from sharecon.producer import Producer
+from sharecon.protocol.api import encode_response
 from sharecon.record import RetryLater
 from sharecon.testing.fake.cluster import FakeCluster
 from sharecon.testing.fake.server import FakeKafka
 from sharecon.testing.model import RecordState
+from sharecon.testing.sim.client_auth import (
+    HEALTH_BOUND,
+    AuthPlan,
+    BrokerAuth,
+    SimTokenProvider,
+    TokenEndpoint,
+    give_up_for_good,
+)
+from sharecon.testing.sim.client_dlq import DlqPlan, DlqWatch, release_at_once, spent_bound
+from sharecon.testing.sim.client_slow import SlowPlan, SlowWatch, keeper_off
+from sharecon.testing.sim.intercept import CLOSE, Close
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from anyio.abc import ByteStream, TaskGroup
 
+    from sharecon.protocol.header import RequestHeader
+    from sharecon.protocol.messages._base import Request, Response
     from sharecon.record import Record
+    from sharecon.testing.sim.intercept import Intercept
 
 __all__ = ["BOUND", "MUTANTS", "STYLES", "ClientOutcome", "MemoryKafka", "main", "run", "search"]
 
@@ -153,6 +174,50 @@ class MemoryKafka(FakeKafka):
     def __init__(self, version: str = "4.4") -> None:
         super().__init__(version, host=HOST, port=PORT, heartbeat_interval_ms=1000)
         self.refuse_until = -math.inf
+        #: Fault classes' say over requests before FakeKafka's (``sim.client_dlq``,
+        #: ``sim.client_auth``): each may answer a request itself, in order.
+        self.intercepts: list[Intercept] = []
+        # (connection, correlation id) of waiting fetches the intercepts passed on arrival
+        self._cleared: set[tuple[str, int]] = set()
+
+    async def _answer_later(
+        self, conn: Any, header: RequestHeader, body: Request[Response]
+    ) -> None:
+        # A fetch that waits at the broker is judged when it arrives, as Kafka judges a
+        # request when it reads it (a session that ends during the wait does not end it).
+        if await self._intercepted(conn, header, body):
+            return
+        self._cleared.add((conn.name, header.correlation_id))
+        await super()._answer_later(conn, header, body)
+
+    async def _answer(self, conn: Any, header: RequestHeader, body: Request[Response]) -> None:
+        key = (conn.name, header.correlation_id)
+        if key in self._cleared:
+            self._cleared.discard(key)
+        elif await self._intercepted(conn, header, body):
+            return
+        await super()._answer(conn, header, body)
+
+    async def _intercepted(self, conn: Any, header: RequestHeader, body: Request[Response]) -> bool:
+        """Whether a fault class answered the request (or closed the connection)."""
+        for intercept in self.intercepts:
+            verdict = intercept(conn.name, header, body)
+            if verdict is None:
+                continue
+            if verdict is CLOSE:  # the broker closes the connection instead of answering
+                conn.scope.cancel()
+                return True
+            assert not isinstance(verdict, Close)
+            self.requests_served += 1
+            frame = encode_response(
+                header.api_key, header.api_version, header.correlation_id, verdict
+            )
+            try:
+                await conn.stream.send(frame)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                conn.scope.cancel()
+            return True
+        return False
 
     def _wall(self) -> float:
         return anyio.current_time()
@@ -248,6 +313,9 @@ class ClientOutcome:
     handed: int = 0
     #: virtual seconds the schedule ran
     elapsed: float = 0.0
+    #: what the fault classes saw, by name (e.g. ``dlq_refused``: dead-letter copies the
+    #: broker refused; ``dlq_copies``: records with a copy): proof a fault was exercised
+    counters: dict[str, int] = field(default_factory=dict)
 
     def replay(self, mutant: str | None = None) -> str:
         """The one-line command that replays this schedule."""
@@ -288,6 +356,12 @@ class _Plan:
     gaps: list[float]
     styles: list[str]
     faults: list[tuple[float, str, float]]  # (at, kind, refuse for)
+    #: dead letters (sim.client_dlq), drawn from a random source of their own
+    dlq: DlqPlan | None = None
+    #: OAUTHBEARER and the token endpoint's outage (sim.client_auth), the same way
+    auth: AuthPlan | None = None
+    #: handlers slower than the lock (sim.client_slow), the same way
+    slow: SlowPlan | None = None
 
     @classmethod
     def draw(cls, rng: random.Random) -> _Plan:
@@ -310,7 +384,20 @@ class _Plan:
             "members: " + ", ".join(self.styles),
             "faults: "
             + ", ".join(f"{k}@{t:g}" + (f"+down {d:g}s" if d else "") for t, k, d in self.faults),
+            *([self.dlq.describe()] if self.dlq is not None else []),
+            *([self.auth.describe()] if self.auth is not None else []),
+            *([self.slow.describe()] if self.slow is not None else []),
         ]
+
+    @property
+    def last_fault(self) -> float:
+        """When the last fault starts, or the last refusal ends (schedule seconds)."""
+        last = self.faults[-1][0] if self.faults else 0.0
+        if self.dlq is not None:
+            last = max(last, self.dlq.heals_at)
+        if self.auth is not None:
+            last = max(last, self.auth.heals_at)
+        return last
 
 
 class _Schedule:
@@ -332,6 +419,61 @@ class _Schedule:
         self.config = ConnectionConfig(request_timeout=10.0)
         self.watches = [_Watch() for _ in plan.styles]
         self.stopped_at = math.inf
+        self.endpoint: TokenEndpoint | None = None
+        self.auth: BrokerAuth | None = None
+        if plan.auth is not None:
+            self.endpoint = TokenEndpoint(plan.auth)
+            self.auth = BrokerAuth(plan.auth, lambda: self.kafka.cluster, self.kafka.now)
+            self.kafka.intercepts.append(self.auth.intercept)  # first: logins before all
+            self.healed_at = max(self.healed_at, plan.auth.heals_at)
+        self.slow: SlowWatch | None = None
+        if plan.slow is not None:
+            self.slow = SlowWatch(version != "4.1", self.disturbed)
+        self.dlq: DlqWatch | None = None
+        #: DeadLetterError raised by reject_to_dlq to the application (documented)
+        self.dlq_errors = 0
+        if plan.dlq is not None:
+            bound = spent_bound(plan.dlq.refuse_for, LOCK_MS / 1000, len(plan.faults))
+            self.dlq = DlqWatch(plan.dlq, anyio.current_time, lambda: self.kafka.cluster, bound)
+            self.kafka.intercepts.append(self.dlq.intercept)
+            self.healed_at = max(self.healed_at, plan.dlq.heals_at)
+
+    def counters(self) -> dict[str, int]:
+        """What the fault classes saw (:attr:`ClientOutcome.counters`)."""
+        out: dict[str, int] = {}
+        if self.dlq is not None and self.kafka._cluster is not None:
+            out["dlq_refused"] = self.dlq.refused
+            out["dlq_copies"] = len(self.dlq.copies(self.kafka.cluster))
+            out["dlq_errors"] = self.dlq_errors
+            out["dlq_spent"] = self.dlq.spent
+        if self.slow is not None:
+            out["slow_finished"] = self.slow.finished
+        if self.auth is not None and self.endpoint is not None:
+            out["auth_endpoint_refused"] = self.endpoint.refused
+            out["auth_tokens"] = self.endpoint.issued
+            out["auth_tokens_after"] = self.endpoint.issued_after
+            out["auth_logins"] = self.auth.logins
+            out["auth_reauths"] = self.auth.reauths
+            out["auth_expired_sessions"] = self.auth.expired
+            out["auth_tokens_refused"] = self.auth.refused
+        return out
+
+    def disturbed(self, start: float, end: float) -> bool:
+        """Whether a fault that may end locks (a cut, crash, restart, leader move, or the
+        token endpoint's outage) came between ``start`` and ``end``."""
+        if any(start <= at <= end for at, _, _ in self.plan.faults):
+            return True
+        auth = self.plan.auth
+        return auth is not None and auth.down_at <= end and start <= auth.heals_at + 5.0
+
+    def client_config(self, name: str) -> ConnectionConfig:
+        """One client's connection settings: with OAUTHBEARER, a token provider of its own."""
+        if self.endpoint is None:
+            return self.config
+        provider = SimTokenProvider(self.endpoint, name)
+        return dataclasses.replace(
+            self.config, sasl=SaslConfig("OAUTHBEARER", token_provider=provider)
+        )
 
     def fail(self, why: str) -> None:
         if self.violation is None:
@@ -340,7 +482,8 @@ class _Schedule:
     # -- the parts --------------------------------------------------------------------------
 
     async def write(self) -> None:
-        async with Producer(f"{HOST}:{PORT}", config=self.config, linger=0.0) as producer:
+        config = self.client_config("writer")
+        async with Producer(f"{HOST}:{PORT}", config=config, linger=0.0) as producer:
             for i in range(self.plan.records):
                 value = f"v{i}".encode()
                 partition = i % self.plan.partitions
@@ -355,6 +498,10 @@ class _Schedule:
         self.handed += 1
         self.watches[index].last_handed = anyio.current_time()
         key = (record.partition, record.offset)
+        if self.slow is not None:
+            why = self.slow.seen(key, record.delivery_count, anyio.current_time())
+            if why is not None:
+                self.fail(why)
         want = self.written.get(key)
         if want is not None and record.value != want:
             self.fail(f"invariant 4: {key} handed out as {record.value!r}, written {want!r}")
@@ -363,20 +510,27 @@ class _Schedule:
         explicit = style in ("explicit",)
         rng = random.Random(self.seed * 31 + index)
         watch = self.watches[index]
+        dlq = self.plan.dlq
         async with ShareConsumer(
             f"{HOST}:{PORT}",
             group_id=GROUP,
             topics=[TOPIC],
             ack_mode="explicit" if explicit else "implicit",
-            config=self.config,
+            config=self.client_config(f"member-{index}"),
+            dead_letter=dlq.policy() if dlq is not None else None,
         ) as consumer:
             watch.consumer = consumer
             if style == "iter":
                 async for record in consumer:
                     self.seen(record, index)
+                    if self._poisoned(record):
+                        await self._reject_to_dlq(consumer, record)
             elif style == "explicit":
                 async for record in consumer:
                     self.seen(record, index)
+                    if self._poisoned(record):
+                        await self._reject_to_dlq(consumer, record)
+                        continue
                     roll = rng.random()
                     if roll < 0.1 and record.delivery_count == 1:
                         record.release()
@@ -399,14 +553,38 @@ class _Schedule:
                 handler = self._handler(style, rng, index)
                 await consumer.process(handler, concurrency=concurrency)
 
+    def _slow(self, record: Record[bytes, bytes]) -> bool:
+        plan = self.plan.slow
+        return plan is not None and record.value is not None and int(record.value[1:]) in plan.slow
+
+    def _poisoned(self, record: Record[bytes, bytes]) -> bool:
+        dlq = self.plan.dlq
+        return dlq is not None and record.value is not None and int(record.value[1:]) in dlq.poison
+
+    async def _reject_to_dlq(
+        self, consumer: ShareConsumer[bytes, bytes], record: Record[bytes, bytes]
+    ) -> None:
+        """What ``async for`` members do with a poison record: ``reject_to_dlq``, which
+        releases it and raises DeadLetterError when the copy cannot be written (documented:
+        the application goes on; the record comes back)."""
+        try:
+            await consumer.reject_to_dlq(record, reason="poison")
+        except DeadLetterError as exc:
+            if isinstance(exc, DeadLetterTopicError):
+                raise  # documented to stop the consumer: not a transient fault
+            self.dlq_errors += 1
+
     def _handler(self, style: str, rng: random.Random, index: int) -> Callable[..., Any]:
         watch = self.watches[index]
         box = [anyio.Event()]
         waiting = [0]
         delays = self.version != "4.1"  # a delayed release renews locks: Kafka 4.2+
+        slow = self.slow
+        slow_for = (self.plan.slow.factor if self.plan.slow else 0.0) * LOCK_MS / 1000
 
         async def handle(record: Record[bytes, bytes]) -> None:
             watch.running += 1
+            handed_at = anyio.current_time()
             try:
                 self.seen(record, index)
                 old = box[0]
@@ -426,8 +604,17 @@ class _Schedule:
                         waiting[0] -= 1
                 elif style != "gather":
                     await anyio.sleep(rng.choice([0.0, 0.0, 0.05, 0.3]))
+                if slow is not None and record.delivery_count == 1 and self._slow(record):
+                    key = (record.partition, record.offset)
+                    entry = slow.start(key, record.delivery_count, handed_at)
+                    try:
+                        await anyio.sleep(slow_for)
+                    finally:
+                        slow.end(key, entry)
                 if delays and record.delivery_count == 1 and rng.random() < 0.1:
                     raise RetryLater(rng.choice([0.5, 3.0]))
+                if self._poisoned(record):
+                    raise ValueError(f"poison {record.value!r}")  # every time: a dead letter
             finally:
                 watch.running -= 1
 
@@ -449,6 +636,29 @@ class _Schedule:
                 self.kafka.move_now(self.rng.randrange(self.plan.partitions))
             self.healed_at = max(self.healed_at, anyio.current_time() + down)
 
+    async def healthy(self) -> None:
+        """A3: once the token endpoint is back and every fault healed, every running
+        consumer's health() is ok within :data:`HEALTH_BOUND` seconds."""
+        assert self.plan.auth is not None
+        while True:
+            due = max(self.healed_at, self.plan.last_fault) + HEALTH_BOUND
+            if anyio.current_time() >= due:
+                break
+            await anyio.sleep(due - anyio.current_time())
+        for i, w in enumerate(self.watches):
+            c = w.consumer
+            if c is None:
+                continue
+            try:
+                health = c.health()
+            except Exception:  # closed: nothing to judge
+                continue
+            if health.running and not health.ok:
+                self.fail(
+                    f"invariant A3: member {i} ({self.plan.styles[i]}) not healthy "
+                    f"{HEALTH_BOUND:g} s after the token endpoint came back: {health}"
+                )
+
     async def stalls(self) -> None:
         """Invariant 6: once the faults healed, a member with a free worker is never left
         for :data:`STALL` seconds without a record while records it may take are
@@ -457,7 +667,7 @@ class _Schedule:
         while True:
             await anyio.sleep(0.25)
             now = anyio.current_time()
-            if now < self.healed_at or now < self.plan.faults[-1][0]:
+            if now < self.healed_at or now < self.plan.last_fault:
                 since.clear()
                 continue
             states = self.kafka.states(self.plan.partitions, self.ends)
@@ -481,15 +691,22 @@ class _Schedule:
     async def watch(self, stop: anyio.CancelScope) -> None:
         """Invariants 2 and 3, once everything is written and the faults healed."""
         await self.done_writing.wait()
-        last_fault = self.plan.faults[-1][0] if self.plan.faults else 0.0
-        await anyio.sleep(max(0.0, last_fault - anyio.current_time()))
+        await anyio.sleep(max(0.0, self.plan.last_fault - anyio.current_time()))
         deadline = max(self.healed_at, anyio.current_time()) + BOUND
         while True:
             states = self.kafka.states(self.plan.partitions, self.ends)
-            for key, state in states.items():
-                if state is RecordState.ARCHIVED and key not in self.rejected:
-                    self.fail(f"invariant 3: {key} archived, the application never rejected it")
             pending = [k for k, s in states.items() if s not in _FINAL]
+            archived = {k for k, s in states.items() if s is RecordState.ARCHIVED}
+            if self.dlq is not None:
+                poison = {k for k, v in self.written.items() if int(v[1:]) in self.dlq.plan.poison}
+                why = self.dlq.check(
+                    self.kafka.cluster, archived, self.rejected, poison, final=not pending
+                )
+                if why is not None:
+                    self.fail(why)
+            else:
+                for key in sorted(archived - self.rejected):
+                    self.fail(f"invariant 3: {key} archived, the application never rejected it")
             if not pending or self.violation is not None:
                 break
             if anyio.current_time() >= deadline:
@@ -518,6 +735,8 @@ class _Schedule:
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self.watch, tg.cancel_scope)
                         tg.start_soon(self.stalls)
+                        if self.plan.auth is not None:
+                            tg.start_soon(self.healthy)
                         tg.start_soon(self.faults)
                         tg.start_soon(self._guard, self.write, "the producer")
                         for i, style in enumerate(self.plan.styles):
@@ -571,7 +790,12 @@ def _no_dry_retry() -> Any:
 
 #: Deliberate bugs (``--mutant``), planted in the real clients for one run: each must
 #: make some schedule fail (tests/testing/test_client_simulation.py).
-MUTANTS: dict[str, Callable[[], Any]] = {"dry-forever": _no_dry_retry}
+MUTANTS: dict[str, Callable[[], Any]] = {
+    "dry-forever": _no_dry_retry,
+    "dlq-release-at-once": release_at_once,
+    "token-give-up": give_up_for_good,
+    "keeper-off": keeper_off,
+}
 
 
 def run(seed: int, version: str = "4.4", mutant: str | None = None) -> ClientOutcome:
@@ -583,6 +807,9 @@ def run(seed: int, version: str = "4.4", mutant: str | None = None) -> ClientOut
 
     planted = MUTANTS[mutant]() if mutant is not None else contextlib.nullcontext()
     plan = _Plan.draw(random.Random(seed))
+    plan.dlq = DlqPlan.draw(seed, plan.records, plan.styles)
+    plan.auth = AuthPlan.draw(seed)
+    plan.slow = SlowPlan.draw(seed, plan.records, plan.styles)
     schedule = _Schedule(seed, version, plan)
     ids = random.Random(seed ^ 0x5EED)
     state = random.getstate()
@@ -611,6 +838,7 @@ def run(seed: int, version: str = "4.4", mutant: str | None = None) -> ClientOut
         plan.describe(),
         schedule.handed,
         clock.current_time(),
+        schedule.counters(),
     )
 
 
