@@ -62,7 +62,6 @@ import anyio
 import anyio.abc
 
 from sharecon._net.connect import dialer
-from sharecon._share.machine import ShareMachine
 from sharecon.config import ConnectionConfig, SaslConfig
 from sharecon.consumer import ShareConsumer
 from sharecon.errors import DeadLetterError, DeadLetterTopicError
@@ -72,6 +71,7 @@ from sharecon.record import RetryLater
 from sharecon.testing.fake.cluster import FakeCluster
 from sharecon.testing.fake.server import FakeKafka
 from sharecon.testing.model import RecordState
+from sharecon.testing.sim import mutants
 from sharecon.testing.sim.client_auth import (
     HEALTH_BOUND,
     AuthPlan,
@@ -775,23 +775,10 @@ def _name(exc: BaseException) -> str:
 _FINAL = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 
 
-def _dry_forever(
-    self: ShareMachine, node_id: int, ack_linger: float, now: float | None = None
-) -> float | None:
-    # Mutant: a dry planner waits for the application's answer for ever (the bug fixed
-    # in rule 2 of sharecon._share.fetch_policy: its idle wait had no timeout).
-    tag = self.leader(node_id).session.tag
-    return ack_linger if self.ledger.has_marked(tag) else None
-
-
-def _no_dry_retry() -> Any:
-    return mock.patch.object(ShareMachine, "idle_timeout", _dry_forever)
-
-
 #: Deliberate bugs (``--mutant``), planted in the real clients for one run: each must
 #: make some schedule fail (tests/testing/test_client_simulation.py).
 MUTANTS: dict[str, Callable[[], Any]] = {
-    "dry-forever": _no_dry_retry,
+    "dry-forever": mutants.dry_forever,
     "dlq-release-at-once": release_at_once,
     "token-give-up": give_up_for_good,
     "keeper-off": keeper_off,

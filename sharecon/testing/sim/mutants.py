@@ -20,7 +20,8 @@ from sharecon._share.machine import ShareMachine
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
-__all__ = ["dry_forever", "dry_forever_idle_expired", "dry_forever_idle_timeout"]
+# The two machine-level functions are for the core simulation's fetch driver only.
+__all__ = ["dry_forever"]
 
 
 def dry_forever_idle_timeout(
