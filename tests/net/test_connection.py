@@ -124,6 +124,30 @@ async def test_timeout_names_request_and_keeps_connection(
     assert not conn.closed
 
 
+async def test_a_sent_requests_wait_times_out_by_itself_and_keeps_connection(
+    pair: tuple[BrokerConnection, ScriptedBroker],
+) -> None:
+    # SentRequest.wait(timeout): its own deadline (a plain cancel scope), the request
+    # named in the error, the connection kept; the next request is answered.
+    conn, broker = pair
+    sent = await conn.send(MetadataRequest(), api_version=12)
+    with pytest.raises(errors.RequestTimeoutError, match=r"broker 1 .*MetadataRequest v12 corr=0"):
+        await sent.wait(0.05)
+    assert not conn.closed
+    await broker.read_request()
+    async with anyio.create_task_group() as tg:
+        got: list[str | None] = []
+
+        async def call() -> None:
+            sent = await conn.send(MetadataRequest(), api_version=12)
+            got.append((await sent.wait(5)).cluster_id)
+
+        tg.start_soon(call)
+        _, version, corr = await broker.read_request()
+        await broker.answer_metadata(corr, version, cluster_id="answered")
+    assert got == ["answered"]
+
+
 async def test_unknown_correlation_id_closes_and_fails_pending(
     pair: tuple[BrokerConnection, ScriptedBroker],
 ) -> None:

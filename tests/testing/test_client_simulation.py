@@ -15,7 +15,7 @@ FIRST_CAUGHT = {
     "dry-forever": 6,
     "dlq-release-at-once": 7,
     "token-give-up": 4,
-    "keeper-off": 6,
+    "keeper-off": 20,
 }
 #: Seeds whose dead-letter copies the broker refuses for a while, by the error it answers
 #: (sim.client_dlq): 19 NOT_ENOUGH_REPLICAS for 40 s, 44 POLICY_VIOLATION for 10 s (each
@@ -77,7 +77,7 @@ def test_clients_recover_from_a_token_endpoint_outage(version: str, case: str) -
 
 
 #: Seeds with handlers slower than the lock (sim.client_slow): 1.5 and 2.5 times it.
-SLOW_SEEDS = {1.5: 6, 2.5: 20}
+SLOW_SEEDS = {1.5: 29, 2.5: 20}
 
 
 @pytest.mark.parametrize("version", ["4.1", "4.2", "4.3", "4.4"])

@@ -17,6 +17,9 @@ from sharecon.protocol.messages.share_acknowledge import (
     ShareAcknowledgeRequest,
 )
 from sharecon.protocol.messages.share_fetch import (
+    AcknowledgementBatch as FetchAckBatch,
+)
+from sharecon.protocol.messages.share_fetch import (
     FetchPartition,
     FetchTopic,
     ShareFetchRequest,
@@ -26,6 +29,7 @@ from sharecon.protocol.records import decode_records
 from sharecon.testing.conformance.model_runner import run_on_model
 from sharecon.testing.conformance.scenarios import SCENARIOS
 from sharecon.testing.model import Behaviour, ModelBroker, RecordState
+from sharecon.testing.model.broker import PERSIST_DELAY
 
 GROUP = "g"
 
@@ -188,6 +192,40 @@ def test_an_evicted_session_keeps_its_locks_until_they_end() -> None:
     assert _fetch(broker, "a", "c-a", 0.5, epoch=1).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
     assert _got(_fetch(broker, "b", "c-b", 0.6)) == []
     assert _got(_fetch(broker, "c", "c-c", 1.0)) == [(0, 2), (1, 2), (2, 2)]
+
+
+def test_next_change_is_the_next_lock_end_or_persisted_release() -> None:
+    # What FakeKafka sleeps until while it holds a fetch: nothing changes on its own
+    # before then.
+    broker = _broker("4.4", lock_ms=1000)
+    assert broker.next_change(0.0) is None  # nothing acquired, nothing being persisted
+    _fetch(broker, "a", "c-a", 0.0)
+    assert broker.next_change(0.0) == pytest.approx(1.0)  # the locks end
+    # Offset 0 released on the next fetch: acquirable once persisted.
+    tid = broker.topics["t"]
+    release = FetchPartition(
+        partition_index=0,
+        acknowledgement_batches=(
+            FetchAckBatch(first_offset=0, last_offset=0, acknowledge_types=(2,)),
+        ),
+    )
+    broker.share_fetch(
+        ShareFetchRequest(
+            group_id=GROUP,
+            member_id="a",
+            share_session_epoch=1,
+            max_wait_ms=0,
+            min_bytes=1,
+            max_records=0,
+            topics=(FetchTopic(topic_id=tid, partitions=(release,)),),
+        ),
+        "c-a",
+        0.5,
+    )
+    assert broker.next_change(0.5) == pytest.approx(0.5 + PERSIST_DELAY)
+    assert broker.next_change(0.5 + PERSIST_DELAY) == pytest.approx(1.0)  # then the locks
+    broker.advance(1.0)
+    assert broker.next_change(1.0) is None  # every lock ended, every release persisted
 
 
 def test_the_delivery_limit_archives_on_lock_expiry() -> None:

@@ -65,8 +65,8 @@ PLANTED = {
     # refused are reported acknowledged.
     "acknowledge-errors-read-as-success": Planted(
         "_share/requests.py",
-        "        topic_partition(t.topic_id, p.partition_index, names.get(t.topic_id)): p.error_code\n",
-        "        topic_partition(t.topic_id, p.partition_index, names.get(t.topic_id)): 0\n",
+        "            codes[topic_partition(tid, p.partition_index, name)] = p.error_code\n",
+        "            codes[topic_partition(tid, p.partition_index, name)] = 0\n",
         10,
     ),
     # The share session's epoch wraps at 0 instead of 2**31 - 1: every other request after

@@ -273,11 +273,13 @@ def test_the_mutants_are_named() -> None:
 
 def test_the_simulator_uses_no_io_clock_or_event_loop() -> None:
     """The loop is the simulator's own: virtual time, no wall clock, no sockets, no anyio.
-    (Not the whole-client simulation, ``client.py`` and its fault classes ``client_*.py``:
-    it runs the real clients, on trio's mock clock, by design.)"""
+    (Not the whole-client simulation, ``client.py``, its fault classes ``client_*.py``
+    and its in-memory connections, ``pipe.py``: it runs the real clients, on trio's mock
+    clock, by design.)"""
     forbidden = {"anyio", "asyncio", "trio", "socket", "time", "threading", "selectors"}
     pkg = pathlib.Path(__file__).resolve().parents[2] / "sharecon" / "testing" / "sim"
-    for path in sorted(p for p in pkg.glob("*.py") if not p.name.startswith("client")):
+    whole_client = ("client", "pipe.py")
+    for path in sorted(p for p in pkg.glob("*.py") if not p.name.startswith(whole_client)):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             names: list[str] = []

@@ -49,6 +49,13 @@ __all__ = ["GROUP_CONFIG_DEFAULTS", "GROUP_CONFIG_DEFAULTS_4_3", "FakeCluster"]
 
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _SASL_KEYS = frozenset({17, 36})
+#: APIs whose requests never change what a waiting fetch looks at (logs, share-partition
+#: states, share sessions), so a server need not wake the fetches it holds after one:
+#: Fetch, ListOffsets, Metadata, FindCoordinator, ListGroups, ApiVersions, InitProducerId,
+#: DescribeConfigs, ShareGroupHeartbeat (it changes the coordinator's assignment and at
+#: most the persister's initial state, which a waiting fetch does not read),
+#: ShareGroupDescribe, DescribeShareGroupOffsets.
+QUIET_APIS = frozenset({1, 2, 3, 10, 16, 18, 22, 32, 76, 77, 90})
 _EARLIEST, _LATEST = -2, -1
 _GROUP_RESOURCE, _TOPIC_RESOURCE, _BROKER_RESOURCE = 32, 2, 4
 _SET, _DELETE = 0, 1
@@ -700,6 +707,11 @@ class FakeCluster:
     def share_fetch_ready(self, body: sf.ShareFetchRequest, arrived: float, now: float) -> bool:
         """Whether a ShareFetch should be answered now rather than wait for records."""
         return not self.model.fetch_would_wait(body, now, arrived)
+
+    def next_change(self, now: float) -> float | None:
+        """When a waiting ShareFetch may next become ready without a request (a lock
+        ends, a release is persisted), if ever: the server sleeps until then."""
+        return self.model.next_change(now)
 
     def _h78(self, body: Any, version: int, conn: str, now: float) -> Response:  # ShareFetch
         del version

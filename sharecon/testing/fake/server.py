@@ -29,7 +29,7 @@ from sharecon.protocol.messages import REQUESTS
 from sharecon.protocol.messages.fetch import FetchRequest
 from sharecon.protocol.messages.share_fetch import ShareFetchRequest
 from sharecon.testing._managed import Server
-from sharecon.testing.fake.cluster import FAILABLE, Failure, FakeCluster
+from sharecon.testing.fake.cluster import FAILABLE, QUIET_APIS, Failure, FakeCluster
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -44,8 +44,9 @@ __all__ = ["FakeKafka"]
 
 logger = logging.getLogger("sharecon.testing.fake")
 
-#: Longest a waiting fetch sleeps before it looks again (locks ending, releases persisted).
-_POLL = 0.05
+#: How far past a lock end (or persisted release) a waiting fetch wakes: enough that the
+#: clock, re-read, is surely past it despite rounding (else it could wake again at once).
+_PAST = 1e-6
 
 
 @dataclass(slots=True)
@@ -70,9 +71,11 @@ class FakeKafka(Server):
     :param heartbeat_interval_ms: the interval members are told to heartbeat at.
     """
 
-    #: Longest a waiting fetch sleeps before it looks again (locks ending, releases
-    #: persisted); any request served wakes it sooner.
-    poll_interval: float = _POLL
+    #: Longest a waiting fetch sleeps before it looks again (``None``: no limit). It needs
+    #: none: it wakes when a request is served or a fault acts, and when the next lock
+    #: ends or release is persisted (:meth:`FakeCluster.next_change`); a limit only adds
+    #: wake-ups.
+    poll_interval: float | None = None
 
     def __init__(
         self,
@@ -338,6 +341,7 @@ class FakeKafka(Server):
         deadline = self._wall() + max(wait_ms, 0) / 1000.0
         while True:
             now = self.now()
+            share = isinstance(body, ShareFetchRequest)
             if isinstance(body, ShareFetchRequest):
                 ready = cluster.share_fetch_ready(body, arrived, now)
             else:
@@ -346,9 +350,15 @@ class FakeKafka(Server):
             left = deadline - self._wall()
             if ready or left <= 0:
                 break
+            # Sleep until something can change: a request served or a fault (``_changed``
+            # is set), or, for a ShareFetch, the next lock end or persisted release.
+            if share and (change := cluster.next_change(now)) is not None:
+                left = min(left, max(change - now, 0.0) + _PAST)
+            if self.poll_interval is not None:
+                left = min(left, self.poll_interval)
             changed = self._changed
             assert changed is not None
-            with anyio.move_on_after(min(left, self.poll_interval)):
+            with anyio.move_on_after(left):
                 await changed.wait()
         await self._answer(conn, header, body)
 
@@ -358,7 +368,8 @@ class FakeKafka(Server):
             header.api_key, header.api_version, body, conn.name, self.now(), header.client_id
         )
         self.requests_served += 1
-        self._notify()
+        if header.api_key not in QUIET_APIS:
+            self._notify()  # waiting fetches look again
         if response is None:
             return
         frame = encode_response(header.api_key, header.api_version, header.correlation_id, response)

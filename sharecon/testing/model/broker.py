@@ -198,6 +198,17 @@ class ModelBroker:
         ends = [d for sp in self.partitions.values() if (d := sp.next_deadline()) is not None]
         return min(ends) if ends else None
 
+    def next_change(self, now: float) -> float | None:
+        """The first time after ``now`` at which a share partition changes without a
+        request (a lock ends, a released record is persisted), if any: a server holding
+        fetches (:meth:`fetch_would_wait`) looks again then instead of polling."""
+        first: float | None = None
+        for sp in self.partitions.values():
+            t = sp.next_change(now)
+            if t is not None and (first is None or t < first):
+                first = t
+        return first
+
     # -- faults ------------------------------------------------------------------------------
 
     def disconnect(self, connection: str, now: float) -> None:

@@ -178,6 +178,21 @@ class SharePartitionModel:
         ends = [s.deadline for s in self.states.values() if s.state is RecordState.ACQUIRED]
         return min(ends) if ends else None
 
+    def next_change(self, now: float) -> float | None:
+        """The first time after ``now`` at which this share partition changes by itself:
+        a lock ends, or a released record is persisted (becomes acquirable)."""
+        first: float | None = None
+        for s in self.states.values():
+            if s.state is RecordState.ACQUIRED:
+                t = s.deadline
+            elif s.state is RecordState.AVAILABLE and s.ready_at > now:
+                t = s.ready_at
+            else:
+                continue
+            if first is None or t < first:
+                first = t
+        return first
+
     # -- time --------------------------------------------------------------------------------
 
     def expire(self, now: float) -> list[int]:

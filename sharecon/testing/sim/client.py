@@ -121,43 +121,6 @@ HORIZON = 600.0
 # -- the in-memory broker --------------------------------------------------------------------
 
 
-class _Pipe(anyio.abc.ByteStream):
-    """One end of an in-memory connection: what one end sends the other receives."""
-
-    def __init__(
-        self,
-        send: anyio.abc.ObjectSendStream[bytes],
-        receive: anyio.abc.ObjectReceiveStream[bytes],
-    ) -> None:
-        self._send = send
-        self._receive = receive
-
-    async def receive(self, max_bytes: int = 65536) -> bytes:
-        try:
-            return await self._receive.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise anyio.EndOfStream from None
-
-    async def send(self, item: bytes) -> None:
-        try:
-            await self._send.send(item)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            raise anyio.BrokenResourceError from None
-
-    async def send_eof(self) -> None:
-        await self._send.aclose()
-
-    async def aclose(self) -> None:
-        await self._send.aclose()
-        await self._receive.aclose()
-
-
-def _pipe() -> tuple[_Pipe, _Pipe]:
-    a_send, b_receive = anyio.create_memory_object_stream[bytes](math.inf)
-    b_send, a_receive = anyio.create_memory_object_stream[bytes](math.inf)
-    return _Pipe(a_send, a_receive), _Pipe(b_send, b_receive)
-
-
 class MemoryKafka(FakeKafka):
     """FakeKafka serving in-memory connections in the caller's event loop, on its clock.
 
@@ -165,11 +128,6 @@ class MemoryKafka(FakeKafka):
     :data:`~sharecon._net.connect.Dialer`. The ``..._now`` faults act at once, in the
     loop (FakeKafka's own go through its thread).
     """
-
-    #: A waiting fetch looks again for locks that ended only this often (virtual time; any
-    #: request served wakes it at once): each look is a task switch, and MaxWaitMs (500 ms
-    #: by default) ends the wait about as soon.
-    poll_interval = 0.25
 
     def __init__(self, version: str = "4.4") -> None:
         super().__init__(version, host=HOST, port=PORT, heartbeat_interval_ms=1000)
@@ -240,7 +198,9 @@ class MemoryKafka(FakeKafka):
         if (host, port) != (HOST, PORT) or anyio.current_time() < self.refuse_until:
             raise OSError(errno.ECONNREFUSED, "connection refused")
         assert self._tg is not None
-        client, server = _pipe()
+        from sharecon.testing.sim.pipe import memory_pipe  # trio's: only this needs it
+
+        client, server = memory_pipe()
         self._tg.start_soon(self._serve_conn, server)
         return client
 
