@@ -90,14 +90,18 @@ def chunk_of(e: Deliver, consumer: Acknowledger | None) -> Chunk:
     return Chunk(e.intake, e.tag, e.deadline, factory, e.delivery)
 
 
-def decode_chunk(chunk: Chunk, dead_letter_limit: int | None) -> Decoded[Record] | None:
-    """Decode a buffered chunk's next batch (``None``: none left); the caller hands the
-    result to the machine (``ShareMachine.batch_decoded``)."""
+def decode_chunk(
+    chunk: Chunk, dead_letter_limit: int | None, limit: int | None = None
+) -> Decoded[Record] | None:
+    """Decode a buffered chunk's next batch, or its next ``limit`` records (``None``: none
+    left); the caller hands the result to the machine (``ShareMachine.batch_decoded``)."""
     intake = chunk.intake
     batch = intake.next_batch()
     if batch is None:
         return None
-    return intake.decode_next(_batch_factory(chunk, batch), dead_letter_limit=dead_letter_limit)
+    return intake.decode_next(
+        _batch_factory(chunk, batch), dead_letter_limit=dead_letter_limit, limit=limit
+    )
 
 
 class Handout:
@@ -248,11 +252,11 @@ class Handout:
             chunk.records = live
         self.buffer.push(chunk)
 
-    def decode(self, chunk: Chunk) -> Decoded[Record] | None:
-        """Decode a chunk's next batch and tell the machine what it found (the buffer
-        calls this as the application reaches the batch)."""
+    def decode(self, chunk: Chunk, limit: int | None = None) -> Decoded[Record] | None:
+        """Decode a chunk's next batch (or its next ``limit`` records) and tell the
+        machine what it found (the buffer calls this as the application reaches them)."""
         machine = self.machine
-        d = decode_chunk(chunk, machine.dead_letter_limit)
+        d = decode_chunk(chunk, machine.dead_letter_limit, limit)
         if d is not None and (d.gaps or d.release or d.error is not None or d.dead):
             machine.batch_decoded(chunk.tag, chunk.intake.tp, d)
             self.settle()

@@ -4,7 +4,7 @@ What a consumer asks for is the acquired offsets: the records outside them are s
 without being built, and decoding stops after the last span. These tests check that
 only the asked-for records are built, that skipping is exact at every varint size and
 with every codec, that a span decode equals a full decode filtered by offset, and which
-corruption is still found in the skipped part (see ``records._decode_spans``).
+corruption is still found in the skipped part (see ``records.BatchReader``).
 """
 
 from __future__ import annotations
@@ -228,7 +228,7 @@ def test_bad_framing_before_the_span_is_still_found(codec: Codec) -> None:
 def test_a_bad_field_inside_a_skipped_record_is_not_looked_at() -> None:
     # Record 1 is well framed but its key length is -3: a full decode refuses the batch;
     # decoding only offset 12 steps over record 1 by its length and never reads the key
-    # (documented in records._decode_spans: the CRC covers it, and it is never handed out).
+    # (documented in records.BatchReader: the CRC covers it, and it is never handed out).
     bad = zz(6) + b"\x00\x00\x02" + zz(-3) + b"\x00\x00"
     batch = hand([hand_record(0, 0, None, b"a"), bad, hand_record(2, 0, None, b"c")])
     with pytest.raises(CorruptRecordError, match="key length -3"):
