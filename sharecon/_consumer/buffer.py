@@ -46,11 +46,12 @@ if TYPE_CHECKING:
     from sharecon.record import BatchInfo, Record
     from sharecon.types import TopicIdPartition
 
-    #: Builds one record of a chunk: ``factory(batch_info, offset, timestamp, key, value,
-    #: headers)`` (topic, partition, owner and lock deadline already bound).
-    ChunkFactory = Callable[[BatchInfo, int, int, bytes | None, bytes | None, Headers], Record]
-    #: The same with the batch's :class:`BatchInfo` bound: what the batch decoder calls.
+    #: Builds one record of a batch: ``factory(offset, timestamp, key, value, headers)``
+    #: (topic, partition, owner, lock deadline and batch information already bound).
     RecordFactory = Callable[[int, int, bytes | None, bytes | None, Headers], Record]
+    #: Binds a batch's :class:`BatchInfo` into a chunk's record factory (topic, partition,
+    #: owner and lock deadline bound already): ``partial(record_factory, ...)``.
+    ChunkFactory = Callable[[BatchInfo], RecordFactory]
 
 _EMPTY: list[Record] = []
 

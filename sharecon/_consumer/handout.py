@@ -10,7 +10,8 @@ whose effects are then carried out.
 Rules of this module:
 
 1. Per-record cost is one call: the record factory is bound once per chunk (topic,
-   partition, owner, lock deadline) and once per batch (:class:`BatchInfo`).
+   partition, owner, lock deadline) and once per batch (:class:`BatchInfo`), and fills a
+   bare record's slots (:func:`sharecon.record.record_factory`).
 2. A record knows the delivery it came from (:class:`SessionOwner`), so its answer never
    lands on a newer delivery of the same offset.
 """
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 import anyio
 
 from sharecon._consumer.buffer import Chunk
-from sharecon.record import BatchInfo, Record
+from sharecon.record import BatchInfo, Record, record_factory
 from sharecon.types import AckType
 
 if TYPE_CHECKING:
@@ -86,7 +87,9 @@ def chunk_of(e: Deliver, consumer: Acknowledger | None) -> Chunk:
     records owned by ``consumer`` (rule 1)."""
     tp = e.tp
     owner = SessionOwner(consumer, e.tag, e.delivery) if consumer is not None else None
-    factory = partial(Record, tp.topic or str(tp.topic_id), tp.partition, tp, owner, e.deadline)
+    factory = partial(
+        record_factory, tp.topic or str(tp.topic_id), tp.partition, tp, owner, e.deadline
+    )
     return Chunk(e.intake, e.tag, e.deadline, factory, e.delivery)
 
 
@@ -309,6 +312,6 @@ def _batch_factory(chunk: Chunk, batch: RecordBatch) -> RecordFactory:
     ):
         offset = info.clock_offset if info is not None else time.time() - anyio.current_time()
         info = chunk.batch_info = BatchInfo(leader_epoch, ts_type, offset)
-        # partial of a partial is flattened into one: a record costs one call, as before.
-        bound = chunk.batch_factory = partial(chunk.factory, info)
+        # One Python frame per record (sharecon.record.record_factory).
+        bound = chunk.batch_factory = chunk.factory(info)
     return bound

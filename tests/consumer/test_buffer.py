@@ -14,7 +14,7 @@ from sharecon._share.session import SessionTag
 from sharecon.protocol.compression import Codec
 from sharecon.protocol.records import Record as WireRecord
 from sharecon.protocol.records import encode_batch
-from sharecon.record import BatchInfo, Record, TimestampType
+from sharecon.record import BatchInfo, Record, TimestampType, record_factory
 from sharecon.types import TopicIdPartition
 
 TP = TopicIdPartition(uuid.uuid4(), 0, "t")
@@ -41,7 +41,7 @@ def chunk(
     data = b"".join(batch(f, n, size=size, codec=codec) for f, n in batches)
     last = batches[-1][0] + batches[-1][1] - 1
     intake = take_partition(TP, [(first, last, 1)], data)
-    factory = partial(Record, "t", 0, TP, None, deadline)
+    factory = partial(record_factory, "t", 0, TP, None, deadline)
     return Chunk(intake, tag, deadline, factory)
 
 
@@ -61,7 +61,7 @@ class Harness:
         self.rooms += 1
 
     def decode(self, c: Chunk, limit: int | None) -> Decoded[Record] | None:
-        d = c.intake.decode_next(partial(c.factory, INFO), limit=limit)
+        d = c.intake.decode_next(c.factory(INFO), limit=limit)
         if d is not None:
             self.decoded.append(len(d.records))
         return d
