@@ -232,8 +232,12 @@ class DeliveryBuffer:
             self.on_drop(chunk, first)
         self._room()
 
-    def pop_one(self, clock: Callable[[], float]) -> Record | None:
-        """The next record, or ``None`` if the buffer is empty (``clock``: rule 3)."""
+    def pop_one(self, clock: Callable[[], float], now: float | None = None) -> Record | None:
+        """The next record, or ``None`` if the buffer is empty (``clock``: rule 3).
+
+        :param now: ``clock()`` read by the caller just now, for the first lock check;
+            any later one (after decoding) reads the clock again.
+        """
         chunks = self._chunks
         while chunks:
             chunk = chunks[0]
@@ -242,11 +246,15 @@ class DeliveryBuffer:
                 # Every record: a handler may have run for longer than the lock since the
                 # last one, and a record whose lock ended must never be handed out.
                 deadline = chunk.deadline
-                if deadline is not None and clock() >= deadline and self._expired(chunk, clock):
-                    continue
+                if deadline is not None:
+                    t = clock() if now is None else now
+                    if t >= deadline and self._expired(chunk, clock):
+                        now = None
+                        continue
                 chunk.pos = pos + 1
                 self.records -= 1
                 return chunk.records[pos]
+            now = None  # decoding takes time: the next check reads the clock again
             if chunk.records:
                 self._finish_batch(chunk)
             if self._expired(chunk, clock):

@@ -17,6 +17,11 @@ Rules of this module:
    measured slower, ~500 ns against ~60 ns.) Anything that may wait (the buffer is
    empty, deserializers, ``keep_locks``, rejoining after idleness) is the consumer's
    own code, called from here.
+4. The clock is read once per record where the event loop's clock is
+   :func:`time.monotonic` (asyncio's own loop): that one reading is the poll-gap
+   metric's and the buffer's lock-deadline check's, taken after the previous record was
+   answered, right before the check. Elsewhere (trio, other loops) the metric keeps its
+   own :func:`time.monotonic` reading.
 """
 
 from __future__ import annotations
@@ -88,10 +93,9 @@ class Cursor:
         core = self.core
         if core is None:
             raise self.owner._not_running()
-        # The application asked: liveness and the poll-gap metric count it.
+        # The application asked: liveness counts it (and the poll-gap metric, below).
         live = self.liveness
         live.asks += 1
-        core.stats.on_poll(_monotonic())
         if live.left_idle:
             self.owner._rejoin_after_idle(core)
         cur = self.current
@@ -117,6 +121,7 @@ class Cursor:
         if fatal is not None:
             raise fatal  # stop at once, not after the buffered records
         if self.prepare_each:
+            core.stats.on_poll(_monotonic())
             return await self.owner._next_prepared(core)
         buffer = core.buffer
         clock = core.clock
@@ -126,11 +131,16 @@ class Cursor:
             # (which commit() or implicit mode would accept unseen). Once per record, not
             # per wait for one.
             await _checkpoint()
+        # One clock read per record (rule 4): read after the previous record's answer and
+        # just before the lock-deadline check it serves, which may use nothing older.
+        now = clock()
+        core.stats.on_poll(now if clock is _monotonic else _monotonic())
         while True:
-            rec = buffer.pop_one(clock)
+            rec = buffer.pop_one(clock, now)
             if rec is not None:
                 self.current = rec
                 self.answered = False
                 self.served = served
                 return rec
             await self.owner._no_record(core)
+            now = clock()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from functools import partial
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -16,6 +17,9 @@ from sharecon.protocol.records import Record as WireRecord
 from sharecon.protocol.records import encode_batch
 from sharecon.record import BatchInfo, Record, TimestampType, record_factory
 from sharecon.types import TopicIdPartition
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 TP = TopicIdPartition(uuid.uuid4(), 0, "t")
 TAG = SessionTag(1, 0)
@@ -265,3 +269,31 @@ def test_a_hold_is_asked_not_told_so_it_ends_with_the_breakers_cool_down() -> No
     assert h.buf.has_room() and h.buf.single_chunk()
     h.buf.resume()
     assert h.rooms == 1
+
+
+def test_the_callers_clock_reading_serves_the_first_lock_check_only() -> None:
+    """``pop_one(clock, now)``: ``now`` (the cursor's one reading per record) decides the
+    check of a decoded record without reading the clock; once a batch must be decoded,
+    the clock is read again."""
+    reads: list[float] = []
+
+    def clock(t: float) -> Callable[[], float]:
+        def read() -> float:
+            reads.append(t)
+            return t
+
+        return read
+
+    h = Harness()
+    h.buf.push(chunk(0, [(0, 3)], deadline=10.0))
+    assert h.buf.pop_one(clock(5.0)).offset == 0  # type: ignore[union-attr]
+    reads.clear()
+    assert h.buf.pop_one(clock(5.0), 5.0).offset == 1  # type: ignore[union-attr]
+    assert reads == []  # one reading per record: the caller's
+    assert h.buf.pop_one(clock(20.0), 20.0) is None  # the lock ended: dropped
+    assert h.dropped == [(2, 2)]
+    h2 = Harness()
+    h2.buf.push(chunk(0, [(0, 3)], deadline=10.0))
+    # Nothing decoded yet: an old reading does not let the batch out after its lock.
+    assert h2.buf.pop_one(clock(20.0), 5.0) is None
+    assert h2.dropped == [(0, 2)] and h2.decoded == []
