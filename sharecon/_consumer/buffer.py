@@ -19,7 +19,9 @@ Rules of this module:
    caller holds its list of them anyway).
 3. Records whose acquisition lock has already ended are dropped, not handed out: the
    broker is redelivering them (maybe to another member), so processing them here would
-   do the work twice. The check runs per batch and every 64 records, not per record.
+   do the work twice. The check runs for every record handed out one by one (a handler
+   may have run past the lock since the last one), on the caller's clock reading when it
+   gives one (``async for`` reads the clock once per record), and again after decoding.
 4. Chunks of a share session that was lost are dropped at once (:meth:`drop`): their
    locks are gone, and an answer to them could never reach the broker.
 5. Fetching pauses while the buffer holds ``max_records`` records or ``max_bytes`` bytes;

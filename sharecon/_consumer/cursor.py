@@ -14,7 +14,9 @@ Rules of this module:
 3. Compiled, ``__anext__`` is a native coroutine: asyncio and trio drive it through its
    ``am_send`` slot, so a buffered record costs one small object and no exception. (A
    pre-completed awaitable would have to raise ``StopIteration(record)`` per record:
-   measured slower, ~500 ns against ~60 ns.) Anything that may wait (the buffer is
+   measured slower, ~500 ns against ~60 ns; again on 2026-12-05 in plain CPython 3.11,
+   385 ns against 98 ns for a coroutine. Only a C type with an ``am_send`` slot could
+   complete without both.) Anything that may wait (the buffer is
    empty, deserializers, ``keep_locks``, rejoining after idleness) is the consumer's
    own code, called from here.
 4. The clock is read once per record where the event loop's clock is
