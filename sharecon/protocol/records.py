@@ -566,6 +566,7 @@ class RecordBatch:
                 reader: BatchReader[T] = BatchReader(self, factory, b"", 0, 0, 0, None, False, None)
                 reader.built = built
                 reader.count = len(built)
+                reader.done = not built
                 return reader
             try:
                 buf = decompress(codec, self._view[start:end], max_size=max_uncompressed)
