@@ -702,7 +702,7 @@ class BatchReader(Generic[T]):
         self._spans = spans
         self._dense = dense
         self._compressed = compressed
-        #: Records already built by the streaming decoder, handed out whole.
+        #: Records already built by the streaming decoder (handed out ``limit`` at a time).
         self.built: list[T] | None = None
         #: Index in the batch of the record at :attr:`pos`; the offset before it.
         self.i = 0
@@ -717,7 +717,8 @@ class BatchReader(Generic[T]):
         self._counted = 0
 
     def take(self, limit: int) -> list[T]:
-        """The next records, at most ``limit`` (at least one unless :attr:`done`).
+        """The next records, at most ``limit``; empty only when none is left (the reader
+        is then :attr:`done`: a batch with gaps may find that only by looking).
 
         :raises CorruptRecordError: a malformed record in this slice (the reader is then
             :attr:`done`); the batch is named as :meth:`RecordBatch.records` names it.
@@ -725,10 +726,16 @@ class BatchReader(Generic[T]):
         built = self.built
         batch = self._batch
         if built is not None:
-            self.built = None
-            self.done = True
-            self.taken_bytes = batch.decoded_size
-            return built
+            # Built by the stream already: handed out in pieces of ``limit`` all the same.
+            start = self.i
+            self.i = start + limit
+            if self.i >= len(built):
+                self.built = None
+                self.done = True
+                self.taken_bytes = batch.decoded_size
+                return built[start:] if start else built
+            self.taken_bytes = 0
+            return built[start : self.i]
         out: list[T] = []
         if self.done:
             self.taken_bytes = 0
