@@ -25,7 +25,7 @@ from sharecon.protocol.records import TimestampType
 from sharecon.types import ZERO_UUID, AckType, TopicIdPartition
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
     from sharecon.protocol.records import Headers
 
@@ -352,6 +352,49 @@ class Record(Generic[K, V]):
         )
         record.delivery_count = delivery_count
         return record
+
+
+def record_factory(
+    topic: str,
+    partition: int,
+    topic_partition: TopicIdPartition,
+    owner: Acknowledger | None,
+    lock_deadline: float | None,
+    batch: BatchInfo | None,
+) -> Callable[[int, int, bytes | None, bytes | None, Headers], Record[Any, Any]]:
+    """What the batch decoder calls per record of one batch of one delivery:
+    ``make(offset, timestamp, key, value, headers)`` gives the record
+    ``Record(topic, partition, topic_partition, owner, lock_deadline, batch, offset,
+    timestamp, key, value, headers)`` would.
+
+    The per-record path of every consumer: one Python frame that fills the slots of a
+    bare instance, instead of a ``functools.partial`` joining eleven arguments into a new
+    tuple and ``type.__call__`` running :meth:`Record.__init__` with them (measured in
+    docs/performance.md). Kept here, in a module the compiled build leaves Python, so the
+    slot stores are the interpreter's specialised ones.
+    """
+    new = object.__new__
+    cls = Record
+
+    def make(
+        offset: int, timestamp: int, key: bytes | None, value: bytes | None, headers: Headers
+    ) -> Record[Any, Any]:
+        rec: Record[Any, Any] = new(cls)
+        rec.topic = topic
+        rec.partition = partition
+        rec.topic_partition = topic_partition
+        rec._owner = owner
+        rec.lock_deadline = lock_deadline
+        rec._batch = batch
+        rec.offset = offset
+        rec.timestamp = timestamp
+        rec.key = key
+        rec.value = value
+        rec.headers = headers
+        rec.delivery_count = 1
+        return rec
+
+    return make
 
 
 class RetryLater(Exception):

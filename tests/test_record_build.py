@@ -8,13 +8,15 @@ import pickle
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
 from sharecon import AckType, Record, RecordedAcks, TimestampType, errors
-from sharecon.record import BatchInfo
+from sharecon.record import BatchInfo, record_factory
 from sharecon.serde import json_deserializer
+from sharecon.types import TopicIdPartition
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -138,3 +140,28 @@ def test_the_guide_example_runs_as_printed() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "[(0, 'ACCEPT'), (1, 'REJECT')]\n"
+
+
+def test_the_consumers_record_factory_makes_what_the_constructor_makes() -> None:
+    """``record_factory`` (the consumer's per-record path) skips ``__init__``: what it
+    makes must be the same record, field for field, copies and pickles included."""
+    tp = TopicIdPartition(uuid.uuid4(), 3, "orders")
+    acks = RecordedAcks()
+    info = BatchInfo(7, TimestampType.LOG_APPEND_TIME, 1.5)
+    args = ("orders", 3, tp, acks, 99.0, info, 41, 1_700_000_000_000, b"k", b"v", (("h", b"x"),))
+    made = record_factory(*args[:6])(*args[6:])
+    built = Record(*args)
+    assert type(made) is Record
+    fields = [name for name in Record.__slots__ if name != "_serialized"]
+    assert [getattr(made, f) for f in fields] == [getattr(built, f) for f in fields]
+    assert not hasattr(made, "_serialized") and not hasattr(built, "_serialized")
+    assert repr(made) == repr(built)
+    assert (made.leader_epoch, made.timestamp_type, made.serialized_value_size) == (
+        7,
+        TimestampType.LOG_APPEND_TIME,
+        1,
+    )
+    copied = copy.copy(made)
+    assert (copied.offset, copied.key, copied.delivery_count) == (41, b"k", 1)
+    made.accept()
+    assert acks.answers == [(made, AckType.ACCEPT)]

@@ -11,9 +11,17 @@ Rules of this module:
    come. :meth:`DeliveryBuffer.pop_many` stops adding batches once it holds
    ``max_bytes`` decoded bytes, but always returns at least one batch's records, so a
    record larger than the bound is delivered alone, never stuck.
+   :meth:`DeliveryBuffer.pop_one` asks for a large batch :data:`SLICE` records at a time
+   (decompressed once): the records of a slice are handed out and freed before the next
+   slice is built, so the garbage collector never sees a whole batch of records alive
+   at once (their young-generation passes would otherwise promote, and scan again, most
+   of a 2,000-record batch). :meth:`DeliveryBuffer.pop_many` takes whole batches (the
+   caller holds its list of them anyway).
 3. Records whose acquisition lock has already ended are dropped, not handed out: the
    broker is redelivering them (maybe to another member), so processing them here would
-   do the work twice. The check runs per batch and every 64 records, not per record.
+   do the work twice. The check runs for every record handed out one by one (a handler
+   may have run past the lock since the last one), on the caller's clock reading when it
+   gives one (``async for`` reads the clock once per record), and again after decoding.
 4. Chunks of a share session that was lost are dropped at once (:meth:`drop`): their
    locks are gone, and an answer to them could never reach the broker.
 5. Fetching pauses while the buffer holds ``max_records`` records or ``max_bytes`` bytes;
@@ -26,7 +34,7 @@ Rules of this module:
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from sharecon._consumer.signal import Signal
 
@@ -40,13 +48,19 @@ if TYPE_CHECKING:
     from sharecon.record import BatchInfo, Record
     from sharecon.types import TopicIdPartition
 
-    #: Builds one record of a chunk: ``factory(batch_info, offset, timestamp, key, value,
-    #: headers)`` (topic, partition, owner and lock deadline already bound).
-    ChunkFactory = Callable[[BatchInfo, int, int, bytes | None, bytes | None, Headers], Record]
-    #: The same with the batch's :class:`BatchInfo` bound: what the batch decoder calls.
+    #: Builds one record of a batch: ``factory(offset, timestamp, key, value, headers)``
+    #: (topic, partition, owner, lock deadline and batch information already bound).
     RecordFactory = Callable[[int, int, bytes | None, bytes | None, Headers], Record]
+    #: Binds a batch's :class:`BatchInfo` into a chunk's record factory (topic, partition,
+    #: owner and lock deadline bound already): ``partial(record_factory, ...)``.
+    ChunkFactory = Callable[[BatchInfo], RecordFactory]
 
 _EMPTY: list[Record] = []
+
+#: Records built at a time of a batch handed out one by one (rule 2): below the
+#: collector's young-generation threshold (700 allocations), so a slice's records are
+#: freed before a collection that would promote them.
+SLICE: Final = 256
 
 
 class Chunk:
@@ -131,9 +145,10 @@ class DeliveryBuffer:
         #: The record bound is the default one: one answer may wait behind the chunk being
         #: handed out even past it (rule 5); the fetchers decide (:meth:`single_chunk`).
         self.overlap = False
-        #: Decodes a chunk's next batch and applies what it found (gaps, releases, dead
-        #: letters) to the consumer's state; ``None`` when the chunk has no batch left.
-        self.decoder: Callable[[Chunk], Decoded[Record] | None] | None = None
+        #: Decodes a chunk's next batch (up to ``limit`` records of it, a slice, when given)
+        #: and applies what it found (gaps, releases, dead letters) to the consumer's
+        #: state; ``None`` when the chunk has no batch left.
+        self.decoder: Callable[[Chunk, int | None], Decoded[Record] | None] | None = None
         #: Told about a chunk dropped from offset ``first`` on (lock ended, session lost).
         self.on_drop: Callable[[Chunk, int], None] | None = None
         #: Told how many records a chunk whose lock ended dropped (rule 3: counted, said).
@@ -166,14 +181,15 @@ class DeliveryBuffer:
 
     # -- taking records ---------------------------------------------------------------------
 
-    def _decode(self, chunk: Chunk) -> bool:
-        """Decode ``chunk``'s next batch into :attr:`Chunk.records`; False if none is left."""
+    def _decode(self, chunk: Chunk, limit: int | None) -> bool:
+        """Decode ``chunk``'s next batch (or slice of ``limit`` records) into
+        :attr:`Chunk.records`; False if none is left."""
         decoder = self.decoder
         assert decoder is not None, "DeliveryBuffer.decoder is not set"
         intake = chunk.intake
         while True:
             before_acq, before_wire = intake.acquired, intake.wire
-            d = decoder(chunk)
+            d = decoder(chunk, limit)
             if d is None:
                 return False
             self.records -= before_acq - intake.acquired
@@ -218,8 +234,12 @@ class DeliveryBuffer:
             self.on_drop(chunk, first)
         self._room()
 
-    def pop_one(self, clock: Callable[[], float]) -> Record | None:
-        """The next record, or ``None`` if the buffer is empty (``clock``: rule 3)."""
+    def pop_one(self, clock: Callable[[], float], now: float | None = None) -> Record | None:
+        """The next record, or ``None`` if the buffer is empty (``clock``: rule 3).
+
+        :param now: ``clock()`` read by the caller just now, for the first lock check;
+            any later one (after decoding) reads the clock again.
+        """
         chunks = self._chunks
         while chunks:
             chunk = chunks[0]
@@ -228,16 +248,20 @@ class DeliveryBuffer:
                 # Every record: a handler may have run for longer than the lock since the
                 # last one, and a record whose lock ended must never be handed out.
                 deadline = chunk.deadline
-                if deadline is not None and clock() >= deadline and self._expired(chunk, clock):
-                    continue
+                if deadline is not None:
+                    t = clock() if now is None else now
+                    if t >= deadline and self._expired(chunk, clock):
+                        now = None
+                        continue
                 chunk.pos = pos + 1
                 self.records -= 1
                 return chunk.records[pos]
+            now = None  # decoding takes time: the next check reads the clock again
             if chunk.records:
                 self._finish_batch(chunk)
             if self._expired(chunk, clock):
                 continue
-            if not self._decode(chunk):
+            if not self._decode(chunk, SLICE):
                 chunks.popleft()
                 self._room()
         return None
@@ -257,7 +281,7 @@ class DeliveryBuffer:
                     continue
                 if out and taken_bytes >= self.max_bytes:
                     break
-                if not self._decode(chunk):
+                if not self._decode(chunk, None):
                     chunks.popleft()
                     self._room()
                     continue

@@ -14,12 +14,19 @@ Rules of this module:
 3. Compiled, ``__anext__`` is a native coroutine: asyncio and trio drive it through its
    ``am_send`` slot, so a buffered record costs one small object and no exception. (A
    pre-completed awaitable would have to raise ``StopIteration(record)`` per record:
-   measured slower, ~500 ns against ~60 ns.) Anything that may wait (the buffer is
+   measured slower, ~500 ns against ~60 ns; again on 2026-12-05 in plain CPython 3.11,
+   385 ns against 98 ns for a coroutine. Only a C type with an ``am_send`` slot could
+   complete without both.) Anything that may wait (the buffer is
    empty, deserializers, ``keep_locks``, rejoining after idleness) is the consumer's
    own code, called from here.
 4. The steps that decide (:meth:`Cursor.move_on`, :meth:`Cursor.take`,
    :meth:`Cursor.acknowledge`) are sans-I/O: ``__anext__`` awaits only around them, and
    the seeded simulation (:mod:`sharecon.testing.sim`) runs the same methods.
+5. The clock is read once per record where the event loop's clock is
+   :func:`time.monotonic` (asyncio's own loop): that one reading is the poll-gap
+   metric's and the buffer's lock-deadline check's, taken after the previous record was
+   answered, right before the check. Elsewhere (trio, other loops) the metric keeps its
+   own :func:`time.monotonic` reading.
 """
 
 from __future__ import annotations
@@ -130,9 +137,12 @@ class Cursor:
                     handout.settle()
         self.current = None
 
-    def take(self, buffer: DeliveryBuffer, clock: Callable[[], float]) -> Record[Any, Any] | None:
-        """The next buffered record, made the current one (``None``: the buffer is empty)."""
-        rec = buffer.pop_one(clock)
+    def take(
+        self, buffer: DeliveryBuffer, clock: Callable[[], float], now: float | None = None
+    ) -> Record[Any, Any] | None:
+        """The next buffered record, made the current one (``None``: the buffer is empty);
+        ``now``: the caller's reading of ``clock``, if it has one (rule 5)."""
+        rec = buffer.pop_one(clock, now)
         if rec is not None:
             self.current = rec
             self.answered = False
@@ -163,10 +173,9 @@ class Cursor:
         core = self.core
         if core is None:
             raise self.owner._not_running()
-        # The application asked: liveness and the poll-gap metric count it.
+        # The application asked: liveness counts it (and the poll-gap metric, below).
         live = self.liveness
         live.asks += 1
-        core.stats.on_poll(_monotonic())
         if live.left_idle:
             self.owner._rejoin_after_idle(core)
         if self.current is not None:
@@ -175,6 +184,7 @@ class Cursor:
         if fatal is not None:
             raise fatal  # stop at once, not after the buffered records
         if self.prepare_each:
+            core.stats.on_poll(_monotonic())
             return await self.owner._next_prepared(core)
         buffer = core.buffer
         clock = core.clock
@@ -183,8 +193,13 @@ class Cursor:
             # (which commit() or implicit mode would accept unseen). Once per record, not
             # per wait for one.
             await _checkpoint()
+        # One clock read per record (rule 5): read after the previous record's answer and
+        # just before the lock-deadline check it serves, which may use nothing older.
+        now = clock()
+        core.stats.on_poll(now if clock is _monotonic else _monotonic())
         while True:
-            rec = self.take(buffer, clock)
+            rec = self.take(buffer, clock, now)
             if rec is not None:
                 return rec
             await self.owner._no_record(core)
+            now = clock()

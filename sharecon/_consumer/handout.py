@@ -10,7 +10,8 @@ whose effects are then carried out.
 Rules of this module:
 
 1. Per-record cost is one call: the record factory is bound once per chunk (topic,
-   partition, owner, lock deadline) and once per batch (:class:`BatchInfo`).
+   partition, owner, lock deadline) and once per batch (:class:`BatchInfo`), and fills a
+   bare record's slots (:func:`sharecon.record.record_factory`).
 2. A record knows the delivery it came from (:class:`SessionOwner`), so its answer never
    lands on a newer delivery of the same offset.
 """
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 import anyio
 
 from sharecon._consumer.buffer import Chunk
-from sharecon.record import BatchInfo, Record
+from sharecon.record import BatchInfo, Record, record_factory
 from sharecon.types import AckType
 
 if TYPE_CHECKING:
@@ -94,7 +95,9 @@ def chunk_of(e: Deliver, consumer: Acknowledger | None) -> Chunk:
     records owned by ``consumer`` (rule 1)."""
     tp = e.tp
     owner = SessionOwner(consumer, e.tag, e.delivery) if consumer is not None else None
-    factory = partial(Record, tp.topic or str(tp.topic_id), tp.partition, tp, owner, e.deadline)
+    factory = partial(
+        record_factory, tp.topic or str(tp.topic_id), tp.partition, tp, owner, e.deadline
+    )
     return Chunk(e.intake, e.tag, e.deadline, factory, e.delivery)
 
 
@@ -108,16 +111,20 @@ def decode_chunk(
     chunk: Chunk,
     dead_letter_limit: int | None,
     clock_offset: Callable[[], float | None] = wall_clock_offset,
+    limit: int | None = None,
 ) -> Decoded[Record] | None:
-    """Decode a buffered chunk's next batch (``None``: none left); the caller hands the
-    result to the machine (``ShareMachine.batch_decoded``). ``clock_offset`` is read
-    once per chunk, at its first batch."""
+    """Decode a buffered chunk's next batch, or its next ``limit`` records (``None``: none
+    left); the caller hands the result to the machine (``ShareMachine.batch_decoded``).
+    ``clock_offset`` is read once per chunk, at its first batch."""
     intake = chunk.intake
     batch = intake.next_batch()
     if batch is None:
         return None
-    factory = _batch_factory(chunk, batch, clock_offset)
-    return intake.decode_next(factory, dead_letter_limit=dead_letter_limit)
+    return intake.decode_next(
+        _batch_factory(chunk, batch, clock_offset),
+        dead_letter_limit=dead_letter_limit,
+        limit=limit,
+    )
 
 
 class Handout:
@@ -276,11 +283,11 @@ class Handout:
             chunk.records = live
         self.buffer.push(chunk)
 
-    def decode(self, chunk: Chunk) -> Decoded[Record] | None:
-        """Decode a chunk's next batch and tell the machine what it found (the buffer
-        calls this as the application reaches the batch)."""
+    def decode(self, chunk: Chunk, limit: int | None = None) -> Decoded[Record] | None:
+        """Decode a chunk's next batch (or its next ``limit`` records) and tell the
+        machine what it found (the buffer calls this as the application reaches them)."""
         machine = self.machine
-        d = decode_chunk(chunk, machine.dead_letter_limit, self.clock_offset)
+        d = decode_chunk(chunk, machine.dead_letter_limit, self.clock_offset, limit)
         if d is not None and (d.gaps or d.release or d.error is not None or d.dead):
             machine.batch_decoded(chunk.tag, chunk.intake.tp, d)
             self.settle()
@@ -335,6 +342,6 @@ def _batch_factory(
     ):
         offset = info.clock_offset if info is not None else clock_offset()
         info = chunk.batch_info = BatchInfo(leader_epoch, ts_type, offset)
-        # partial of a partial is flattened into one: a record costs one call, as before.
-        bound = chunk.batch_factory = partial(chunk.factory, info)
+        # One Python frame per record (sharecon.record.record_factory).
+        bound = chunk.batch_factory = chunk.factory(info)
     return bound

@@ -23,6 +23,13 @@ Rules of this module:
    of it; a batch read again starts from record positions the last read marked). A
    batch that fails its CRC or will not decompress releases its acquired offsets;
    acquired offsets inside a batch with no record (compaction, control batches) are GAPs.
+   Asked for ``limit`` records, :meth:`PartitionIntake.decode_next` builds a large batch
+   a slice at a time (decompressed once, its records built as each slice is asked for),
+   so a consumer holds a slice's records alive, not a whole batch's: the gaps and
+   delivery counts of each slice are those of the offsets it covers, and the batch's
+   acquired offsets are counted down slice by slice. A malformed record (a CRC-valid
+   batch written wrong) found in a later slice releases the acquired offsets from that
+   slice on: the slices before it were built whole and were delivered.
 5. Each record gets its range's delivery count; records past the dead-letter limit are
    split off to be routed instead of delivered.
 6. No I/O, no clock, no logging: errors are returned as data.
@@ -31,7 +38,7 @@ Rules of this module:
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from sharecon.errors import CorruptRecordError, RemoteProtocolError
 from sharecon.protocol.compression import DEFAULT_MAX_UNCOMPRESSED
@@ -42,7 +49,7 @@ from .acquired import AcquiredRange, clip, filter_acquired
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from sharecon.protocol.records import Headers, RecordBatch
+    from sharecon.protocol.records import BatchReader, Headers, RecordBatch
     from sharecon.types import TopicIdPartition
 
 __all__ = [
@@ -210,6 +217,10 @@ class PartitionIntake:
     __slots__ = (
         "_batches",
         "_next",
+        "_open",
+        "_open_last",
+        "_open_lo",
+        "_open_sub",
         "_starts",
         "acquired",
         "errors",
@@ -234,6 +245,12 @@ class PartitionIntake:
         self._starts = [r.first_offset for r in ranges]
         self._batches = batches
         self._next = 0
+        #: The batch being decoded a slice at a time (rule 4): its reader, the acquired
+        #: ranges inside it, its first offset not yet covered by a slice, its last offset.
+        self._open: BatchReader[Any] | None = None
+        self._open_sub: list[AcquiredRange] = []
+        self._open_lo = 0
+        self._open_last = 0
         self.gaps = gaps
         self.release = release
         self.errors = errors
@@ -249,7 +266,7 @@ class PartitionIntake:
     @property
     def exhausted(self) -> bool:
         """Whether every batch has been decoded."""
-        return self._next >= len(self._batches)
+        return self._next >= len(self._batches) and self._open is None
 
     def acquires(self, offset: int) -> bool:
         """Whether ``offset`` is in one of this answer's acquired ranges."""
@@ -258,11 +275,17 @@ class PartitionIntake:
 
     def next_batch(self) -> RecordBatch | None:
         """The batch :meth:`decode_next` decodes next (``None`` when exhausted), so a
-        caller can build that batch's record factory from its header first."""
+        caller can build that batch's record factory from its header first. While a batch
+        is being decoded in slices, that batch (its reader keeps the factory it was given)."""
+        if self._open is not None:
+            return self._batches[self._next - 1]
         return None if self.exhausted else self._batches[self._next]
 
     def pending_span(self) -> Span | None:
-        """The offsets of the batches not yet decoded (``None`` when exhausted)."""
+        """The offsets not yet decoded: of the batch being decoded in slices from its next
+        slice on, then of the batches after it (``None`` when exhausted)."""
+        if self._open is not None:
+            return self._open_lo, self._batches[-1].last_offset
         if self.exhausted:
             return None
         return self._batches[self._next].base_offset, self._batches[-1].last_offset
@@ -300,54 +323,93 @@ class PartitionIntake:
         *,
         dead_letter_limit: int | None = None,
         max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED,
+        limit: int | None = None,
     ) -> Decoded[R] | None:
-        """Decode the next batch (rule 4); ``None`` once every batch is decoded."""
+        """Decode the next batch, or with ``limit`` at most ``limit`` records of it (a
+        slice; the next call continues the same batch), rule 4; ``None`` once every batch
+        is decoded. ``factory`` builds the records of a batch started here; a batch
+        being decoded in slices keeps the one it was started with."""
+        if self._open is not None:
+            return self._slice(Decoded(), limit, dead_letter_limit)
         if self.exhausted:
             return None
         b = self._batches[self._next]
         self._next += 1
         first, last = b.base_offset, b.last_offset
         sub = self._clipped(first, last)
-        spans = [(r.first_offset, r.last_offset) for r in sub]
-        n_acquired = 0
-        for lo, hi in spans:
-            n_acquired += hi - lo + 1
-        self.acquired -= n_acquired
         self.wire -= b.size
         out: Decoded[R] = Decoded(wire=b.size)
         if b.is_control:
-            out.gaps = spans
+            self.acquired -= _count(sub)
+            out.gaps = [(r.first_offset, r.last_offset) for r in sub]
             return out
         try:
             # The CRC was checked when the answer was split (take_partition). Only the
             # acquired records are built (rule 4): the rest of the batch is skipped.
-            recs = b.records(
+            reader = b.reader(
                 factory,
-                max_uncompressed=max_uncompressed,
-                verify_crc=False,
-                spans=spans,
+                max_uncompressed,
+                False,
+                [(r.first_offset, r.last_offset) for r in sub],
             )
+        except CorruptRecordError as exc:
+            self.acquired -= _count(sub)
+            out.error = exc
+            out.release = [(r.first_offset, r.last_offset) for r in sub]
+            return out
+        self._open = reader
+        self._open_sub = sub
+        self._open_lo = first
+        self._open_last = last
+        return self._slice(out, limit, dead_letter_limit)
+
+    def _slice(
+        self, out: Decoded[R], limit: int | None, dead_letter_limit: int | None
+    ) -> Decoded[R]:
+        """The open batch's next records (all that are left without ``limit``)."""
+        reader = self._open
+        assert reader is not None
+        b = self._batches[self._next - 1]
+        lo, last = self._open_lo, self._open_last
+        try:
+            recs: list[R] = reader.take(reader.count if limit is None else limit)
             if recs and recs[-1].offset > last:
                 raise b._error(
                     f"record offset {recs[-1].offset} is past the batch's last offset {last}"
                 )
         except CorruptRecordError as exc:
+            part = _clip_ranges(self._open_sub, lo, last)
+            self._close()
+            self.acquired -= _count(part)
             out.error = exc
-            out.release = spans
+            out.release = [(r.first_offset, r.last_offset) for r in part]
             return out
-        out.nbytes = b.decoded_size
+        if reader.done:
+            hi = last
+            self._close()
+        else:
+            hi = recs[-1].offset
+            self._open_lo = hi + 1
+        part = (
+            _clip_ranges(self._open_sub, lo, hi)
+            if lo != b.base_offset or hi != last
+            else self._open_sub
+        )
+        self.acquired -= _count(part)
+        out.nbytes = reader.taken_bytes
         n = len(recs)
-        if len(sub) == 1 and n:
+        if len(part) == 1 and n:
             # One range, and the records it got are contiguous (the usual batch): what
             # filter_acquired does with one range and one batch, without its walk.
-            lo, hi = spans[0]
+            p = part[0]
+            p_lo, p_hi = p.first_offset, p.last_offset
             o0, on = recs[0].offset, recs[n - 1].offset
-            if o0 >= lo and on <= hi and on - o0 + 1 == n:
-                if o0 > lo:
-                    out.gaps.append((lo, o0 - 1))
-                if on < hi:
-                    out.gaps.append((on + 1, hi))
-                dc = sub[0].delivery_count
+            if o0 >= p_lo and on <= p_hi and on - o0 + 1 == n:
+                if o0 > p_lo:
+                    out.gaps.append((p_lo, o0 - 1))
+                if on < p_hi:
+                    out.gaps.append((on + 1, p_hi))
+                dc = p.delivery_count
                 if dc != 1:
                     for rec in recs:
                         rec.delivery_count = dc
@@ -356,14 +418,14 @@ class PartitionIntake:
                         return out
                 out.records = recs
                 return out
-        filtered = filter_acquired(sub, [_Batch(first, last, False, recs)])
+        filtered = filter_acquired(part, [_Batch(lo, hi, False, recs)])
         out.gaps = filtered.gaps
         records = filtered.records
-        if any(r.delivery_count != 1 for r in sub):
+        if any(r.delivery_count != 1 for r in part):
             for rec, dc in zip(records, filtered.delivery_counts, strict=True):
                 rec.delivery_count = dc
             if dead_letter_limit is not None and any(
-                r.delivery_count > dead_letter_limit for r in sub
+                r.delivery_count > dead_letter_limit for r in part
             ):
                 keep: list[R] = []
                 for rec, dc in zip(records, filtered.delivery_counts, strict=True):
@@ -371,6 +433,28 @@ class PartitionIntake:
                 records = keep
         out.records = records
         return out
+
+    def _close(self) -> None:
+        self._open = None
+
+
+def _count(ranges: list[AcquiredRange]) -> int:
+    return sum(r.last_offset - r.first_offset + 1 for r in ranges)
+
+
+def _clip_ranges(ranges: list[AcquiredRange], first: int, last: int) -> list[AcquiredRange]:
+    """``ranges`` (sorted, disjoint) cut to ``first .. last``."""
+    out: list[AcquiredRange] = []
+    for r in ranges:
+        if r.last_offset < first or r.first_offset > last:
+            continue
+        lo, hi = max(first, r.first_offset), min(last, r.last_offset)
+        out.append(
+            r
+            if (lo, hi) == (r.first_offset, r.last_offset)
+            else AcquiredRange(lo, hi, r.delivery_count)
+        )
+    return out
 
 
 def take_partition(

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BATCH_HEADER_SIZE",
     "BatchBuilder",
+    "BatchReader",
     "DEFAULT_MAX_UNCOMPRESSED",
     "NO_HEADERS",
     "BatchSplit",
@@ -455,7 +456,7 @@ class RecordBatch:
         :param spans: only the records whose offsets fall in these inclusive
             ``(first, last)`` spans (sorted, disjoint), or ``None`` for every record. The
             others are skipped by their length, never built, and decoding stops after the
-            last span (see :func:`_decode_spans` for what is still checked).
+            last span (see :class:`BatchReader` for what is still checked).
         :raises CorruptRecordError: CRC mismatch, decompression failure or bomb, or
             malformed records; ``base_offset``/``last_offset`` name this batch.
         """
@@ -503,6 +504,24 @@ class RecordBatch:
         verify_crc: bool,
         spans: Sequence[tuple[int, int]] | None = None,
     ) -> list[T]:
+        reader = self.reader(factory, max_uncompressed, verify_crc, spans)
+        return reader.take(reader.count)
+
+    def reader(
+        self,
+        factory: Callable[[int, int, bytes | None, bytes | None, Headers], T],
+        max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED,
+        verify_crc: bool = True,
+        spans: Sequence[tuple[int, int]] | None = None,
+    ) -> BatchReader[T]:
+        """A reader of the batch's data records that builds them a slice at a time
+        (:meth:`BatchReader.take`), decompressing the batch once, here: what
+        :meth:`records` gives, in pieces (a control batch's records are its markers:
+        :meth:`control_records` reads them this way).
+
+        :raises CorruptRecordError: CRC mismatch, decompression failure or bomb, or a
+            header that contradicts itself; a malformed record is raised by ``take``.
+        """
         start = self.position
         end = start + _LOG_OVERHEAD + self.batch_length
         if verify_crc and _crc32c(self._view[start + _CRC_START : end]) != self.crc:
@@ -516,12 +535,12 @@ class RecordBatch:
             if clipped is not None and not clipped:
                 # Nothing asked for here: not even decompressed.
                 self.decoded_size = 0
-                return []
+                return BatchReader(self, factory, b"", 0, 0, 0, None, False, None)
         if count == 0:
             # Compaction can leave empty batches; like the Java client, do not even
             # look at (or decompress) the records section.
             self.decoded_size = 0
-            return []
+            return BatchReader(self, factory, b"", 0, 0, 0, None, False, None)
         if count < 0:
             raise self._error(f"negative records count {count}", at=start + 57)
         if count > self.last_offset_delta + 1:
@@ -540,9 +559,15 @@ class RecordBatch:
             if clipped is not None and codec == Codec.ZSTD and count == self.last_offset_delta + 1:
                 # Part of a compressed batch: decompress as a stream and keep only a
                 # window of it, so what one record costs does not grow with the batch.
-                return self._decode_stream(
+                # (Built whole here: the reader hands them out in one piece.)
+                built = self._decode_stream(
                     self._view[start:end], max_uncompressed, factory, clipped
                 )
+                reader: BatchReader[T] = BatchReader(self, factory, b"", 0, 0, 0, None, False, None)
+                reader.built = built
+                reader.count = len(built)
+                reader.done = not built
+                return reader
             try:
                 buf = decompress(codec, self._view[start:end], max_size=max_uncompressed)
             except CorruptRecordError as exc:
@@ -554,28 +579,17 @@ class RecordBatch:
             # LogAppendTime: every record takes the broker's append time. Rare enough
             # that a wrapper beats a per-record branch in the loop.
             factory = _AppendTime(factory, self.max_timestamp)
-
-        try:
-            if clipped is None:
-                return _decode_records(
-                    buf, start, end, count, self.base_offset, self.base_timestamp, factory
-                )
-            return _decode_spans(
-                buf,
-                start,
-                end,
-                count,
-                self.base_offset,
-                self.base_timestamp,
-                factory,
-                clipped,
-                count == self.last_offset_delta + 1,
-            )
-        except _Malformed as exc:
-            where = (
-                f"byte {exc.pos} of the decompressed records" if compressed else f"byte {exc.pos}"
-            )
-            raise self._error(f"record {exc.index}, {where}: {exc.reason}") from None
+        return BatchReader(
+            self,
+            factory,
+            buf,
+            start,
+            end,
+            count,
+            clipped,
+            count == self.last_offset_delta + 1,
+            compressed,
+        )
 
     def _decode_stream(
         self,
@@ -615,6 +629,204 @@ class RecordBatch:
             base_offset=self.base_offset,
             last_offset=self.base_offset + self.last_offset_delta,
         )
+
+
+class BatchReader(Generic[T]):
+    """One batch's data records, built a slice at a time (:meth:`RecordBatch.reader`).
+
+    The batch is checked and decompressed once, when the reader is made; each
+    :meth:`take` builds the next records, exactly as :meth:`RecordBatch.records` would
+    have (the same checks, the same errors), so a consumer can hand out a large batch in
+    slices and keep only a slice's records alive at a time.
+
+    With spans (:func:`_clip_spans`), only the records whose offsets fall in them are
+    built. Records outside them are stepped over without building anything, and
+    decoding stops after the last span: what one acquired record costs no longer grows
+    with the batch (beyond decompressing it). In a *dense* batch (as many records as
+    offsets, the normal case) record ``i`` has offset ``base_offset + i``, so a skipped
+    record costs reading its length varint; each decoded run is then checked to sit at
+    exactly those offsets. A batch with gaps (compaction) reads each skipped record's
+    offset delta.
+
+    What a skipped record no longer gets checked for, unlike a full decode: its key,
+    value and headers (only its framing is: a valid length that ends inside the batch;
+    without gaps, not even its offset), and nothing after the last span is looked at
+    (the trailing-bytes check runs only when the spans reach the last record). The batch
+    CRC-32C, checked before this over every byte, still catches damage on the way; what
+    it cannot catch is a well-framed record that was written wrong, and such a record is
+    never handed out. Records that are built get every check a full decode gives.
+
+    :ivar count: the records in the batch (for the streaming decoder's result, its
+        length).
+    :ivar done: every record asked for has been built (or the reader failed).
+    """
+
+    __slots__ = (
+        "_batch",
+        "_buf",
+        "_compressed",
+        "_counted",
+        "_dense",
+        "_end",
+        "_factory",
+        "_left",
+        "_prev",
+        "_si",
+        "_spans",
+        "built",
+        "count",
+        "done",
+        "i",
+        "pos",
+        "taken_bytes",
+    )
+
+    def __init__(
+        self,
+        batch: RecordBatch,
+        factory: Callable[[int, int, bytes | None, bytes | None, Headers], T],
+        buf: bytes,
+        pos: int,
+        end: int,
+        count: int,
+        spans: list[tuple[int, int]] | None,
+        dense: bool,
+        compressed: bool | None,
+    ) -> None:
+        self._batch = batch
+        self._factory = factory
+        self._buf = buf
+        self.pos = pos
+        self._end = end
+        self.count = count
+        self._spans = spans
+        self._dense = dense
+        self._compressed = compressed
+        #: Records already built by the streaming decoder (handed out ``limit`` at a time).
+        self.built: list[T] | None = None
+        #: Index in the batch of the record at :attr:`pos`; the offset before it.
+        self.i = 0
+        self._prev = batch.base_offset - 1
+        #: The span being decoded and how many of its records are left (0: not entered).
+        self._si = 0
+        self._left = 0
+        self.done = count == 0
+        #: Decompressed bytes of the records the last :meth:`take` built (the last take
+        #: counts the rest of the batch): together, the batch's ``decoded_size``.
+        self.taken_bytes = 0
+        self._counted = 0
+
+    def take(self, limit: int) -> list[T]:
+        """The next records, at most ``limit``; empty only when none is left (the reader
+        is then :attr:`done`: a batch with gaps may find that only by looking).
+
+        :raises CorruptRecordError: a malformed record in this slice (the reader is then
+            :attr:`done`); the batch is named as :meth:`RecordBatch.records` names it.
+        """
+        built = self.built
+        batch = self._batch
+        if built is not None:
+            # Built by the stream already: handed out in pieces of ``limit`` all the same.
+            start = self.i
+            self.i = start + limit
+            if self.i >= len(built):
+                self.built = None
+                self.done = True
+                self.taken_bytes = batch.decoded_size
+                return built[start:] if start else built
+            self.taken_bytes = 0
+            return built[start : self.i]
+        out: list[T] = []
+        if self.done:
+            self.taken_bytes = 0
+            return out
+        buf = self._buf
+        end = self._end
+        count = self.count
+        base = batch.base_offset
+        pos = self.pos
+        i = self.i
+        prev = self._prev
+        try:
+            spans = self._spans
+            if spans is None:
+                n = count - i
+                if n > limit:
+                    n = limit
+                pos, prev = _decode_run(
+                    buf, pos, end, i, n, base, batch.base_timestamp, self._factory, out, prev
+                )
+                i += n
+                done = i == count
+            else:
+                dense = self._dense
+                si = self._si
+                left = self._left
+                nspans = len(spans)
+                while len(out) < limit and si < nspans and i < count:
+                    if left == 0:
+                        lo, hi = spans[si]
+                        if dense:
+                            j = lo - base
+                            if j >= count:
+                                si = nspans
+                                break
+                            if j > i:
+                                pos = _skip_n(buf, pos, end, i, j)
+                                i = j
+                                prev = lo - 1
+                            left = min(hi - base + 1, count) - i
+                        else:
+                            pos, i, prev = _skip_until(buf, pos, end, i, count, base, prev, lo)
+                            # A light pass to count the records of this span, then the real one.
+                            left = _skip_until(buf, pos, end, i, count, base, prev, hi + 1)[1] - i
+                        if left <= 0:
+                            left = 0
+                            si += 1
+                            continue
+                    n = limit - len(out)
+                    if n > left:
+                        n = left
+                    pos, prev = _decode_run(
+                        buf, pos, end, i, n, base, batch.base_timestamp, self._factory, out, prev
+                    )
+                    i += n
+                    left -= n
+                    if dense and prev != base + i - 1:
+                        raise _Malformed(
+                            i - 1,
+                            pos,
+                            f"offset {prev} where a batch without gaps has {base + i - 1}",
+                        )
+                    if left == 0:
+                        si += 1
+                self._si = si
+                self._left = left
+                done = (si >= nspans or i >= count) and left == 0
+            if done and i == count and pos != end:
+                raise _Malformed(
+                    count,
+                    pos,
+                    f"{end - pos} bytes left after the {count} records the header counts",
+                )
+        except _Malformed as exc:
+            self.done = True
+            where = (
+                f"byte {exc.pos} of the decompressed records"
+                if self._compressed
+                else f"byte {exc.pos}"
+            )
+            raise batch._error(f"record {exc.index}, {where}: {exc.reason}") from None
+        if done:
+            self.taken_bytes = batch.decoded_size - self._counted
+        else:
+            self.taken_bytes = pos - self.pos
+            self._counted += pos - self.pos
+        self.pos = pos
+        self.i = i
+        self._prev = prev
+        self.done = done
+        return out
 
 
 class _AppendTime(Generic[T]):
@@ -1010,71 +1222,6 @@ def _clip_spans(
     return out
 
 
-def _decode_spans(
-    buf: bytes,
-    pos: int,
-    end: int,
-    count: int,
-    base_offset: int,
-    base_timestamp: int,
-    factory: Callable[[int, int, bytes | None, bytes | None, Headers], T],
-    spans: list[tuple[int, int]],
-    dense: bool,
-) -> list[T]:
-    """Decode only the records whose offsets fall in ``spans`` (clipped to the batch).
-
-    Records outside them are stepped over without building anything, and decoding stops
-    after the last span: what one acquired record costs no longer grows with the batch
-    (beyond decompressing it). In a *dense* batch (as many records as offsets, the
-    normal case) record ``i`` has offset ``base_offset + i``, so a skipped record costs
-    reading its length varint; each decoded run is then checked to sit at exactly those
-    offsets. A batch with gaps (compaction) reads each skipped record's offset delta.
-
-    What a skipped record no longer gets checked for, unlike a full decode: its key,
-    value and headers (only its framing is: a valid length that ends inside the batch;
-    without gaps, not even its offset), and nothing after the last span is looked at
-    (the trailing-bytes check runs only when the spans reach the last record). The batch
-    CRC-32C, checked before this over every byte, still catches damage on the way; what
-    it cannot catch is a well-framed record that was written wrong, and such a record is
-    never handed out. Records that are built get every check a full decode gives.
-    """
-    out: list[T] = []
-    i = 0  # index of the record at ``pos``
-    prev = base_offset - 1  # offset of the record before it (when known)
-    for lo, hi in spans:
-        if i >= count:
-            break
-        if dense:
-            j = lo - base_offset
-            if j >= count:
-                break
-            if j > i:
-                pos = _skip_n(buf, pos, end, i, j)
-                i = j
-                prev = lo - 1
-            n = min(hi - base_offset + 1, count) - i
-        else:
-            pos, i, prev = _skip_until(buf, pos, end, i, count, base_offset, prev, lo)
-            # A light pass to count the records of this span, then the real one.
-            n = _skip_until(buf, pos, end, i, count, base_offset, prev, hi + 1)[1] - i
-        if n > 0:
-            pos, prev = _decode_run(
-                buf, pos, end, i, n, base_offset, base_timestamp, factory, out, prev
-            )
-            i += n
-            if dense and prev != base_offset + i - 1:
-                raise _Malformed(
-                    i - 1,
-                    pos,
-                    f"offset {prev} where a batch without gaps has {base_offset + i - 1}",
-                )
-    if i == count and pos != end:
-        raise _Malformed(
-            count, pos, f"{end - pos} bytes left after the {count} records the header counts"
-        )
-    return out
-
-
 #: Where records start in the decompressed stream of recently read batches, so the next
 #: fetch of the same batch (strict mode hands out one record per fetch, and the broker
 #: sends the whole batch every time) steps over what came before without parsing it:
@@ -1105,7 +1252,7 @@ def _decode_spans_stream(
     spans: list[tuple[int, int]],
     marks: dict[int, int],
 ) -> tuple[list[T], int]:
-    """:func:`_decode_spans` for a dense batch whose records section comes in pieces
+    """:class:`BatchReader`'s spans for a dense batch whose records section comes in pieces
     (``chunks``): only a window of it is held, records before a span are stepped over as
     they stream by (by their length varints; from the furthest of ``marks``, record
     starts found by an earlier read of this batch, by counting bytes alone), and nothing

@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import uuid
 from functools import partial
+from typing import TYPE_CHECKING
 
-from sharecon._consumer.buffer import Chunk, DeliveryBuffer
+import pytest
+
+from sharecon._consumer.buffer import SLICE, Chunk, DeliveryBuffer
 from sharecon._share.intake import Decoded, take_partition
 from sharecon._share.session import SessionTag
 from sharecon.protocol.compression import Codec
 from sharecon.protocol.records import Record as WireRecord
 from sharecon.protocol.records import encode_batch
-from sharecon.record import BatchInfo, Record, TimestampType
+from sharecon.record import BatchInfo, Record, TimestampType, record_factory
 from sharecon.types import TopicIdPartition
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 TP = TopicIdPartition(uuid.uuid4(), 0, "t")
 TAG = SessionTag(1, 0)
@@ -39,7 +45,7 @@ def chunk(
     data = b"".join(batch(f, n, size=size, codec=codec) for f, n in batches)
     last = batches[-1][0] + batches[-1][1] - 1
     intake = take_partition(TP, [(first, last, 1)], data)
-    factory = partial(Record, "t", 0, TP, None, deadline)
+    factory = partial(record_factory, "t", 0, TP, None, deadline)
     return Chunk(intake, tag, deadline, factory)
 
 
@@ -58,8 +64,8 @@ class Harness:
     def room(self) -> None:
         self.rooms += 1
 
-    def decode(self, c: Chunk) -> Decoded[Record] | None:
-        d = c.intake.decode_next(partial(c.factory, INFO))
+    def decode(self, c: Chunk, limit: int | None) -> Decoded[Record] | None:
+        d = c.intake.decode_next(c.factory(INFO), limit=limit)
         if d is not None:
             self.decoded.append(len(d.records))
         return d
@@ -74,6 +80,38 @@ def test_batches_are_decoded_only_when_reached() -> None:
     assert [h.buf.pop_one(NOW).offset for _ in range(3)] == [1, 2, 3]  # type: ignore[union-attr]
     assert h.decoded == [3, 3]
     assert h.buf.records == 5
+
+
+@pytest.mark.parametrize("codec", [Codec.NONE, Codec.LZ4])
+def test_one_by_one_a_large_batch_is_built_in_slices(codec: Codec) -> None:
+    """pop_one builds a batch SLICE records at a time (rule 2), each slice when the one
+    before is used up; the buffer's counts and a drop mid-batch see the slices right."""
+    n = 2 * SLICE + 44
+    h = Harness()
+    h.buf.push(chunk(0, [(0, n)], codec=codec))
+    assert h.buf.pop_one(NOW).offset == 0  # type: ignore[union-attr]
+    assert h.decoded == [SLICE] and h.buf.records == n - 1
+    got = [h.buf.pop_one(NOW).offset for _ in range(SLICE)]  # type: ignore[union-attr]
+    assert got == list(range(1, SLICE + 1))
+    assert h.decoded == [SLICE, SLICE] and h.buf.records == n - 1 - SLICE
+    assert h.buf.chunks()[0].next_offset() == SLICE + 1
+    # The lock ends mid-batch: the rest, built or not, is dropped from the next offset.
+    assert h.buf.pop_one(lambda: 99.0).offset == SLICE + 1  # type: ignore[union-attr]
+    h.buf.chunks()[0].deadline = 50.0
+    assert h.buf.pop_one(lambda: 99.0) is None
+    assert h.dropped == [(SLICE + 2, n - 1)]
+    assert h.buf.records == 0 and h.buf.nbytes == 0
+
+
+def test_pop_many_takes_the_rest_of_a_sliced_batch_whole() -> None:
+    n = 3 * SLICE
+    h = Harness()
+    h.buf.push(chunk(0, [(0, n), (n, 5)]))
+    assert h.buf.pop_one(NOW).offset == 0  # type: ignore[union-attr]
+    got = h.buf.pop_many(10 * n, NOW)
+    assert [r.offset for r in got] == list(range(1, n + 5))
+    assert h.decoded == [SLICE, n - SLICE, 5]
+    assert h.buf.records == 0 and h.buf.nbytes == 0
 
 
 def test_fifo_across_chunks_and_room_signal() -> None:
@@ -231,3 +269,31 @@ def test_a_hold_is_asked_not_told_so_it_ends_with_the_breakers_cool_down() -> No
     assert h.buf.has_room() and h.buf.single_chunk()
     h.buf.resume()
     assert h.rooms == 1
+
+
+def test_the_callers_clock_reading_serves_the_first_lock_check_only() -> None:
+    """``pop_one(clock, now)``: ``now`` (the cursor's one reading per record) decides the
+    check of a decoded record without reading the clock; once a batch must be decoded,
+    the clock is read again."""
+    reads: list[float] = []
+
+    def clock(t: float) -> Callable[[], float]:
+        def read() -> float:
+            reads.append(t)
+            return t
+
+        return read
+
+    h = Harness()
+    h.buf.push(chunk(0, [(0, 3)], deadline=10.0))
+    assert h.buf.pop_one(clock(5.0)).offset == 0  # type: ignore[union-attr]
+    reads.clear()
+    assert h.buf.pop_one(clock(5.0), 5.0).offset == 1  # type: ignore[union-attr]
+    assert reads == []  # one reading per record: the caller's
+    assert h.buf.pop_one(clock(20.0), 20.0) is None  # the lock ended: dropped
+    assert h.dropped == [(2, 2)]
+    h2 = Harness()
+    h2.buf.push(chunk(0, [(0, 3)], deadline=10.0))
+    # Nothing decoded yet: an old reading does not let the batch out after its lock.
+    assert h2.buf.pop_one(clock(20.0), 5.0) is None
+    assert h2.dropped == [(0, 2)] and h2.decoded == []

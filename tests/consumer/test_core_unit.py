@@ -23,7 +23,7 @@ from sharecon._share.session import SessionTag
 from sharecon.errors import InvalidRecordStateError
 from sharecon.protocol.records import Record as WireRecord
 from sharecon.protocol.records import encode_batch
-from sharecon.record import Record
+from sharecon.record import Record, record_factory
 from sharecon.types import AckType, TopicIdPartition
 
 TP = TopicIdPartition(uuid.uuid4(), 0, "t")
@@ -118,7 +118,7 @@ def _push(core: ConsumerCore, first: int, n: int) -> None:
     core.ledger.add(TP, TAG, [(first, first + n - 1)])
     delivery = (before + 1, core.ledger.sequence)
     owner = SessionOwner(cast("Any", None), TAG, delivery)
-    factory = partial(Record, "t", 0, TP, owner, None)
+    factory = partial(record_factory, "t", 0, TP, owner, None)
     core.buffer.push(Chunk(intake, TAG, None, factory, delivery))
 
 

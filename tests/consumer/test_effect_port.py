@@ -22,7 +22,7 @@ from sharecon._share.session import SessionTag
 from sharecon.errors import KafkaError
 from sharecon.protocol.records import Record as WireRecord
 from sharecon.protocol.records import encode_batch
-from sharecon.record import Record
+from sharecon.record import Record, record_factory
 from sharecon.types import TopicIdPartition
 
 TOPIC_ID = uuid.uuid4()
@@ -67,7 +67,7 @@ class Port:
 def _chunk(tp: TopicIdPartition, tag: SessionTag, first: int) -> Chunk:
     data = encode_batch([WireRecord(first, 0, None, b"v", ())], base_offset=first)
     intake = take_partition(tp, [(first, first, 1)], data)
-    factory = partial(Record, "t", tp.partition, tp, None, None)
+    factory = partial(record_factory, "t", tp.partition, tp, None, None)
     return Chunk(intake, tag, None, factory, (first, first))
 
 

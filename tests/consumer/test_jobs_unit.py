@@ -30,7 +30,7 @@ from sharecon._share.session import SessionTag
 from sharecon.protocol import ShareAcknowledgeRequest
 from sharecon.protocol.records import Record as WireRecord
 from sharecon.protocol.records import encode_batch
-from sharecon.record import Record, RetryLater
+from sharecon.record import Record, RetryLater, record_factory
 from sharecon.types import AckType, TopicIdPartition
 
 TP = TopicIdPartition(uuid.uuid4(), 0, "t")
@@ -84,7 +84,9 @@ def _hand_out(core: ConsumerCore, n: int) -> list[Record[Any, Any]]:
     delivery = (before + 1, core.ledger.sequence)
     owner = SessionOwner(cast("Any", None), TAG, delivery)
     intake = take_partition(TP, [(0, n - 1, 1)], data)
-    core.buffer.push(Chunk(intake, TAG, 130.0, partial(Record, "t", 0, TP, owner, 130.0), delivery))
+    core.buffer.push(
+        Chunk(intake, TAG, 130.0, partial(record_factory, "t", 0, TP, owner, 130.0), delivery)
+    )
     out = [core.buffer.pop_one(core.clock) for _ in range(n)]
     core.machine.deliver(TP, 0, n - 1, delivery)
     return [r for r in out if r is not None]
@@ -230,7 +232,9 @@ def _buffer(core: ConsumerCore, n: int, delivery_count: int = 1) -> None:
     delivery = (before + 1, core.ledger.sequence)
     owner = SessionOwner(cast("Any", None), TAG, delivery)
     intake = take_partition(TP, [(0, n - 1, delivery_count)], data)
-    core.buffer.push(Chunk(intake, TAG, 130.0, partial(Record, "t", 0, TP, owner, 130.0), delivery))
+    core.buffer.push(
+        Chunk(intake, TAG, 130.0, partial(record_factory, "t", 0, TP, owner, 130.0), delivery)
+    )
 
 
 @pytest.mark.anyio

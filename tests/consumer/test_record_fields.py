@@ -19,7 +19,7 @@ from sharecon._share.intake import take_partition
 from sharecon._share.session import SessionTag
 from sharecon.protocol.records import Record as WireRecord
 from sharecon.protocol.records import encode_batch
-from sharecon.record import BatchInfo, Record, TimestampType
+from sharecon.record import BatchInfo, Record, TimestampType, record_factory
 from sharecon.types import TopicIdPartition
 
 TP = TopicIdPartition(uuid.uuid4(), 0, "t")
@@ -73,7 +73,7 @@ def _chunk(data: bytes, first: int, last: int, deadline: float | None) -> Chunk:
     from functools import partial
 
     intake = take_partition(TP, [(first, last, 1)], data)
-    return Chunk(intake, TAG, deadline, partial(Record, "t", 0, TP, None, deadline))
+    return Chunk(intake, TAG, deadline, partial(record_factory, "t", 0, TP, None, deadline))
 
 
 def _batch(first: int, n: int, **kwargs: Any) -> bytes:

@@ -4,7 +4,7 @@ What a consumer asks for is the acquired offsets: the records outside them are s
 without being built, and decoding stops after the last span. These tests check that
 only the asked-for records are built, that skipping is exact at every varint size and
 with every codec, that a span decode equals a full decode filtered by offset, and which
-corruption is still found in the skipped part (see ``records._decode_spans``).
+corruption is still found in the skipped part (see ``records.BatchReader``).
 """
 
 from __future__ import annotations
@@ -193,6 +193,44 @@ def test_span_decode_equals_full_decode_filtered_by_offset(case: tuple[bytes, li
     assert built == [r.offset for r in expected]
 
 
+@FUZZ
+@given(batch_and_spans(), st.booleans(), st.integers(1, 7))
+def test_a_reader_in_slices_builds_what_one_decode_builds(
+    case: tuple[bytes, list[Span]], whole: bool, limit: int
+) -> None:
+    """``RecordBatch.reader().take(limit)`` until done: the records of ``records()``,
+    at most ``limit`` at a time, each built once, and the slices' bytes add up to the
+    batch's decoded size."""
+    data, spans = case
+    expected = one_batch(data).records(spans=None if whole else spans)
+    batch = one_batch(data)
+    factory = Counting()
+    reader = batch.reader(factory, spans=None if whole else spans)
+    got: list[Record] = []
+    nbytes = 0
+    while not reader.done:
+        piece = reader.take(limit)
+        assert len(piece) <= limit
+        assert piece or reader.done  # empty only when nothing was left
+        got += piece
+        nbytes += reader.taken_bytes
+    assert reader.take(limit) == []
+    assert got == expected
+    assert factory.built == [r.offset for r in expected]
+    if expected:
+        assert nbytes == batch.decoded_size
+
+
+def test_damage_after_the_first_slice_is_raised_by_the_slice_that_reaches_it() -> None:
+    tail = hand_record(2, 0, None, b"v") + b"\x00"  # a byte after the last record
+    batch = hand([hand_record(0, 0, None, b"a"), hand_record(1, 0, None, b"b"), tail])
+    reader = batch.reader(Counting())
+    assert [r.offset for r in reader.take(2)] == [10, 11]
+    with pytest.raises(CorruptRecordError, match="1 bytes left after the 3 records"):
+        reader.take(2)
+    assert reader.done
+
+
 # --- corruption in and around the skipped records ------------------------------------------
 
 
@@ -228,7 +266,7 @@ def test_bad_framing_before_the_span_is_still_found(codec: Codec) -> None:
 def test_a_bad_field_inside_a_skipped_record_is_not_looked_at() -> None:
     # Record 1 is well framed but its key length is -3: a full decode refuses the batch;
     # decoding only offset 12 steps over record 1 by its length and never reads the key
-    # (documented in records._decode_spans: the CRC covers it, and it is never handed out).
+    # (documented in records.BatchReader: the CRC covers it, and it is never handed out).
     bad = zz(6) + b"\x00\x00\x02" + zz(-3) + b"\x00\x00"
     batch = hand([hand_record(0, 0, None, b"a"), bad, hand_record(2, 0, None, b"c")])
     with pytest.raises(CorruptRecordError, match="key length -3"):

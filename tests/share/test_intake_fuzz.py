@@ -389,8 +389,14 @@ class Outcome(NamedTuple):
     steps: list[Decoded[Rec]]
 
 
-def run(answer: Answer) -> Outcome:
+#: Whole batches, or slices of a few records (``async for`` asks for slices, rule 4).
+SLICES = st.sampled_from([None, 1, 2, 3, 7])
+
+
+def run(answer: Answer, limit: int | None = None) -> Outcome:
     """Intake and decode ``answer`` the way the consumer does; only typed errors escape.
+    With ``limit``, a batch is decoded in slices of at most that many records, as
+    ``async for`` takes them (rule 4).
 
     :raises InvalidAnswer: exactly when the ranges break rule 1.
     """
@@ -411,11 +417,13 @@ def run(answer: Answer) -> Outcome:
     steps: list[Decoded[Rec]] = []
     while True:
         try:
-            d = intake.decode_next(factory, dead_letter_limit=answer.dead_letter_limit)
+            d = intake.decode_next(factory, dead_letter_limit=answer.dead_letter_limit, limit=limit)
         except KafkaError as exc:
             pytest.fail(f"decode_next raised {exc!r}; errors are data (rule 6)")
         if d is None:
             break
+        if limit is not None:
+            assert len(d.records) + len(d.dead) <= limit
         steps.append(d)
     assert intake.exhausted
     assert intake.acquired == 0
@@ -463,29 +471,31 @@ def check_accounting(out: Outcome, dead_letter_limit: int | None) -> None:
 
 
 @settings(FUZZ, max_examples=400)
-@given(answers(forge=True, crc_fixed=True))
-def test_any_answer_gives_typed_errors_only(answer: Answer) -> None:
+@given(answer=answers(forge=True, crc_fixed=True), limit=SLICES)
+def test_any_answer_gives_typed_errors_only(answer: Answer, limit: int | None) -> None:
     """Hostile ranges, mutated bytes, forged records: InvalidAnswer or a result."""
-    out = run(answer)
+    out = run(answer, limit)
     if out.intake is not None and answer.trusted_offsets:
         check_accounting(out, answer.dead_letter_limit)
 
 
 @settings(FUZZ, max_examples=300)
-@given(answers())
-def test_every_acquired_offset_is_accounted_for_exactly_once(answer: Answer) -> None:
+@given(answer=answers(), limit=SLICES)
+def test_every_acquired_offset_is_accounted_for_exactly_once(
+    answer: Answer, limit: int | None
+) -> None:
     """Batches as a producer writes them, then damaged in transit (anything a CRC catches,
     plus the base offsets it does not cover): the accounting holds."""
-    out = run(answer)
+    out = run(answer, limit)
     if out.intake is not None:
         check_accounting(out, answer.dead_letter_limit)
 
 
 @settings(FUZZ, max_examples=150)
-@given(answers(hostile_ranges=False, mutate=False))
-def test_intact_answers_deliver_every_record_they_hold(answer: Answer) -> None:
+@given(answer=answers(hostile_ranges=False, mutate=False), limit=SLICES)
+def test_intact_answers_deliver_every_record_they_hold(answer: Answer, limit: int | None) -> None:
     """Without damage, what is delivered is exactly the records of the acquired offsets."""
-    out = run(answer)
+    out = run(answer, limit)
     assert out.intake is not None or answer.max_acquired < DEFAULT_MAX_ACQUIRED
     if out.intake is None:
         return
@@ -506,19 +516,22 @@ def test_intact_answers_deliver_every_record_they_hold(answer: Answer) -> None:
 
 @settings(FUZZ, max_examples=200)
 @example(
-    Answer(
+    answer=Answer(
         [(0, 2, 1)],
         forge_batch(0, [0, 0, 2], codec=Codec.NONE, last_offset_delta=2),
         False,
         DEFAULT_MAX_ACQUIRED,
         None,
-    )
+    ),
+    limit=None,
 )
-@given(answers(forge=True, crc_fixed=True, hostile_ranges=False, mutate=False))
-def test_forged_record_offsets_are_accounted_for_exactly_once(answer: Answer) -> None:
+@given(answer=answers(forge=True, crc_fixed=True, hostile_ranges=False, mutate=False), limit=SLICES)
+def test_forged_record_offsets_are_accounted_for_exactly_once(
+    answer: Answer, limit: int | None
+) -> None:
     """Records whose offsets are out of order, repeated or outside their batch: the
     accounting (and "only acquired offsets are delivered") must still hold."""
-    out = run(answer)
+    out = run(answer, limit)
     if out.intake is not None:
         check_accounting(out, answer.dead_letter_limit)
 

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, cast
 from sharecon import errors
 from sharecon._backoff import Backoff
 from sharecon._consumer import fetch_driver
-from sharecon._consumer.buffer import Chunk, DeliveryBuffer
+from sharecon._consumer.buffer import SLICE, Chunk, DeliveryBuffer
 from sharecon._consumer.closing import CloseStep, close_steps
 from sharecon._consumer.cursor import Cursor
 from sharecon._consumer.delayed import TICK as DELAY_TICK
@@ -1265,7 +1265,7 @@ class Member:
                 buffer._finish_batch(chunk)
             if buffer._expired(chunk, clock):
                 continue
-            if not buffer._decode(chunk):
+            if not buffer._decode(chunk, SLICE):
                 chunks.popleft()
                 buffer._room()
         return None
