@@ -1724,7 +1724,9 @@ class _LockBlind:
     def __init__(self, member: Member) -> None:
         self.member = member
 
-    def pop_one(self, clock: Callable[[], float]) -> Record[Any, Any] | None:
+    def pop_one(
+        self, clock: Callable[[], float], now: float | None = None
+    ) -> Record[Any, Any] | None:
         return cast("Record[Any, Any] | None", self.member._pop_mutant(clock))
 
 
