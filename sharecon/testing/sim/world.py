@@ -1313,6 +1313,15 @@ class Member:
             return
         if w.knobs.gather:
             got = self.app_buffer.pop_one(self._clock)
+        elif self.app_buffer is not self.buffer:
+            # The lock-blind mutant: compiled, Cursor.take accepts only a DeliveryBuffer,
+            # so the record is popped here and made current as take() makes it.
+            self._ask()
+            got = self.app_buffer.pop_one(self._clock)
+            if got is not None:
+                cur = self.cursor
+                cur.current, cur.answered = got, False
+                cur.served += 1
         else:
             self._ask()
             got = self.cursor.take(self.app_buffer, self._clock)
@@ -1717,7 +1726,7 @@ class _NoWaits:
 
 class _LockBlind:
     """The buffer the application takes from under the mutant ``no-record-lock-check``:
-    ``pop_one`` without its per-record lock check (pure-Python builds only)."""
+    ``pop_one`` without its per-record lock check."""
 
     __slots__ = ("member",)
 
