@@ -67,6 +67,9 @@ class SessionLost:
 
     tag: SessionTag
     reason: str = ""
+    #: The broker's error code when its answer ended the session (0: the connection or
+    #: the answer failed here), e.g. ``SHARE_SESSION_NOT_FOUND``: it ended it by itself.
+    code: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -900,7 +900,7 @@ class ShareMachine:
         err = errors.error_for_code(code, f"node {leader.node_id}: {message or ''}".rstrip(": "))
         assert err is not None
         if verdict.lost is not None:
-            self._session_lost(verdict.lost, str(err))
+            self._session_lost(verdict.lost, str(err), code)
             # A broker that keeps refusing sessions (SHARE_SESSION_LIMIT_REACHED) must not
             # be asked again in a tight loop.
             self.effects.append(BackOff(leader.node_id))
@@ -1300,8 +1300,8 @@ class ShareMachine:
         self._settle(f.granted)
         f.granted = 0
 
-    def _session_lost(self, tag: SessionTag, reason: str) -> None:
-        self.effects.append(SessionLost(tag, reason))
+    def _session_lost(self, tag: SessionTag, reason: str, code: int = 0) -> None:
+        self.effects.append(SessionLost(tag, reason, code))
         self._forget_renewing(tag=tag)
 
     def _forget_renewing(

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from sharecon.consumer import ShareConsumer
+from sharecon.errors import ErrorCode
 from sharecon.producer import Producer, ProducerRecord
 from sharecon.testing._sync import with_admin
 from sharecon.types import AckType
@@ -150,7 +151,7 @@ class Members:
         return False
 
     def _session_lost(self, e: SessionLost) -> None:
-        if "SHARE_SESSION_NOT_FOUND" in e.reason:
+        if e.code == ErrorCode.SHARE_SESSION_NOT_FOUND:
             self.tally.session_ended_by_broker(time.monotonic())
 
     async def _member(self, name: str) -> None:
