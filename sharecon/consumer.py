@@ -957,6 +957,7 @@ class ShareConsumer(Generic[K, V]):
                 if not router.started:
                     await core.tg.start(router.host)
                 written = await router.write(record, reason, target)
+                break
             except errors.KafkaError as exc:
                 err = exc
                 if not isinstance(exc, errors.DeadLetterError):
@@ -967,34 +968,40 @@ class ShareConsumer(Generic[K, V]):
                         exc,
                     )
                     err.__cause__ = exc
-                failures += 1
-                wait = None
-                if core.fatal is None and not core.is_closing() and core.handout.holds(record):
-                    # Each release spends a delivery attempt: try again while the lock
-                    # lasts (sharecon._share.dead_letter_retry).
-                    wait = dead_letter_retry_in(
-                        failures,
-                        core.clock(),
-                        record.lock_deadline,
-                        may_pass=not isinstance(err, errors.DeadLetterTopicError)
-                        and not isinstance(err.__cause__, _NEVER_FITS),
-                    )
-                if wait is not None:
-                    logger.info("%s; trying again in %.1f s", err, wait)
-                    await anyio.sleep(wait)
-                    if core.handout.holds(record) and not core.is_closing():
-                        continue
-                core.stats.dlq_errors += 1
-                # Released, not left to its lock: either way its next delivery counts one
-                # more (docs/security.md), and a release cannot be auto-accepted later.
-                self._release_quietly(record)
-                if isinstance(err, errors.DeadLetterTopicError) and not core.is_closing():
-                    core.fail(err)  # stop: routing anything else would fail the same way
-                raise err from err.__cause__
             except BaseException:
                 self._release_quietly(record)
                 raise
-            break
+            # The wait runs outside the except clauses: a cancellation during it must
+            # still give the record back (the ``except BaseException`` above would not
+            # see one raised inside its sibling clause).
+            failures += 1
+            wait = None
+            if core.fatal is None and not core.is_closing() and core.handout.holds(record):
+                # Each release spends a delivery attempt: try again while the lock
+                # lasts (sharecon._share.dead_letter_retry).
+                wait = dead_letter_retry_in(
+                    failures,
+                    core.clock(),
+                    record.lock_deadline,
+                    may_pass=not isinstance(err, errors.DeadLetterTopicError)
+                    and not isinstance(err.__cause__, _NEVER_FITS),
+                )
+            if wait is not None:
+                logger.info("%s; trying again in %.1f s", err, wait)
+                try:
+                    await anyio.sleep(wait)
+                except BaseException:
+                    self._release_quietly(record)
+                    raise
+                if core.handout.holds(record) and not core.is_closing():
+                    continue
+            core.stats.dlq_errors += 1
+            # Released, not left to its lock: either way its next delivery counts one
+            # more (docs/security.md), and a release cannot be auto-accepted later.
+            self._release_quietly(record)
+            if isinstance(err, errors.DeadLetterTopicError) and not core.is_closing():
+                core.fail(err)  # stop: routing anything else would fail the same way
+            raise err from err.__cause__
         core.stats.dlq_records += 1
         if not core.handout.holds(record):
             # Its lock was lost while the copy was written (a slow or retried write, a
