@@ -44,13 +44,19 @@ def produce_sync(
     codec: str = "none",
     key: bytes | None = None,
     partition: int | None = None,
+    linger_ms: int = 5,
 ) -> list[Produced]:
-    """Produce ``values`` with librdkafka and return where each landed (blocking)."""
+    """Produce ``values`` with librdkafka and return where each landed (blocking).
+
+    ``linger_ms``: a test that needs its records in one producer batch sets it well above
+    the time to queue them (``flush()`` sends at once); 5 ms can split them on a busy
+    machine.
+    """
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
             "compression.type": codec,
-            "linger.ms": 5,
+            "linger.ms": linger_ms,
             "enable.idempotence": True,
             "acks": "all",
         }

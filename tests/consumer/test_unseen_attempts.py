@@ -80,7 +80,9 @@ async def test_locks_ending_in_the_buffer_are_counted_said_and_not_dead_lettered
     group = share_group_factory({"share.record.lock.duration.ms": "1000"})
     topic = topic_factory(1)
     values = [b"%d" % i for i in range(16)]
-    await produce(kafka_bootstrap, topic, values, partition=0)
+    # One batch, so one chunk: with two, the second is released as unreachable once the
+    # handling rate is measured (rule 1 of _share/reach.py), not left to expire here.
+    await produce(kafka_bootstrap, topic, values, partition=0, linger_ms=3000)
     handled: set[bytes] = set()
     all_handled = anyio.Event()
 
