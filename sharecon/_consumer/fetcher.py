@@ -45,6 +45,7 @@ from sharecon._net.connection import BrokerAddress, BrokerConnection
 from sharecon._share.acks import describe
 from sharecon._share.drain import FetchDrain
 from sharecon._share.effects import Rediscover
+from sharecon._share.leader_search import LeaderSearch, unrouted
 from sharecon._share.requests import acknowledge_codes, fetch_ack_codes
 from sharecon._share.session import RequestKind
 
@@ -375,6 +376,8 @@ class FetcherPool:
         self.drain = FetchDrain()
         #: Set once fetching stopped and no fetch is outstanding (:mod:`sharecon._share.drain`).
         self.drained = anyio.Event()
+        #: Whether a search for missing leaders runs (:meth:`ensure`).
+        self._searching = False
 
     def stop_fetching(self) -> None:
         """Fetch no more; :attr:`drained` is set once no fetch is outstanding."""
@@ -398,15 +401,57 @@ class FetcherPool:
             self.drained.set()
 
     def ensure(self) -> None:
-        """Start a fetcher for every leader of an assigned partition that has none."""
+        """Start a fetcher for every leader of an assigned partition that has none, and a
+        search for the leaders the metadata does not know (:mod:`.leader_search`)."""
         core = self.core
+        missing = False
         for tp in core.assignment:
             leader = core.leader(tp)
-            if leader is not None and leader >= 0 and leader not in self._fetchers:
+            if leader is None or leader < 0:
+                missing = True
+            elif leader not in self._fetchers:
                 fetcher = NodeFetcher(core, leader, self)
                 self._fetchers[leader] = fetcher
                 core.tg.start_soon(fetcher.run, name=f"sharecon fetcher node {leader}")
+        if missing and not self._searching and self._running():
+            self._searching = True
+            core.tg.start_soon(self._search_leaders, name="sharecon leader search")
         self.wake()
+
+    def _running(self) -> bool:
+        core = self.core
+        return not core.closing and core.fatal is None and core.machine.subscribed
+
+    async def _search_leaders(self) -> None:
+        """Look the missing leaders up until the metadata knows every one (rules 2, 3 of
+        :mod:`sharecon._share.leader_search`); each found one gets its fetcher."""
+        core, search = self.core, LeaderSearch()
+        try:
+            while self._running():
+                missing = unrouted(core.assignment, core.cluster.metadata.leader_for)
+                wait = search.next_wait(bool(missing))
+                if wait is None:
+                    if search.lookups:
+                        logger.info(
+                            "share consumer %s: every partition has a leader again", core.member_id
+                        )
+                    return
+                if search.lookups == 1:
+                    logger.info(
+                        "share consumer %s: no leader known for %s; looking again",
+                        core.member_id,
+                        ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing),
+                    )
+                await anyio.sleep(wait)
+                try:
+                    await core.cluster.refresh_metadata(
+                        core.membership.topics, topic_ids={tp.topic_id for tp in missing}
+                    )
+                except errors.KafkaError as exc:
+                    logger.debug("looking for leaders: metadata refresh failed: %s", exc)
+                self.ensure()
+        finally:
+            self._searching = False
 
     def wake(self, node_id: int | None = None) -> None:
         """Wake one fetcher (or all of them)."""

@@ -184,6 +184,20 @@ def test_a_leader_change_reloads_persisted_state_and_forgets_acquisitions() -> N
     assert _ack(broker, "a", 1, 1, 1, 2, 0.4) == ErrorCode.INVALID_RECORD_STATE
 
 
+def test_a_leaderless_partition_is_refused_until_a_leader_is_elected() -> None:
+    broker = _broker("4.4")
+    assert _got(_fetch(broker, "a", "c-a", 0.0)) == [(0, 1), (1, 1), (2, 1)]
+    broker.withdraw_leader("t", 0, 0.1)
+    part = _fetch(broker, "b", "c-b", 0.2).responses[0].partitions[0]
+    assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and not part.acquired_records
+    assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (-1, -1)
+    assert _ack(broker, "a", 0, 0, 1, 1, 0.3) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    broker.restore_leader("t", 0, 0.4)
+    resp = _fetch(broker, "c", "c-c", 0.5)
+    assert _got(resp) == [(0, 1), (1, 1), (2, 1)]  # the acquisitions went with the leader
+    assert resp.responses[0].partitions[0].current_leader.leader_epoch == 2  # two elections
+
+
 def test_an_evicted_session_keeps_its_locks_until_they_end() -> None:
     broker = _broker("4.4", lock_ms=1000)
     _fetch(broker, "a", "c-a", 0.0)

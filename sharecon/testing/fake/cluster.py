@@ -299,6 +299,16 @@ class FakeCluster:
                             replica_nodes=(self.node_id,),
                             isr_nodes=(self.node_id,),
                         )
+                        if (w.topic_id, p) not in self.model.leaderless
+                        else md.MetadataResponsePartition(
+                            # As KRaft does: no leader, under a new leader epoch.
+                            error_code=ErrorCode.LEADER_NOT_AVAILABLE,
+                            partition_index=p,
+                            leader_id=-1,
+                            leader_epoch=self._leader_epoch(w, p),
+                            replica_nodes=(self.node_id,),
+                            isr_nodes=(),
+                        )
                         for p in range(w.partitions)
                     ),
                 )

@@ -215,6 +215,18 @@ class FakeKafka(Server):
         persisted state, forgetting acquisitions."""
         self.call(lambda c: c.model.move_leader(topic, partition, self.now()))
 
+    def withdraw_leader(self, topic: str, partition: int) -> None:
+        """The partition loses its leader, as while the broker that led it shuts down and
+        no other can take over: Metadata names no leader for it (LEADER_NOT_AVAILABLE),
+        fetches and acknowledgements of it are answered NOT_LEADER_OR_FOLLOWER with no
+        leader named, and its share partitions are rebuilt from the persisted state
+        (acquisitions forgotten), until :meth:`restore_leader`."""
+        self.call(lambda c: c.model.withdraw_leader(topic, partition, self.now()))
+
+    def restore_leader(self, topic: str, partition: int) -> None:
+        """A leader is elected for the partition again (this node, a new leader epoch)."""
+        self.call(lambda c: c.model.restore_leader(topic, partition, self.now()))
+
     def restart(self) -> None:
         """A clean restart, as a broker that is shut down and started again: every share
         session is closed first, so the records its members held are released (back to

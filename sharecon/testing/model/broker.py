@@ -112,6 +112,9 @@ class ModelBroker:
     topics: dict[str, uuid.UUID] = field(default_factory=dict, init=False)
     logs: dict[TopicPartitionId, PartitionLog] = field(default_factory=dict, init=False)
     leader_epochs: dict[TopicPartitionId, int] = field(default_factory=dict, init=False)
+    #: partitions with no leader now (an election under way, the leader gone): every
+    #: request about them is answered NOT_LEADER_OR_FOLLOWER, naming no leader
+    leaderless: set[TopicPartitionId] = field(default_factory=set, init=False)
     groups: dict[str, GroupSettings] = field(default_factory=dict, init=False)
     #: the share-partition cache: (group, topic partition) -> share partition
     partitions: dict[tuple[str, TopicPartitionId], SharePartitionModel] = field(
@@ -268,6 +271,27 @@ class ModelBroker:
         for key in [k for k in self.partitions if k[1] == tp]:
             self._drop_partition(key, now, "leader changed")
 
+    def withdraw_leader(self, topic: str, partition: int, now: float) -> None:
+        """The partition loses its leader (the broker that led it shut down, an election is
+        under way): its share partitions are dropped as in :meth:`move_leader`, and until
+        :meth:`restore_leader` every fetch and acknowledgement of it is answered
+        NOT_LEADER_OR_FOLLOWER with no leader named (-1, -1)."""
+        self.move_leader(topic, partition, now)
+        self.leaderless.add((self.topics[topic], partition))
+
+    def restore_leader(self, topic: str, partition: int, now: float) -> None:
+        """A leader is elected for the partition again (a new leader epoch)."""
+        self.advance(now)
+        tp = (self.topics[topic], partition)
+        self.leaderless.discard(tp)
+        self.leader_epochs[tp] += 1
+
+    def leader_of(self, tp: TopicPartitionId) -> LeaderIdAndEpoch:
+        """The leader answers name for ``tp``: this node, or none while leaderless."""
+        if tp in self.leaderless:
+            return _leader(-1, -1)
+        return _leader(self.node_id, self.leader_epochs.get(tp, 0))
+
     # -- requests ----------------------------------------------------------------------------
 
     def share_fetch(
@@ -366,6 +390,9 @@ class ModelBroker:
         budget = request.max_records
         mode_limit = self.behaviour.record_limit and request.share_acquire_mode == 1
         for tp in partitions:
+            if tp in self.leaderless:
+                fetch_errors[tp] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                continue
             sp = self._partition(group, tp, now)
             if sp is None:
                 fetch_errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -411,7 +438,8 @@ class ModelBroker:
                         partition_index=p.partition_index,
                         error_code=err,
                         current_leader=AckLeader(
-                            leader_id=self.node_id, leader_epoch=self.leader_epochs.get(tp, 0)
+                            leader_id=self.leader_of(tp).leader_id,
+                            leader_epoch=self.leader_of(tp).leader_epoch,
                         ),
                     )
                 )
@@ -599,6 +627,8 @@ class ModelBroker:
         *,
         settle: float = 0.0,
     ) -> ErrorCode:
+        if tp in self.leaderless:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
         sp = self.partitions.get((group, tp))
         if sp is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -679,7 +709,7 @@ class ModelBroker:
                     partition_index=tp[1],
                     error_code=fetch_errors.get(tp, ErrorCode.NONE),
                     acknowledge_error_code=ack_errors.get(tp, ErrorCode.NONE),
-                    current_leader=_leader(self.node_id, self.leader_epochs.get(tp, 0)),
+                    current_leader=self.leader_of(tp),
                     records=_batches(self.logs[tp], got) if got else None,
                     acquired_records=_ranges(got),
                 )
