@@ -16,6 +16,7 @@ FIRST_CAUGHT = {
     "dlq-release-at-once": 7,
     "token-give-up": 4,
     "keeper-off": 20,
+    "leader-search-off": 0,
 }
 #: Seeds whose dead-letter copies the broker refuses for a while, by the error it answers
 #: (sim.client_dlq): 19 NOT_ENOUGH_REPLICAS for 40 s, 44 POLICY_VIOLATION for 10 s (each
@@ -101,6 +102,16 @@ def test_a_lock_lost_while_its_copy_is_written_is_not_raised() -> None:
     out = run(4, "4.4", "dry-forever")
     assert out.violation is None, f"{out.violation}\n  replay: {out.replay('dry-forever')}"
     assert out.counters["dlq_copies"] > 0
+
+
+@pytest.mark.parametrize("version", ["4.1", "4.4"])
+def test_a_partition_without_a_leader_for_a_while_is_fetched_again(version: str) -> None:
+    """Seeds whose schedule takes a partition's leader away for 1, 4 or 15 s
+    (sim.client_leader): every invariant holds, the stall bound (6) included."""
+    seeds = [s for s in range(40) if sim.draw_plan(s).leader is not None][:4]
+    assert len(seeds) == 4
+    bad = search(seeds, (version,))
+    assert not bad, "\n".join(f"{o.violation}\n  replay: {o.replay()}" for o in bad)
 
 
 def test_a_schedule_replays_the_same() -> None:

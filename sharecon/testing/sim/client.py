@@ -81,6 +81,7 @@ from sharecon.testing.sim.client_auth import (
     give_up_for_good,
 )
 from sharecon.testing.sim.client_dlq import DlqPlan, DlqWatch, release_at_once, spent_bound
+from sharecon.testing.sim.client_leader import LeaderPlan, search_off
 from sharecon.testing.sim.client_slow import SlowPlan, SlowWatch, keeper_off
 from sharecon.testing.sim.intercept import CLOSE, Close
 
@@ -235,6 +236,16 @@ class MemoryKafka(FakeKafka):
         self.cluster.model.move_leader(TOPIC, partition, self.now())
         self._notify()
 
+    def withdraw_now(self, partition: int) -> None:
+        """The partition has no leader until :meth:`restore_now` (sim.client_leader)."""
+        self.cluster.model.withdraw_leader(TOPIC, partition, self.now())
+        self._notify()
+
+    def restore_now(self, partition: int) -> None:
+        """A leader is elected for the partition again."""
+        self.cluster.model.restore_leader(TOPIC, partition, self.now())
+        self._notify()
+
     def states(self, partitions: int, ends: list[int]) -> dict[tuple[int, int], RecordState]:
         """The share group's state of every record written, by (partition, offset): how
         it ended, once the start offset moved past it."""
@@ -322,6 +333,8 @@ class _Plan:
     auth: AuthPlan | None = None
     #: handlers slower than the lock (sim.client_slow), the same way
     slow: SlowPlan | None = None
+    #: a partition without a leader for a while (sim.client_leader), the same way
+    leader: LeaderPlan | None = None
 
     @classmethod
     def draw(cls, rng: random.Random) -> _Plan:
@@ -347,6 +360,7 @@ class _Plan:
             *([self.dlq.describe()] if self.dlq is not None else []),
             *([self.auth.describe()] if self.auth is not None else []),
             *([self.slow.describe()] if self.slow is not None else []),
+            *([self.leader.describe()] if self.leader is not None else []),
         ]
 
     @property
@@ -357,6 +371,8 @@ class _Plan:
             last = max(last, self.dlq.heals_at)
         if self.auth is not None:
             last = max(last, self.auth.heals_at)
+        if self.leader is not None:
+            last = max(last, self.leader.heals_at)
         return last
 
 
@@ -386,6 +402,8 @@ class _Schedule:
             self.auth = BrokerAuth(plan.auth, lambda: self.kafka.cluster, self.kafka.now)
             self.kafka.intercepts.append(self.auth.intercept)  # first: logins before all
             self.healed_at = max(self.healed_at, plan.auth.heals_at)
+        if plan.leader is not None:
+            self.healed_at = max(self.healed_at, plan.leader.heals_at)
         self.slow: SlowWatch | None = None
         if plan.slow is not None:
             self.slow = SlowWatch(version != "4.1", self.disturbed)
@@ -393,7 +411,8 @@ class _Schedule:
         #: DeadLetterError raised by reject_to_dlq to the application (documented)
         self.dlq_errors = 0
         if plan.dlq is not None:
-            bound = spent_bound(plan.dlq.refuse_for, LOCK_MS / 1000, len(plan.faults))
+            lock_ending = len(plan.faults) + (plan.leader is not None)
+            bound = spent_bound(plan.dlq.refuse_for, LOCK_MS / 1000, lock_ending)
             self.dlq = DlqWatch(plan.dlq, anyio.current_time, lambda: self.kafka.cluster, bound)
             self.kafka.intercepts.append(self.dlq.intercept)
             self.healed_at = max(self.healed_at, plan.dlq.heals_at)
@@ -422,6 +441,9 @@ class _Schedule:
         """Whether a fault that may end locks (a cut, crash, restart, leader move, or the
         token endpoint's outage) came between ``start`` and ``end``."""
         if any(start <= at <= end for at, _, _ in self.plan.faults):
+            return True
+        leader = self.plan.leader
+        if leader is not None and leader.at <= end and start <= leader.heals_at:
             return True
         auth = self.plan.auth
         return auth is not None and auth.down_at <= end and start <= auth.heals_at + 5.0
@@ -596,6 +618,14 @@ class _Schedule:
                 self.kafka.move_now(self.rng.randrange(self.plan.partitions))
             self.healed_at = max(self.healed_at, anyio.current_time() + down)
 
+    async def leaderless(self, plan: LeaderPlan) -> None:
+        """One partition without a leader from ``plan.at`` for ``plan.down`` seconds."""
+        start = anyio.current_time()
+        await anyio.sleep(max(0.0, start + plan.at - anyio.current_time()))
+        self.kafka.withdraw_now(plan.partition)
+        await anyio.sleep(plan.down)
+        self.kafka.restore_now(plan.partition)
+
     async def healthy(self) -> None:
         """A3: once the token endpoint is back and every fault healed, every running
         consumer's health() is ok within :data:`HEALTH_BOUND` seconds."""
@@ -698,6 +728,8 @@ class _Schedule:
                         if self.plan.auth is not None:
                             tg.start_soon(self.healthy)
                         tg.start_soon(self.faults)
+                        if self.plan.leader is not None:
+                            tg.start_soon(self.leaderless, self.plan.leader)
                         tg.start_soon(self._guard, self.write, "the producer")
                         for i, style in enumerate(self.plan.styles):
                             tg.start_soon(
@@ -742,7 +774,18 @@ MUTANTS: dict[str, Callable[[], Any]] = {
     "dlq-release-at-once": release_at_once,
     "token-give-up": give_up_for_good,
     "keeper-off": keeper_off,
+    "leader-search-off": search_off,
 }
+
+
+def draw_plan(seed: int) -> _Plan:
+    """The schedule of ``seed``, every fault class's draw included, without running it."""
+    plan = _Plan.draw(random.Random(seed))
+    plan.dlq = DlqPlan.draw(seed, plan.records, plan.styles)
+    plan.auth = AuthPlan.draw(seed)
+    plan.slow = SlowPlan.draw(seed, plan.records, plan.styles)
+    plan.leader = LeaderPlan.draw(seed, plan.partitions)
+    return plan
 
 
 def run(seed: int, version: str = "4.4", mutant: str | None = None) -> ClientOutcome:
@@ -753,10 +796,7 @@ def run(seed: int, version: str = "4.4", mutant: str | None = None) -> ClientOut
     import trio.testing
 
     planted = MUTANTS[mutant]() if mutant is not None else contextlib.nullcontext()
-    plan = _Plan.draw(random.Random(seed))
-    plan.dlq = DlqPlan.draw(seed, plan.records, plan.styles)
-    plan.auth = AuthPlan.draw(seed)
-    plan.slow = SlowPlan.draw(seed, plan.records, plan.styles)
+    plan = draw_plan(seed)
     schedule = _Schedule(seed, version, plan)
     ids = random.Random(seed ^ 0x5EED)
     state = random.getstate()
