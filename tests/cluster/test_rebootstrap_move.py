@@ -56,6 +56,7 @@ async def test_producer_and_consumer_follow_a_cluster_that_moved(
         written: list[int] = []
         move_now = anyio.Event()
         moved = anyio.Event()
+        health: list[object] = []  # the consumer's, read if the test runs out of time
 
         async def produce() -> None:
             async with Producer(bootstrap, config=config) as producer:
@@ -70,11 +71,14 @@ async def test_producer_and_consumer_follow_a_cluster_that_moved(
 
         async def consume() -> None:
             async with ShareConsumer(bootstrap, group_id=group, topics=[topic], config=config) as c:
-                async for record in c:
-                    assert record.value is not None
-                    seen[record.value] = seen.get(record.value, 0) + 1
-                    if len(seen) == N:
-                        break
+                try:
+                    async for record in c:
+                        assert record.value is not None
+                        seen[record.value] = seen.get(record.value, 0) + 1
+                        if len(seen) == N:
+                            break
+                finally:
+                    health.append(c.health())  # what it was doing, if time ran out
 
         async def move() -> None:
             await move_now.wait()
@@ -89,11 +93,18 @@ async def test_producer_and_consumer_follow_a_cluster_that_moved(
             await anyio.to_thread.run_sync(lambda: proxy.repoint(broker.bootstrap))
             moved.set()
 
-        with anyio.fail_after(240):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(move)
-                tg.start_soon(produce)
-                tg.start_soon(consume)
+        try:
+            with anyio.fail_after(240):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(move)
+                    tg.start_soon(produce)
+                    tg.start_soon(consume)
+        except TimeoutError:
+            # Which side stopped, and where: the log alone did not say (CI, issue 33).
+            raise AssertionError(
+                f"stuck: moved={moved.is_set()} written={len(written)} seen={len(seen)} "
+                f"consumer={health}"
+            ) from None
         assert written == list(range(N))
         assert sorted(int(v) for v in seen) == list(range(N))  # every record, none lost
         rebootstraps = [r for r in caplog.records if "rebootstrapping" in r.getMessage()]
