@@ -106,7 +106,13 @@ async def _assign(core: ConsumerCore, change: AssignmentChange) -> None:
     if not ids <= names.keys() or any(
         core.leader(tp) is None for tp in change.assigned if tp.topic_id in names
     ):
-        await cluster.refresh_metadata(core.membership.topics, topic_ids=ids)
+        try:
+            await cluster.refresh_metadata(core.membership.topics, topic_ids=ids)
+        except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
+            # Taken all the same: the partitions it cannot route yet are looked for until
+            # their leaders are known (FetcherPool.ensure, sharecon._share.leader_search).
+            # Raised, it stopped the consumer for good.
+            logger.info("metadata for the new assignment could not be read: %s", exc)
         names = cluster.metadata.topic_names
     core.assignment = frozenset(
         TopicIdPartition(tp.topic_id, tp.partition, names.get(tp.topic_id))

@@ -10,15 +10,19 @@ its partition unfetched.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+from unittest import mock
 
 import anyio
 import pytest
 
+from sharecon import errors
+from sharecon._net.cluster import Cluster
 from sharecon.consumer import ShareConsumer
 from sharecon.producer import Producer
 
 if TYPE_CHECKING:
+    from sharecon._net.cluster import ClusterMetadata
     from sharecon.testing.pytest_plugin import FakeKafkaFactory
 
 pytestmark = pytest.mark.anyio
@@ -56,3 +60,37 @@ async def test_a_partition_whose_leader_returns_is_fetched_again(
         # went with the old one), so the broker delivers it once more.
         assert set(values) <= {b"before", b"after"}
         assert core.leader(tp) == 1
+
+
+async def test_an_assignment_whose_metadata_cannot_be_read_is_taken_all_the_same(
+    fake_kafka_factory: FakeKafkaFactory,
+) -> None:
+    """The heartbeat that brings the assignment is answered, then the metadata lookup for
+    its partitions fails (the cluster went away in between): the consumer takes the
+    assignment and looks for the leaders later; it used to stop for good on that error."""
+    fake = fake_kafka_factory()
+    fake.create_topic("t", 1)
+    fake.configure_group("g", {"share.auto.offset.reset": "earliest"})
+    fake.withdraw_leader("t", 0)  # so the assignment needs a lookup
+    real = Cluster.refresh_metadata
+    failed = anyio.Event()
+
+    async def flaky(self: Cluster, *args: Any, **kwargs: Any) -> ClusterMetadata:
+        if kwargs.get("topic_ids") and not failed.is_set():
+            failed.set()
+            raise errors.BrokerConnectError("no broker of the cluster could be reached (test)")
+        return await real(self, *args, **kwargs)
+
+    with mock.patch.object(Cluster, "refresh_metadata", flaky):
+        async with (
+            Producer(fake.bootstrap) as producer,
+            ShareConsumer(fake.bootstrap, group_id="g", topics=["t"]) as consumer,
+        ):
+            with anyio.fail_after(20):
+                await failed.wait()
+            fake.restore_leader("t", 0)
+            await producer.send_and_wait("t", b"x")
+            with anyio.fail_after(15):
+                record = await consumer.__anext__()
+            assert record.value == b"x"
+            assert consumer.health().failed is None
