@@ -393,6 +393,8 @@ class Cluster:
         self._tracked_names: set[str] = set()
         self._tracked_ids: set[uuid.UUID] = set()
         self._refresh_scope: anyio.CancelScope | None = None
+        #: Set to cut the periodic refresh's wait short (a rebootstrap made it due now).
+        self._refresh_due: anyio.Event | None = None
 
         self._coordinators: dict[str, int] = {}
         self._coordinator_locks: dict[str, anyio.Lock] = {}
@@ -731,8 +733,10 @@ class Cluster:
         self._failures.clear()
         self._coordinators.clear()
         self._metadata = replace(meta, brokers=MappingProxyType({}), controller_id=-1)
-        # Due now: the next periodic refresh must not wait out metadata_max_age.
+        # Due now: the periodic refresh must not wait out metadata_max_age.
         self._metadata_at = -math.inf
+        if self._refresh_due is not None:
+            self._refresh_due.set()
         self._recovery.rebootstrapped()
 
     def _forget(self, conn: BrokerConnection) -> None:
@@ -911,7 +915,9 @@ class Cluster:
             failures = 0
             while not self._closed:
                 due = self._metadata_at + self._metadata_max_age
-                await anyio.sleep(max(0.0, due - anyio.current_time()))
+                self._refresh_due = woken = anyio.Event()
+                with anyio.move_on_after(max(0.0, due - anyio.current_time())):
+                    await woken.wait()
                 if anyio.current_time() < self._metadata_at + self._metadata_max_age:
                     continue  # someone refreshed meanwhile
                 try:

@@ -249,3 +249,21 @@ async def test_a_refresh_with_every_learned_broker_dead_reaches_the_bootstrap_na
             assert response.error_code == 0
         finally:
             await cluster.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_rebootstrap_makes_the_periodic_refresh_run_at_once(fake_kafka: FakeKafka) -> None:
+    """The rebootstrap drops the learned brokers; the periodic refresh, asleep for its
+    metadata_max_age (300 s by default), is woken and learns them again at once."""
+    async with anyio.create_task_group() as tg:
+        cluster = Cluster(fake_kafka.bootstrap, ConnectionConfig(), tg)
+        await cluster.connect()
+        try:
+            await anyio.sleep(0.1)  # the refresh loop is asleep, 300 s to go
+            cluster._rebootstrap("a test asked")
+            assert not cluster.metadata.brokers
+            with anyio.fail_after(10):
+                while not cluster.metadata.brokers:  # noqa: ASYNC110 - learnt by the loop
+                    await anyio.sleep(0.05)
+        finally:
+            await cluster.aclose()
