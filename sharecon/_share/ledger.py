@@ -464,17 +464,21 @@ class AckLedger:
             an offset out again once our lock on it ended (expired, or a session lost).
         """
         if delivery is None:
-            return self._mark(tp, offset, int(ack), 0, -1, False)
-        return self._mark(tp, offset, int(ack), delivery[0], delivery[1], True)
+            return self.mark_of(tp, offset, ack, 0, -1, False)
+        return self.mark_of(tp, offset, ack, delivery[0], delivery[1])
 
-    def mark_of(self, tp: TopicIdPartition, offset: int, ack: int, lo: int, hi: int) -> MarkResult:
-        """:meth:`mark` for a record of delivery ``(lo, hi)``, given apart (and ``ack`` as
-        its int): implicit mode's once-per-record accept, which so builds no tuple."""
-        return self._mark(tp, offset, ack, lo, hi, True)
-
-    def _mark(
-        self, tp: TopicIdPartition, offset: int, ack: int, lo: int, hi: int, of_delivery: bool
+    def mark_of(
+        self,
+        tp: TopicIdPartition,
+        offset: int,
+        ack: int,
+        lo: int,
+        hi: int,
+        of_delivery: bool = True,
     ) -> MarkResult:
+        """:meth:`mark` for a record of delivery ``(lo, hi)``, given apart (``of_delivery``
+        false: of any delivery): implicit mode's once-per-record accept, which so builds
+        no tuple."""
         if tp is self._hot_tp:
             part = self._hot_part
         else:
