@@ -31,8 +31,10 @@ setting at all. The Java tool runs at its defaults in both modes (``max.poll.rec
 
 Each Python client runs in its own process, so its peak RSS and CPU time are its own (the
 Java tool's CPU time includes starting its JVM). Prints a table with records/s, MB/s, the
-time from start to the first record, CPU seconds per million records and each sharecon
-build's ratio to every client, and writes ``benchmarks/results/consume.json``.
+time from start to the first record, CPU seconds per million records (of the whole
+process, from the client's import on; and, for the Python clients, from the first record
+to the last, which leaves out the import, start-up and close) and each sharecon build's
+ratio to every client, and writes ``benchmarks/results/consume.json``.
 
 Usage::
 
@@ -106,11 +108,13 @@ def _worker_sharecon(
             async for record in c:
                 if not count:
                     first = time.perf_counter()
+                    STEADY_CPU[0] = _cpu_seconds(resource.RUSAGE_SELF)
                 count += 1
                 nbytes += len(record.value or b"")
                 if count >= n:
                     break
             last = time.perf_counter()
+            STEADY_CPU[1] = _cpu_seconds(resource.RUSAGE_SELF)
             await c.commit()
             elapsed = time.perf_counter() - start
         return elapsed, last - first, count, nbytes
@@ -123,12 +127,14 @@ def _worker_sharecon(
             async for batch in c.batches():
                 if not count:
                     first = time.perf_counter()
+                    STEADY_CPU[0] = _cpu_seconds(resource.RUSAGE_SELF)
                 count += len(batch)
                 for r in batch:
                     nbytes += len(r.value or b"")
                 if count >= n:
                     break
             last = time.perf_counter()
+            STEADY_CPU[1] = _cpu_seconds(resource.RUSAGE_SELF)
             await c.commit()
             elapsed = time.perf_counter() - start
         return elapsed, last - first, count, nbytes
@@ -143,10 +149,12 @@ def _worker_sharecon(
                 batch = await c.poll(1.0)
                 if batch and not count:
                     first = time.perf_counter()
+                    STEADY_CPU[0] = _cpu_seconds(resource.RUSAGE_SELF)
                 count += len(batch)
                 for r in batch:
                     nbytes += len(r.value or b"")
             last = time.perf_counter()
+            STEADY_CPU[1] = _cpu_seconds(resource.RUSAGE_SELF)
             await c.commit()
             elapsed = time.perf_counter() - start
         return elapsed, last - first, count, nbytes
@@ -178,9 +186,11 @@ def _worker_confluent(
             if msg.error() is None:
                 if not count:
                     first = time.perf_counter()
+                    STEADY_CPU[0] = _cpu_seconds(resource.RUSAGE_SELF)
                 count += 1
                 nbytes += len(msg.value() or b"")
     last = time.perf_counter()
+    STEADY_CPU[1] = _cpu_seconds(resource.RUSAGE_SELF)
     consumer.commit_sync()
     elapsed = time.perf_counter() - start
     consumer.close()
@@ -197,6 +207,11 @@ def _cpu_seconds(who: int) -> float:
     usage = resource.getrusage(who)
     return usage.ru_utime + usage.ru_stime
 
+
+#: In a worker: the process's CPU seconds (every thread) at the first record and at the
+#: last one, so the CPU per record from the first record leaves out the import, the
+#: start-up and the close (``steady_cpu_s``; the first record's batch is counted).
+STEADY_CPU = [0.0, 0.0]
 
 #: In a worker: how the sharecon client consumes ("batches", or "records" for ``async for
 #: record``); a client named ``name:records`` runs the second.
@@ -222,6 +237,7 @@ def worker_main(argv: list[str]) -> None:
     result = fn(bootstrap, topic, group, n, settings)
     # Every thread of the process (librdkafka's included), from the client's import on.
     result["cpu_s"] = _cpu_seconds(resource.RUSAGE_SELF) - before
+    result["steady_cpu_s"] = STEADY_CPU[1] - STEADY_CPU[0]
     # ru_maxrss is KiB on Linux.
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print("RESULT " + json.dumps(result), flush=True)
@@ -504,6 +520,9 @@ def main() -> None:
                         f"{r['mb_per_s']:.1f}",
                         f"{r['first_record']:.2f}" if "first_record" in r else "n/a",
                         f"{r['cpu_s'] / r['records'] * 1e6:.2f}" if r["records"] else "n/a",
+                        f"{r['steady_cpu_s'] / r['records'] * 1e6:.2f}"
+                        if r["records"] and "steady_cpu_s" in r
+                        else "n/a",
                         f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else "n/a",
                         ratio(pure, r, "records_per_s"),
                         ratio(pure, r, "steady_records_per_s"),
@@ -523,6 +542,7 @@ def main() -> None:
                 "steady MB/s",
                 "first record s",
                 "CPU s/M rec",
+                "from first: CPU s/M rec",
                 "peak RSS MB",
                 "pure/this",
                 "steady pure/this",

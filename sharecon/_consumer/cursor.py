@@ -128,11 +128,12 @@ class Cursor:
                 # Handout.accept(), inlined: this runs once per record.
                 owner = cur._owner
                 machine = handout.machine
-                machine.accept(
-                    cur.topic_partition,
-                    cur.offset,
-                    owner.delivery if type(owner) is SessionOwner else None,
-                )
+                if isinstance(owner, SessionOwner):
+                    # The delivery's two numbers passed apart: no tuple per record.
+                    lo, hi = owner.delivery
+                    machine.accept_of(cur.topic_partition, cur.offset, lo, hi)
+                else:
+                    machine.accept(cur.topic_partition, cur.offset, None)
                 if machine.effects:
                     handout.settle()
         self.current = None

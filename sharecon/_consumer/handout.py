@@ -181,11 +181,11 @@ class Handout:
         """Implicit mode's once-per-record accept of the record the application left."""
         owner = record._owner  # owner_of(), inlined: this runs once per record
         machine = self.machine
-        machine.accept(
-            record.topic_partition,
-            record.offset,
-            owner.delivery if type(owner) is SessionOwner else None,
-        )
+        if isinstance(owner, SessionOwner):
+            lo, hi = owner.delivery  # apart: no tuple per record
+            machine.accept_of(record.topic_partition, record.offset, lo, hi)
+        else:
+            machine.accept(record.topic_partition, record.offset, None)
         if machine.effects:
             self.settle()
 

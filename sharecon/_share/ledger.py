@@ -361,6 +361,12 @@ class AckLedger:
         #: Forgotten when its entry leaves :attr:`_parts` (:meth:`_drop_empty`).
         self._hot_tp: TopicIdPartition | None = None
         self._hot_part: _Partition | None = None
+        #: The segment :meth:`mark` found last, and the segment list of :attr:`_hot_part`
+        #: it was found in: implicit mode answers a segment's offsets one after the other,
+        #: and no search is needed while that list (replaced whenever a segment leaves
+        #: it) is still the partition's and the segments do not overlap.
+        self._hot_seg: _Segment | None = None
+        self._hot_segs: list[_Segment] | None = None
 
     # -- intake ------------------------------------------------------------------------
 
@@ -457,37 +463,65 @@ class AckLedger:
             delivery never lands on a newer delivery of the same offset: the broker hands
             an offset out again once our lock on it ended (expired, or a session lost).
         """
+        if delivery is None:
+            return self.mark_of(tp, offset, ack, 0, -1, False)
+        return self.mark_of(tp, offset, ack, delivery[0], delivery[1])
+
+    def mark_of(
+        self,
+        tp: TopicIdPartition,
+        offset: int,
+        ack: int,
+        lo: int,
+        hi: int,
+        of_delivery: bool = True,
+    ) -> MarkResult:
+        """:meth:`mark` for a record of delivery ``(lo, hi)``, given apart (``of_delivery``
+        false: of any delivery): implicit mode's once-per-record accept, which so builds
+        no tuple."""
         if tp is self._hot_tp:
             part = self._hot_part
         else:
             part = self._parts.get(tp)
             if part is not None:
                 self._hot_tp, self._hot_part = tp, part
+                self._hot_seg = self._hot_segs = None
         if part is None:
             return MARK_UNKNOWN
         if part.overlaps:
-            found = part.find(offset, delivery)
+            found = part.find(offset, (lo, hi) if of_delivery else None)
             if found is None:
                 return MARK_UNKNOWN
             seg, i = found
         else:  # the common case, inlined: this runs once per record
-            j = _bisect_right(part.starts, offset) - 1
-            if j < 0:
-                return MARK_UNKNOWN
-            seg = part.segments[j]
+            hot = self._hot_seg
+            segments = part.segments
+            # Without overlaps, a segment of the current list that holds ``offset`` is the
+            # one the search would find.
+            if hot is not None and self._hot_segs is segments and hot.first <= offset <= hot.last:
+                seg = hot
+            else:
+                j = _bisect_right(part.starts, offset) - 1
+                if j < 0:
+                    return MARK_UNKNOWN
+                seg = segments[j]
+                if offset > seg.last:
+                    return MARK_UNKNOWN
+                self._hot_seg, self._hot_segs = seg, segments
             i = offset - seg.first
-            if offset > seg.last or (
-                delivery is not None and not delivery[0] <= seg.seq <= delivery[1]
-            ):
+            if of_delivery and not lo <= seg.seq <= hi:
                 return MARK_UNKNOWN
-        state = seg.states[i]
-        if state in _MARKABLE:
-            seg.states[i] = ack
+        states = seg.states
+        state = states[i]
+        # ACQUIRED first: what implicit mode finds (the cursor marks records not yet noted
+        # as delivered).
+        if state == _ACQUIRED or state in _MARKABLE:
+            states[i] = ack
             return MARK_OK
         if state == _DONE:
             return MARK_UNKNOWN
         if state == _DEAD:
-            seg.states[i] = _DONE
+            states[i] = _DONE
             if seg.done():
                 part.prune()
                 self._drop_empty()
@@ -884,6 +918,7 @@ class AckLedger:
             del self._parts[tp]
         if empty:
             self._hot_tp = self._hot_part = None
+            self._hot_seg = self._hot_segs = None
 
     def partitions(self) -> list[TopicIdPartition]:
         """Partitions with anything outstanding."""

@@ -143,6 +143,7 @@ def _offset(record: Deliverable) -> int:
 # Read per record (accept, answer, acknowledge): Final, the compiled build takes them from a C static
 # rather than the module's dict and EnumType.__getattr__.
 _ACCEPT: Final = AckType.ACCEPT
+_ACCEPT_CODE: Final = int(AckType.ACCEPT)
 _RELEASE: Final = AckType.RELEASE
 _RENEW: Final = AckType.RENEW
 
@@ -968,6 +969,16 @@ class ShareMachine:
     def accept(self, tp: TopicIdPartition, offset: int, delivery: Delivery | None) -> None:
         """:meth:`answer` with ACCEPT (implicit mode's once-per-record accept)."""
         result = self.ledger.mark(tp, offset, _ACCEPT, delivery)
+        if result is MARK_OK:
+            if self.any_dry:
+                self._answered()
+        elif result is MARK_DEAD:
+            self._lock_lost(tp, offset, _ACCEPT)
+
+    def accept_of(self, tp: TopicIdPartition, offset: int, lo: int, hi: int) -> None:
+        """:meth:`accept` of a record of delivery ``(lo, hi)``, the pair given apart (the
+        compiled build then builds no tuple per record)."""
+        result = self.ledger.mark_of(tp, offset, _ACCEPT_CODE, lo, hi)
         if result is MARK_OK:
             if self.any_dry:
                 self._answered()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sharecon._share.acks import AckBatch, expand
@@ -504,3 +504,106 @@ def test_deliver_marks_only_its_own_delivery() -> None:
     new = (ledger.sequence, ledger.sequence)
     ledger.deliver(TP0, 1, 1, new)
     assert ledger.mark_delivered(AckType.ACCEPT) == 1
+
+
+# -- the segment mark() found last: a shortcut, never a different answer -------------------
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("add"), st.sampled_from([TP0, TP1]), st.integers(0, 12), st.integers(0, 4)
+        ),
+        st.tuples(
+            st.just("mark"),
+            st.sampled_from([TP0, TP1]),
+            st.integers(0, 17),
+            st.sampled_from([A, R, J, N]),
+            st.integers(-1, 8),  # which add() the record came from; -1: none given
+        ),
+        st.tuples(
+            st.just("deliver"), st.sampled_from([TP0, TP1]), st.integers(0, 16), st.integers(0, 4)
+        ),
+        st.tuples(st.just("take"), st.sampled_from([0, 13])),  # answered OK, or the session lost
+        st.tuples(
+            st.just("forget"), st.sampled_from([TP0, TP1]), st.integers(0, 8), st.integers(0, 16)
+        ),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=400)
+@given(_OPS)
+def test_mark_answers_as_if_it_searched_every_time(ops: list[tuple[object, ...]]) -> None:
+    """mark() keeps the segment it found last and skips the search while the partition's
+    segments are unchanged and do not overlap. Two ledgers get the same steps; one forgets
+    that segment before every mark(): every answer and every request must be the same
+    (redeliveries, overlaps, finished and pruned segments, lost sessions included)."""
+    fast, slow = AckLedger(), AckLedger()
+    deliveries: list[tuple[int, int]] = []
+    for op in ops:
+        kind = op[0]
+        if kind == "add":
+            _, tp, first, n = op
+            assert (
+                isinstance(tp, TopicIdPartition) and isinstance(first, int) and isinstance(n, int)
+            )
+            deliveries.append(add(fast, tp, [(first, first + n)]))
+            assert add(slow, tp, [(first, first + n)]) == deliveries[-1]
+        elif kind == "mark":
+            _, tp, offset, ack, which = op
+            assert isinstance(tp, TopicIdPartition) and isinstance(offset, int)
+            assert isinstance(ack, AckType) and isinstance(which, int)
+            d = deliveries[which] if 0 <= which < len(deliveries) else None
+            slow._hot_seg = None
+            assert fast.mark(tp, offset, ack, d) is slow.mark(tp, offset, ack, d)
+        elif kind == "deliver":
+            _, tp, first, n = op
+            assert (
+                isinstance(tp, TopicIdPartition) and isinstance(first, int) and isinstance(n, int)
+            )
+            fast.deliver(tp, first, first + n)
+            slow.deliver(tp, first, first + n)
+        elif kind == "take":
+            code = op[1]
+            assert isinstance(code, int)
+            taken = fast.take(TAG)
+            other = slow.take(TAG)
+            assert (taken is None) == (other is None)
+            if taken is not None and other is not None:
+                assert taken.acks == other.acks
+                tps = list(taken.acks)
+                if code:
+                    assert fast.invalidate(AckFailure.SESSION_RESET, code, tag=TAG) == (
+                        slow.invalidate(AckFailure.SESSION_RESET, code, tag=TAG)
+                    )
+                else:
+                    assert fast.complete(TAG, dict.fromkeys(tps, 0)) == slow.complete(
+                        TAG, dict.fromkeys(tps, 0)
+                    )
+        else:
+            _, tp, which, first = op
+            assert isinstance(tp, TopicIdPartition) and isinstance(which, int)
+            assert isinstance(first, int)
+            if which < len(deliveries):
+                fast.forget(tp, deliveries[which], first, first + 5)
+                slow.forget(tp, deliveries[which], first, first + 5)
+        assert fast.partitions() == slow.partitions()
+    assert fast.unacknowledged() == slow.unacknowledged()
+
+
+def test_mark_finds_a_redelivery_after_the_segment_it_found_last_left() -> None:
+    """The segment mark() found last is finished and pruned while another keeps the
+    partition; the same offset comes again: an answer given without its delivery lands on
+    the new one, an answer of the old delivery on none."""
+    ledger = AckLedger()
+    old = add(ledger, TP0, [(3, 3), (10, 12)])
+    assert ledger.mark(TP0, 3, A, old) is MarkResult.OK
+    taken = ledger.take(TAG)
+    assert taken is not None and taken.acks == {TP0: [b(3, 3, A)]}
+    ledger.complete(TAG, {TP0: 0})
+    assert ledger.partitions() == [TP0]  # 10..12 still held
+    new = add(ledger, TP0, [(3, 3)])
+    assert ledger.mark(TP0, 3, A, old) is MarkResult.UNKNOWN
+    assert ledger.mark(TP0, 3, R) is MarkResult.OK
+    assert ledger.mark(TP0, 3, A, new) is MarkResult.ALREADY_ACKNOWLEDGED
