@@ -23,8 +23,10 @@ nothing released) or clean restart, with the broker refusing connections for a w
 (0 to 8 s), and a partition's leadership moving. Fault classes of their own modules,
 drawn from random sources of their own (so the schedules above stay as they were): dead
 letters refused for a while (:mod:`~sharecon.testing.sim.client_dlq`, invariants D1-D3),
-an OAuth token endpoint outage (:mod:`~sharecon.testing.sim.client_auth`, A1-A3) and
-handlers slower than the lock (:mod:`~sharecon.testing.sim.client_slow`, S1).
+an OAuth token endpoint outage (:mod:`~sharecon.testing.sim.client_auth`, A1-A3),
+handlers slower than the lock (:mod:`~sharecon.testing.sim.client_slow`, S1) and the
+transport's own faults: stalls, lost answers, cuts mid-request, a slow link
+(:mod:`~sharecon.testing.sim.client_net`, N1-N4).
 
 Invariants (each violation names the seed and prints a one-line replay):
 
