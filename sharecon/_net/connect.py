@@ -432,17 +432,16 @@ async def authenticate(
 ) -> None:
     """SaslHandshake v1 then SaslAuthenticate rounds; sets the re-authentication time.
 
-    OAUTHBEARER asks the token provider first (unless ``token`` was fetched already), at
-    every login and re-authentication, so a re-authentication carries the provider's
-    current token.
+    OAUTHBEARER asks the token provider (unless ``token`` was fetched already) at every
+    login and re-authentication, so a re-authentication carries the provider's current
+    token; it asks once the handshake is answered, just before the token is sent: an
+    answer held up behind others on a slow link could otherwise let the token expire on
+    the way, and the broker's refusal of it end the client (found by the whole-client
+    simulation: a re-authentication waited 2 s for its handshake answer behind a fetch
+    over a 2 KiB/s link while the token endpoint was down, seed 480).
 
     :param step: updated with the request in flight, so a caller's timeout can name it.
     """
-    token_obj = token
-    if token_obj is None and sasl.token_provider is not None:
-        if step is not None:
-            step.name = "the OAUTHBEARER token provider"
-        token_obj = await fetch_token(sasl.token_provider)
     if step is not None:
         step.name = f"the SASL handshake (SaslHandshake for {sasl.mechanism})"
     hs = await conn.request(SaslHandshakeRequest(mechanism=sasl.mechanism))
@@ -453,6 +452,11 @@ async def authenticate(
         )
         assert err is not None
         raise err
+    token_obj = token
+    if token_obj is None and sasl.token_provider is not None:
+        if step is not None:
+            step.name = "the OAUTHBEARER token provider"
+        token_obj = await fetch_token(sasl.token_provider)
     mechanism = sasl._new_mechanism(token_obj)
     mechanism.server_host = conn.address.host
     server_token: bytes | None = None

@@ -27,19 +27,23 @@ decides when to stop fetching a partition. Rules:
    The probe spends the second attempt: on Kafka 4.1 on the whole first batch, on 4.2+
    on one record.
 3. A blocked partition is left out of the leader's fetches (the broker forgets it from
-   the share session), so no further attempt is spent by this member; its records stay
-   available to the group's other members. It is fetched again when an answer in time
-   shows the batch now fits (a longer lock reported by the broker, or a higher rate
-   measured on the same leader by a fetch that did not wait at the broker: the batch
-   within :data:`~.fetch_size.ARRIVAL_SHARE` of the lock). A block for a probe that got
-   no answer (no batch size known: the broker or the link stalled, which a
-   ``RequestTimeoutError`` leaves usable) makes the partition suspect again, so the next
-   fetch re-probes it, at the leader's next answer in time (the stall healed), or at the
-   latest :data:`REPROBE_LOCKS` locks after the guard first saw it in a turn (the
-   leader's other partitions may all be blocked too, and then no answer comes). A
-   re-probe that still gets no answer blocks it again; each round spends one attempt of
-   one record (4.2+). Assignment changes do not end a block; a new consumer starts with
-   none.
+   the share session), so no further attempt is spent by this member meanwhile; its
+   records stay available to the group's other members. It is fetched again when an
+   answer in time shows the batch now fits (a longer lock reported by the broker, or a
+   rate measured on the same leader at which the batch arrives within
+   :data:`~.fetch_size.ARRIVAL_SHARE` of the lock: by a fetch that did not wait at the
+   broker, or, for one that may have waited, the bytes over the whole time from send to
+   answer, a rate the link surely reached). A block for a probe that got no answer (no
+   batch size known: the broker or the link stalled, which a ``RequestTimeoutError``
+   leaves usable) makes the partition suspect again at the leader's next answer in time
+   (the stall healed). Every block, measured or not, is made suspect again at the
+   latest :data:`REPROBE_LOCKS` locks after the guard first saw it in a turn, so the
+   next fetch re-probes it: a link that got faster is found even when no other answer
+   from the leader can show it (its other partitions idle or blocked too; found by the
+   whole-client simulation, seeds 79 and 93 on 4.4: the link healed and the member
+   never fetched the partition again). A re-probe that is still late, or gets no answer,
+   blocks it again; each round spends one attempt of one record (4.2+; the first batch
+   on 4.1). Assignment changes do not end a block; a new consumer starts with none.
 4. While any partition is blocked the consumer is not healthy, and each block has a
    sentence naming the partition, the batch size, the measured rate and the lock.
 5. No I/O, no clock: times are the caller's.
@@ -99,12 +103,12 @@ class Blocked:
             need = f"{self.batch_bytes / rate:.1f} s" if rate else "unknown time"
             what = f"a {self.batch_bytes}-byte batch needs {need} at the measured {measured}"
         tp = self.tp
-        again = (
-            ""
+        first = (
+            "when the link measures faster"
             if self.batch_bytes is not None
-            else "; probed again at the leader's next answer in time, at the latest in "
-            f"{REPROBE_LOCKS * self.lock:.0f} s"
+            else "at the leader's next answer in time"
         )
+        again = f"; probed again {first}, at the latest in {REPROBE_LOCKS * self.lock:.0f} s"
         return (
             f"{tp.topic or tp.topic_id}-{tp.partition}: {what}, longer than the {self.lock:.1f} s acquisition lock; "
             f"no longer fetched by this member (at most two delivery attempts spent){again}"
@@ -148,8 +152,6 @@ class OversizeGuard:
     def _expire(self, now: float) -> None:
         blocked = self.blocked
         for tp, b in list(blocked.items()):
-            if b.batch_bytes is not None:
-                continue
             if b.reprobe_at is None:  # first seen: the clock starts
                 blocked[tp] = replace(b, reprobe_at=now + REPROBE_LOCKS * b.lock)
             elif now >= b.reprobe_at:
@@ -209,12 +211,18 @@ class OversizeGuard:
         if not self.blocked:
             return new
         budget = lock * ARRIVAL_SHARE
+        # A rate the link surely reached: the bytes over the whole round trip (a wait at
+        # the broker only makes it lower).
+        total = sum(size for size in sizes.values() if size > 0)
+        surely = total / elapsed if total and elapsed > 0 else None
         for tp, b in list(self.blocked.items()):
             if b.batch_bytes is None:
                 # An answer in time: the stall that left the probe unanswered healed
                 # (rule 3); measure the partition again instead of leaving it for good.
                 self._reprobe(tp)
             elif bytes_per_second and not waited and b.batch_bytes / bytes_per_second <= budget:
+                del self.blocked[tp]
+            elif surely is not None and b.batch_bytes / surely <= budget:
                 del self.blocked[tp]
         return new
 

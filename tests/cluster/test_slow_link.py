@@ -208,3 +208,36 @@ async def test_a_batch_that_cannot_arrive_within_the_lock_is_fetched_at_most_twi
     # At most two attempts spent by the slow member, plus this delivery.
     spent = {o: d - 1 for o, d in counts.items() if d - 1 > 2}
     assert not spent, f"more than two delivery attempts spent: {spent}"
+
+
+async def test_a_partition_stopped_over_a_slow_link_is_fetched_again_once_it_heals(
+    kafka_cluster: KafkaCluster,
+) -> None:
+    """The oversized batch stops its partition (the only one: no other answer from the
+    leader can show a faster link); the link then heals. The same consumer probes the
+    partition again within REPROBE_LOCKS locks and receives every record; ``health()`` is
+    ok again. Before, the partition stayed stopped for good (found by the whole-client
+    simulation's slow link, seeds 79 and 93)."""
+    topic, group = await _oversized_batch(kafka_cluster)
+    for proxy in kafka_cluster.proxies:
+        proxy.bandwidth(OVERSIZED_KIB_PER_S)
+    seen: set[int] = set()
+    async with ShareConsumer(
+        kafka_cluster.bootstrap, group_id=group, topics=[topic], request_timeout=30.0
+    ) as c:
+        with anyio.fail_after(90):
+            while not c.health().blocked:  # noqa: ASYNC110 - polled state, no event
+                await anyio.sleep(0.2)
+        for proxy in kafka_cluster.proxies:
+            proxy.heal()
+        # REPROBE_LOCKS (10) locks of 5 s after the block, a probe, then the batch: with
+        # room for a loaded machine.
+        with anyio.fail_after(180):
+            async for record in c:
+                seen.add(int.from_bytes((record.value or b"")[:4], "big"))
+                if len(seen) == OVERSIZED_RECORDS:
+                    break
+        await c.commit()
+        health = c.health()
+    assert seen == set(range(OVERSIZED_RECORDS))
+    assert not health.blocked and health.ok, health

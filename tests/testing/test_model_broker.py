@@ -367,3 +367,73 @@ def _walk(seed: int, version: str, steps: int = 300) -> list[str]:
 def test_seeded_schedules_are_deterministic_and_lose_nothing(version: str) -> None:
     for seed in range(20):
         assert _walk(seed, version) == _walk(seed, version)
+
+
+def _fetch_bytes(broker: ModelBroker, max_bytes: int, partitions: int = 1) -> ShareFetchResponse:
+    tid = broker.topics["t"]
+    return broker.share_fetch(
+        ShareFetchRequest(
+            group_id=GROUP,
+            member_id="m",
+            share_session_epoch=0,
+            max_wait_ms=500,
+            min_bytes=1,
+            max_bytes=max_bytes,
+            max_records=500,
+            topics=(
+                FetchTopic(
+                    topic_id=tid,
+                    partitions=tuple(FetchPartition(partition_index=p) for p in range(partitions)),
+                ),
+            ),
+        ),
+        "c",
+        0.0,
+    )
+
+
+def test_max_bytes_is_honoured_when_the_batches_sizes_are_known() -> None:
+    """With ``batch_bytes`` (FakeKafka's whole-client simulation sets it) a ShareFetch
+    stops before the batch that would pass ``MaxBytes``, after at least one batch."""
+    broker = ModelBroker("4.4")
+    broker.create_topic("t", 1)
+    broker.configure_group(GROUP, earliest=True)
+    for value in (b"a", b"b", b"c"):
+        broker.produce("t", 0, [value])  # three batches of one record
+    assert _got(_fetch_bytes(broker, 1500)) == [(0, 1), (1, 1), (2, 1)]  # sizes unknown
+    broker = ModelBroker("4.4")
+    broker.create_topic("t", 1)
+    broker.configure_group(GROUP, earliest=True)
+    for value in (b"a", b"b", b"c"):
+        broker.produce("t", 0, [value])
+    broker.batch_bytes = lambda tp, first: 1000
+    assert _got(_fetch_bytes(broker, 2500)) == [(0, 1), (1, 1)]
+    assert _got(_fetch_bytes(broker, 10)) == [(2, 1)]  # one batch however small the ask
+
+
+def test_max_bytes_is_split_evenly_over_the_sessions_partitions() -> None:
+    broker = ModelBroker("4.4")
+    broker.create_topic("t", 2)
+    broker.configure_group(GROUP, earliest=True)
+    for p in (0, 1):
+        for value in (b"a", b"b"):
+            broker.produce("t", p, [value])
+    broker.batch_bytes = lambda tp, first: 1000
+    resp = _fetch_bytes(broker, 3000, partitions=2)  # 1500 a partition: one batch each
+    got = {p.partition_index: len(p.acquired_records) for t in resp.responses for p in t.partitions}
+    assert got == {0: 1, 1: 1}
+
+
+def test_only_the_first_partition_giving_records_may_pass_max_bytes() -> None:
+    """Kafka reads the log with at least one batch for the first partition that has data
+    only: the next partitions keep within what is left, so a fetch of many partitions of
+    large batches is not the sum of their first batches."""
+    broker = ModelBroker("4.4")
+    broker.create_topic("t", 3)
+    broker.configure_group(GROUP, earliest=True)
+    for p in (0, 1, 2):
+        broker.produce("t", p, [b"a"])
+    broker.batch_bytes = lambda tp, first: 40_000
+    resp = _fetch_bytes(broker, 36_000, partitions=3)
+    got = {p.partition_index for t in resp.responses for p in t.partitions if p.acquired_records}
+    assert got == {0}

@@ -8,6 +8,7 @@ import pytest
 import trio
 import trio.testing
 
+from sharecon.testing.sim.client_net import NetFaults, NetPlan, SlowLink, Stall
 from sharecon.testing.sim.pipe import memory_pipe
 
 
@@ -117,5 +118,63 @@ def test_each_call_is_one_schedule_point() -> None:
             # a batch (trio's run-queue order) moves it by one.
             assert abs(steps - before - 200) <= 1
             n.cancel_scope.cancel()
+
+    _run(main)
+
+
+def _net(plan: NetPlan) -> NetFaults:
+    return NetFaults(plan, lambda tid, p: p, 15.0)
+
+
+def test_a_slow_link_carries_the_brokers_bytes_at_its_rate() -> None:
+    """Transport faults (sim.client_net): 8 KiB over a 4 KiB/s link arrive in 2 s, in
+    segments, while the client's bytes to the broker are not slowed."""
+
+    async def main() -> None:
+        net = _net(NetPlan(slow=SlowLink(0.0, 60.0, 4096, 1, 1.0)))
+        down, up = net.pipe_shapers()
+        client, server = memory_pipe(down=down, up=up)
+        await server.send(b"x" * 8192)
+        got = b""
+        while len(got) < 8192:
+            got += await client.receive()
+        assert trio.current_time() == pytest.approx(2.0)
+        await client.send(b"request")
+        assert await server.receive() == b"request"
+        assert trio.current_time() == pytest.approx(2.0)
+
+    _run(main)
+
+
+def test_a_stall_holds_the_bytes_then_delivers_them_all() -> None:
+    async def main() -> None:
+        net = _net(NetPlan(stalls=(Stall(1.0, 5.0, True, False),)))
+        down, up = net.pipe_shapers()
+        client, server = memory_pipe(down=down, up=up)
+        await trio.sleep(2.0)
+        await server.send(b"answer")
+        await client.send(b"request")  # not both ways: the client's bytes go through
+        assert await server.receive() == b"request"
+        assert await client.receive() == b"answer"
+        assert trio.current_time() == pytest.approx(6.0)  # the stall's end
+        assert net.stalled == 1
+
+    _run(main)
+
+
+def test_an_answer_the_client_gave_up_on_counts_as_spent_a_cut_does_not() -> None:
+    async def main() -> None:
+        net = _net(NetPlan())
+        for client_first in (True, False):
+            down, up = net.pipe_shapers()
+            client, server = memory_pipe(down=down, up=up)
+            down.mark(6, 99.0, [(0, 7)], "m")
+            await server.send(b"answer")
+            if client_first:
+                await client.aclose()
+            else:
+                await server.aclose()
+                await client.aclose()
+        assert dict(net.spent) == {("m", (0, 7)): 1}
 
     _run(main)

@@ -66,6 +66,11 @@ class TopicLog:
             size += len(b.data)
         return b"".join(out)
 
+    def size_of(self, first: int) -> int:
+        """The bytes of the batch holding offset ``first`` (0: none)."""
+        i = bisect.bisect_right(self.firsts, first) - 1
+        return len(self.batches[i].data) if i >= 0 else 0
+
     def covering(self, offsets: list[tuple[int, int]]) -> bytes:
         """The batches holding any of the ``(first, last)`` offset ranges, each once."""
         chosen: dict[int, bytes] = {}

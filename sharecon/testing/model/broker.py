@@ -30,8 +30,10 @@ The rules follow Kafka's ``SharePartitionManager``, ``ShareSessionCache`` and
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sharecon.protocol.error_codes import ErrorCode
 from sharecon.protocol.messages.share_acknowledge import (
@@ -61,6 +63,9 @@ from sharecon.testing.model.partition import (
     RecordState,
     SharePartitionModel,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["BrokerEvent", "ModelBroker", "SessionKey", "TopicPartitionId"]
 
@@ -138,6 +143,13 @@ class ModelBroker:
     finished: dict[tuple[str, TopicPartitionId], dict[int, RecordState]] = field(
         default_factory=dict, init=False
     )
+    #: The bytes of the log batch starting at an offset, if known (a broker serving real
+    #: batches sets it): then a ShareFetch's ``MaxBytes`` is honoured as Kafka's read of
+    #: the log does: each partition may read ``MaxBytes`` split evenly over the session's
+    #: partitions, within what the partitions before it left of ``MaxBytes``, and only the
+    #: first partition that gives records may give one whole batch larger than that.
+    #: ``None`` (the core simulation's model, whose records have no size): records only.
+    batch_bytes: Callable[[TopicPartitionId, int], int] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.behaviour = Behaviour.for_version(self.version)
@@ -389,6 +401,9 @@ class ModelBroker:
     ) -> None:
         budget = request.max_records
         mode_limit = self.behaviour.record_limit and request.share_acquire_mode == 1
+        sizes = self.batch_bytes
+        share = request.max_bytes // max(1, len(partitions))
+        left = request.max_bytes
         for tp in partitions:
             if tp in self.leaderless:
                 fetch_errors[tp] = ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -399,7 +414,19 @@ class ModelBroker:
                 continue
             if budget <= 0:
                 break
-            got = sp.acquire(member, budget, record_limit=mode_limit, now=now)
+            if sizes is None:
+                got = sp.acquire(member, budget, record_limit=mode_limit, now=now)
+            else:
+                got = sp.acquire(
+                    member,
+                    budget,
+                    record_limit=mode_limit,
+                    now=now,
+                    max_bytes=min(share, left),
+                    batch_bytes=functools.partial(sizes, tp),
+                    min_one=left == request.max_bytes,
+                )
+                left = max(0, left - sp.read_bytes)
             if got:
                 acquired[tp] = got
                 budget -= len(got)

@@ -17,8 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
 from sharecon.protocol.error_codes import ErrorCode
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = [
     "AckType",
@@ -126,6 +130,8 @@ class SharePartitionModel:
     written_start: int = 0
     #: how each offset the start offset moved past ended (the broker's ``finished``)
     finished: dict[int, RecordState] = field(default_factory=dict)
+    #: the bytes the last :meth:`acquire` read, when batch sizes were given
+    read_bytes: int = 0
 
     @classmethod
     def create(
@@ -211,13 +217,26 @@ class SharePartitionModel:
     # -- acquisition -------------------------------------------------------------------------
 
     def acquire(
-        self, member: str, max_records: int, *, record_limit: bool, now: float
+        self,
+        member: str,
+        max_records: int,
+        *,
+        record_limit: bool,
+        now: float,
+        max_bytes: int | None = None,
+        batch_bytes: Callable[[int], int] | None = None,
+        min_one: bool = True,
     ) -> list[tuple[int, int]]:
         """Acquire records for ``member``; return ``(offset, delivery count)`` pairs.
 
         Batch mode (``record_limit`` false) treats ``max_records`` as a soft limit: the log
         batch that reaches it is acquired whole. Record-limit mode stops exactly there.
+        With ``batch_bytes`` (a batch's size by its first offset), the batches read stop
+        before the one that would pass ``max_bytes``, the first one excepted if
+        ``min_one`` (Kafka's read returns at least one whole batch); what was read is
+        left in :attr:`read_bytes`.
         """
+        read = self.read_bytes = 0
         self.expire(now)
         out: list[tuple[int, int]] = []
         if max_records <= 0:
@@ -234,6 +253,12 @@ class SharePartitionModel:
             candidates = [o for o in range(lo, hi + 1) if self._acquirable(o, now)]
             if not candidates:
                 continue
+            if batch_bytes is not None and max_bytes is not None:
+                size = batch_bytes(first)
+                if (out or not min_one) and read + size > max_bytes:
+                    break
+                read += size
+                self.read_bytes = read
             if self.throttle_last_delivery and (
                 max(self.state_of(o).count for o in candidates) >= self._throttle_from
             ):

@@ -23,8 +23,10 @@ nothing released) or clean restart, with the broker refusing connections for a w
 (0 to 8 s), and a partition's leadership moving. Fault classes of their own modules,
 drawn from random sources of their own (so the schedules above stay as they were): dead
 letters refused for a while (:mod:`~sharecon.testing.sim.client_dlq`, invariants D1-D3),
-an OAuth token endpoint outage (:mod:`~sharecon.testing.sim.client_auth`, A1-A3) and
-handlers slower than the lock (:mod:`~sharecon.testing.sim.client_slow`, S1).
+an OAuth token endpoint outage (:mod:`~sharecon.testing.sim.client_auth`, A1-A3),
+handlers slower than the lock (:mod:`~sharecon.testing.sim.client_slow`, S1) and the
+transport's own faults: stalls, lost answers, cuts mid-request, a slow link
+(:mod:`~sharecon.testing.sim.client_net`, N1-N4).
 
 Invariants (each violation names the seed and prints a one-line replay):
 
@@ -82,6 +84,13 @@ from sharecon.testing.sim.client_auth import (
 )
 from sharecon.testing.sim.client_dlq import DlqPlan, DlqWatch, release_at_once, spent_bound
 from sharecon.testing.sim.client_leader import LeaderPlan, search_off
+from sharecon.testing.sim.client_net import HEALTH_BOUND as NET_HEALTH_BOUND
+from sharecon.testing.sim.client_net import (
+    NetFaults,
+    NetPlan,
+    fetch_waits_forever,
+    guard_forgets,
+)
 from sharecon.testing.sim.client_slow import SlowPlan, SlowWatch, keeper_off
 from sharecon.testing.sim.intercept import CLOSE, Close
 
@@ -138,6 +147,8 @@ class MemoryKafka(FakeKafka):
         self.intercepts: list[Intercept] = []
         # (connection, correlation id) of waiting fetches the intercepts passed on arrival
         self._cleared: set[tuple[str, int]] = set()
+        #: the transport's faults (``sim.client_net``): shaped pipes, lost or cut answers
+        self.net: NetFaults | None = None
 
     async def _answer_later(
         self, conn: Any, header: RequestHeader, body: Request[Response]
@@ -154,6 +165,9 @@ class MemoryKafka(FakeKafka):
         if key in self._cleared:
             self._cleared.discard(key)
         elif await self._intercepted(conn, header, body):
+            return
+        if self.net is not None:
+            await self.net.answer(self, conn, header, body)
             return
         await super()._answer(conn, header, body)
 
@@ -192,6 +206,10 @@ class MemoryKafka(FakeKafka):
             session_timeout_ms=self._session_timeout_ms,
             heartbeat_interval_ms=self._heartbeat_interval_ms,
         )
+        # ShareFetch's MaxBytes honoured as Kafka does (at least one batch a partition):
+        # what a slow link's fetch sizing (sim.client_net) relies on.
+        logs = self._cluster.logs
+        self._cluster.model.batch_bytes = lambda tp, first: logs[tp].size_of(first)
         self._tg = tg
 
     async def dial(self, host: str, port: int) -> ByteStream:
@@ -201,7 +219,11 @@ class MemoryKafka(FakeKafka):
         assert self._tg is not None
         from sharecon.testing.sim.pipe import memory_pipe  # trio's: only this needs it
 
-        client, server = memory_pipe()
+        if self.net is not None:
+            down, up = self.net.pipe_shapers()
+            client, server = memory_pipe(down=down, up=up)
+        else:
+            client, server = memory_pipe()
         self._tg.start_soon(self._serve_conn, server)
         return client
 
@@ -333,6 +355,8 @@ class _Plan:
     auth: AuthPlan | None = None
     #: handlers slower than the lock (sim.client_slow), the same way
     slow: SlowPlan | None = None
+    #: transport faults (sim.client_net), the same way
+    net: NetPlan | None = None
     #: a partition without a leader for a while (sim.client_leader), the same way
     leader: LeaderPlan | None = None
 
@@ -360,6 +384,7 @@ class _Plan:
             *([self.dlq.describe()] if self.dlq is not None else []),
             *([self.auth.describe()] if self.auth is not None else []),
             *([self.slow.describe()] if self.slow is not None else []),
+            *([self.net.describe()] if self.net is not None else []),
             *([self.leader.describe()] if self.leader is not None else []),
         ]
 
@@ -371,6 +396,8 @@ class _Plan:
             last = max(last, self.dlq.heals_at)
         if self.auth is not None:
             last = max(last, self.auth.heals_at)
+        if self.net is not None:
+            last = max(last, self.net.heals_at)
         if self.leader is not None:
             last = max(last, self.leader.heals_at)
         return last
@@ -388,6 +415,9 @@ class _Schedule:
         self.written: dict[tuple[int, int], bytes] = {}
         self.ends = [0] * plan.partitions
         self.rejected: set[tuple[int, int]] = set()
+        #: records the application released (DeadLetterPolicy routes such a record once it
+        #: arrives past max_deliveries, e.g. after a slow link spent attempts unseen)
+        self.released: set[tuple[int, int]] = set()
         self.handed = 0
         self.done_writing = anyio.Event()
         self.healed_at = 0.0
@@ -411,11 +441,24 @@ class _Schedule:
         #: DeadLetterError raised by reject_to_dlq to the application (documented)
         self.dlq_errors = 0
         if plan.dlq is not None:
-            lock_ending = len(plan.faults) + (plan.leader is not None)
-            bound = spent_bound(plan.dlq.refuse_for, LOCK_MS / 1000, lock_ending)
+            faults = len(plan.faults) + (plan.net.count if plan.net is not None else 0)
+            faults += plan.leader is not None  # a leaderless window ends locks too
+            bound = spent_bound(plan.dlq.refuse_for, LOCK_MS / 1000, faults)
             self.dlq = DlqWatch(plan.dlq, anyio.current_time, lambda: self.kafka.cluster, bound)
             self.kafka.intercepts.append(self.dlq.intercept)
             self.healed_at = max(self.healed_at, plan.dlq.heals_at)
+        self.net: NetFaults | None = None
+        if plan.net is not None:
+            self.net = NetFaults(plan.net, self._partition_of, LOCK_MS / 1000, self._healed)
+            self.kafka.net = self.net
+            self.healed_at = max(self.healed_at, plan.net.heals_at)
+
+    def _partition_of(self, topic_id: Any, partition: int) -> int | None:
+        topic = self.kafka.cluster.topics.get(TOPIC)
+        return partition if topic is not None and topic.topic_id == topic_id else None
+
+    def _healed(self, at: float) -> None:
+        self.healed_at = max(self.healed_at, at)
 
     def counters(self) -> dict[str, int]:
         """What the fault classes saw (:attr:`ClientOutcome.counters`)."""
@@ -435,6 +478,13 @@ class _Schedule:
             out["auth_reauths"] = self.auth.reauths
             out["auth_expired_sessions"] = self.auth.expired
             out["auth_tokens_refused"] = self.auth.refused
+        if self.net is not None:
+            out["net_stalled"] = self.net.stalled
+            out["net_lost"] = self.net.lost
+            out["net_cut"] = self.net.cut
+            out["net_late_closes"] = self.net.late_closes
+            out["net_sessions_ended"] = self.net.sessions_ended
+            out["net_spent"] = max(self.net.spent.values(), default=0)
         return out
 
     def disturbed(self, start: float, end: float) -> bool:
@@ -444,6 +494,9 @@ class _Schedule:
             return True
         leader = self.plan.leader
         if leader is not None and leader.at <= end and start <= leader.heals_at:
+            return True
+        net = self.net
+        if net is not None and any(a <= end and start <= b for a, b in net.windows()):
             return True
         auth = self.plan.auth
         return auth is not None and auth.down_at <= end and start <= auth.heals_at + 5.0
@@ -465,6 +518,11 @@ class _Schedule:
 
     async def write(self) -> None:
         config = self.client_config("writer")
+        slow = self.plan.net.slow if self.plan.net is not None else None
+        if slow is not None:
+            key_bytes = slow.key_bytes(self.plan.partitions, LOCK_MS / 1000)
+            await self._write_padded(config, slow.burst, key_bytes)
+            return
         async with Producer(f"{HOST}:{PORT}", config=config, linger=0.0) as producer:
             for i in range(self.plan.records):
                 value = f"v{i}".encode()
@@ -473,6 +531,31 @@ class _Schedule:
                 self.written[(meta.partition, meta.offset)] = value
                 self.ends[meta.partition] = max(self.ends[meta.partition], meta.offset + 1)
                 if self.plan.gaps[i]:
+                    await anyio.sleep(self.plan.gaps[i])
+        self.done_writing.set()
+
+    async def _write_padded(self, config: ConnectionConfig, burst: int, key_bytes: int) -> None:
+        """With a slow link (sim.client_net): records with a key of ``key_bytes``, the
+        first ``burst`` of them sent together (one batch per partition), the rest one at a
+        time."""
+        key = b"k" * key_bytes
+        async with Producer(f"{HOST}:{PORT}", config=config, linger=5.0) as producer:
+            futures: list[tuple[bytes, Any]] = []
+            for i in range(self.plan.records):
+                value = f"v{i}".encode()
+                partition = i % self.plan.partitions
+                futures.append(
+                    (value, await producer.send(TOPIC, value, key=key, partition=partition))
+                )
+                if i + 1 < burst:
+                    continue
+                await producer.flush()
+                for value, future in futures:
+                    meta = await future
+                    self.written[(meta.partition, meta.offset)] = value
+                    self.ends[meta.partition] = max(self.ends[meta.partition], meta.offset + 1)
+                futures.clear()
+                if i >= burst and self.plan.gaps[i]:
                     await anyio.sleep(self.plan.gaps[i])
         self.done_writing.set()
 
@@ -515,6 +598,7 @@ class _Schedule:
                         continue
                     roll = rng.random()
                     if roll < 0.1 and record.delivery_count == 1:
+                        self.released.add((record.partition, record.offset))
                         record.release()
                     elif roll < 0.15:
                         self.rejected.add((record.partition, record.offset))
@@ -626,12 +710,16 @@ class _Schedule:
         await anyio.sleep(plan.down)
         self.kafka.restore_now(plan.partition)
 
-    async def healthy(self) -> None:
-        """A3: once the token endpoint is back and every fault healed, every running
-        consumer's health() is ok within :data:`HEALTH_BOUND` seconds."""
-        assert self.plan.auth is not None
+    async def healthy(
+        self,
+        bound: float = HEALTH_BOUND,
+        name: str = "A3",
+        after: str = "the token endpoint came back",
+    ) -> None:
+        """A3 (and N3, with its bound): once the token endpoint is back and every fault
+        healed, every running consumer's health() is ok within ``bound`` seconds."""
         while True:
-            due = max(self.healed_at, self.plan.last_fault) + HEALTH_BOUND
+            due = max(self.healed_at, self.plan.last_fault) + bound
             if anyio.current_time() >= due:
                 break
             await anyio.sleep(due - anyio.current_time())
@@ -645,8 +733,8 @@ class _Schedule:
                 continue
             if health.running and not health.ok:
                 self.fail(
-                    f"invariant A3: member {i} ({self.plan.styles[i]}) not healthy "
-                    f"{HEALTH_BOUND:g} s after the token endpoint came back: {health}"
+                    f"invariant {name}: member {i} ({self.plan.styles[i]}) not healthy "
+                    f"{bound:g} s after {after}: {health}"
                 )
 
     async def stalls(self) -> None:
@@ -689,6 +777,7 @@ class _Schedule:
             archived = {k for k, s in states.items() if s is RecordState.ARCHIVED}
             if self.dlq is not None:
                 poison = {k for k, v in self.written.items() if int(v[1:]) in self.dlq.plan.poison}
+                poison |= self.released  # routable too: see DeadLetterPolicy.max_deliveries
                 why = self.dlq.check(
                     self.kafka.cluster, archived, self.rejected, poison, final=not pending
                 )
@@ -697,9 +786,13 @@ class _Schedule:
             else:
                 for key in sorted(archived - self.rejected):
                     self.fail(f"invariant 3: {key} archived, the application never rejected it")
+            if self.net is not None:
+                why = self.net.check()
+                if why is not None:
+                    self.fail(why)
             if not pending or self.violation is not None:
                 break
-            if anyio.current_time() >= deadline:
+            if anyio.current_time() >= max(deadline, self.healed_at + BOUND):
                 self.fail(
                     f"invariant 2: {len(pending)} record(s) not accepted {BOUND:g} s after "
                     f"the faults healed and the last write: {sorted(pending)[:5]}"
@@ -727,6 +820,11 @@ class _Schedule:
                         tg.start_soon(self.stalls)
                         if self.plan.auth is not None:
                             tg.start_soon(self.healthy)
+                        if self.net is not None:
+                            tg.start_soon(
+                                self.healthy, NET_HEALTH_BOUND, "N3", "the transport healed"
+                            )
+                            tg.start_soon(self.net.stalls)
                         tg.start_soon(self.faults)
                         if self.plan.leader is not None:
                             tg.start_soon(self.leaderless, self.plan.leader)
@@ -774,29 +872,36 @@ MUTANTS: dict[str, Callable[[], Any]] = {
     "dlq-release-at-once": release_at_once,
     "token-give-up": give_up_for_good,
     "keeper-off": keeper_off,
+    "oversize-off": guard_forgets,
+    "fetch-waits-forever": fetch_waits_forever,
     "leader-search-off": search_off,
 }
 
 
-def draw_plan(seed: int) -> _Plan:
-    """The schedule of ``seed``, every fault class's draw included, without running it."""
+def draw_plan(seed: int, *, net: bool = True) -> _Plan:
+    """The schedule of ``seed``, every fault class's draw included, without running it
+    (without ``net``, its transport faults left out)."""
     plan = _Plan.draw(random.Random(seed))
     plan.dlq = DlqPlan.draw(seed, plan.records, plan.styles)
     plan.auth = AuthPlan.draw(seed)
     plan.slow = SlowPlan.draw(seed, plan.records, plan.styles)
+    plan.net = NetPlan.draw(seed, plan.records) if net else None
     plan.leader = LeaderPlan.draw(seed, plan.partitions)
     return plan
 
 
-def run(seed: int, version: str = "4.4", mutant: str | None = None) -> ClientOutcome:
+def run(
+    seed: int, version: str = "4.4", mutant: str | None = None, *, net: bool = True
+) -> ClientOutcome:
     """Run the schedule of ``seed`` against a FakeKafka imitating ``version`` (with the
-    deliberate bug ``mutant``, one of :data:`MUTANTS`, planted)."""
+    deliberate bug ``mutant``, one of :data:`MUTANTS`, planted; without ``net``, the
+    schedule's transport faults left out, to show what they alone catch)."""
     import trio
     import trio._core._run as trio_run
     import trio.testing
 
     planted = MUTANTS[mutant]() if mutant is not None else contextlib.nullcontext()
-    plan = draw_plan(seed)
+    plan = draw_plan(seed, net=net)
     schedule = _Schedule(seed, version, plan)
     ids = random.Random(seed ^ 0x5EED)
     state = random.getstate()

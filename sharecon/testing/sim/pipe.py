@@ -8,12 +8,17 @@ connections have. anyio's memory object streams, used before, yield twice for a
 ``receive`` that waits and check for cancellation through anyio's backend look-up on each
 call: about a fifth of the simulation's task steps went to that.
 
+A direction may carry a :class:`Shaper` (``memory_pipe(down=..., up=...)``): the
+transport faults of :mod:`.client_net` (stalls, a bandwidth limit) decide there when the
+bytes sent arrive. Without one, nothing changes: the same schedule points as before.
+
 trio only: the simulation runs on trio's ``MockClock``.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from typing import Protocol
 
 import anyio
 import anyio.abc
@@ -28,16 +33,32 @@ from trio.lowlevel import (
     wait_task_rescheduled,
 )
 
-__all__ = ["Direction", "MemoryStream", "memory_pipe"]
+__all__ = ["Direction", "MemoryStream", "Shaper", "memory_pipe"]
+
+
+class Shaper(Protocol):
+    """When one direction's bytes arrive (a transport fault of :mod:`.client_net`)."""
+
+    def sent(self, n: int) -> None:
+        """``n`` bytes were sent (queued in the direction)."""
+
+    async def admit(self, queued: int, max_bytes: int) -> int:
+        """Wait until some of the ``queued`` bytes have arrived; how many a receive may
+        take now (at least 1, at most ``max_bytes``). A schedule point."""
+
+    def closed(self, sender_gone: bool) -> None:
+        """The receiving end closed (``sender_gone``: after the sending end): bytes not
+        taken never arrive."""
 
 
 class Direction:
     """The bytes travelling one way, and the task waiting for them."""
 
-    __slots__ = ("chunks", "eof", "reader_gone", "waiter")
+    __slots__ = ("chunks", "eof", "reader_gone", "shaper", "waiter")
 
-    def __init__(self) -> None:
+    def __init__(self, shaper: Shaper | None = None) -> None:
         self.chunks: deque[bytes] = deque()
+        self.shaper = shaper  #: when the bytes arrive (``None``: at once)
         self.eof = False  #: the sending end will send no more
         self.reader_gone = False  #: the receiving end closed: sends fail
         self.waiter: Task | None = None
@@ -63,7 +84,8 @@ class MemoryStream(anyio.abc.ByteStream):
         if self._closed:
             raise anyio.EndOfStream
         if d.chunks:
-            await cancel_shielded_checkpoint()
+            if d.shaper is None:
+                await cancel_shielded_checkpoint()
         elif d.eof:
             raise anyio.EndOfStream
         else:
@@ -77,6 +99,10 @@ class MemoryStream(anyio.abc.ByteStream):
             d.waiter = current_task()
             await wait_task_rescheduled(abort)
             if not d.chunks:  # woken by a close, not by bytes
+                raise anyio.EndOfStream
+        if d.shaper is not None:
+            max_bytes = await d.shaper.admit(sum(map(len, d.chunks)), max_bytes)
+            if not d.chunks:  # this end closed while the bytes were on their way
                 raise anyio.EndOfStream
         # As a socket does: whatever arrived, up to max_bytes.
         data = d.chunks.popleft()
@@ -94,6 +120,8 @@ class MemoryStream(anyio.abc.ByteStream):
             raise anyio.BrokenResourceError
         if item:
             d.chunks.append(bytes(item))
+            if d.shaper is not None:
+                d.shaper.sent(len(item))
             d.wake()
         await cancel_shielded_checkpoint()
 
@@ -114,10 +142,15 @@ class MemoryStream(anyio.abc.ByteStream):
         self._out.wake()
         self._in.reader_gone = True
         self._in.chunks.clear()
+        if self._in.shaper is not None:
+            self._in.shaper.closed(self._in.eof)
         self._in.wake()  # a receive of this end in another task ends
 
 
-def memory_pipe() -> tuple[MemoryStream, MemoryStream]:
-    """A new in-memory connection: its two ends."""
-    a_to_b, b_to_a = Direction(), Direction()
+def memory_pipe(
+    *, down: Shaper | None = None, up: Shaper | None = None
+) -> tuple[MemoryStream, MemoryStream]:
+    """A new in-memory connection: its two ends, the client's and the server's (``down``
+    shapes what the server sends, ``up`` what the client sends)."""
+    a_to_b, b_to_a = Direction(up), Direction(down)
     return MemoryStream(b_to_a, a_to_b), MemoryStream(a_to_b, b_to_a)
