@@ -1,7 +1,8 @@
 """One seeded fault schedule: the real share machine and buffer against the model broker.
 
 :func:`run` builds a small world from a seed: two model brokers (Kafka ``version``
-semantics), each leading one partition of a topic with a few records; a member whose
+semantics), each leading one partition of a topic with a few records (two in a quarter
+of the schedules, whose partitions' logs may start far from offset 0); a member whose
 decisions are made by the real :class:`~sharecon._share.machine.ShareMachine` and whose
 records wait in the real :class:`~sharecon._consumer.buffer.DeliveryBuffer`; and an
 application. A single-threaded loop runs events in (virtual time, sequence) order: no
@@ -138,6 +139,7 @@ PRODUCE_EVERY = 0.5  #: while a record waits out its delay, a record is written 
 GATHER_WAIT = 2 * PROGRESS_BOUND
 GATHER_HANDLERS = 2  #: its handlers: ``process(concurrency=2)``
 GATHER_SHARE = 0.1  #: the share of schedules whose application gathers
+WIDE_SHARE = 0.25  #: the share of schedules with two partitions on each broker
 EXPLICIT_SHARE = 0.5  #: the share of schedules whose application answers explicitly
 #: How long a close may take before the consumer gives up waiting for its fetch loops
 #: and leaves the group anyway (its ``close_timeout``, scaled to the schedule's lock).
@@ -316,26 +318,33 @@ class World:
         self.check = Checker()
         self.faults: list[str] = []
         self.quiet = False
+        # In a quarter of the schedules each broker leads two partitions (a share session
+        # of several partitions, some forgotten on a leader move): drawn from a stream of
+        # its own, like their records, so the other draws of a seed stay as they were.
+        prng = random.Random(seed ^ 0x9A27)
+        self.n_partitions = n_parts = 4 if prng.random() < WIDE_SHARE else 2
         self.brokers = {n: ModelBroker(version, node_id=n) for n in NODES}
         for b in self.brokers.values():
-            b.create_topic(TOPIC, 2, TOPIC_ID)
+            b.create_topic(TOPIC, n_parts, TOPIC_ID)
             b.configure_group(GROUP, lock_ms=LOCK_MS, earliest=True, delivery_limit=5)
-        self.tps = [TopicIdPartition(TOPIC_ID, p, TOPIC) for p in (0, 1)]
-        #: the truth: which node leads each partition (partition p starts on node p + 1)
-        self.leader_of = {tp: NODES[tp.partition] for tp in self.tps}
+        self.tps = [TopicIdPartition(TOPIC_ID, p, TOPIC) for p in range(n_parts)]
+        #: the truth: which node leads each partition (partition p starts on node
+        #: p % 2 + 1)
+        self.leader_of = {tp: NODES[tp.partition % 2] for tp in self.tps}
         #: Where each partition's log starts: in half the schedules far from 0 (the log
         #: start after retention deleted older records), so that offsets relative to a
         #: batch's or a segment's first offset differ from absolute ones. Drawn from a
         #: stream of its own, so the other draws of a seed stay as they were.
-        self.log_starts = _log_starts(seed)
+        self.log_starts = _log_starts(seed, n_parts)
         for tp in self.tps:
-            other = self.brokers[NODES[1 - tp.partition]]
-            del other.logs[(TOPIC_ID, tp.partition)]  # only its leader has its log
-            self.brokers[self.leader_of[tp]].logs[(TOPIC_ID, tp.partition)].start = self.log_starts[
-                tp.partition
-            ]
-            for _ in range(rng.randint(1, 2)):
-                self.brokers[self.leader_of[tp]].produce(TOPIC, tp.partition, rng.randint(1, 3))
+            key = (TOPIC_ID, tp.partition)
+            other = self.brokers[NODES[1 - tp.partition % 2]]
+            del other.logs[key]  # only its leader has its log
+            leader = self.brokers[self.leader_of[tp]]
+            leader.logs[key].start = self.log_starts[tp.partition]
+            draw = rng if tp.partition < 2 else prng
+            for _ in range(draw.randint(1, 2)):
+                leader.produce(TOPIC, tp.partition, draw.randint(1, 3))
         renew = self.brokers[1].behaviour.renew
         self.knobs = Knobs(
             delay=rng.choice((0.001, 0.01, 0.05)),
@@ -373,7 +382,7 @@ class World:
         self.crng = crng = random.Random(seed ^ 0xC0C0)
         self.coord = ModelCoordinator(
             GROUP,
-            {TOPIC: (TOPIC_ID, 2)},
+            {TOPIC: (TOPIC_ID, n_parts)},
             node_id=crng.choice(NODES),
             heartbeat_interval_ms=HEARTBEAT_MS,
             session_timeout=SESSION_TIMEOUT,
@@ -1854,14 +1863,15 @@ class _LockBlind:
 _ALARMS = (NoteError, FetchLate, PartitionBlocked)
 
 
-def _log_starts(seed: int) -> tuple[int, int]:
+def _log_starts(seed: int, partitions: int = 2) -> tuple[int, ...]:
     """Each partition's log start offset: 0 in half the schedules, else far from 0 (up
-    to 2**40; ``offset - first`` and ``offset | first`` then mostly disagree), the two
-    partitions apart (an offset of one is no offset of the other)."""
+    to 2**40; ``offset - first`` and ``offset | first`` then mostly disagree), the
+    partitions apart (an offset of one is mostly no offset of another)."""
     orng = random.Random(seed ^ 0x0FF5E7)
     if orng.random() < 0.5:
-        return 0, 0
-    return orng.randrange(1, 1 << 40), orng.randrange(1, 1 << 20)
+        return (0,) * partitions
+    first = (orng.randrange(1, 1 << 40), orng.randrange(1, 1 << 20))
+    return first + tuple(orng.randrange(1, 1 << 30) for _ in range(partitions - 2))
 
 
 def _refusal(resp: Any) -> str | None:
