@@ -110,6 +110,14 @@ PLANTED = {
         "        late = elapsed > self.lock / 1000\n",
         15,
     ),
+    # The failed-renewals counter starts below zero: renewals_failed_total reports one
+    # failure fewer than happened (-1 with none).
+    "renewals-failed-counter-off-by-one": Planted(
+        "_share/machine.py",
+        "        self.renewals_failed = 0\n",
+        "        self.renewals_failed = -1\n",
+        16,
+    ),
 }
 
 _SEARCH = """

@@ -31,8 +31,9 @@ is kept as a :class:`Violation`; the first one ends the schedule.
 14. The member never fails: every fault of a schedule is transient.
 15. Health names a cause only when there is one: once the faults healed, no error noted,
     no fetch late, no partition blocked.
+16. The renewal counters hold what went on the wire.
 
-9 to 15 are checked by :mod:`.world` (they need the brokers' state) through
+9 to 16 are checked by :mod:`.world` (they need the brokers' state) through
 :meth:`Checker.fail`.
 """
 
@@ -56,7 +57,7 @@ ANSWERED = 2  #: the application answered; the outcome is not reported yet
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One broken invariant: its number (0 for a crash, 1-15), when, and what happened."""
+    """One broken invariant: its number (0 for a crash, 1-16), when, and what happened."""
 
     invariant: int
     at: float

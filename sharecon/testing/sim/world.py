@@ -702,6 +702,8 @@ class Member:
         self._got: dict[Any, int] = {}  #: the answer being taken in: its delivery ids
         #: the request whose answer is being taken in (invariant 12)
         self._owed: Wire | None = None
+        #: RENEW acknowledgements the member's requests carried (invariant 16)
+        self.renews_on_wire = 0
         #: per leader, when it last answered with a top-level error (invariant 13)
         self.refused_at: dict[int, float] = {}
         #: the answer being taken in: which of its request's answers the broker took
@@ -878,6 +880,7 @@ class Member:
             port.conn = f"{self.member_id}/{node}/{port.conns}"
         f = loop.sent(w.now)
         wire = Wire(f, a.body, port.conn, self._meant(a.body, node), closing=a.final)
+        self.renews_on_wire += _renewals(a.body)
         port.wire = wire
         w.at(w.now + self._delay(), self._arrive, node, wire)
 
@@ -1174,6 +1177,7 @@ class Member:
                 w.check.taken_in(key, d, self.member_id, node)
         if a.answered and not a.final:
             self._session_agrees(node)
+        self._counters_agree()
         loop = self.loops[node]
         if a.final or loop.phase is not Phase.READY:
             return True
@@ -1197,6 +1201,22 @@ class Member:
                     f"answer, the answer to that request came, and no outcome was reported",
                 )
                 return
+
+    def _counters_agree(self) -> None:
+        """Invariant 16: the renewal counters the consumer reports (``renewals_sent_total``,
+        ``renewals_failed_total``) hold what went on the wire: at least as many renewals
+        counted sent as the member's requests carried, and failed ones between none and
+        those sent."""
+        m = self.machine
+        if not (
+            self.renews_on_wire <= m.renewals_sent and 0 <= m.renewals_failed <= m.renewals_sent
+        ):
+            self.world.check.fail(
+                16,
+                self.world.now,
+                f"the member counts {m.renewals_sent} renewals sent and {m.renewals_failed} "
+                f"failed; its requests carried {self.renews_on_wire}",
+            )
 
     def _session_agrees(self, node: int) -> None:
         """The member's view of its share session with ``node`` is the broker's
@@ -1861,6 +1881,20 @@ class _LockBlind:
 #: error noted, a fetch late or too slow for the lock, a partition blocked as too big
 #: for the link. Once the faults have healed there is none to report.
 _ALARMS = (NoteError, FetchLate, PartitionBlocked)
+
+
+def _renewals(body: ShareFetchRequest | ShareAcknowledgeRequest) -> int:
+    """How many RENEW acknowledgements a request carries (one per record)."""
+    n = 0
+    for t in body.topics:
+        for p in t.partitions:
+            for b in p.acknowledgement_batches:
+                types = b.acknowledge_types
+                if len(types) == 1:
+                    n += (b.last_offset - b.first_offset + 1) if types[0] == 4 else 0
+                else:
+                    n += sum(1 for k in types if k == 4)
+    return n
 
 
 def _log_starts(seed: int, partitions: int = 2) -> tuple[int, ...]:
