@@ -9,9 +9,10 @@ share of it, and runs each mutant in a scratch copy of the checkout (``sharecon/
 running suite) in two stages, each under a timeout:
 
 1. the seeded simulation alone: ``python -m sharecon.testing.sim`` over a bounded range of
-   seeds on each Kafka line given (``--sim-seeds``, ``--versions``), then, with
-   ``--client-seeds N``, the whole-client simulation (``python -m
-   sharecon.testing.sim.client``) over N seeds on each line;
+   seeds on each Kafka line given (``--sim-seeds``, ``--versions``), then with
+   ``--delayed-release`` over ``--delayed-seeds`` seeds on each of those lines that renew
+   locks (4.2 and later), then, with ``--client-seeds N``, the whole-client simulation
+   (``python -m sharecon.testing.sim.client``) over N seeds on each line;
 2. if the simulation did not kill it, the broker-free unit tests (``--tests``, default
    ``tests/share``), the test file named after the module first.
 
@@ -236,6 +237,7 @@ def run_mutant(
     timeout: float,
     unit: bool = True,
     client_seeds: int = 0,
+    delayed_seeds: int = 0,
 ) -> Result:
     """Apply ``mutant`` in ``scratch``, run the stages, restore the module."""
     started = time.monotonic()
@@ -256,6 +258,14 @@ def run_mutant(
             killed, why = scratch.run([*argv, "--version", version], timeout)
             if killed:
                 result.status, result.detail = "sim", f"{version}: {why}"
+                return result
+        for version in versions if delayed_seeds else ():
+            if version in ("4.0", "4.1"):
+                continue  # no lock renewal: no delayed release to simulate
+            argv = [py, "-m", "sharecon.testing.sim", "--start", "0", "--count", str(delayed_seeds)]
+            killed, why = scratch.run([*argv, "--version", version, "--delayed-release"], timeout)
+            if killed:
+                result.status, result.detail = "sim", f"delayed {version}: {why}"
                 return result
         for version in versions if client_seeds else ():
             argv = [py, "-m", "sharecon.testing.sim.client", "--count", str(client_seeds)]
@@ -285,7 +295,8 @@ def summarize(results: Iterable[Result]) -> str:
     out = [
         f"{len(rs)} mutants, {len(rs) - len(competent)} incompetent (do not import), "
         f"{len(competent)} run",
-        f"killed by the simulation alone: {sim}/{len(competent)} ({100 * sim / n:.0f} %)",
+        f"killed by the simulation alone: {sim}/{len(competent)} ({100 * sim / n:.0f} %)"
+        + _by_stage(competent),
         f"killed by simulation + unit tests: {sim + unit}/{len(competent)} "
         f"({100 * (sim + unit) / n:.0f} %)",
     ]
@@ -294,6 +305,17 @@ def summarize(results: Iterable[Result]) -> str:
             tag = "SURVIVED" if r.status == "survived" else "sim survived, unit killed"
             out.append(f"\n{tag}: {r.mutant.name}\n{r.diff.rstrip()}")
     return "\n".join(out)
+
+
+def _by_stage(results: list[Result]) -> str:
+    """Which simulation stage killed how many: the core one (over plain schedules), its
+    delayed-release schedules, the whole-client one."""
+    stages = {"core": 0, "delayed": 0, "whole-client": 0}
+    for r in results:
+        if r.status == "sim":
+            stage = r.detail.split(" ", 1)[0]
+            stages[stage if stage in stages else "core"] += 1
+    return " (" + ", ".join(f"{k} {v}" for k, v in stages.items()) + ")"
 
 
 def _load(paths: Iterable[str]) -> list[Result]:
@@ -317,6 +339,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shard", default="0/1", help="index/count: run every count-th mutant")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per stage")
     ap.add_argument("--sim-seeds", type=int, default=300, help="schedules per Kafka line")
+    ap.add_argument(
+        "--delayed-seeds",
+        type=int,
+        default=100,
+        help="schedules with --delayed-release per Kafka line 4.2+ (0: not run)",
+    )
     ap.add_argument(
         "--client-seeds",
         type=int,
@@ -351,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
                 timeout=args.timeout,
                 unit=not args.no_unit,
                 client_seeds=args.client_seeds,
+                delayed_seeds=args.delayed_seeds,
             )
             results.append(r)
             print(f"[{i}/{len(mine)}] {r.status:11} {r.seconds:6.1f} s  {m.name}", flush=True)

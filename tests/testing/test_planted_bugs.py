@@ -78,6 +78,46 @@ PLANTED = {
         "MAX_EPOCH = 2**31 & 1\n",
         11,
     ),
+    # The answer to a FINAL request is not taken in (its body skipped, as for a stale
+    # answer): the accepts it carried, which the broker applied, are never reported.
+    "final-answer-body-dropped": Planted(
+        "_share/fetch_policy.py",
+        "        return AnswerVerdict(top_level_action(plan.kind, code), code == 0, results)\n",
+        "        return AnswerVerdict(top_level_action(plan.kind, code), False, results)\n",
+        12,
+    ),
+    # A top-level error other than a session's is noted but not backed off from: the
+    # member asks the same broker again at once.
+    "top-level-error-without-back-off": Planted(
+        "_share/machine.py",
+        "            BackOff(leader.node_id, refresh=verdict.action is Action.REFRESH_METADATA)\n",
+        "            NoteError(err)\n",
+        13,
+    ),
+    # A transient top-level error (UNKNOWN_SERVER_ERROR) taken for a fatal one: the
+    # consumer stops.
+    "transient-error-taken-for-fatal": Planted(
+        "_share/fetch_policy.py",
+        "        ErrorCode.UNSUPPORTED_VERSION,\n",
+        "        ErrorCode.UNSUPPORTED_VERSION, ErrorCode.UNKNOWN_SERVER_ERROR,\n",
+        14,
+    ),
+    # A fetch judged late against the lock in milliseconds read as seconds: answers that
+    # took no time are reported late (health() and the log would blame the link).
+    "fetch-late-against-the-lock-misread": Planted(
+        "_share/fetch_size.py",
+        "        late = elapsed > self.lock\n",
+        "        late = elapsed > self.lock / 1000\n",
+        15,
+    ),
+    # The failed-renewals counter starts below zero: renewals_failed_total reports one
+    # failure fewer than happened (-1 with none).
+    "renewals-failed-counter-off-by-one": Planted(
+        "_share/machine.py",
+        "        self.renewals_failed = 0\n",
+        "        self.renewals_failed = -1\n",
+        16,
+    ),
 }
 
 _SEARCH = """

@@ -14,9 +14,10 @@ import random
 import pytest
 
 from sharecon._consumer.delayed import DelayedReleaser, Stepped
+from sharecon.testing.model import RecordState
 from sharecon.testing.sim import MUTANTS, Outcome, first_failure, run, search
 from sharecon.testing.sim.__main__ import main
-from sharecon.testing.sim.world import World
+from sharecon.testing.sim.world import GROUP, World
 
 FIXED = list(range(1000))
 RANDOM = 200
@@ -128,7 +129,7 @@ def test_answers_after_close_taken_by_the_machine_are_caught() -> None:
 def test_the_schedules_lose_the_coordinator_leaders_and_sessions() -> None:
     """The fault list of the issue: lock expiry (slow handlers, stalls), leader moves,
     coordinator loss (unavailable, moved, heartbeats cut until the member is fenced and
-    loses its assignment), session eviction; every schedule keeps every invariant
+    loses its assignment), session eviction, transient top-level errors; every schedule keeps every invariant
     (``test_fixed_seeds_keep_every_invariant``)."""
     kinds: dict[str, int] = {}
     for seed in range(300):
@@ -139,7 +140,8 @@ def test_the_schedules_lose_the_coordinator_leaders_and_sessions() -> None:
             seen.add("fenced")  # the coordinator took the assignment away; the member rejoined
         for k in seen:
             kinds[k] = kinds.get(k, 0) + 1
-    for k in ("coord-down", "coord-move", "coord-cut", "move", "evict", "stall", "fenced"):
+    kinds_ = ("coord-down", "coord-move", "coord-cut", "move", "evict", "stall", "fenced", "error")
+    for k in kinds_:
         assert kinds.get(k, 0) >= 10, (k, kinds)
 
 
@@ -224,19 +226,71 @@ def test_gathering_applications_get_the_records_written_while_they_hold_one() ->
             if not world.knobs.gather:
                 continue
             gathering += 1
-            before = sum(
-                world.brokers[world.leader_of[tp]].logs[(tp.topic_id, tp.partition)].end
-                for tp in world.tps
-            )
+            before = _written(world)
             out = world.run()
             assert out.violation is None, out.replay()
-            after = sum(
-                world.brokers[world.leader_of[tp]].logs[(tp.topic_id, tp.partition)].end
-                for tp in world.tps
-            )
+            after = _written(world)
             assert after > before  # records were written while the last was held
             assert out.handed >= after  # as many hand-outs as records written
     assert gathering >= 20, gathering
+
+
+def _written(world: World) -> int:
+    """How many records the schedule's partitions hold (from their log start)."""
+    logs = [
+        world.brokers[world.leader_of[tp]].logs[(tp.topic_id, tp.partition)] for tp in world.tps
+    ]
+    return sum(log.end - log.start for log in logs)
+
+
+def test_logs_start_far_from_zero_in_half_the_schedules() -> None:
+    """Half the schedules' partitions start their logs far from offset 0 (retention
+    deleted older records), each partition elsewhere: offsets relative to a batch or a
+    ledger segment then differ from absolute ones. Every record of those schedules is
+    accepted or archived at its own offset, none below the log start."""
+    far = 0
+    for seed in range(60):
+        world = World(seed, "4.4", None, None)
+        starts = [
+            world.brokers[world.leader_of[tp]].logs[(tp.topic_id, tp.partition)].start
+            for tp in world.tps
+        ]
+        assert starts == list(world.log_starts)
+        out = world.run()
+        assert out.violation is None, out.replay()
+        if not any(starts):
+            continue
+        far += 1
+        assert all(starts) and len(set(starts)) == len(starts)
+        assert out.handed >= 1
+        for tp, start in zip(world.tps, starts, strict=True):
+            b = world.brokers[world.leader_of[tp]]
+            key = (tp.topic_id, tp.partition)
+            sp = b.partitions[(GROUP, key)]
+            assert sp.start >= start
+            finished = {RecordState.ACKNOWLEDGED, RecordState.ARCHIVED}
+            assert all(sp.state_of(o).state in finished for o in range(start, b.logs[key].end))
+    assert 15 <= far <= 45, far
+
+
+def test_a_quarter_of_the_schedules_have_two_partitions_on_each_leader() -> None:
+    """Some schedules' topic has four partitions, two on each broker: the member's share
+    sessions hold several partitions (and forget one on a leader move). They keep every
+    invariant and every record is finished."""
+    wide = 0
+    for seed in range(80):
+        world = World(seed, "4.4", None, None)
+        if world.n_partitions == 2:
+            continue
+        wide += 1
+        assert len(world.tps) == 4
+        assert {world.leader_of[tp] for tp in world.tps} == {1, 2}
+        before = _written(world)
+        out = world.run()
+        assert out.violation is None, out.replay()
+        assert out.handed >= before
+        assert not world._unfinished()
+    assert 10 <= wide <= 35, wide
 
 
 def test_the_application_takes_records_through_the_consumers_cursor() -> None:

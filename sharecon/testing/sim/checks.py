@@ -24,8 +24,16 @@ is kept as a :class:`Violation`; the first one ends the schedule.
 10. An outcome says what the broker did: an answer it took is reported acknowledged, one
     it refused reported failed.
 11. Once the faults heal (and a settling bound passed), the brokers refuse nothing.
+12. Every answer the broker took is reported: once the answer to the request that carried
+    it is taken in, the delivery it was meant for has ended.
+13. A refusal is backed off from: after a top-level error, the member asks that broker
+    nothing for the back-off's first step.
+14. The member never fails: every fault of a schedule is transient.
+15. Health names a cause only when there is one: once the faults healed, no error noted,
+    no fetch late, no partition blocked.
+16. The renewal counters hold what went on the wire.
 
-9 to 11 are checked by :mod:`.world` (they need the brokers' state) through
+9 to 16 are checked by :mod:`.world` (they need the brokers' state) through
 :meth:`Checker.fail`.
 """
 
@@ -49,7 +57,7 @@ ANSWERED = 2  #: the application answered; the outcome is not reported yet
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One broken invariant: its number (0 for a crash, 1-11), when, and what happened."""
+    """One broken invariant: its number (0 for a crash, 1-16), when, and what happened."""
 
     invariant: int
     at: float

@@ -1,7 +1,8 @@
 """One seeded fault schedule: the real share machine and buffer against the model broker.
 
 :func:`run` builds a small world from a seed: two model brokers (Kafka ``version``
-semantics), each leading one partition of a topic with a few records; a member whose
+semantics), each leading one partition of a topic with a few records (two in a quarter
+of the schedules, whose partitions' logs may start far from offset 0); a member whose
 decisions are made by the real :class:`~sharecon._share.machine.ShareMachine` and whose
 records wait in the real :class:`~sharecon._consumer.buffer.DeliveryBuffer`; and an
 application. A single-threaded loop runs events in (virtual time, sequence) order: no
@@ -44,7 +45,7 @@ from __future__ import annotations
 import heapq
 import random
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
@@ -72,6 +73,7 @@ from sharecon._consumer.fetch_loop import (
 from sharecon._consumer.handout import Handout, owner_of
 from sharecon._consumer.liveness import Liveness
 from sharecon._consumer.membership_loop import Beat, MembershipLoop, Sleep
+from sharecon._share.effects import FetchLate, NoteError, PartitionBlocked
 from sharecon._share.ledger import MarkResult
 from sharecon._share.machine import ShareMachine
 from sharecon._share.membership import EARLY_HEARTBEAT, Membership
@@ -81,7 +83,9 @@ from sharecon.protocol import (
     ShareAcknowledgeRequest,
     ShareFetchRequest,
 )
+from sharecon.protocol import ShareAcknowledgeResponse as ShareAcknowledgeResponseT
 from sharecon.protocol import ShareFetchResponse as ShareFetchResponseT
+from sharecon.protocol.error_codes import ErrorCode
 from sharecon.testing.model import ModelBroker, ModelCoordinator, RecordState
 from sharecon.testing.sim import mutants
 from sharecon.testing.sim.checks import Checker, Violation
@@ -135,6 +139,7 @@ PRODUCE_EVERY = 0.5  #: while a record waits out its delay, a record is written 
 GATHER_WAIT = 2 * PROGRESS_BOUND
 GATHER_HANDLERS = 2  #: its handlers: ``process(concurrency=2)``
 GATHER_SHARE = 0.1  #: the share of schedules whose application gathers
+WIDE_SHARE = 0.25  #: the share of schedules with two partitions on each broker
 EXPLICIT_SHARE = 0.5  #: the share of schedules whose application answers explicitly
 #: How long a close may take before the consumer gives up waiting for its fetch loops
 #: and leaves the group anyway (its ``close_timeout``, scaled to the schedule's lock).
@@ -142,6 +147,9 @@ CLOSE_TIMEOUT = 4 * LOCK
 #: The fetch loops' back-off after a failure: the consumer's (0.1 s doubling to 1 s),
 #: without its jitter, so that a seed's schedule depends on its draws alone.
 FETCH_BACKOFF = Backoff(initial=0.1, maximum=1.0, jitter=0.0)
+#: Invariant 13: after a top-level error, a leader is asked nothing for this long (the
+#: back-off's first step).
+BACKOFF_FIRST = 0.1
 PARAMS = FetchParams(
     max_wait_ms=int(MAX_WAIT * 1000), min_bytes=1, max_bytes=1 << 20, max_records=8, batch_size=8
 )
@@ -234,6 +242,9 @@ class Wire:
     #: offset -> whether the broker took the answer to it (invariant 10), once it has read
     #: the request
     applied: dict[tuple[TopicIdPartition, int], bool] | None = None
+    #: the deliveries whose answers the broker provably took (invariant 12): once this
+    #: request's answer is taken in, each must have ended (its outcome reported)
+    owed: list[tuple[tuple[TopicIdPartition, int], int]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -268,6 +279,9 @@ class Knobs:
     release: float
     reject: float
     refuse: float = 0.0  #: a send fails at once (the broker refuses the connection)
+    #: a request is answered with a transient top-level error, unread (the broker's
+    #: handler failed: UNKNOWN_SERVER_ERROR)
+    busy: float = 0.0
     #: after the faults, the application releases a record with a delay longer than the
     #: lock while a producer keeps writing (``--delayed-release``; renewals: Kafka 4.2+)
     delayed: bool = False
@@ -304,18 +318,33 @@ class World:
         self.check = Checker()
         self.faults: list[str] = []
         self.quiet = False
+        # In a quarter of the schedules each broker leads two partitions (a share session
+        # of several partitions, some forgotten on a leader move): drawn from a stream of
+        # its own, like their records, so the other draws of a seed stay as they were.
+        prng = random.Random(seed ^ 0x9A27)
+        self.n_partitions = n_parts = 4 if prng.random() < WIDE_SHARE else 2
         self.brokers = {n: ModelBroker(version, node_id=n) for n in NODES}
         for b in self.brokers.values():
-            b.create_topic(TOPIC, 2, TOPIC_ID)
+            b.create_topic(TOPIC, n_parts, TOPIC_ID)
             b.configure_group(GROUP, lock_ms=LOCK_MS, earliest=True, delivery_limit=5)
-        self.tps = [TopicIdPartition(TOPIC_ID, p, TOPIC) for p in (0, 1)]
-        #: the truth: which node leads each partition (partition p starts on node p + 1)
-        self.leader_of = {tp: NODES[tp.partition] for tp in self.tps}
+        self.tps = [TopicIdPartition(TOPIC_ID, p, TOPIC) for p in range(n_parts)]
+        #: the truth: which node leads each partition (partition p starts on node
+        #: p % 2 + 1)
+        self.leader_of = {tp: NODES[tp.partition % 2] for tp in self.tps}
+        #: Where each partition's log starts: in half the schedules far from 0 (the log
+        #: start after retention deleted older records), so that offsets relative to a
+        #: batch's or a segment's first offset differ from absolute ones. Drawn from a
+        #: stream of its own, so the other draws of a seed stay as they were.
+        self.log_starts = _log_starts(seed, n_parts)
         for tp in self.tps:
-            other = self.brokers[NODES[1 - tp.partition]]
-            del other.logs[(TOPIC_ID, tp.partition)]  # only its leader has its log
-            for _ in range(rng.randint(1, 2)):
-                self.brokers[self.leader_of[tp]].produce(TOPIC, tp.partition, rng.randint(1, 3))
+            key = (TOPIC_ID, tp.partition)
+            other = self.brokers[NODES[1 - tp.partition % 2]]
+            del other.logs[key]  # only its leader has its log
+            leader = self.brokers[self.leader_of[tp]]
+            leader.logs[key].start = self.log_starts[tp.partition]
+            draw = rng if tp.partition < 2 else prng
+            for _ in range(draw.randint(1, 2)):
+                leader.produce(TOPIC, tp.partition, draw.randint(1, 3))
         renew = self.brokers[1].behaviour.renew
         self.knobs = Knobs(
             delay=rng.choice((0.001, 0.01, 0.05)),
@@ -335,11 +364,16 @@ class World:
         self.srng = srng = random.Random(seed ^ 0x5E4D)
         self.knobs.refuse = srng.choice((0.0, 0.0, 0.03, 0.1))
         self.knobs.delayed = delayed and self.brokers[1].behaviour.renew
+        # Top-level errors: a stream of their own too.
+        self.erng = erng = random.Random(seed ^ 0xE440)
+        self.knobs.busy = erng.choice((0.0, 0.0, 0.05, 0.15))
         #: when the last fault heals (the coordinator's may outlast the fault window)
         self.heal_at = FAULT_WINDOW
         #: since when a record has been available at its leader with none handed out
         self.waiting_since: float | None = None
         self.max_wait = 0.0  #: the longest such wait seen after the heal
+        #: the schedule is not over before this: a producer writes until then
+        self.writing_until = 0.0
         for _ in range(rng.randint(0, 3)):
             kind = rng.choice(("cut", "move", "evict", "cut-all"))
             self.at(rng.uniform(0.0, FAULT_WINDOW), self._fault, kind)
@@ -348,7 +382,7 @@ class World:
         self.crng = crng = random.Random(seed ^ 0xC0C0)
         self.coord = ModelCoordinator(
             GROUP,
-            {TOPIC: (TOPIC_ID, 2)},
+            {TOPIC: (TOPIC_ID, n_parts)},
             node_id=crng.choice(NODES),
             heartbeat_interval_ms=HEARTBEAT_MS,
             session_timeout=SESSION_TIMEOUT,
@@ -415,6 +449,8 @@ class World:
         )
 
     def _finished(self) -> bool:
+        if self.now < self.writing_until:
+            return False  # a producer still has records to write
         m = self.member
         if m.app_busy or len(m.buffer) or m.machine.pending_acks() or self.check.live:
             return False
@@ -443,6 +479,7 @@ class World:
         if self.knobs.delayed:
             self.member.delay_next = True
             self.at(self.now + PRODUCE_EVERY, self._produce, self.now + DELAY)
+            self.writing_until = self.now + DELAY
         if self.knobs.gather:
             self._write_while_gathering()
 
@@ -464,6 +501,7 @@ class World:
         for _ in range(grng.randint(1, 2)):
             t += grng.uniform(0.5, PROGRESS_BOUND)
             self.at(t, self._write_one, grng.choice(self.tps))
+        self.writing_until = t
 
     def _write_one(self, tp: TopicIdPartition) -> None:
         """A producer writes one record to ``tp``."""
@@ -662,6 +700,12 @@ class Member:
             self.machine.handlers = GATHER_HANDLERS
         self._released = False
         self._got: dict[Any, int] = {}  #: the answer being taken in: its delivery ids
+        #: the request whose answer is being taken in (invariant 12)
+        self._owed: Wire | None = None
+        #: RENEW acknowledgements the member's requests carried (invariant 16)
+        self.renews_on_wire = 0
+        #: per leader, when it last answered with a top-level error (invariant 13)
+        self.refused_at: dict[int, float] = {}
         #: the answer being taken in: which of its request's answers the broker took
         self._applied: dict[Any, bool] | None = None
         #: The record the application is answering now, and its delivery: a lock loss
@@ -816,6 +860,14 @@ class Member:
         port = self.ports[node]
         loop = self.loops[node]
         port.wake_at = None  # a wake-up still pending finds the request in flight
+        refused = self.refused_at.pop(node, None)
+        if refused is not None and not a.final and w.now - refused < BACKOFF_FIRST - 1e-9:
+            w.check.fail(
+                13,
+                w.now,
+                f"node {node} refused a request at t={refused:.3f} (a top-level error); "
+                f"the member asked it again {w.now - refused:.3f} s later, before its back-off",
+            )
         if not a.final and not w.quiet and w.srng.random() < w.knobs.refuse:
             w.faults.append(f"refused@{w.now:.2f}")
             if port.conn is not None:
@@ -828,6 +880,7 @@ class Member:
             port.conn = f"{self.member_id}/{node}/{port.conns}"
         f = loop.sent(w.now)
         wire = Wire(f, a.body, port.conn, self._meant(a.body, node), closing=a.final)
+        self.renews_on_wire += _renewals(a.body)
         port.wire = wire
         w.at(w.now + self._delay(), self._arrive, node, wire)
 
@@ -863,8 +916,31 @@ class Member:
             return
         broker = w.brokers[node]
         body = wire.body
+        k = w.knobs
+        if (
+            k.busy
+            and not w.quiet
+            and not wire.closing
+            and wire.f.plan.epoch > 0
+            and w.erng.random() < k.busy
+        ):
+            # The broker's handler fails before it reads the request: a top-level error,
+            # nothing applied, nothing acquired, its session's epoch not moved (the
+            # member's next request is then refused with INVALID_SHARE_SESSION_EPOCH and
+            # it opens a new session). Not for a request that opens a session: the
+            # broker's older session of the member could then match the epoch the member
+            # moves to, with other partitions.
+            w.faults.append(f"error@{w.now:.2f}")
+            wire.applied = {}
+            code = ErrorCode.UNKNOWN_SERVER_ERROR
+            resp: ShareFetchResponse | ShareAcknowledgeResponse = (
+                ShareFetchResponseT(error_code=code)
+                if isinstance(body, ShareFetchRequest)
+                else ShareAcknowledgeResponseT(error_code=code)
+            )
+            w.at(w.now + w.erng.uniform(0.0, k.delay), self._answer, node, wire, resp, {})
+            return
         watched = self._before(broker, wire)
-        resp: ShareFetchResponse | ShareAcknowledgeResponse
         if isinstance(body, ShareFetchRequest):
             resp = broker.share_fetch(body, wire.conn, w.now)
         else:
@@ -884,7 +960,6 @@ class Member:
                 delay += wait
         else:
             got = {}
-        k = w.knobs
         if not w.quiet and not wire.closing:
             r = w.rng.random()
             if r < k.drop:
@@ -954,6 +1029,11 @@ class Member:
             if not wire.closing:
                 applied[key] = True
             accepted = st is None or st.state is RecordState.ACKNOWLEDGED
+            meant = wire.meant[key]
+            if meant is not None and (accepted or not wire.closing):
+                # Invariant 12: an accept is proof even in a FINAL request (closing the
+                # session releases records, it accepts none).
+                wire.owed.append((key, meant))
             check.applied(key, wire.meant[key], accepted, w.now)
         # Renewals move the broker's deadline.
         for t in wire.body.topics:
@@ -1061,8 +1141,12 @@ class Member:
                     f"node {node} refused a {type(wire.body).__name__[:-7]} with {refused} "
                     f"{w.now - w.heal_at:.2f} s after the faults healed",
                 )
+        if resp.error_code and not wire.closing:
+            # Invariant 13: the next request to this leader waits out the back-off.
+            self.refused_at[node] = w.now
         self._got = got
         self._applied = wire.applied
+        self._owed = wire
         try:
             loop.answered(resp, NAMES, w.now)
             self._drive(node)
@@ -1076,6 +1160,11 @@ class Member:
         got = self._got
         self._got = {}
         f = a.f
+        owed = self._owed
+        if owed is not None and owed.f is f:
+            self._owed = None
+            if a.answered:
+                self._reported(owed)
         if (
             a.ok
             and self.closing
@@ -1088,6 +1177,7 @@ class Member:
                 w.check.taken_in(key, d, self.member_id, node)
         if a.answered and not a.final:
             self._session_agrees(node)
+        self._counters_agree()
         loop = self.loops[node]
         if a.final or loop.phase is not Phase.READY:
             return True
@@ -1095,6 +1185,38 @@ class Member:
             return True  # the loop stops now
         self._wake(node)
         return False
+
+    def _reported(self, wire: Wire) -> None:
+        """Invariant 12: every answer the broker took in ``wire``'s request has its
+        outcome reported once that request's answer is taken in: the delivery it was
+        meant for has ended (the application's ``on_acknowledged`` heard of it)."""
+        check = self.world.check
+        for key, d in wire.owed:
+            if check.is_open(key, d):
+                tp, o = key
+                check.fail(
+                    12,
+                    self.world.now,
+                    f"{tp.topic}-{tp.partition}@{o} (delivery {d}): the broker took its "
+                    f"answer, the answer to that request came, and no outcome was reported",
+                )
+                return
+
+    def _counters_agree(self) -> None:
+        """Invariant 16: the renewal counters the consumer reports (``renewals_sent_total``,
+        ``renewals_failed_total``) hold what went on the wire: at least as many renewals
+        counted sent as the member's requests carried, and failed ones between none and
+        those sent."""
+        m = self.machine
+        if not (
+            self.renews_on_wire <= m.renewals_sent and 0 <= m.renewals_failed <= m.renewals_sent
+        ):
+            self.world.check.fail(
+                16,
+                self.world.now,
+                f"the member counts {m.renewals_sent} renewals sent and {m.renewals_failed} "
+                f"failed; its requests carried {self.renews_on_wire}",
+            )
 
     def _session_agrees(self, node: int) -> None:
         """The member's view of its share session with ``node`` is the broker's
@@ -1171,8 +1293,10 @@ class Member:
         """The buffer dropped the partition's chunks (the checker heard of each record)."""
 
     def fail(self, error: errors.KafkaError) -> None:
-        """The consumer fails: it closes."""
+        """The consumer fails: it closes. Invariant 14: every fault of a schedule is
+        transient, so the member never fails."""
         w = self.world
+        w.check.fail(14, w.now, f"the member failed: {type(error).__name__}: {error}")
         self.failed = True
         w.faults.append(f"fail({error})@{w.now:.2f}")
         self.close()
@@ -1183,7 +1307,21 @@ class Member:
 
     def other(self, e: Effect) -> None:
         """Errors kept, counters, log lines, dead letters, batch acquisition's release:
-        not simulated."""
+        not simulated, but what ``health()`` would say is checked (invariant 15)."""
+        w = self.world
+        if (
+            type(e) in _ALARMS
+            and w.quiet
+            and w.now >= w.heal_at + SETTLE
+            and not self.closing
+            and w.check.violation is None
+        ):
+            w.check.fail(
+                15,
+                w.now,
+                f"{w.now - w.heal_at:.2f} s after the faults healed, over a link that "
+                f"answers at once, the member reported {e!r:.200}",
+            )
 
     def _outcome(self, r: AckResult, lost: bool, node: int | None) -> None:
         w = self.world
@@ -1737,6 +1875,37 @@ class _LockBlind:
         self, clock: Callable[[], float], now: float | None = None
     ) -> Record[Any, Any] | None:
         return cast("Record[Any, Any] | None", self.member._pop_mutant(clock))
+
+
+#: Invariant 15: what the consumer keeps for ``health()`` and its log as a problem: an
+#: error noted, a fetch late or too slow for the lock, a partition blocked as too big
+#: for the link. Once the faults have healed there is none to report.
+_ALARMS = (NoteError, FetchLate, PartitionBlocked)
+
+
+def _renewals(body: ShareFetchRequest | ShareAcknowledgeRequest) -> int:
+    """How many RENEW acknowledgements a request carries (one per record)."""
+    n = 0
+    for t in body.topics:
+        for p in t.partitions:
+            for b in p.acknowledgement_batches:
+                types = b.acknowledge_types
+                if len(types) == 1:
+                    n += (b.last_offset - b.first_offset + 1) if types[0] == 4 else 0
+                else:
+                    n += sum(1 for k in types if k == 4)
+    return n
+
+
+def _log_starts(seed: int, partitions: int = 2) -> tuple[int, ...]:
+    """Each partition's log start offset: 0 in half the schedules, else far from 0 (up
+    to 2**40; ``offset - first`` and ``offset | first`` then mostly disagree), the
+    partitions apart (an offset of one is mostly no offset of another)."""
+    orng = random.Random(seed ^ 0x0FF5E7)
+    if orng.random() < 0.5:
+        return (0,) * partitions
+    first = (orng.randrange(1, 1 << 40), orng.randrange(1, 1 << 20))
+    return first + tuple(orng.randrange(1, 1 << 30) for _ in range(partitions - 2))
 
 
 def _refusal(resp: Any) -> str | None:
