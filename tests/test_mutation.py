@@ -46,8 +46,8 @@ PINNED = [
     (
         "sharecon/_share/ledger.py",
         "core/ReplaceComparisonOperator_LtE_Gt",
-        "delivery is not None and not delivery[0] <= seg.seq <= delivery[1]",
-        "delivery is not None and not delivery[0] > seg.seq <= delivery[1]",
+        "if of_delivery and not lo <= seg.seq <= hi:",
+        "if of_delivery and not lo > seg.seq <= hi:",
     ),
     (
         "sharecon/_share/session.py",
