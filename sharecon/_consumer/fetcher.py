@@ -48,6 +48,7 @@ from sharecon._share.effects import Rediscover
 from sharecon._share.leader_search import LeaderSearch, unrouted
 from sharecon._share.requests import acknowledge_codes, fetch_ack_codes
 from sharecon._share.session import RequestKind
+from sharecon.types import TopicIdPartition
 
 if TYPE_CHECKING:
     import uuid
@@ -406,8 +407,8 @@ class FetcherPool:
         core = self.core
         missing = False
         for tp in core.assignment:
-            leader = core.leader(tp)
-            if leader is None or leader < 0:
+            leader = core.leader(tp)  # None while unknown (never negative)
+            if leader is None:
                 missing = True
             elif leader not in self._fetchers:
                 fetcher = NodeFetcher(core, leader, self)
@@ -429,18 +430,19 @@ class FetcherPool:
         try:
             while self._running():
                 missing = unrouted(core.assignment, core.cluster.metadata.leader_for)
+                looked = search.lookups
                 wait = search.next_wait(bool(missing))
                 if wait is None:
-                    if search.lookups:
+                    if looked:
                         logger.info(
                             "share consumer %s: every partition has a leader again", core.member_id
                         )
                     return
-                if search.lookups == 1:
+                if not looked:
                     logger.info(
                         "share consumer %s: no leader known for %s; looking again",
                         core.member_id,
-                        ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing),
+                        ", ".join(f"{tp.topic or tp.topic_id}-{tp.partition}" for tp in missing),
                     )
                 await anyio.sleep(wait)
                 try:
@@ -448,10 +450,28 @@ class FetcherPool:
                         core.membership.topics, topic_ids={tp.topic_id for tp in missing}
                     )
                 except errors.KafkaError as exc:
-                    logger.debug("looking for leaders: metadata refresh failed: %s", exc)
+                    # Kept looking (a task of the consumer's group must not raise); one that
+                    # retrying cannot fix is said where it can be seen.
+                    level = logging.DEBUG if exc.retriable else logging.INFO
+                    logger.log(level, "looking for leaders: metadata refresh failed: %s", exc)
+                self._name_assignment()
                 self.ensure()
         finally:
             self._searching = False
+
+    def _name_assignment(self) -> None:
+        # An assignment taken while its metadata could not be read (heartbeat._assign)
+        # has partitions without their topic's name: named once the metadata knows it.
+        core = self.core
+        if all(tp.topic is not None for tp in core.assignment):
+            return
+        names = core.cluster.metadata.topic_names
+        core.assignment = frozenset(
+            tp
+            if tp.topic is not None
+            else TopicIdPartition(tp.topic_id, tp.partition, names.get(tp.topic_id))
+            for tp in core.assignment
+        )
 
     def wake(self, node_id: int | None = None) -> None:
         """Wake one fetcher (or all of them)."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sharecon._backoff import Backoff
+from sharecon._backoff import RETRY_BACKOFF, Backoff
 
 if TYPE_CHECKING:
     import uuid
@@ -35,8 +35,9 @@ if TYPE_CHECKING:
 
 __all__ = ["SEARCH_BACKOFF", "LeaderSearch", "unrouted"]
 
-#: Between two lookups while a partition has no known leader (rule 2).
-SEARCH_BACKOFF = Backoff(initial=0.1, maximum=1.0)
+#: Between two lookups while a partition has no known leader (rule 2): the retry backoff
+#: every other request uses.
+SEARCH_BACKOFF = RETRY_BACKOFF
 
 
 def unrouted(

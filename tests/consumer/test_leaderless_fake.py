@@ -94,3 +94,5 @@ async def test_an_assignment_whose_metadata_cannot_be_read_is_taken_all_the_same
                 record = await consumer.__anext__()
             assert record.value == b"x"
             assert consumer.health().failed is None
+            # Taken without its topic's name, the assignment is named once it is known.
+            assert {tp.topic for tp in consumer.assignment} == {"t"}

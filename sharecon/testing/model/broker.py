@@ -465,8 +465,8 @@ class ModelBroker:
                         partition_index=p.partition_index,
                         error_code=err,
                         current_leader=AckLeader(
-                            leader_id=self.leader_of(tp).leader_id,
-                            leader_epoch=self.leader_of(tp).leader_epoch,
+                            leader_id=(leader := self.leader_of(tp)).leader_id,
+                            leader_epoch=leader.leader_epoch,
                         ),
                     )
                 )
