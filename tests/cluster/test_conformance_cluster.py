@@ -1,9 +1,11 @@
 """Differential conformance across a leader change: the scenarios that move a partition's
-leader (``scenarios.CLUSTER_SCENARIOS``), on the model and on the session's three-broker
-cluster, where leadership moves with ``KafkaCluster.move_leader`` (a replica reorder and
-a preferred-leader election; no broker stops). The new leader builds the share partition
-from the persisted state: acquisitions are forgotten and come back with the same count,
-acknowledgements and releases survive."""
+leader or leave it without one (``scenarios.CLUSTER_SCENARIOS``), on the model and on the
+session's three-broker cluster. Leadership moves with ``KafkaCluster.move_leader`` (a
+replica reorder and a preferred-leader election; no broker stops); a one-replica
+partition is left without a leader by stopping its broker cleanly, then starting it
+again. The new leader builds the share partition from the persisted state: acquisitions
+are forgotten and come back with the same count, acknowledgements and releases
+survive."""
 
 from __future__ import annotations
 
@@ -42,15 +44,34 @@ async def test_the_model_answers_as_the_cluster_does_across_a_leader_move(
             to = next(b.node_id for b in kafka_cluster.brokers if b.node_id != leader)
             kafka_cluster.move_leader(topic, partition, to)
 
+    def stop(node_id: int) -> None:
+        kafka_cluster.broker(node_id).stop()
+
+    def start_again(node_id: int) -> None:
+        kafka_cluster.broker(node_id).start()
+
     scenarios = cluster_scenarios_for(version)
     start = time.monotonic()
-    # One scenario at a time: each one's locks (MOVE_LOCK) must outlast its own move only.
-    outcomes = await compare(
-        kafka_cluster.bootstrap, version, scenarios=scenarios, move_leader=move, concurrency=1
-    )
+    try:
+        # One scenario at a time: each one's locks (MOVE_LOCK) must outlast its own move
+        # only, and a stopped broker must not be another scenario's leader.
+        outcomes = await compare(
+            kafka_cluster.bootstrap,
+            version,
+            scenarios=scenarios,
+            move_leader=move,
+            stop_broker=stop,
+            start_broker=start_again,
+            concurrency=1,
+        )
+    finally:
+        # Whatever happened, the session's cluster is whole for the tests after this one.
+        for broker in kafka_cluster.brokers:
+            broker.start()
+        kafka_cluster.wait_in_sync()
     took = time.monotonic() - start
     print(f"leader-move conformance on {version}: {len(outcomes)} scenarios in {took:.1f} s")
-    assert len(outcomes) == len(scenarios) >= 3
+    assert len(outcomes) == len(scenarios) >= 4
     wrong = [
         o.explain() + ("" if o.seconds < 50 else f"\n  (it took {o.seconds:.0f} s: near the lock)")
         for o in outcomes

@@ -25,6 +25,7 @@ import anyio.to_thread
 from sharecon._net.connect import ConnectionConfig, open_connection
 from sharecon._net.connection import BrokerAddress, BrokerConnection
 from sharecon.protocol.messages.find_coordinator import FindCoordinatorRequest
+from sharecon.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from sharecon.protocol.messages.produce import (
     PartitionProduceData,
     ProduceRequest,
@@ -42,11 +43,14 @@ from sharecon.testing.conformance.scenario import (
     Ack,
     Disconnect,
     Fetch,
+    LookUp,
     MoveLeader,
     NewSession,
     Observation,
     Produce,
     Scenario,
+    StartLeader,
+    StopLeader,
     Wait,
     member_id,
 )
@@ -75,6 +79,11 @@ class BrokerTarget:
     #: ``move_leader(topic, partition)``: make another broker lead it (blocking; run in a
     #: worker thread). ``None`` on a single broker: a scenario that moves one fails.
     move_leader: Callable[[str, int], None] | None = None
+    #: ``stop_broker(node_id)`` / ``start_broker(node_id)``: stop a broker cleanly, start it
+    #: again (blocking; run in a worker thread), for :class:`~.scenario.StopLeader` and
+    #: :class:`~.scenario.StartLeader`. ``None`` on a single broker.
+    stop_broker: Callable[[int], None] | None = None
+    start_broker: Callable[[int], None] | None = None
 
     @property
     def address(self) -> BrokerAddress:
@@ -97,6 +106,20 @@ async def _leader(target: BrokerTarget, topic: str, topic_id: uuid.UUID) -> Brok
             return meta.brokers[leader]
         await anyio.sleep(0.2)
     raise AssertionError(f"{topic}-0 has no leader")
+
+
+async def _leaderless(
+    target: BrokerTarget, topic: str, topic_id: uuid.UUID, stopped: int
+) -> BrokerAddress:
+    """Wait until the metadata names no leader for partition 0 of ``topic`` (its broker
+    ``stopped``); return the address of a broker that is up."""
+    for _ in range(150):
+        meta = await target.admin.metadata([topic])
+        others = [a for n, a in sorted(meta.brokers.items()) if n != stopped]
+        if meta.leader_for(topic_id, 0) is None and others:
+            return others[0]
+        await anyio.sleep(0.2)
+    raise AssertionError(f"{topic}-0 still has a leader after broker {stopped} stopped")
 
 
 @dataclass(slots=True)
@@ -206,6 +229,17 @@ async def run_on_broker(target: BrokerTarget, scenario: Scenario) -> list[Observ
     await _join(target, spare, group, member_id(), topic)
     members: dict[str, _Member] = {}
     out: list[Observation] = []
+    stopped: int | None = None  # the broker StopLeader stopped
+
+    async def turn_to(address: BrokerAddress) -> None:
+        # Every member and the producer to ``address``, on new connections (epoch 0); the
+        # old ones are closed at the end, as after a leader move.
+        nonlocal producer
+        spare.append(producer)
+        producer = await _connect(target, address)
+        for m in members.values():
+            spare.append(m.conn)
+            m.conn, m.epoch = await _connect(target, address), 0
 
     async def member(name: str) -> _Member:
         m = members.get(name)
@@ -236,11 +270,34 @@ async def run_on_broker(target: BrokerTarget, scenario: Scenario) -> list[Observ
                 if new_leader == leader:
                     raise AssertionError(f"the leader of {topic}-0 did not move")
                 leader = new_leader
-                spare.append(producer)
-                producer = await _connect(target, leader)
-                for m in members.values():
-                    spare.append(m.conn)
-                    m.conn, m.epoch = await _connect(target, leader), 0
+                await turn_to(leader)
+            elif isinstance(step, StopLeader):
+                if target.stop_broker is None:
+                    raise AssertionError(f"{scenario.name} stops a broker: it needs a cluster")
+                stopped = leader.node_id
+                await anyio.to_thread.run_sync(target.stop_broker, stopped)
+                leader = await _leaderless(target, topic, topic_id, stopped)
+                await turn_to(leader)
+            elif isinstance(step, StartLeader):
+                if target.start_broker is None or stopped is None:
+                    raise AssertionError(f"{scenario.name} starts a broker it did not stop")
+                await anyio.to_thread.run_sync(target.start_broker, stopped)
+                leader = await _leader(target, topic, topic_id)
+                await turn_to(leader)
+            elif isinstance(step, LookUp):
+                m = await member(step.member)
+                meta = await m.conn.request(
+                    MetadataRequest(
+                        topics=(MetadataRequestTopic(name=topic),),
+                        allow_auto_topic_creation=False,
+                    ),
+                    timeout=20,
+                )
+                t = meta.topics[0]
+                p = t.partitions[0] if t.partitions else None
+                code = t.error_code or (p.error_code if p is not None else 0)
+                named = p is not None and p.leader_id >= 0
+                out.append(Observation(i, "metadata", step.member, code, leader=named))
             elif isinstance(step, Fetch):
                 m = await member(step.member)
                 epoch = -1 if step.final else (m.epoch if step.epoch is None else step.epoch)

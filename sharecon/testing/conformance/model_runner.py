@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sharecon.protocol.error_codes import ErrorCode
 from sharecon.protocol.messages.share_acknowledge import (
     AcknowledgementBatch as AckBatch,
 )
@@ -25,11 +26,14 @@ from sharecon.testing.conformance.scenario import (
     AckRange,
     Disconnect,
     Fetch,
+    LookUp,
     MoveLeader,
     NewSession,
     Observation,
     Produce,
     Scenario,
+    StartLeader,
+    StopLeader,
     Wait,
     member_id,
 )
@@ -104,16 +108,23 @@ def acknowledge_request(
 def observe_fetch(index: int, member: str, response: ShareFetchResponse) -> Observation:
     """What a ShareFetch answer shows, for comparison."""
     acquired: list[tuple[int, int]] = []
-    ack_error = 0
+    ack_error = part_error = 0
     for t in response.responses:
         for p in t.partitions:
             ack_error = ack_error or p.acknowledge_error_code
+            part_error = part_error or p.error_code
             for r in p.acquired_records:
                 acquired.extend(
                     (o, r.delivery_count) for o in range(r.first_offset, r.last_offset + 1)
                 )
     return Observation(
-        index, "fetch", member, response.error_code, ack_error, tuple(sorted(acquired))
+        index,
+        "fetch",
+        member,
+        response.error_code,
+        ack_error,
+        tuple(sorted(acquired)),
+        partition_error=part_error,
     )
 
 
@@ -174,6 +185,22 @@ def run_on_model(scenario: Scenario, version: str) -> list[Observation]:
             for m in members.values():
                 connections += 1
                 m.connection, m.epoch = f"c{connections}", 0
+        elif isinstance(step, StopLeader | StartLeader):
+            # The model plays every broker: the one that stopped (the share partition
+            # dropped, as in a leader move; then no leader), the others the members turn
+            # to meanwhile, and the restarted leader; each turn is a new session.
+            if isinstance(step, StopLeader):
+                broker.withdraw_leader("t", 0, now)
+            else:
+                broker.restore_leader("t", 0, now)
+            for m in members.values():
+                connections += 1
+                m.connection, m.epoch = f"c{connections}", 0
+        elif isinstance(step, LookUp):
+            member(step.member)
+            named = broker.leader_of((topic_id, 0)).leader_id >= 0
+            code = 0 if named else ErrorCode.LEADER_NOT_AVAILABLE
+            out.append(Observation(i, "metadata", step.member, code, leader=named))
         elif isinstance(step, Fetch):
             m = member(step.member)
             epoch = -1 if step.final else (m.epoch if step.epoch is None else step.epoch)

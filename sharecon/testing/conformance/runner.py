@@ -52,6 +52,8 @@ async def compare(
     scenarios: list[Scenario] | None = None,
     concurrency: int = 8,
     move_leader: Callable[[str, int], None] | None = None,
+    stop_broker: Callable[[int], None] | None = None,
+    start_broker: Callable[[int], None] | None = None,
 ) -> list[Outcome]:
     """Play ``scenarios`` (default: every one meant for ``version``) on the broker at
     ``bootstrap`` (Kafka ``version``) and on the model; return one outcome per scenario,
@@ -59,13 +61,23 @@ async def compare(
     topic and group, and most of their time is spent waiting for locks to end).
 
     ``move_leader(topic, partition)`` moves a partition's leadership (blocking; a
-    cluster's, for the scenarios of :func:`~.scenarios.cluster_scenarios_for`)."""
+    cluster's, for the scenarios of :func:`~.scenarios.cluster_scenarios_for`);
+    ``stop_broker(node_id)`` and ``start_broker(node_id)`` stop a broker cleanly and start
+    it again (blocking), for the scenarios that leave a partition without a leader."""
     chosen = scenarios if scenarios is not None else scenarios_for(version)
     results: dict[str, Outcome] = {}
     limiter = anyio.CapacityLimiter(concurrency)
     async with Admin(bootstrap, client_id="conformance-admin") as admin:
         async with anyio.create_task_group() as connections:
-            target = BrokerTarget(bootstrap, version, admin, connections, move_leader=move_leader)
+            target = BrokerTarget(
+                bootstrap,
+                version,
+                admin,
+                connections,
+                move_leader=move_leader,
+                stop_broker=stop_broker,
+                start_broker=start_broker,
+            )
 
             async def one(scenario: Scenario) -> None:
                 async with limiter:

@@ -19,12 +19,15 @@ __all__ = [
     "Ack",
     "Disconnect",
     "Fetch",
+    "LookUp",
     "MoveLeader",
     "NewSession",
     "Observation",
     "Produce",
     "Scenario",
+    "StartLeader",
     "Step",
+    "StopLeader",
     "Wait",
     "member_id",
 ]
@@ -112,7 +115,42 @@ class MoveLeader:
     in a scenario with ``cluster=True`` (a broker target of two brokers or more)."""
 
 
-Step = Produce | Fetch | Ack | Wait | Disconnect | NewSession | MoveLeader
+@dataclass(frozen=True, slots=True)
+class StopLeader:
+    """The broker leading the partition, its only replica, shuts down cleanly: the
+    partition has no leader until :class:`StartLeader`. Its share partition is gone with
+    the broker (acquisitions forgotten; what was acknowledged or released is persisted).
+    Every member's next request goes to another broker, which is up, on a new connection
+    with epoch 0. Only in a scenario with ``cluster=True``."""
+
+
+@dataclass(frozen=True, slots=True)
+class StartLeader:
+    """The broker :class:`StopLeader` stopped starts again and leads the partition once
+    more (under a new leader epoch); every member's next request goes to it on a new
+    connection with epoch 0."""
+
+
+@dataclass(frozen=True, slots=True)
+class LookUp:
+    """``member`` asks for the topic's metadata on its connection: observed as the
+    partition's error code and whether a leader is named."""
+
+    member: str
+
+
+Step = (
+    Produce
+    | Fetch
+    | Ack
+    | Wait
+    | Disconnect
+    | NewSession
+    | MoveLeader
+    | StopLeader
+    | StartLeader
+    | LookUp
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,11 +166,19 @@ class Observation:
     error: int = 0
     ack_error: int = 0
     acquired: tuple[tuple[int, int], ...] = ()
+    #: for a :class:`LookUp`: whether the metadata named a leader
+    leader: bool | None = None
+    #: the first partition-level error code of a fetch's answer (0: none)
+    partition_error: int = 0
 
     def __str__(self) -> str:
+        if self.leader is not None:
+            named = "a leader" if self.leader else "no leader"
+            return f"#{self.step} {self.kind}({self.member}) error={self.error} {named}"
         got = ",".join(f"{o}@{c}" for o, c in self.acquired)
+        part = f" partition_error={self.partition_error}" if self.partition_error else ""
         return (
-            f"#{self.step} {self.kind}({self.member}) error={self.error} "
+            f"#{self.step} {self.kind}({self.member}) error={self.error}{part} "
             f"ack_error={self.ack_error} acquired=[{got}]"
         )
 
@@ -145,8 +191,8 @@ class Scenario:
     :ivar renew_enabled: ``share.renew.acknowledge.enable`` (set only on 4.3+).
     :ivar min_minor: the oldest Kafka 4.x line the scenario applies to.
     :ivar max_minor: the newest.
-    :ivar cluster: it moves the partition's leader (:class:`MoveLeader`): it needs a
-        cluster, so :func:`~.scenarios.scenarios_for` leaves it out and
+    :ivar cluster: it moves the partition's leader (:class:`MoveLeader`) or stops it
+        (:class:`StopLeader`): it needs a cluster, so :func:`~.scenarios.scenarios_for` leaves it out and
         :func:`~.scenarios.cluster_scenarios_for` lists it.
     """
 

@@ -17,10 +17,13 @@ from sharecon.testing.conformance.scenario import (
     Ack,
     Disconnect,
     Fetch,
+    LookUp,
     MoveLeader,
     NewSession,
     Produce,
     Scenario,
+    StartLeader,
+    StopLeader,
     Wait,
 )
 
@@ -396,6 +399,27 @@ CLUSTER_SCENARIOS: tuple[Scenario, ...] = (
         lock_ms=MOVE_LOCK,
         cluster=True,
         doc="The member takes the records again at the new leader and accepts them there.",
+    ),
+    Scenario(
+        "leaderless-then-back",
+        (
+            Produce(3),
+            Fetch("a"),
+            Ack("a", ((0, 0, ACCEPT), (1, 1, RELEASE))),
+            StopLeader(),
+            LookUp("a"),
+            Fetch("a", expect=False),
+            StartLeader(),
+            LookUp("a"),
+            Fetch("a"),
+        ),
+        lock_ms=MOVE_LOCK,
+        cluster=True,
+        doc="While its only broker is down the partition has no leader (LEADER_NOT_AVAILABLE "
+        "in the metadata, no leader named) and another broker does not serve it; once the "
+        "broker is back, what was accepted or released is kept and the acquisition is "
+        "forgotten (what sharecon's leader search, sharecon/_share/leader_search.py, is "
+        "tested against in the simulation).",
     ),
 )
 

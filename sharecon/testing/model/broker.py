@@ -284,12 +284,27 @@ class ModelBroker:
             self._drop_partition(key, now, "leader changed")
 
     def withdraw_leader(self, topic: str, partition: int, now: float) -> None:
-        """The partition loses its leader (the broker that led it shut down, an election is
-        under way): its share partitions are dropped as in :meth:`move_leader`, and until
+        """The partition loses its leader: the broker that led it shuts down cleanly. That
+        broker closes its connections first, so what its sessions held of the partition is
+        released and persisted as a closing session releases it (on 4.2+ with the count
+        it was acquired with: the next delivery counts one more; held against a real
+        cluster by the conformance scenario ``leaderless-then-back``). Then its share
+        partitions are dropped as in :meth:`move_leader`, and until
         :meth:`restore_leader` every fetch and acknowledgement of it is answered
         NOT_LEADER_OR_FOLLOWER with no leader named (-1, -1)."""
+        self.advance(now)
+        tp = (self.topics[topic], partition)
+        for (group, of), sp in list(self.partitions.items()):
+            if of != tp:
+                continue
+            holders = {st.member for st in sp.states.values() if st.state is RecordState.ACQUIRED}
+            for member in sorted(holders):
+                sp.release_member(
+                    member, decrement=self.behaviour.session_release_decrements, now=now
+                )
+            self._save(group, tp)
         self.move_leader(topic, partition, now)
-        self.leaderless.add((self.topics[topic], partition))
+        self.leaderless.add(tp)
 
     def restore_leader(self, topic: str, partition: int, now: float) -> None:
         """A leader is elected for the partition again (a new leader epoch)."""
