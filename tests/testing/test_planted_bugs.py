@@ -110,6 +110,15 @@ PLANTED = {
         "        late = elapsed > self.lock / 1000\n",
         15,
     ),
+    # A batch whose first records compaction removed: the gap before its first record
+    # ends one offset too late, so that record is acknowledged as a gap and archived
+    # unseen (the schedules with compacted logs).
+    "gap-before-a-batchs-first-record-off-by-one": Planted(
+        "_share/intake.py",
+        "                    out.gaps.append((p_lo, o0 - 1))\n",
+        "                    out.gaps.append((p_lo, o0))\n",
+        17,
+    ),
     # The failed-renewals counter starts below zero: renewals_failed_total reports one
     # failure fewer than happened (-1 with none).
     "renewals-failed-counter-off-by-one": Planted(

@@ -779,11 +779,15 @@ def _batches(log: PartitionLog, got: list[tuple[int, int]]) -> bytes:
         if any(first <= o <= last for o in wanted):
             data = cache.get(batch)
             if data is None:
+                holes = log.holes
                 records = [
                     Record(offset=o, timestamp=0, key=None, value=log.values.get(o))
                     for o in range(first, last + 1)
+                    if o not in holes
                 ]
-                data = cache[batch] = encode_batch(records, base_offset=first)
+                data = cache[batch] = encode_batch(
+                    records, base_offset=first, last_offset_delta=last - first
+                )
             out.append(data)
     return b"".join(out)
 

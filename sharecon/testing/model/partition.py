@@ -72,8 +72,11 @@ class PartitionLog:
     batches: list[tuple[int, int]] = field(default_factory=list)
     values: dict[int, bytes] = field(default_factory=dict)
     start: int = 0  #: log start offset
-    #: each batch's encoding by its (first, last) offsets: batches never change once written
+    #: each batch's encoding by its (first, last) offsets (until :meth:`compact` changes it)
     encoded: dict[tuple[int, int], bytes] = field(default_factory=dict, repr=False, compare=False)
+    #: offsets inside batches whose records compaction removed: the batch keeps its offset
+    #: range, so they are acquired with it and a consumer acknowledges them as gaps
+    holes: set[int] = field(default_factory=set)
 
     @property
     def end(self) -> int:
@@ -92,6 +95,24 @@ class PartitionLog:
         if values is not None:
             self.values.update(zip(range(first, first + n), values, strict=True))
         return first, first + n - 1
+
+    def compact(self, offsets: set[int]) -> None:
+        """Remove the records at ``offsets`` as the log cleaner does: each stays in its
+        batch's offset range as a hole (:attr:`holes`). Every batch keeps a record.
+
+        :raises ValueError: an offset outside every batch, or a batch left empty.
+        """
+        for first, last in self.batches:
+            inside = {o for o in offsets if first <= o <= last}
+            if not inside:
+                continue
+            if len(inside | {o for o in self.holes if first <= o <= last}) > last - first:
+                raise ValueError(f"compaction would empty the batch {first}-{last}")
+            self.holes |= inside
+            self.encoded.pop((first, last), None)
+            offsets = offsets - inside
+        if offsets:
+            raise ValueError(f"offsets {sorted(offsets)} are in no batch")
 
     def batch_of(self, offset: int) -> tuple[int, int] | None:
         """The batch holding ``offset``, if any."""

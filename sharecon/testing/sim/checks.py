@@ -32,8 +32,10 @@ is kept as a :class:`Violation`; the first one ends the schedule.
 15. Health names a cause only when there is one: once the faults healed, no error noted,
     no fetch late, no partition blocked.
 16. The renewal counters hold what went on the wire.
+17. A gap is not a record: no offset that holds one is acknowledged as a gap (the broker
+    would archive a record the application never saw).
 
-9 to 16 are checked by :mod:`.world` (they need the brokers' state) through
+9 to 17 are checked by :mod:`.world` (they need the brokers' state) through
 :meth:`Checker.fail`.
 """
 
@@ -57,7 +59,7 @@ ANSWERED = 2  #: the application answered; the outcome is not reported yet
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One broken invariant: its number (0 for a crash, 1-16), when, and what happened."""
+    """One broken invariant: its number (0 for a crash, 1-17), when, and what happened."""
 
     invariant: int
     at: float

@@ -105,6 +105,7 @@ if TYPE_CHECKING:
     from sharecon._share.session import SessionTag
     from sharecon.protocol import ShareAcknowledgeResponse, ShareFetchResponse
     from sharecon.record import Record
+    from sharecon.testing.model.partition import PartitionLog
 
 __all__ = ["MUTANTS", "Outcome", "run"]
 
@@ -345,6 +346,16 @@ class World:
             draw = rng if tp.partition < 2 else prng
             for _ in range(draw.randint(1, 2)):
                 leader.produce(TOPIC, tp.partition, draw.randint(1, 3))
+        #: Offsets compaction removed from their batches (gaps the member must acknowledge
+        #: as such), per partition: in a third of the schedules, drawn from a stream of its
+        #: own, so the other draws of a seed stay as they were.
+        self.holes: dict[TopicIdPartition, frozenset[int]] = {
+            tp: frozenset(removed)
+            for tp, removed in _compaction(seed, {tp: self._log(tp) for tp in self.tps}).items()
+        }
+        for tp, removed in self.holes.items():
+            if removed:
+                self._log(tp).compact(set(removed))  # before any fetch: as the cleaner left it
         renew = self.brokers[1].behaviour.renew
         self.knobs = Knobs(
             delay=rng.choice((0.001, 0.01, 0.05)),
@@ -595,6 +606,16 @@ class World:
             cut = crng.uniform(0.5, 1.6) * SESSION_TIMEOUT
             self.hb_cut_until = max(self.hb_cut_until, now + cut)
         self.heal_at = max(self.heal_at, coord.down_until, coord.loading_until, self.hb_cut_until)
+
+    def holds_record(self, tp: TopicIdPartition, offset: int) -> bool:
+        """Whether ``offset`` of ``tp`` holds a record (not a hole compaction left, nor an
+        offset past or outside the log's batches)."""
+        log = self._log(tp)
+        return offset not in log.holes and log.batch_of(offset) is not None
+
+    def _log(self, tp: TopicIdPartition) -> PartitionLog:
+        """``tp``'s log, at its leader (it moves with the leadership)."""
+        return self.brokers[self.leader_of[tp]].logs[(TOPIC_ID, tp.partition)]
 
     def _move(self, tp: TopicIdPartition) -> None:
         """Leadership of ``tp`` moves to the other broker; the new leader reads the
@@ -1327,11 +1348,26 @@ class Member:
         w = self.world
         how = "reported lost" if lost else ("acknowledged" if r.ok else "reported failed")
         applied = self._applied if not lost else None
+        holes = w.holes.get(r.partition, ())
         for b in r.batches:
             for i, o in enumerate(range(b.first_offset, b.last_offset + 1)):
+                if o in holes:
+                    # Compaction emptied it: never a delivery (:meth:`_deliver`), whatever
+                    # the answer (one released unread, with its batch, is one too).
+                    continue
                 kind = b.types[0] if len(b.types) == 1 else b.types[i]
                 if kind is AckType.GAP:
-                    continue  # not a record: never taken in as a delivery
+                    # Not a record: never taken in as a delivery (:meth:`_deliver`). But an
+                    # offset that holds one must not be answered as a gap (invariant 17):
+                    # the broker would archive a record the application never saw.
+                    if w.holds_record(r.partition, o):
+                        w.check.fail(
+                            17,
+                            w.now,
+                            f"{r.partition.topic}-{r.partition.partition}@{o} holds a record "
+                            f"and was acknowledged as a gap ({how})",
+                        )
+                    continue
                 took = applied.get((r.partition, o)) if applied is not None else None
                 if took is not None and took != r.ok:
                     # Invariant 10: the outcome of an answer says what the broker did.
@@ -1359,9 +1395,12 @@ class Member:
         got = self._got
         ids = {}
         gaps = {o for lo, hi in e.intake.gaps for o in range(lo, hi + 1)}
+        # Offsets compaction emptied: the batch's decoding finds them, and the machine
+        # acknowledges them as gaps (not deliveries of a record either).
+        holes = self.world.holes.get(tp, ())
         for r in e.intake.ranges:
             for o in range(r.first_offset, r.last_offset + 1):
-                if o in gaps:
+                if o in gaps or o in holes:
                     continue  # the machine acknowledges it as a gap itself
                 d = got.get((tp, o), 0)
                 ids[o] = d
@@ -1906,6 +1945,32 @@ def _log_starts(seed: int, partitions: int = 2) -> tuple[int, ...]:
         return (0,) * partitions
     first = (orng.randrange(1, 1 << 40), orng.randrange(1, 1 << 20))
     return first + tuple(orng.randrange(1, 1 << 30) for _ in range(partitions - 2))
+
+
+#: The share of schedules whose logs were compacted (:func:`_compaction`).
+COMPACTED_SHARE = 1 / 3
+
+
+def _compaction(
+    seed: int, logs: dict[TopicIdPartition, PartitionLog]
+) -> dict[TopicIdPartition, tuple[int, ...]]:
+    """Which records compaction removed, per partition: none in two thirds of the
+    schedules; else, in each batch of two records or more, each record but one at random
+    with even odds (a batch keeps at least one record, as after Kafka's log cleaner; the
+    first and the last offsets of a batch may go)."""
+    crng = random.Random(seed ^ 0xC0A7AC7)
+    out: dict[TopicIdPartition, tuple[int, ...]] = {}
+    if crng.random() >= COMPACTED_SHARE:
+        return out
+    for tp, log in logs.items():
+        removed: list[int] = []
+        for first, last in log.batches:
+            if last == first:
+                continue
+            kept = crng.randint(first, last)
+            removed += [o for o in range(first, last + 1) if o != kept and crng.random() < 0.5]
+        out[tp] = tuple(removed)
+    return out
 
 
 def _refusal(resp: Any) -> str | None:
