@@ -91,6 +91,20 @@ def test_importing_the_consumer_leaves_the_other_clients_and_apis_out() -> None:
     assert not extra, f"from sharecon import ShareConsumer imported {extra}"
 
 
+def test_importing_the_consumer_leaves_asyncio_and_package_metadata_out() -> None:
+    # asyncio is loaded by an asyncio program anyway, never needed by a trio one;
+    # importlib.metadata came with the crc32c package's __init__ (tests/protocol/test_crc.py).
+    code = (
+        "import sys\nbefore = set(sys.modules)\nfrom sharecon import ShareConsumer\n"
+        "added = set(sys.modules) - before\n"
+        "print([m for m in ('asyncio', 'importlib.metadata', 'argparse') if m in added])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip() == "[]"
+
+
 def test_importing_the_package_imports_no_client() -> None:
     loaded = loaded_after("import sharecon")
     clients = ("sharecon.consumer", "sharecon.admin", "sharecon.producer", "sharecon.dlq")
