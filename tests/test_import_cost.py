@@ -23,8 +23,9 @@ from sharecon.protocol.messages import REQUESTS, RESPONSES, ApiKey
 
 #: What a share consumer never needs to import: the other clients and their engines, the
 #: command line and the other front ends, the test kit, the credential providers that
-#: only settings objects build (``sharecon.config``), and the message modules of the APIs
-#: only the producer and the admin client speak.
+#: only settings objects build (``sharecon.config``), the message modules of the APIs
+#: only the producer and the admin client speak, and those the consumer sends only on
+#: request or with settings that are off by default.
 NOT_FOR_THE_CONSUMER = (
     "sharecon.admin",
     "sharecon._admin",
@@ -52,13 +53,16 @@ NOT_FOR_THE_CONSUMER = (
             "delete_groups",
             "delete_share_group_offsets",
             "delete_topics",
-            "describe_share_group_offsets",
+            "describe_configs",  # asked only with keep_locks or lock_duration()
+            "describe_share_group_offsets",  # asked only while partition_metrics() is read
             "fetch",
             "incremental_alter_configs",
             "init_producer_id",
             "list_groups",
             "list_offsets",
             "produce",
+            "sasl_authenticate",  # only where SASL is configured
+            "sasl_handshake",
             "share_group_describe",
         )
     ),
