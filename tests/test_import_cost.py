@@ -95,13 +95,27 @@ def test_importing_the_consumer_leaves_the_other_clients_and_apis_out() -> None:
     assert not extra, f"from sharecon import ShareConsumer imported {extra}"
 
 
-def test_importing_the_consumer_leaves_asyncio_and_package_metadata_out() -> None:
-    # asyncio is loaded by an asyncio program anyway, never needed by a trio one;
-    # importlib.metadata came with the crc32c package's __init__ (tests/protocol/test_crc.py).
+#: Libraries the consumer loads on first use only: asyncio (loaded by an asyncio program
+#: anyway, never needed by a trio one), importlib.metadata and argparse (which came with the
+#: crc32c package's __init__, tests/protocol/test_crc.py), the codec libraries (a topic's
+#: first batch in that codec), tempfile (TLS keys given as PEM text).
+LIBRARIES_NOT_AT_IMPORT = (
+    "asyncio",
+    "importlib.metadata",
+    "argparse",
+    "lz4",
+    "snappy",
+    "zstandard",
+    "cramjam",
+    "tempfile",
+)
+
+
+def test_importing_the_consumer_leaves_libraries_for_rare_paths_out() -> None:
     code = (
         "import sys\nbefore = set(sys.modules)\nfrom sharecon import ShareConsumer\n"
         "added = set(sys.modules) - before\n"
-        "print([m for m in ('asyncio', 'importlib.metadata', 'argparse') if m in added])"
+        f"print([m for m in {LIBRARIES_NOT_AT_IMPORT!r} if m in added])"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
