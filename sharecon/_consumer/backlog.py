@@ -27,10 +27,6 @@ import anyio
 
 from sharecon import errors
 from sharecon.metrics import PartitionMetrics
-from sharecon.protocol.messages.describe_share_group_offsets import (
-    DescribeShareGroupOffsetsRequest,
-    DescribeShareGroupOffsetsRequestGroup,
-)
 
 if TYPE_CHECKING:
     from sharecon._consumer.core import ConsumerCore
@@ -109,6 +105,13 @@ class LagBoard:
                     entry.fetched_at = time.monotonic()
 
     async def _fetch(self, entry: LagEntry, cluster: Cluster, group_id: str) -> None:
+        # Imported here: a consumer whose lag nobody reads never creates these classes
+        # (rule 2), and importing the consumer stays cheap (docs/performance.md).
+        from sharecon.protocol.messages.describe_share_group_offsets import (
+            DescribeShareGroupOffsetsRequest,
+            DescribeShareGroupOffsetsRequestGroup,
+        )
+
         request = DescribeShareGroupOffsetsRequest(
             groups=(DescribeShareGroupOffsetsRequestGroup(group_id=group_id, topics=None),)
         )

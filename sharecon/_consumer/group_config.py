@@ -22,8 +22,6 @@ from typing import TYPE_CHECKING
 
 from sharecon import errors
 from sharecon._consumer.config import check_seconds
-from sharecon.protocol import DescribeConfigsRequest
-from sharecon.protocol.messages.describe_configs import DescribeConfigsResource
 
 if TYPE_CHECKING:
     from sharecon._net.cluster import Cluster
@@ -108,6 +106,13 @@ async def _describe(
 ) -> str | None:
     """The value of config ``key`` of one resource (``None`` if the answer lacks it), asked
     of ``node`` (any broker for ``None``)."""
+    # Imported here: a consumer that never asks (keep_locks off, no lock_duration() call)
+    # never creates these message classes.
+    from sharecon.protocol.messages.describe_configs import (
+        DescribeConfigsRequest,
+        DescribeConfigsResource,
+    )
+
     request = DescribeConfigsRequest(
         resources=(
             DescribeConfigsResource(

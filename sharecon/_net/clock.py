@@ -8,6 +8,8 @@ Rules of this module:
    in tests still rules). Any other backend gets :func:`anyio.current_time` itself.
    A loop whose ``time`` is asyncio's own (``time.monotonic()``, in Python) gets
    :func:`time.monotonic` itself: the same clock without a Python frame per read.
+   asyncio is imported where it is asked about, not at this module's import: under
+   asyncio it is loaded already, and a trio program never needs it (docs/performance.md).
 2. Why: :func:`anyio.current_time` finds the backend on every call (sniffio, a dict,
    a class method, then ``get_running_loop()``): about 1 us, which the consumer paid per
    record to check lock deadlines. The bound method costs a sixth of that.
@@ -17,7 +19,6 @@ Rules of this module:
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,8 @@ def _backend_name() -> str | None:
     try:
         import sniffio
     except ImportError:  # pragma: no cover - sniffio comes with trio and most installs
+        import asyncio
+
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -53,6 +56,8 @@ def event_loop_clock() -> Callable[[], float]:
     """
     name = _backend_name()
     if name == "asyncio":
+        import asyncio
+
         loop = asyncio.get_running_loop()
         if type(loop).time is asyncio.BaseEventLoop.time:
             return time.monotonic

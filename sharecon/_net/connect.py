@@ -35,12 +35,7 @@ from sharecon._net.rebootstrap import DEFAULT_TRIGGER_MS, check_recovery_setting
 from sharecon._net.sasl import OAuthBearerToken
 from sharecon._net.tls import warn_weakened_verification
 from sharecon._version import __version__
-from sharecon.protocol import (
-    ApiVersionsRequest,
-    SaslAuthenticateRequest,
-    SaslHandshakeRequest,
-    negotiate,
-)
+from sharecon.protocol import ApiVersionsRequest, negotiate
 from sharecon.protocol.error_codes import ErrorCode
 from sharecon.protocol.framing import identify_protocol
 from sharecon.protocol.versions import CLIENT_VERSIONS
@@ -442,6 +437,10 @@ async def authenticate(
 
     :param step: updated with the request in flight, so a caller's timeout can name it.
     """
+    # Imported here: a client without SASL never creates these message classes.
+    from sharecon.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
+    from sharecon.protocol.messages.sasl_handshake import SaslHandshakeRequest
+
     if step is not None:
         step.name = f"the SASL handshake (SaslHandshake for {sasl.mechanism})"
     hs = await conn.request(SaslHandshakeRequest(mechanism=sasl.mechanism))

@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import os
 import ssl
-import tempfile
 from dataclasses import dataclass, field
 
 from sharecon import errors
@@ -170,7 +169,10 @@ class TlsConfig:
             self._load_files(ctx, cert_file, key_file, f"cert_file {cert_file}")
             return
         # ssl loads a chain only from files: PEM text goes through a private temporary
-        # folder (mode 0700) that is removed at once.
+        # folder (mode 0700) that is removed at once. tempfile (with shutil, bz2, lzma,
+        # random) is imported here only: most clients never hand PEM text over.
+        import tempfile
+
         with tempfile.TemporaryDirectory(prefix="sharecon-tls-") as tmp:
             if self.cert_pem is not None:
                 cert_file = os.path.join(tmp, "cert.pem")

@@ -9,6 +9,10 @@ decompression bomb is just bad input. Every failure of the underlying libraries
 ``MemoryError``) is turned into :class:`~sharecon.errors.CorruptRecordError`.
 
 :mod:`sharecon.protocol.records` adds the batch's base offset to these errors.
+
+The snappy, lz4 and zstd libraries are imported where their codec is first used (an
+``import`` of a loaded module is a dictionary lookup, once per batch), so a client whose
+topics are uncompressed or gzip never loads them (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -17,10 +21,6 @@ import struct
 import zlib
 from enum import IntEnum
 from typing import TYPE_CHECKING
-
-import lz4.frame
-import snappy
-import zstandard
 
 from sharecon.errors import CorruptRecordError, LocalProtocolError
 
@@ -126,6 +126,8 @@ def compress(
     if codec == Codec.SNAPPY:
         return compress_snappy_xerial(data)
     if codec == Codec.LZ4:
+        import lz4.frame
+
         out: bytes = lz4.frame.compress(
             data,
             compression_level=0 if level is None else level,
@@ -136,6 +138,8 @@ def compress(
         )
         return out
     if codec == Codec.ZSTD:
+        import zstandard
+
         zc = zstandard.ZstdCompressor(level=3 if level is None else level)
         zout: bytes = zc.compress(data)
         return zout
@@ -146,6 +150,8 @@ def compress_snappy_xerial(
     data: bytes | bytearray | memoryview, *, block_size: int = _XERIAL_BLOCK
 ) -> bytes:
     """Snappy with the xerial framing Java producers emit (header, then length-prefixed blocks)."""
+    import snappy
+
     view = memoryview(data)
     parts = [XERIAL_MAGIC, _INT32.pack(_XERIAL_VERSION), _INT32.pack(_XERIAL_COMPAT)]
     for start in range(0, len(view), block_size):
@@ -207,6 +213,8 @@ def _snappy_declared_length(block: memoryview, where: str) -> int:
 
 
 def _snappy_block(block: memoryview, budget: int, max_size: int, where: str) -> bytes:
+    import snappy
+
     declared = _snappy_declared_length(block, where)
     if declared > budget:
         raise _too_big("snappy", max_size)
@@ -246,6 +254,8 @@ def _unsnappy(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
 
 
 def _unlz4(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
+    import lz4.frame
+
     parts: list[bytes] = []
     total = 0
     pending: bytes | bytearray | memoryview = data
@@ -308,6 +318,8 @@ def _unzstd_chunks(data: bytes | bytearray | memoryview, max_size: int) -> Itera
     # decompressobj() rather than ZstdDecompressor().decompress(): the latter needs the
     # content size in the frame header, which librdkafka and Java streams omit. Unlike
     # stream_reader(), decompressobj() reports a truncated frame (eof stays False).
+    import zstandard
+
     view = memoryview(data)
     total = 0
     dctx = zstandard.ZstdDecompressor()

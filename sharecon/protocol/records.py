@@ -42,9 +42,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Final, Generic, NamedTuple, Protocol, TypeVar, overload
 
-import crc32c as _crc32c_mod
-
 from sharecon.errors import CorruptRecordError, LocalProtocolError
+from sharecon.protocol._crc import crc32c as _crc32c_fn
 from sharecon.protocol.compression import (
     DEFAULT_MAX_UNCOMPRESSED,
     Codec,
@@ -111,7 +110,7 @@ _DELETE_HORIZON_BIT: Final = 0x40
 # value length and header count, one byte each.
 _MIN_RECORD_BODY: Final = 6
 
-_crc32c: Callable[[bytes | memoryview], int] = _crc32c_mod.crc32c
+_crc32c: Callable[[bytes | memoryview], int] = _crc32c_fn
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)

@@ -12,39 +12,13 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Final, TypeAlias
 
 from sharecon.errors import IncompatibleBrokerError, error_for_code
-from sharecon.protocol.messages import (
-    REQUESTS,
-    AlterShareGroupOffsetsRequest,
-    ApiVersionsRequest,
-    ApiVersionsResponse,
-    CreateTopicsRequest,
-    DeleteGroupsRequest,
-    DeleteShareGroupOffsetsRequest,
-    DeleteTopicsRequest,
-    DescribeConfigsRequest,
-    DescribeShareGroupOffsetsRequest,
-    FetchRequest,
-    FindCoordinatorRequest,
-    GetTelemetrySubscriptionsRequest,
-    IncrementalAlterConfigsRequest,
-    InitProducerIdRequest,
-    ListGroupsRequest,
-    ListOffsetsRequest,
-    MetadataRequest,
-    ProduceRequest,
-    PushTelemetryRequest,
-    SaslAuthenticateRequest,
-    SaslHandshakeRequest,
-    ShareAcknowledgeRequest,
-    ShareFetchRequest,
-    ShareGroupDescribeRequest,
-    ShareGroupHeartbeatRequest,
-)
+from sharecon.protocol.messages import REQUESTS, ApiKey
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
     from sharecon.protocol.messages._base import Message
+    from sharecon.protocol.messages.api_versions import ApiVersionsResponse
 
 __all__ = [
     "ADMIN_APIS",
@@ -57,58 +31,64 @@ __all__ = [
     "negotiate",
 ]
 
-#: API key -> (lowest, highest) version this client sends.
+#: API key -> (lowest, highest) version this client sends. The keys are plain ints (what
+#: the broker's ApiVersions answer holds); ``ApiKey`` names them without importing the
+#: message classes, which a client imports for the APIs it uses only.
+_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.METADATA: (12, 13),
+    ApiKey.FIND_COORDINATOR: (4, 6),
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+    # v0 was Kafka 4.0 early access and is gone from 4.1 brokers: never negotiate it.
+    ApiKey.SHARE_FETCH: (1, 2),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
+    ApiKey.PRODUCE: (9, 13),
+    ApiKey.CREATE_TOPICS: (5, 7),
+    ApiKey.DELETE_TOPICS: (4, 6),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (1, 1),
+    ApiKey.DESCRIBE_CONFIGS: (4, 4),
+    ApiKey.LIST_GROUPS: (5, 5),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
+    # v2 is the first flexible version (Kafka 4.1-4.3 stop there); v3 (4.4) adds a
+    # per-group error message. v0-1 are generated and tested but never sent.
+    ApiKey.DELETE_GROUPS: (2, 3),
+    # Earliest/latest offsets only; v6 is the first flexible version, v10 the newest
+    # a Kafka 4.1 broker speaks.
+    ApiKey.LIST_OFFSETS: (6, 10),
+    ApiKey.SASL_HANDSHAKE: (1, 1),
+    ApiKey.SASL_AUTHENTICATE: (2, 2),
+    ApiKey.FETCH: (12, 17),
+    # v3+ carries the producer id/epoch; v6 (two-phase commit) is not generated.
+    ApiKey.INIT_PRODUCER_ID: (3, 5),
+    # KIP-714 client telemetry (Kafka 3.7+).
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 0),
+    ApiKey.PUSH_TELEMETRY: (0, 0),
+}
 CLIENT_VERSIONS: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
-    {
-        ApiVersionsRequest.api_key: (0, 4),
-        MetadataRequest.api_key: (12, 13),
-        FindCoordinatorRequest.api_key: (4, 6),
-        ShareGroupHeartbeatRequest.api_key: (1, 1),
-        ShareGroupDescribeRequest.api_key: (1, 1),
-        # v0 was Kafka 4.0 early access and is gone from 4.1 brokers: never negotiate it.
-        ShareFetchRequest.api_key: (1, 2),
-        ShareAcknowledgeRequest.api_key: (1, 2),
-        ProduceRequest.api_key: (9, 13),
-        CreateTopicsRequest.api_key: (5, 7),
-        DeleteTopicsRequest.api_key: (4, 6),
-        IncrementalAlterConfigsRequest.api_key: (1, 1),
-        DescribeConfigsRequest.api_key: (4, 4),
-        ListGroupsRequest.api_key: (5, 5),
-        DescribeShareGroupOffsetsRequest.api_key: (0, 1),
-        AlterShareGroupOffsetsRequest.api_key: (0, 0),
-        DeleteShareGroupOffsetsRequest.api_key: (0, 0),
-        # v2 is the first flexible version (Kafka 4.1-4.3 stop there); v3 (4.4) adds a
-        # per-group error message. v0-1 are generated and tested but never sent.
-        DeleteGroupsRequest.api_key: (2, 3),
-        # Earliest/latest offsets only; v6 is the first flexible version, v10 the newest
-        # a Kafka 4.1 broker speaks.
-        ListOffsetsRequest.api_key: (6, 10),
-        SaslHandshakeRequest.api_key: (1, 1),
-        SaslAuthenticateRequest.api_key: (2, 2),
-        FetchRequest.api_key: (12, 17),
-        # v3+ carries the producer id/epoch; v6 (two-phase commit) is not generated.
-        InitProducerIdRequest.api_key: (3, 5),
-        # KIP-714 client telemetry (Kafka 3.7+).
-        GetTelemetrySubscriptionsRequest.api_key: (0, 0),
-        PushTelemetryRequest.api_key: (0, 0),
-    }
+    {int(key): versions for key, versions in _VERSIONS.items()}
 )
 
 #: APIs a share consumer cannot work without.
-SHARE_CONSUMER_APIS: Final = frozenset(
-    {
-        MetadataRequest.api_key,
-        FindCoordinatorRequest.api_key,
-        ShareGroupHeartbeatRequest.api_key,
-        ShareFetchRequest.api_key,
-        ShareAcknowledgeRequest.api_key,
-    }
+SHARE_CONSUMER_APIS: Final[frozenset[int]] = frozenset(
+    map(
+        int,
+        (
+            ApiKey.METADATA,
+            ApiKey.FIND_COORDINATOR,
+            ApiKey.SHARE_GROUP_HEARTBEAT,
+            ApiKey.SHARE_FETCH,
+            ApiKey.SHARE_ACKNOWLEDGE,
+        ),
+    )
 )
 #: APIs the producer helper needs.
-PRODUCER_APIS: Final = frozenset({MetadataRequest.api_key, ProduceRequest.api_key})
+PRODUCER_APIS: Final[frozenset[int]] = frozenset(map(int, (ApiKey.METADATA, ApiKey.PRODUCE)))
 #: APIs the admin helper needs for topic management.
-ADMIN_APIS: Final = frozenset(
-    {MetadataRequest.api_key, CreateTopicsRequest.api_key, DeleteTopicsRequest.api_key}
+ADMIN_APIS: Final[frozenset[int]] = frozenset(
+    map(int, (ApiKey.METADATA, ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS))
 )
 
 ApiRef: TypeAlias = "int | type[Message]"
