@@ -37,6 +37,7 @@ from sharecon._net.cluster import Cluster
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.health import ClusterHealth  # noqa: TC001 - resolvable for get_type_hints
 from sharecon._share.breaker import DeadLetterBreaker
+from sharecon._share.dead_letter_retry import retry_in as dead_letter_retry_in
 from sharecon._share.membership import MemberState
 from sharecon._telemetry import check_enabled, metric_points
 from sharecon.dlq import DeadLetterPolicy, DeadLetterRouter, routing_error
@@ -270,6 +271,7 @@ class ShareConsumer(Generic[K, V]):
             self._connection,
             make_router=self._make_router,
             routing_error=routing_error,
+            retry_in=_retry_in,
             dead_letter=dead_letter,
             breaker=self._breaker,
             push_metrics=self._push_metrics if self._enable_metrics_push else None,
@@ -937,6 +939,14 @@ class ConsumerHealth:
     expired_in_buffer: int = 0
     released_unreachable: int = 0
     past_limit_unseen: int = 0
+
+
+def _retry_in(
+    failures: int, now: float, lock_deadline: float | None, *, may_pass: bool = True
+) -> float | None:
+    # Looked up here at each call: the whole-client simulation plants a bug by replacing
+    # sharecon.consumer.dead_letter_retry_in (sharecon.testing.sim.client_dlq).
+    return dead_letter_retry_in(failures, now, lock_deadline, may_pass=may_pass)
 
 
 def _check_same_connection(

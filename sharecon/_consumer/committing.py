@@ -12,7 +12,7 @@ Rules of this module:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
@@ -22,14 +22,45 @@ from sharecon.types import TopicPartition
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from sharecon._consumer.core import ConsumerCore
+    from sharecon._consumer.signal import Signal
+    from sharecon._share.answers import Outcomes
     from sharecon._share.ledger import AckResult
 
-__all__ = ["commit"]
+__all__ = ["CommitPort", "commit"]
+
+
+class CommitPort(Protocol):
+    """What ``commit()`` uses of its consumer (``ConsumerCore`` has all of it)."""
+
+    #: Fetch loops send marked answers at once while it is above 0.
+    flush_requested: int
+
+    @property
+    def outcomes(self) -> Outcomes:
+        """Where acknowledgement outcomes go (collected while the call waits)."""
+        ...
+
+    @property
+    def fatal(self) -> BaseException | None:
+        """The error that stopped the consumer."""
+        ...
+
+    @property
+    def progress(self) -> Signal:
+        """Set after every answered share request."""
+        ...
+
+    def pending_acks(self) -> bool:
+        """Whether any answer is marked or in flight."""
+        ...
+
+    def wake_all(self) -> None:
+        """Wake every fetch loop (and the heartbeat)."""
+        ...
 
 
 async def commit(
-    core: ConsumerCore, limit: float, accept_delivered: Callable[[], None] | None
+    core: CommitPort, limit: float, accept_delivered: Callable[[], None] | None
 ) -> dict[TopicPartition, errors.KafkaError | None]:
     """Rules 1-2; ``accept_delivered``: implicit mode's accepting of every record
     delivered so far (``None`` in explicit mode), run once the collecting began.

@@ -385,7 +385,14 @@ class Iteration:
         if keeper is None and keep_locks is not False:
             if keep_locks or core.can_renew():
                 core.check_renew()
-                if await renewals_allowed(core, explicit=bool(keep_locks)):
+                config = core.config
+                if await renewals_allowed(
+                    core.cluster,
+                    config.group_id,
+                    timeout=config.request_timeout,
+                    member_id=core.member_id,
+                    explicit=bool(keep_locks),
+                ):
                     keeper = LockKeeper(max_hold)
         host = Host(
             asked=self.asked,

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from sharecon._consumer.config import AcquireMode, ConsumerConfig
     from sharecon._consumer.cursor import Cursor
     from sharecon._consumer.handout import Acknowledger
-    from sharecon._consumer.rejecting import Router, RoutingError
+    from sharecon._consumer.rejecting import RetryIn, Router, RoutingError
     from sharecon._net.cluster import Cluster
     from sharecon._net.connect import ConnectionConfig
     from sharecon._share.breaker import DeadLetterBreaker
@@ -148,6 +148,8 @@ class Jobs:
     :param make_router: the dead-letter router, made at start for the cluster.
     :param routing_error: what a failed dead-letter write raises
         (:func:`sharecon.dlq.routing_error`).
+    :param retry_in: when a failed dead-letter write is tried again
+        (:func:`sharecon._share.dead_letter_retry.retry_in`).
     :param push_metrics: starts the KIP-714 metrics push for the core (``None``: off).
     :param acknowledge: the consumer's own ``acknowledge`` (records routed to the
         dead-letter topic are answered through it).
@@ -160,6 +162,7 @@ class Jobs:
         *,
         make_router: Callable[[Cluster], Router],
         routing_error: RoutingError,
+        retry_in: RetryIn,
         dead_letter: DeadLetterSettings | None,
         breaker: DeadLetterBreaker | None,
         push_metrics: Callable[[ConsumerCore], None] | None,
@@ -169,6 +172,7 @@ class Jobs:
         self._connection = connection
         self._make_router = make_router
         self._routing_error = routing_error
+        self._retry_in = retry_in
         self._dead_letter = dead_letter
         self._breaker = breaker
         self._push_metrics = push_metrics
@@ -234,10 +238,16 @@ class Jobs:
         tg.start_soon(self._run_heartbeat, core, name="sharecon heartbeat")
         if self._push_metrics is not None:
             self._push_metrics(core)
-        tg.start_soon(keep_lag, core, name="sharecon lag")
+        tg.start_soon(keep_lag, cluster, config.group_id, core, name="sharecon lag")
         if config.keep_locks:
             core.check_renew()
-            await renewals_allowed(core, explicit=True)
+            await renewals_allowed(
+                cluster,
+                config.group_id,
+                timeout=config.request_timeout,
+                member_id=core.member_id,
+                explicit=True,
+            )
             self.keeper = LockKeeper(config.max_hold)
             hand.prepare_each = hand.cursor.prepare_each = True
             tg.start_soon(self.keep_locks, core, self.keeper, name="sharecon lock keeper")
@@ -297,7 +307,14 @@ class Jobs:
         router = self.router
         assert router is not None
         return await reject_to_dlq(
-            core, router, self._routing_error, self._acknowledge, record, reason, topic
+            core,
+            router,
+            self._routing_error,
+            self._retry_in,
+            self._acknowledge,
+            record,
+            reason,
+            topic,
         )
 
     def release_quietly(self, record: Record[Any, Any]) -> None:

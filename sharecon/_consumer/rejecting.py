@@ -17,7 +17,8 @@ the consumer's own ``acknowledge``), so the consumer's ``reject_to_dlq()``, its
 dead-letter routing job and ``process()`` share one copy of these rules. The router and
 the error wrapping are the public layer's (:class:`sharecon.dlq.DeadLetterRouter`,
 :func:`sharecon.dlq.routing_error`), which this layer may not import: the consumer
-hands them in.
+hands them in, with the retry rule (:func:`sharecon._share.dead_letter_retry.retry_in`,
+which the whole-client simulation replaces in ``sharecon.consumer`` to plant a bug).
 """
 
 from __future__ import annotations
@@ -28,18 +29,54 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 
 from sharecon import errors
-from sharecon._share.dead_letter_retry import retry_in as dead_letter_retry_in
 from sharecon.types import AckType
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from anyio.abc import TaskStatus
+    from anyio.abc import TaskGroup, TaskStatus
 
-    from sharecon._consumer.core import ConsumerCore
+    from sharecon._consumer.handout import Handout
+    from sharecon._stats import ConsumerStats
     from sharecon.record import Record
 
-__all__ = ["Router", "RoutingError", "reject_to_dlq", "release_quietly"]
+__all__ = ["RejectPort", "RetryIn", "Router", "RoutingError", "reject_to_dlq", "release_quietly"]
+
+
+class RejectPort(Protocol):
+    """What ``reject_to_dlq`` uses of its consumer (``ConsumerCore`` has all of it)."""
+
+    @property
+    def handout(self) -> Handout:
+        """Whether the record is still held."""
+        ...
+
+    @property
+    def fatal(self) -> BaseException | None:
+        """The error that stopped the consumer (rule 3)."""
+        ...
+
+    @property
+    def tg(self) -> TaskGroup:
+        """Where the router's clients are started, on first use."""
+        ...
+
+    @property
+    def stats(self) -> ConsumerStats:
+        """``dlq_records`` and ``dlq_errors``."""
+        ...
+
+    def clock(self) -> float:
+        """The time lock deadlines are on."""
+        ...
+
+    def is_closing(self) -> bool:
+        """Whether close() has begun (re-read after an await)."""
+        ...
+
+    def fail(self, exc: BaseException) -> None:
+        """Stop the consumer with ``exc`` (rule 3)."""
+        ...
 
 
 class Router(Protocol):
@@ -71,6 +108,15 @@ class Router(Protocol):
         ...
 
 
+class RetryIn(Protocol):
+    """:func:`sharecon._share.dead_letter_retry.retry_in`: seconds before the next
+    attempt at a copy that failed ``failures`` times, or ``None``: release now."""
+
+    def __call__(
+        self, failures: int, now: float, lock_deadline: float | None, *, may_pass: bool = True
+    ) -> float | None: ...
+
+
 class RoutingError(Protocol):
     """:func:`sharecon.dlq.routing_error`: a failure to write a copy, as the
     :class:`~sharecon.errors.DeadLetterError` (or ``DeadLetterTopicError``) it means."""
@@ -96,9 +142,10 @@ def release_quietly(
 
 
 async def reject_to_dlq(
-    core: ConsumerCore,
+    core: RejectPort,
     router: Router,
     routing_error: RoutingError,
+    retry_in: RetryIn,
     acknowledge: Callable[[Record[Any, Any], AckType], None],
     record: Record[Any, Any],
     reason: str,
@@ -149,7 +196,7 @@ async def reject_to_dlq(
         if core.fatal is None and not core.is_closing() and core.handout.holds(record):
             # Each release spends a delivery attempt: try again while the lock
             # lasts (sharecon._share.dead_letter_retry).
-            wait = dead_letter_retry_in(
+            wait = retry_in(
                 failures,
                 core.clock(),
                 record.lock_deadline,
