@@ -20,62 +20,41 @@ Acknowledgement modes:
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass, replace
-from functools import partial
-from time import monotonic as _monotonic
 from typing import TYPE_CHECKING, Any, Generic, Literal, cast
 
-import anyio
-import anyio.lowlevel
-
 from sharecon import errors
-from sharecon._consumer.backlog import keep_lag, partition_metrics
-from sharecon._consumer.closing import CloseStep, close_steps
+from sharecon._consumer.backlog import partition_metrics
+from sharecon._consumer.committing import commit
 from sharecon._consumer.config import AcquireMode, ConsumerConfig, check_max_records, topics_tuple
-from sharecon._consumer.core import ConsumerCore
-from sharecon._consumer.cursor import CHECKPOINT_EVERY, Cursor
-from sharecon._consumer.dead_letters import route_dead_letters
-from sharecon._consumer.delayed import DelayedReleaser, run_ticks
 from sharecon._consumer.deserialize import Deserializers
-from sharecon._consumer.fetcher import FetcherPool
 from sharecon._consumer.group_config import lock_duration as group_lock_duration
-from sharecon._consumer.handout import owner_of
-from sharecon._consumer.heartbeat import heartbeat_loop
-from sharecon._consumer.holdback import Holdback
+from sharecon._consumer.iteration import Iteration
+from sharecon._consumer.jobs import Jobs, check_cluster
 from sharecon._consumer.liveness import Liveness
-from sharecon._consumer.lock_keeping import keep_locks, renewals_allowed
-from sharecon._consumer.process import Host, run_workers
 from sharecon._lifecycle import ClientRuntime
-from sharecon._net.clock import event_loop_clock
-from sharecon._net.cluster import (
-    Cluster,
-    has_record_limit,
-    require_record_limit,
-    require_share_groups,
-)
+from sharecon._net.cluster import Cluster
 from sharecon._net.connect import ConnectionConfig
 from sharecon._net.health import ClusterHealth  # noqa: TC001 - resolvable for get_type_hints
 from sharecon._share.breaker import DeadLetterBreaker
 from sharecon._share.dead_letter_retry import retry_in as dead_letter_retry_in
-from sharecon._share.lock_keeper import LockKeeper
 from sharecon._share.membership import MemberState
 from sharecon._telemetry import check_enabled, metric_points
 from sharecon.dlq import DeadLetterPolicy, DeadLetterRouter, routing_error
 from sharecon.metrics import CONSUMER_METRICS
-from sharecon.protocol import ShareGroupHeartbeatRequest
 from sharecon.protocol.names import validate_topic_name
 from sharecon.record import K, V, check_delay
 from sharecon.serde import AnyDeserializer, AsyncWithContext, WithContext
-from sharecon.types import AckType, TopicIdPartition, TopicPartition
+from sharecon.types import AckType, TopicPartition
 
 if TYPE_CHECKING:
     import ssl
-    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
     from types import TracebackType
 
     from typing_extensions import Self
 
+    from sharecon._consumer.core import ConsumerCore
     from sharecon._net.sasl import SaslConfig
     from sharecon._net.sasl_gssapi import GssapiConfig
     from sharecon._share.ledger import AckResult
@@ -84,9 +63,6 @@ if TYPE_CHECKING:
     from sharecon.record import Record
 
 __all__ = ["ConsumerHealth", "ShareConsumer"]
-
-#: Dead-letter copy failures that another attempt at the same record cannot fix.
-_NEVER_FITS = (errors.MessageTooLargeError, errors.RecordListTooLargeError)
 
 logger = logging.getLogger("sharecon.consumer")
 #: Every consumer metric as a KIP-714 point.
@@ -261,23 +237,7 @@ class ShareConsumer(Generic[K, V]):
                     f"{name} must be a callable taking bytes (or made by with_context() "
                     f"or async_deserializer()), not {type(fn).__name__}"
                 )
-        self._deserializers = Deserializers(key_deserializer, value_deserializer)
-        # The kind of each deserializer is read once, here (sharecon.serde rule 4).
-        self._deserialize = self._deserializers.apply_sync
-        #: With an async deserializer: the step hand-out awaits instead of _deserialize.
-        self._deserialize_async = (
-            self._deserializers.apply_async if self._deserializers.awaits else None
-        )
-        self._deserializing = self._deserializers.active
-        #: Per-record work at hand-out beyond popping (deserializers, lock keeping): one
-        #: test per record decides it, so a consumer with neither pays nothing more.
-        self._prepare_each = self._deserializing
-        #: A DeserializationError for a record met while a poll() filled its batch:
-        #: raised by the next call, after the records before it were handed out.
-        self._pending_error: errors.DeserializationError | None = None
-        #: Records a cancelled hand-out took from the buffer: the next one serves them
-        #: first (sharecon._consumer.holdback).
-        self._held = Holdback(self._held_expired, self._held_holds)
+        deserializers = Deserializers(key_deserializer, value_deserializer)
         if (
             dead_letter is not None
             and dlq_topic is not None
@@ -296,27 +256,42 @@ class ShareConsumer(Generic[K, V]):
                 dead_letter.breaker_window,
                 dead_letter.breaker_cooldown,
             )
-        self._router: DeadLetterRouter | None = None
         self._runtime = ClientRuntime("ShareConsumer")
         self._life = self._runtime.life
+        #: The engine's wiring, set by start(): the per-record answers and the views
+        #: read it (sharecon._consumer.core).
         self._core: ConsumerCore | None = None
-        #: The fetch loops (``stop_fetching()`` and ``fetching_stopped()`` reach them).
-        self._fetch_pool: FetcherPool | None = None
-        self._heartbeat_done = anyio.Event()
         self._explicit = ack_mode == "explicit"
-        self._batch_out = False
-        #: Records handed out and not answered, whose locks are renewed (``keep_locks``).
-        self._keeper: LockKeeper[Record[Any, Any]] | None = None
-        #: Records released with a delay (``record.release(delay=...)``), made on first use.
-        self._delayed: DelayedReleaser | None = None
-        #: process() calls running (a delayed release in implicit mode needs one).
-        self._processing = 0
-        #: Liveness (``max_poll_interval``): how often the application asked for records,
-        #: how many of its tasks wait for records now, and whether it was made to leave.
-        self._liveness = Liveness(self._config.max_poll_interval, self._config.request_timeout)
+        # The engine (docs/architecture.md, "The consumer"): the jobs in the task group,
+        # what they share with these calls, and the close (sharecon._consumer.jobs); the
+        # hand-out to the application (sharecon._consumer.iteration). They call back
+        # through these methods, looked up at each call (sharecon.otel may wrap them).
+        self._jobs = Jobs(
+            lambda: self._runtime.task_group,
+            self._connection,
+            make_router=self._make_router,
+            routing_error=routing_error,
+            retry_in=_retry_in,
+            dead_letter=dead_letter,
+            breaker=self._breaker,
+            push_metrics=self._push_metrics if self._enable_metrics_push else None,
+            acknowledge=lambda record, ack: self.acknowledge(record, ack),
+        )
+        self._hand = Iteration(
+            self._jobs,
+            self._life.error,
+            # Liveness (``max_poll_interval``): how often the application asked for
+            # records, how many of its tasks wait for records now, and whether it left.
+            Liveness(self._config.max_poll_interval, self._config.request_timeout),
+            deserializers,
+            explicit=self._explicit,
+            closed=lambda: self._closed,
+            release_later=lambda record, delay: self.release_later(record, delay),
+            dead_letter=dead_letter,
+            breaker=self._breaker,
+        )
         #: ``async for``: the current record and the per-record step (compiled).
-        self._cursor = Cursor(self, self._liveness, explicit=self._explicit)
-        self._cursor.prepare_each = self._prepare_each
+        self._cursor = self._hand.cursor
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -348,107 +323,37 @@ class ShareConsumer(Generic[K, V]):
         # records until the process exits. So a closed consumer never starts again.
         connect = self._runtime.starting(lambda g: Cluster(self._bootstrap, self._connection, g))
         async with connect as (cluster, tg):
-            require_share_groups(cluster.versions, cluster.bootstrap_addresses[0])
-            if self._config.acquire_mode == "record_limit":
-                require_record_limit(cluster.versions)
-            elif self._config.acquire_mode == "auto":
-                mode: AcquireMode = (
-                    "record_limit" if has_record_limit(cluster.versions) else "batch"
-                )
-                self._config = replace(self._config, acquire_mode=mode)
-            await cluster.refresh_metadata(self._config.topics)
-            missing = [t for t in self._config.topics if t not in cluster.metadata.topic_ids]
-            refused = [
-                t
-                for t in missing
-                if cluster.metadata.topic_errors.get(t)
-                == errors.ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            ]
-            if refused:
-                # Not "missing": the principal may not DESCRIBE them (the first heartbeat
-                # is refused too, and start() raises TopicAuthorizationFailedError).
-                logger.warning(
-                    "share consumer of group %s: not authorized to describe subscribed topics: %s",
-                    self._config.group_id,
-                    ", ".join(refused),
-                )
-                missing = [t for t in missing if t not in refused]
-            if missing:
-                # Not fatal: the topic may be created later; but say so, once.
-                logger.warning(
-                    "share consumer of group %s: subscribed topics do not exist (yet): %s",
-                    self._config.group_id,
-                    ", ".join(missing),
-                )
-            core = ConsumerCore(
+            self._config = await check_cluster(cluster, self._config)
+            core = self._core = self._jobs.wire(
                 cluster,
-                self._config,
                 tg,
+                self._config,
+                owner=self,
                 on_acknowledged=self._on_acknowledged,
-                client_id=self._connection.client_id,
+                hand=self._hand,
             )
-            core.handout.owner = self
-            core.clock = event_loop_clock()  # read per record: looked up once, here
-            core.fetchers = self._fetch_pool = FetcherPool(core)
-            self._core = core
-            self._cursor.core = core
-            breaker = self._breaker
-            if breaker is not None:
-                # Fetching holds while the breaker is open: asked at each turn, so the end
-                # of the cool-down lets it go on whoever (if anyone) is looking.
-                core.buffer.held = lambda: breaker.holds(core.clock)
-            self._router = DeadLetterRouter(
-                self._bootstrap,
-                self._connection,
-                self._config.group_id,
-                self._dlq_policy,
-                cluster.versions.feature_level("share.version"),
-            )
-            if self._dead_letter is not None:
-                core.machine.dead_letter_limit = self._dead_letter.max_deliveries
-                core.machine.route_unseen = self._dead_letter.route_unseen
-                tg.start_soon(self._route_dead_letters, core, name="sharecon dead letters")
-            tg.start_soon(self._run_heartbeat, core, name="sharecon heartbeat")
-            if self._enable_metrics_push:
-                self._runtime.push_metrics(
-                    lambda: _CONSUMER_POINTS(core.metrics()),
-                    resource={
-                        "client_id": self._connection.client_id,
-                        "group_id": self._config.group_id,
-                    },
-                    request_timeout=self._config.request_timeout,
-                    logger=logger,
-                )
-            tg.start_soon(keep_lag, core, name="sharecon lag")
-            if self._config.keep_locks:
-                core.check_renew()
-                await self._check_renewals(core, explicit=True)
-                self._keeper = LockKeeper(self._config.max_hold)
-                self._prepare_each = self._cursor.prepare_each = True
-                tg.start_soon(self._keep_locks, core, self._keeper, name="sharecon lock keeper")
-            if self._config.max_poll_interval is not None:
-                tg.start_soon(self._watch_liveness, core, name="sharecon liveness")
-            join_limit = self._config.request_timeout + self._connection.connect_timeout
-            with anyio.move_on_after(join_limit) as join_scope:
-                await core.joined.wait()
-            if join_scope.cancelled_caught:
-                raise errors.KafkaTimeoutError(
-                    f"group {self._config.group_id!r}: the coordinator did not accept this "
-                    f"member within {join_limit:g} s"
-                )
-            if core.fatal is not None:
-                raise core.fatal
-            core.stats.poll_timer_from(_monotonic())
+            await self._jobs.start(core, self._config, self._hand)
+
+    def _make_router(self, cluster: Cluster) -> DeadLetterRouter:
+        return DeadLetterRouter(
+            self._bootstrap,
+            self._connection,
+            self._config.group_id,
+            self._dlq_policy,
+            cluster.versions.feature_level("share.version"),
+        )
+
+    def _push_metrics(self, core: ConsumerCore) -> None:
+        self._runtime.push_metrics(
+            lambda: _CONSUMER_POINTS(core.metrics()),
+            resource={"client_id": self._connection.client_id, "group_id": self._config.group_id},
+            request_timeout=self._config.request_timeout,
+            logger=logger,
+        )
 
     @property
     def _closed(self) -> bool:
         return self._runtime.state == "closed"
-
-    async def _run_heartbeat(self, core: ConsumerCore) -> None:
-        try:
-            await heartbeat_loop(core)
-        finally:
-            self._heartbeat_done.set()
 
     async def close(self, timeout: float | None = None) -> None:
         """Leave the group cleanly; bounded by ``timeout`` (default ``close_timeout``).
@@ -472,53 +377,14 @@ class ShareConsumer(Generic[K, V]):
             return
         # The farewell reconnects in a task group of the closing task if an enclosing
         # cancel scope cancelled the consumer's loops and connection readers.
-        if await self._runtime.shutdown(lambda _: self._leave(core), limit):
+        if await self._runtime.shutdown(
+            lambda _: self._jobs.leave(core, self._config.request_timeout), limit
+        ):
             logger.warning("share consumer %s: close timed out after %g s", core.member_id, limit)
 
     async def aclose(self) -> None:
         """:meth:`close` with the default timeout (the name every sharecon client has)."""
         await self.close()
-
-    async def _leave(self, core: ConsumerCore) -> None:
-        # The order is sharecon._consumer.closing's (the simulator runs it too); each step
-        # is carried out here.
-        for step in close_steps(core.machine, core.buffer, core.apply_effects):
-            if step is CloseStep.STOP_DEAD_LETTERS:
-                core.dead_letter_signal.set()
-                if self._router is not None:
-                    await self._router.stop()
-            elif step is CloseStep.CLOSE_FETCHERS:
-                core.wake_all()
-                core.buffer.data.set()
-                await core.fetchers.close()
-                core.tick_expiry(closing=True)  # nothing counted is left unsaid
-            elif not self._heartbeat_done.is_set():  # CloseStep.LEAVE_GROUP
-                core.membership.leave()
-                core.heartbeat_wake.set()
-                await self._heartbeat_done.wait()
-        if core.membership.state not in (MemberState.LEFT, MemberState.FATAL):
-            await self._leave_directly(core)
-
-    async def _leave_directly(self, core: ConsumerCore) -> None:
-        """Send the leave heartbeat from the closing task (the heartbeat loop is gone)."""
-        membership = core.membership
-        if membership.in_flight:
-            membership.on_error(anyio.current_time())  # its answer will never be read
-        membership.leave()
-        plan = membership.build_heartbeat(anyio.current_time())
-        if plan is None:
-            return
-        request = ShareGroupHeartbeatRequest(
-            group_id=plan.group_id, member_id=plan.member_id, member_epoch=plan.member_epoch
-        )
-        try:
-            node = await core.cluster.coordinator(plan.group_id)
-            resp = await core.cluster.request(node, request, timeout=self._config.request_timeout)
-        except errors.KafkaError as exc:
-            logger.info("share consumer %s: leaving the group failed: %s", plan.member_id, exc)
-            membership.on_error(anyio.current_time())
-            return
-        membership.on_response(anyio.current_time(), error_code=resp.error_code)
 
     # -- state --------------------------------------------------------------------------
 
@@ -731,8 +597,7 @@ class ShareConsumer(Generic[K, V]):
         :raises ClientClosedError: the consumer was closed.
         """
         self._live()
-        assert self._fetch_pool is not None
-        self._fetch_pool.stop_fetching()
+        self._jobs.stop_fetching()
 
     async def fetching_stopped(self, timeout: float | None = None) -> bool:
         """Wait until, after :meth:`stop_fetching`, no fetch is outstanding: none planned,
@@ -748,14 +613,9 @@ class ShareConsumer(Generic[K, V]):
         :raises ClientStateError: :meth:`stop_fetching` was not called.
         :raises ClientNotStartedError: the consumer was never started.
         """
-        pool = self._fetch_pool
-        if pool is None:
+        if self._core is None:
             raise self._life.error()
-        if not pool.drain.stopped:
-            raise errors.ClientStateError("fetching_stopped() before stop_fetching()")
-        with anyio.move_on_after(math.inf if timeout is None else timeout):
-            await pool.drained.wait()
-        return pool.drained.is_set()
+        return await self._jobs.fetching_stopped(timeout)
 
     # -- acknowledgements -----------------------------------------------------------------
 
@@ -833,7 +693,7 @@ class ShareConsumer(Generic[K, V]):
                 f"{record.topic}-{record.partition} offset {record.offset}: the consumer is "
                 "not running"
             )
-        if not self._explicit and record is not self._cursor.current and not self._processing:
+        if not self._explicit and record is not self._cursor.current and not self._hand.processing:
             raise errors.InvalidRecordStateError(
                 "implicit ack mode: release(delay=...) only for the record of `async for` or "
                 "process(); poll() and batches() accept the rest of their records"
@@ -841,13 +701,7 @@ class ShareConsumer(Generic[K, V]):
         if delay == 0:
             self.acknowledge(record, AckType.RELEASE)
             return
-        delayed = self._delayed
-        if delayed is None:
-            delayed = self._delayed = DelayedReleaser(core)
-        if delayed.add(record, delay):
-            core.tg.start_soon(run_ticks, core, delayed, name="sharecon delayed releases")
-        if self._keeper is not None:
-            self._keeper.drop(record)  # the delayed releases renew it, up to the release
+        self._jobs.release_later(core, record, delay)
         self._cursor.answered_elsewhere(record)
 
     async def commit(
@@ -863,40 +717,14 @@ class ShareConsumer(Generic[K, V]):
         :raises KafkaTimeoutError: no verdict within ``timeout`` (default: request timeout).
         """
         core = self._raise_if_failed()
-        # Answers to records whose lock was already lost count as failures here (they
-        # were reported to on_acknowledged when they were given).
-        collected = core.outcomes.collect()
-        try:
-            if not self._explicit:
-                self._accept_current()
-                core.answer_all_delivered(AckType.ACCEPT)
-        except BaseException:
-            core.outcomes.stop(collected)
-            raise
-        if not core.pending_acks():
-            core.outcomes.stop(collected)
-            return _by_partition(collected)
-        core.flush_requested += 1
-        core.wake_all()
         limit = (
             self._config.request_timeout + self._config.max_wait_ms / 1000
             if timeout is None
             else timeout
         )
-        try:
-            with anyio.move_on_after(limit) as scope:
-                while core.pending_acks() and core.fatal is None:
-                    await core.progress.wait(timeout=0.5)
-        finally:
-            core.outcomes.stop(collected)
-            core.flush_requested -= 1
-        if core.fatal is not None:
-            raise core.fatal
-        if scope.cancelled_caught:
-            raise errors.KafkaTimeoutError(
-                f"commit: acknowledgements not answered within {limit:g} s"
-            )
-        return _by_partition(collected)
+        # Answers to records whose lock was already lost count as failures here (they
+        # were reported to on_acknowledged when they were given).
+        return await commit(core, limit, None if self._explicit else self._hand.accept_delivered)
 
     # -- dead letters ----------------------------------------------------------------------
 
@@ -933,106 +761,8 @@ class ShareConsumer(Generic[K, V]):
         """
         # Not _raise_if_failed(): after a failure the record is still released first, so
         # an implicit-mode loop that goes on cannot accept it.
-        return await self._reject_to_dlq(self._live(), record, reason, topic)
-
-    async def _reject_to_dlq(
-        self, core: ConsumerCore, record: Record[Any, Any], reason: str, topic: str | None
-    ) -> RecordMetadata | None:
-        # Also for the consumer's own routing, which may still run while it closes.
-        router = self._router
-        assert router is not None
-        if not core.handout.holds(record):
-            # Lock lost (reported, not raised) or never ours / already answered (raised).
-            self.acknowledge(record, AckType.REJECT)
-            return None
-        target = topic or router.default_topic
-        if core.fatal is not None:
-            # A dead-letter topic that cannot be written stopped the consumer: another
-            # attempt would fail the same way; give the record back once and say why.
-            self._release_quietly(record)
-            raise core.fatal
-        failures = 0
-        while True:
-            try:
-                if not router.started:
-                    await core.tg.start(router.host)
-                written = await router.write(record, reason, target)
-                break
-            except errors.KafkaError as exc:
-                err = exc
-                if not isinstance(exc, errors.DeadLetterError):
-                    # E.g. the router's producer could not start (InitProducerId refused).
-                    err = routing_error(
-                        f"{record.topic}-{record.partition}@{record.offset}: dead-letter "
-                        f"routing to {target!r} failed",
-                        exc,
-                    )
-                    err.__cause__ = exc
-            except BaseException:
-                self._release_quietly(record)
-                raise
-            # The wait runs outside the except clauses: a cancellation during it must
-            # still give the record back (the ``except BaseException`` above would not
-            # see one raised inside its sibling clause).
-            failures += 1
-            wait = None
-            if core.fatal is None and not core.is_closing() and core.handout.holds(record):
-                # Each release spends a delivery attempt: try again while the lock
-                # lasts (sharecon._share.dead_letter_retry).
-                wait = dead_letter_retry_in(
-                    failures,
-                    core.clock(),
-                    record.lock_deadline,
-                    may_pass=not isinstance(err, errors.DeadLetterTopicError)
-                    and not isinstance(err.__cause__, _NEVER_FITS),
-                )
-            if wait is not None:
-                logger.info("%s; trying again in %.1f s", err, wait)
-                try:
-                    await anyio.sleep(wait)
-                except BaseException:
-                    self._release_quietly(record)
-                    raise
-                if core.handout.holds(record) and not core.is_closing():
-                    continue
-            core.stats.dlq_errors += 1
-            # Released, not left to its lock: either way its next delivery counts one
-            # more (docs/security.md), and a release cannot be auto-accepted later.
-            self._release_quietly(record)
-            if isinstance(err, errors.DeadLetterTopicError) and not core.is_closing():
-                core.fail(err)  # stop: routing anything else would fail the same way
-            raise err from err.__cause__
-        core.stats.dlq_records += 1
-        if not core.handout.holds(record):
-            # Its lock was lost while the copy was written (a slow or retried write, a
-            # lost session): the broker delivers it again, and it may be copied again (at
-            # least once, docs/dlq.md). The loss is reported, as above, never raised: the
-            # copy is written and the application has nothing to answer for.
-            try:
-                self.acknowledge(record, AckType.REJECT)
-            except errors.InvalidRecordStateError:
-                logger.info(
-                    "%s-%d@%d: its lock was lost while its dead-letter copy was written; "
-                    "it will be delivered again",
-                    *(record.topic, record.partition, record.offset),
-                )
-            return written
-        self.acknowledge(record, AckType.REJECT)
-        return written
-
-    def _release_quietly(self, record: Record[Any, Any]) -> None:
-        try:
-            self.acknowledge(record, AckType.RELEASE)
-        except errors.KafkaError as exc:
-            logger.info("releasing %s after a failed dead-letter write: %s", record, exc)
-
-    async def _route_dead_letters(self, core: ConsumerCore) -> None:
-        """Route records past the policy's delivery limit (never raises into the group)."""
-
-        async def route(record: Record[Any, Any], reason: str) -> object:
-            return await self._reject_to_dlq(core, record, reason, None)
-
-        await route_dead_letters(core, route, self._release_quietly, self._breaker)
+        written = await self._jobs.reject_to_dlq(self._live(), record, reason, topic)
+        return cast("RecordMetadata | None", written)
 
     async def process(
         self,
@@ -1066,248 +796,13 @@ class ShareConsumer(Generic[K, V]):
         if concurrency < 1:
             raise errors.ConfigError(f"concurrency must be at least 1, not {concurrency}")
         core = self._raise_if_failed()
-        self._give_back_current()
-        limit = self._dead_letter.max_deliveries if self._dead_letter is not None else None
-        backoff = self._dead_letter.retry_backoff if self._dead_letter is not None else None
-        if backoff is not None:
-            core.check_renew()  # delayed releases renew locks: Kafka 4.2+
-        keeper = self._keeper
-        if keeper is None and keep_locks is not False:
-            if keep_locks or core.can_renew():
-                core.check_renew()
-                if await self._check_renewals(core, explicit=bool(keep_locks)):
-                    keeper = LockKeeper(self._config.max_hold)
-        host = Host(
-            asked=self._asked,
-            wait_for_records=self._wait_for_records,
-            closed=lambda: self._closed,
-            deserialize=(
-                self._deserialize
-                if self._deserializing and self._deserialize_async is None
-                else None
-            ),
-            deserialize_async=self._deserialize_async,
-            held=self._held,
-            dispose=self._dispose_undeserializable,
-            to_dead_letters=partial(self._reject_to_dlq, topic=None),
-            answer=self._answer_if_open,
-            release_later=self._release_later_if_open,
-            keep_locks=self._keep_locks,
+        await self._hand.process(
+            core,
+            handler,
+            concurrency=concurrency,
+            keep_locks=keep_locks,
+            max_hold=self._config.max_hold,
         )
-        self._processing += 1
-        # The handlers may wait for each other's records: the member may always hold one
-        # record per handler, whatever the handling rate (rule 1 of _share.record_limit).
-        core.machine.handlers += concurrency
-        try:
-            await run_workers(
-                core,
-                host,
-                handler,
-                concurrency=concurrency,
-                keeper=keeper,
-                own_keeper=keeper is not self._keeper,
-                dead_letter_limit=limit,
-                retry_backoff=backoff,
-                breaker=self._breaker,
-            )
-        finally:
-            self._processing -= 1
-            core.machine.handlers -= concurrency
-        if core.fatal is not None:
-            raise core.fatal
-
-    # -- deserializers ---------------------------------------------------------------------
-
-    async def _prepare(self, core: ConsumerCore, record: Record[Any, Any], decoded: bool) -> None:
-        """What hand-out does per record beyond popping it, when there is anything to do:
-        deserialize (raising for a record that fails, once it is disposed of; not when
-        ``decoded`` already) and keep its lock. Cancelled while deserializing, the record
-        is kept for the next hand-out (sharecon._consumer.holdback)."""
-        if self._deserializing and not decoded:
-            try:
-                if self._deserialize_async is None:
-                    self._deserialize(record)
-                else:
-                    await self._deserialize_async(record)
-            except errors.DeserializationError as exc:
-                await self._dispose_undeserializable(core, record, exc)
-                raise
-            except BaseException:
-                self._held.keep((), record)
-                raise
-        if self._keeper is not None:
-            self._keeper.hold(record, core.clock(), record.lock_deadline)
-
-    async def _dispose_undeserializable(
-        self, core: ConsumerCore, record: Record[Any, Any], exc: errors.DeserializationError
-    ) -> None:
-        """Never lose a record the application could not be given: route it to the
-        dead-letter topic on its last allowed delivery under the policy, else release it."""
-        policy = self._dead_letter
-        if policy is not None and record.delivery_count >= policy.max_deliveries:
-            try:
-                await self._reject_to_dlq(core, record, f"DeserializationError: {exc}", None)
-            except errors.DeadLetterError as dlq_exc:
-                # reject_to_dlq released it instead (and, for a DeadLetterTopicError,
-                # stopped the consumer: the next wait raises it)
-                core.note_error(dlq_exc)
-            else:
-                exc.dead_lettered = True
-            return
-        core.handout.answer(record, AckType.RELEASE)
-        core.wake_leader(record.topic_partition)
-
-    async def _pop_deserialized(self, core: ConsumerCore, limit: int) -> list[Record[Any, Any]]:
-        """poll() with deserializers: up to ``limit`` records, ending before one the
-        deserializers fail for (whose error the next call raises, or this one if it is the
-        first)."""
-        out: list[Record[Any, Any]] = []
-        pop = core.buffer.pop_one
-        clock = core.clock
-        deserialize, deserialize_async = self._deserialize, self._deserialize_async
-        held = self._held
-        record: Record[Any, Any] | None = None
-        try:
-            while len(out) < limit:
-                kept = held.take(clock) if held.items else None
-                if kept is not None:
-                    record, decoded = kept
-                    if decoded:
-                        out.append(record)
-                        record = None
-                        continue
-                else:
-                    record = pop(clock)
-                    if record is None:
-                        break
-                try:
-                    if deserialize_async is None:
-                        deserialize(record)
-                    else:
-                        await deserialize_async(record)
-                except errors.DeserializationError as exc:
-                    failed, record = record, None
-                    await self._dispose_undeserializable(core, failed, exc)
-                    if not out:
-                        raise
-                    self._pending_error = exc
-                    break
-                out.append(record)
-                record = None
-        except BaseException:
-            # Cancelled (a poll() timeout, a cancel scope) while deserializing: what was
-            # taken stays this consumer's, and the next hand-out serves it first.
-            if out or record is not None:
-                held.keep(out, record)
-            raise
-        return out
-
-    def _held_expired(self, record: Record[Any, Any]) -> None:
-        # A record kept for the next hand-out whose lock ended meanwhile: dropped as the
-        # buffer drops its own (delivery forgotten, counted as expired in the buffer).
-        core = self._core
-        if core is None:
-            return
-        owner = owner_of(record)
-        tp = record.topic_partition
-        if owner is not None:
-            core.machine.forget(tp, owner.delivery, record.offset, record.offset)
-        core.buffer.count_expired(tp, 1)
-
-    def _held_holds(self, record: Record[Any, Any]) -> bool:
-        core = self._core
-        return core is not None and core.handout.holds(record)
-
-    def _raise_pending(self) -> None:
-        exc, self._pending_error = self._pending_error, None
-        assert exc is not None
-        raise exc
-
-    # -- lock keeping and liveness --------------------------------------------------------
-
-    async def _wait_for_records(self, core: ConsumerCore) -> None:
-        await self._liveness.wait_for_records(core)
-
-    async def _check_renewals(self, core: ConsumerCore, *, explicit: bool) -> bool:
-        return await renewals_allowed(core, explicit=explicit)
-
-    async def _keep_locks(self, core: ConsumerCore, keeper: LockKeeper[Record[Any, Any]]) -> None:
-        await keep_locks(core, keeper, self._config.max_hold, self._delayed_holds)
-
-    def _delayed_holds(self, record: Record[Any, Any]) -> bool:
-        # Released with a delay: the delayed releases keep its lock, not the keeper.
-        delayed = self._delayed
-        return delayed is not None and record in delayed
-
-    async def _watch_liveness(self, core: ConsumerCore) -> None:
-        """Leave the group when the application stops asking for records (``max_poll_interval``)."""
-        await self._liveness.watch(core, self._give_up_current)
-
-    def _give_up_current(self) -> None:
-        # Leaving for idleness releases what was handed out: the current record or batch
-        # is no longer the application's to answer.
-        if self._cursor.current is not None:
-            self._cursor.answered = True
-        self._batch_out = False
-
-    def _asked(self, core: ConsumerCore) -> None:
-        # The application asks for records: liveness counts it, and after leaving for
-        # idleness the member rejoins now.
-        live = self._liveness
-        live.asks += 1
-        core.stats.on_poll(_monotonic())  # per record: see sharecon._stats rule 3
-        if live.left_idle:
-            live.rejoin(core, partial(self._restart_heartbeat, core))
-
-    def _restart_heartbeat(self, core: ConsumerCore) -> None:
-        if self._heartbeat_done.is_set():
-            self._heartbeat_done = anyio.Event()
-            self._runtime.task_group.start_soon(
-                self._run_heartbeat, core, name="sharecon heartbeat"
-            )
-
-    def _answer_if_open(self, record: Record[Any, Any], ack: AckType) -> None:
-        # process(): the handler may have answered the record itself; that answer stands,
-        # a delayed release included.
-        assert self._core is not None
-        delayed = self._delayed
-        if delayed is not None and record in delayed:
-            return
-        self._core.handout.answer(record, ack)
-
-    def _release_later_if_open(self, record: Record[Any, Any], delay: float) -> None:
-        # process(): a RetryLater (or the policy's backoff) for a record the handler did
-        # not answer itself; a record it answered, or whose lock was lost, keeps that.
-        core = self._core
-        assert core is not None
-        delayed = self._delayed
-        if (delayed is not None and record in delayed) or not core.handout.holds(record):
-            return
-        if core.closing:
-            core.handout.answer(record, AckType.RELEASE)
-            return
-        self.release_later(record, delay)
-
-    def _accept_current(self) -> None:
-        cursor = self._cursor
-        cur = cursor.current
-        if cur is not None and not cursor.answered:
-            cursor.answered = True
-            assert self._core is not None
-            self._core.handout.answer(cur, AckType.ACCEPT)
-
-    def _give_back_current(self) -> None:
-        """Release the record in hand of an ``async for`` that ended early (``break``, an
-        exception), when a new loop, :meth:`poll`, :meth:`batches` or :meth:`process`
-        takes over: it was never moved past, so it is released, never accepted (a later
-        implicit accept of every delivered record would otherwise take it too)."""
-        cursor = self._cursor
-        cur = cursor.current
-        core = self._core
-        if cur is not None and not cursor.answered and core is not None:
-            cursor.answered = True
-            core.handout.answer(cur, AckType.RELEASE)
-            core.wake_leader(cur.topic_partition)
 
     def _raise_if_failed(self) -> ConsumerCore:
         core = self._live()
@@ -1323,7 +818,7 @@ class ShareConsumer(Generic[K, V]):
         # exception), so its last record was not handled: give it back. The loop itself
         # runs in the cursor (sharecon._consumer.cursor: compiled in the compiled build).
         self._live()
-        self._give_back_current()
+        self._hand.give_back_current()
         if type(self).__anext__ is not _PLAIN_ANEXT:
             # __anext__ was wrapped (sharecon.otel's receive spans) or overridden: the
             # loop must run it, not the cursor (once per loop, not per record).
@@ -1334,49 +829,6 @@ class ShareConsumer(Generic[K, V]):
         # What ``async for`` runs is the cursor's __anext__ (see __aiter__); this is for
         # ``await consumer.__anext__()``.
         return cast("Record[K, V]", await self._cursor.__anext__())
-
-    def _not_running(self) -> BaseException:
-        return self._life.error()
-
-    def _rejoin_after_idle(self, core: ConsumerCore) -> None:
-        self._liveness.rejoin(core, partial(self._restart_heartbeat, core))
-
-    async def _next_prepared(self, core: ConsumerCore) -> Record[Any, Any]:
-        """``__anext__`` with per-record work (deserializers, ``keep_locks``): a loop of
-        its own, so the plain loop of the cursor does nothing per record it does not need."""
-        if self._pending_error is not None:
-            self._raise_pending()
-        buffer = core.buffer
-        cursor = self._cursor
-        held = self._held
-        if (cursor.served + 1) % CHECKPOINT_EVERY == 0:
-            # Before taking the record (as the cursor does): cancelled here, it stays
-            # buffered, not current.
-            await anyio.lowlevel.checkpoint()
-        while True:
-            kept = held.take(core.clock) if held.items else None
-            if kept is not None:
-                rec, decoded = kept
-            else:
-                popped = buffer.pop_one(core.clock)
-                if popped is None:
-                    await self._no_record(core)
-                    continue
-                rec, decoded = popped, False
-            await self._prepare(core, rec, decoded)
-            cursor.current = rec
-            cursor.answered = False
-            cursor.served += 1
-            return rec
-
-    async def _no_record(self, core: ConsumerCore) -> None:
-        """The buffer is empty: raise the consumer's failure, end the iteration when it
-        closes, else wait for records."""
-        if core.fatal is not None:
-            raise core.fatal
-        if self._closed or core.closing:
-            raise StopAsyncIteration
-        await self._wait_for_records(core)
 
     async def poll(
         self, timeout: float | None = None, *, max_records: int | None = None
@@ -1401,44 +853,8 @@ class ShareConsumer(Generic[K, V]):
         ):
             raise errors.ConfigError(f"timeout must be None or >= 0 seconds, not {timeout!r}")
         core = self._live()
-        self._asked(core)
-        self._give_back_current()
-        if self._batch_out:
-            if self._explicit:
-                missing = core.ledger.unacknowledged()
-                if missing and self._delayed is not None:
-                    missing = self._delayed.not_waiting(missing)
-                if missing:
-                    raise errors.UnacknowledgedRecordsError(_describe_unacked(missing))
-            else:
-                core.answer_all_delivered(AckType.ACCEPT)
-            self._batch_out = False
-        if core.fatal is not None:
-            raise core.fatal  # stop at once, not after the buffered records
-        if self._pending_error is not None:
-            self._raise_pending()
-        with anyio.move_on_after(math.inf if timeout is None else timeout):
-            while True:
-                records: list[Record[Any, Any]]
-                if self._deserializing:
-                    records = await self._pop_deserialized(core, limit)
-                else:
-                    records = core.buffer.pop_many(limit, core.clock)
-                if records:
-                    core.handout.handed_out(records)
-                    self._batch_out = True
-                    if self._keeper is not None:
-                        now = core.clock()
-                        for rec in records:
-                            self._keeper.hold(rec, now, rec.lock_deadline)
-                    # Once per batch: the records are what the deserializers made them.
-                    return cast("list[Record[K, V]]", records)
-                if core.fatal is not None:
-                    raise core.fatal
-                if self._closed or core.closing:
-                    return []
-                await self._wait_for_records(core)
-        return []
+        # Once per batch: the records are what the deserializers made them.
+        return cast("list[Record[K, V]]", await self._hand.poll(core, limit, timeout))
 
     def batches(self, *, max_records: int | None = None) -> AsyncIterator[list[Record[K, V]]]:
         """An async iterator of record lists (one per buffered fetch, up to ``max_records``).
@@ -1525,6 +941,14 @@ class ConsumerHealth:
     past_limit_unseen: int = 0
 
 
+def _retry_in(
+    failures: int, now: float, lock_deadline: float | None, *, may_pass: bool = True
+) -> float | None:
+    # Looked up here at each call: the whole-client simulation plants a bug by replacing
+    # sharecon.consumer.dead_letter_retry_in (sharecon.testing.sim.client_dlq).
+    return dead_letter_retry_in(failures, now, lock_deadline, may_pass=may_pass)
+
+
 def _check_same_connection(
     config: ConnectionConfig,
     *,
@@ -1552,22 +976,3 @@ def _check_same_connection(
             f"config= is given, and so is {', '.join(clashes)} with another value: put "
             "every connection setting in the ConnectionConfig"
         )
-
-
-def _by_partition(results: list[AckResult]) -> dict[TopicPartition, errors.KafkaError | None]:
-    """commit()'s answer: per partition, ``None`` or the first error of its results."""
-    out: dict[TopicPartition, errors.KafkaError | None] = {}
-    for r in results:
-        key = TopicPartition(r.partition.topic or str(r.partition.topic_id), r.partition.partition)
-        err = r.error()
-        if key not in out or (err is not None and out[key] is None):
-            out[key] = err
-    return out
-
-
-def _describe_unacked(missing: Mapping[TopicIdPartition, list[int]]) -> str:
-    parts = []
-    for tp, offsets in list(missing.items())[:5]:
-        shown = ", ".join(map(str, offsets[:10])) + (" ..." if len(offsets) > 10 else "")
-        parts.append(f"{tp.topic or tp.topic_id}-{tp.partition} offsets {shown}")
-    return "explicit ack mode: answer every record of the previous batch first: " + "; ".join(parts)

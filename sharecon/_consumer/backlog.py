@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
@@ -29,10 +29,40 @@ from sharecon import errors
 from sharecon.metrics import PartitionMetrics
 
 if TYPE_CHECKING:
-    from sharecon._consumer.core import ConsumerCore
+    from sharecon._consumer.buffer import DeliveryBuffer
     from sharecon._net.cluster import Cluster
+    from sharecon._share.ledger import AckLedger
+    from sharecon.types import TopicIdPartition
 
-__all__ = ["REFRESH_INTERVAL", "LagBoard", "LagEntry", "board", "keep_lag", "partition_metrics"]
+__all__ = [
+    "REFRESH_INTERVAL",
+    "LagBoard",
+    "LagEntry",
+    "MemberCounts",
+    "board",
+    "keep_lag",
+    "partition_metrics",
+]
+
+
+class MemberCounts(Protocol):
+    """What ``partition_metrics()`` reads of a member (``ConsumerCore`` has all of it)."""
+
+    @property
+    def ledger(self) -> AckLedger:
+        """Buffered, held and in-flight records per partition."""
+        ...
+
+    @property
+    def buffer(self) -> DeliveryBuffer:
+        """Lock expiries in the buffer per partition."""
+        ...
+
+    @property
+    def assignment(self) -> frozenset[TopicIdPartition]:
+        """The assigned partitions."""
+        ...
+
 
 logger = logging.getLogger("sharecon.consumer")
 
@@ -149,19 +179,20 @@ def _cluster_key(cluster: Cluster) -> str:
     return cluster.metadata.cluster_id or ",".join(map(str, cluster.bootstrap_addresses))
 
 
-async def keep_lag(core: ConsumerCore) -> None:
-    """The member's part of the board (rule 1): joined while the consumer runs."""
-    key, group_id = _cluster_key(core.cluster), core.config.group_id
+async def keep_lag(cluster: Cluster, group_id: str, member: MemberCounts) -> None:
+    """The member's part of the board (rule 1): joined while the consumer runs
+    (``member``: what :func:`partition_metrics` is given for it)."""
+    key = _cluster_key(cluster)
     entry = board.join(key, group_id)
-    _entry_of[id(core)] = entry
+    _entry_of[id(member)] = entry
     try:
-        await board.keep(entry, core.cluster, group_id)
+        await board.keep(entry, cluster, group_id)
     finally:
-        del _entry_of[id(core)]
+        del _entry_of[id(member)]
         board.leave(key, group_id)
 
 
-def partition_metrics(core: ConsumerCore) -> tuple[PartitionMetrics, ...]:
+def partition_metrics(core: MemberCounts) -> tuple[PartitionMetrics, ...]:
     """Every partition assigned to the member or holding its records, sorted (read-only:
     safe from another thread, like ``metrics()``)."""
     entry = _entry_of.get(id(core))

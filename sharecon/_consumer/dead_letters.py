@@ -20,18 +20,19 @@ Rules of this module:
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from sharecon import errors
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from sharecon._consumer.core import ConsumerCore
+    from sharecon._consumer.signal import Signal
     from sharecon._share.breaker import DeadLetterBreaker
+    from sharecon._share.machine import ShareMachine
     from sharecon.record import Record
 
-__all__ = ["route_dead_letters"]
+__all__ = ["RoutingPort", "route_dead_letters"]
 
 logger = logging.getLogger("sharecon.consumer")
 
@@ -39,8 +40,49 @@ logger = logging.getLogger("sharecon.consumer")
 _IDLE = 1.0
 
 
+class RoutingPort(Protocol):
+    """What the routing job uses of its consumer (``ConsumerCore`` has all of it)."""
+
+    @property
+    def machine(self) -> ShareMachine:
+        """Its queue of dead letters, and their histories."""
+        ...
+
+    @property
+    def closing(self) -> bool:
+        """Whether close() has begun (the job ends)."""
+        ...
+
+    @property
+    def fatal(self) -> BaseException | None:
+        """The error that stopped the consumer (rule 3: release, not route)."""
+        ...
+
+    @property
+    def dead_letter_signal(self) -> Signal:
+        """Set when dead letters are queued, and at close."""
+        ...
+
+    @property
+    def member_id(self) -> str:
+        """For the log lines."""
+        ...
+
+    def clock(self) -> float:
+        """The time the breaker's window is on."""
+        ...
+
+    def is_closing(self) -> bool:
+        """:attr:`closing`, re-read after an await."""
+        ...
+
+    def note_error(self, exc: errors.KafkaError) -> None:
+        """Keep an error for ``recent_errors`` (it is not raised)."""
+        ...
+
+
 async def route_dead_letters(
-    core: ConsumerCore,
+    core: RoutingPort,
     route: Callable[[Record[Any, Any], str], Awaitable[object]],
     release: Callable[[Record[Any, Any]], None],
     breaker: DeadLetterBreaker | None = None,

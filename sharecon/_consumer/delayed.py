@@ -25,14 +25,13 @@ from sharecon._share.delayed import DelayedReleases, park, tick
 from sharecon.types import AckType
 
 if TYPE_CHECKING:
-    from sharecon._consumer.core import ConsumerCore
     from sharecon._consumer.handout import Handout
     from sharecon._share.ledger import MarkResult
     from sharecon._share.machine import ShareMachine
     from sharecon.record import Record
     from sharecon.types import TopicIdPartition
 
-__all__ = ["TICK", "DelayedPort", "DelayedReleaser", "Stepped", "run_ticks"]
+__all__ = ["TICK", "DelayedPort", "DelayedReleaser", "Stepped", "TickPort", "run_ticks"]
 
 logger = logging.getLogger("sharecon.consumer")
 
@@ -174,7 +173,25 @@ class DelayedReleaser:
         return out
 
 
-async def run_ticks(core: ConsumerCore, releaser: DelayedReleaser) -> None:
+class TickPort(Protocol):
+    """What :func:`run_ticks` uses of its consumer (``ConsumerCore`` has all of it)."""
+
+    @property
+    def closing(self) -> bool:
+        """Whether close() has begun (the job ends)."""
+        ...
+
+    @property
+    def fatal(self) -> BaseException | None:
+        """The error that stopped the consumer (the job ends)."""
+        ...
+
+    def clock(self) -> float:
+        """The time lock deadlines are on."""
+        ...
+
+
+async def run_ticks(core: TickPort, releaser: DelayedReleaser) -> None:
     """The consumer's driver of ``releaser``: a :meth:`~DelayedReleaser.step` every
     :data:`TICK` until nothing waits, or the consumer closes or fails."""
     try:

@@ -13,13 +13,15 @@ Rules of this module:
    the consumer with that error, so start() or the iteration raises it within a heartbeat
    backoff. The member itself stays where it is (it backs off) so close() still leaves the
    group cleanly.
+5. What the loop uses of its consumer is :class:`MemberPort`; it is the one job that
+   writes the consumer's ``assignment``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
@@ -28,13 +30,86 @@ from sharecon._consumer.membership_loop import IDLE_CHECK, Beat, MembershipLoop,
 from sharecon.types import TopicIdPartition
 
 if TYPE_CHECKING:
-    from sharecon._consumer.core import ConsumerCore
-    from sharecon._share.membership import AssignmentChange
+    from anyio import Event
+
+    from sharecon._consumer.config import ConsumerConfig
+    from sharecon._consumer.core import Fetchers
+    from sharecon._consumer.signal import Signal
+    from sharecon._net.cluster import Cluster
+    from sharecon._share.machine import ShareMachine
+    from sharecon._share.membership import AssignmentChange, Membership
+    from sharecon._stats import ConsumerStats
 
 logger = logging.getLogger("sharecon.consumer")
 
+__all__ = ["MemberPort", "heartbeat_loop"]
 
-async def heartbeat_loop(core: ConsumerCore) -> None:
+
+class MemberPort(Protocol):
+    """What the membership loop uses of its consumer (``ConsumerCore`` has all of it)."""
+
+    #: The assigned partitions, topic names resolved: replaced whole by this loop (rule 5).
+    assignment: frozenset[TopicIdPartition]
+
+    @property
+    def membership(self) -> Membership:
+        """The member's state machine."""
+        ...
+
+    @property
+    def cluster(self) -> Cluster:
+        """The coordinator, the requests, the metadata."""
+        ...
+
+    @property
+    def config(self) -> ConsumerConfig:
+        """The group id and the request timeout."""
+        ...
+
+    @property
+    def machine(self) -> ShareMachine:
+        """Told of each new assignment."""
+        ...
+
+    @property
+    def fetchers(self) -> Fetchers:
+        """Started for the new assignment's leaders."""
+        ...
+
+    @property
+    def stats(self) -> ConsumerStats:
+        """Heartbeat and rebalance counters."""
+        ...
+
+    @property
+    def heartbeat_wake(self) -> Signal:
+        """Wakes the loop before its next heartbeat is due."""
+        ...
+
+    @property
+    def joined(self) -> Event:
+        """Set once the member has joined (or failed to)."""
+        ...
+
+    @property
+    def member_id(self) -> str:
+        """For the log lines."""
+        ...
+
+    def leader(self, tp: TopicIdPartition) -> int | None:
+        """The node leading ``tp`` (``None``: unknown)."""
+        ...
+
+    def tick_expiry(self, *, closing: bool = False) -> None:
+        """Say lock expiries held back by the once-a-minute rule."""
+        ...
+
+    def fail(self, exc: BaseException) -> None:
+        """Stop the consumer with ``exc`` (rule 3: the loop never raises)."""
+        ...
+
+
+async def heartbeat_loop(core: MemberPort) -> None:
     """Run the membership until it leaves or fails (rule 3)."""
     loop = MembershipLoop(core.membership)
     try:
@@ -56,7 +131,7 @@ async def heartbeat_loop(core: ConsumerCore) -> None:
         core.joined.set()
 
 
-async def _beat(core: ConsumerCore, loop: MembershipLoop, step: Beat) -> Settled:
+async def _beat(core: MemberPort, loop: MembershipLoop, step: Beat) -> Settled:
     """Send one heartbeat (finding the coordinator first) and settle its outcome."""
     plan = step.plan
     try:
@@ -86,7 +161,7 @@ async def _beat(core: ConsumerCore, loop: MembershipLoop, step: Beat) -> Settled
     return loop.answered(now, resp)
 
 
-async def _apply(core: ConsumerCore, settled: Settled) -> None:
+async def _apply(core: MemberPort, settled: Settled) -> None:
     if settled.find_coordinator:
         core.cluster.invalidate_coordinator(core.config.group_id)
     if settled.change is not None:
@@ -98,7 +173,7 @@ async def _apply(core: ConsumerCore, settled: Settled) -> None:
         core.joined.set()
 
 
-async def _assign(core: ConsumerCore, change: AssignmentChange) -> None:
+async def _assign(core: MemberPort, change: AssignmentChange) -> None:
     """Take a new assignment: resolve topic ids to names, route to leaders (rule 1)."""
     cluster = core.cluster
     ids = {tp.topic_id for tp in change.assigned}

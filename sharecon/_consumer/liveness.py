@@ -16,7 +16,7 @@ Rules of this module:
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
@@ -25,11 +25,64 @@ from sharecon._share.membership import MemberState
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from sharecon._consumer.core import ConsumerCore
+    from sharecon._consumer.buffer import DeliveryBuffer
+    from sharecon._consumer.signal import Signal
+    from sharecon._share.membership import Membership
 
 logger = logging.getLogger("sharecon.consumer")
 
-__all__ = ["Liveness"]
+__all__ = ["Liveness", "LivenessPort"]
+
+
+class LivenessPort(Protocol):
+    """What liveness uses of its consumer (``ConsumerCore`` has all of it): the member,
+    the buffer it waits on, and the flush that hands the leaders the releases."""
+
+    #: Fetch loops send marked answers at once while it is above 0.
+    flush_requested: int
+
+    @property
+    def closing(self) -> bool:
+        """Whether close() has begun."""
+        ...
+
+    @property
+    def fatal(self) -> BaseException | None:
+        """The error that stopped the consumer, if one did."""
+        ...
+
+    @property
+    def member_id(self) -> str:
+        """For the log lines."""
+        ...
+
+    @property
+    def membership(self) -> Membership:
+        """The member's state machine (leave, rejoin)."""
+        ...
+
+    @property
+    def buffer(self) -> DeliveryBuffer:
+        """Where records wait for the application."""
+        ...
+
+    @property
+    def progress(self) -> Signal:
+        """Set after every answered share request."""
+        ...
+
+    @property
+    def heartbeat_wake(self) -> Signal:
+        """Wakes the heartbeat loop."""
+        ...
+
+    def release_held(self) -> None:
+        """Release every record handed out and unanswered, and every buffered one."""
+        ...
+
+    def pending_acks(self) -> bool:
+        """Whether any answer is marked or in flight."""
+        ...
 
 
 class Liveness:
@@ -51,7 +104,7 @@ class Liveness:
         #: The member left for idleness and has not rejoined yet.
         self.left_idle = False
 
-    async def wait_for_records(self, core: ConsumerCore) -> None:
+    async def wait_for_records(self, core: LivenessPort) -> None:
         """Wait for buffered records; a wait is an ask (rule 1)."""
         self.waiting += 1
         try:
@@ -59,7 +112,7 @@ class Liveness:
         finally:
             self.waiting -= 1
 
-    async def watch(self, core: ConsumerCore, on_leave: Callable[[], None]) -> None:
+    async def watch(self, core: LivenessPort, on_leave: Callable[[], None]) -> None:
         """Leave the group when the application stops asking (rule 2); ``on_leave`` is
         told first (the consumer gives up the record or batch it handed out)."""
         interval = self.interval
@@ -86,7 +139,7 @@ class Liveness:
             on_leave()
             await self.leave(core)
 
-    async def leave(self, core: ConsumerCore) -> None:
+    async def leave(self, core: LivenessPort) -> None:
         """Release everything held and buffered, wait (bounded) until the leaders have
         the releases, then leave the group (rule 2)."""
         core.flush_requested += 1
@@ -100,7 +153,7 @@ class Liveness:
         core.membership.leave()
         core.heartbeat_wake.set()
 
-    def rejoin(self, core: ConsumerCore, restart_heartbeat: Callable[[], None]) -> None:
+    def rejoin(self, core: LivenessPort, restart_heartbeat: Callable[[], None]) -> None:
         """The application asks again after leaving: join as the same member (rule 3);
         ``restart_heartbeat`` starts the heartbeat loop again if it ended."""
         self.left_idle = False

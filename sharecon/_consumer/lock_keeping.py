@@ -18,7 +18,7 @@ Rules of this module:
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
@@ -29,20 +29,60 @@ from sharecon.types import AckType
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from sharecon._consumer.core import ConsumerCore
+    from sharecon._consumer.handout import Handout
+    from sharecon._net.cluster import Cluster
     from sharecon._share.lock_keeper import LockKeeper
+    from sharecon._share.machine import ShareMachine
     from sharecon.record import Record
 
 logger = logging.getLogger("sharecon.consumer")
 
-__all__ = ["KEEP_TICK", "keep_locks", "renew_due", "renewals_allowed"]
+__all__ = ["KEEP_TICK", "KeeperPort", "keep_locks", "renew_due", "renewals_allowed"]
+
+
+class KeeperPort(Protocol):
+    """What the lock keeper uses of its consumer (``ConsumerCore`` has all of it)."""
+
+    @property
+    def machine(self) -> ShareMachine:
+        """Which records have a RENEW on its way."""
+        ...
+
+    @property
+    def handout(self) -> Handout:
+        """Whether a record is still held; where the RENEWs go."""
+        ...
+
+    @property
+    def member_id(self) -> str:
+        """For the log lines."""
+        ...
+
+    @property
+    def closing(self) -> bool:
+        """Whether close() has begun (the job ends)."""
+        ...
+
+    @property
+    def fatal(self) -> BaseException | None:
+        """The error that stopped the consumer (the job ends)."""
+        ...
+
+    def clock(self) -> float:
+        """The time lock deadlines are on."""
+        ...
+
+    def note_error(self, exc: errors.KafkaError) -> None:
+        """Keep an error for ``recent_errors`` (it is not raised)."""
+        ...
+
 
 #: Seconds between the keeper's passes.
 KEEP_TICK = 0.5
 
 
 def renew_due(
-    core: ConsumerCore,
+    core: KeeperPort,
     keeper: LockKeeper[Record[Any, Any]],
     max_hold: float,
     kept_elsewhere: Callable[[Record[Any, Any]], bool] | None = None,
@@ -84,7 +124,7 @@ def renew_due(
 
 
 async def keep_locks(
-    core: ConsumerCore,
+    core: KeeperPort,
     keeper: LockKeeper[Record[Any, Any]],
     max_hold: float,
     kept_elsewhere: Callable[[Record[Any, Any]], bool] | None = None,
@@ -96,14 +136,16 @@ async def keep_locks(
         renew_due(core, keeper, max_hold, kept_elsewhere)
 
 
-async def renewals_allowed(core: ConsumerCore, *, explicit: bool) -> bool:
-    """Whether the group takes lock renewals (rule 3).
+async def renewals_allowed(
+    cluster: Cluster, group: str, *, timeout: float, member_id: str, explicit: bool
+) -> bool:
+    """Whether ``group`` takes lock renewals (rule 3); ``timeout``: per request,
+    ``member_id``: for the WARNING.
 
     :returns: False when the group refuses them and ``keep_locks`` was the default.
     :raises IncompatibleBrokerError: the group refuses them and ``explicit``.
     """
-    group = core.config.group_id
-    enabled = await renewals_enabled(core.cluster, group, timeout=core.config.request_timeout)
+    enabled = await renewals_enabled(cluster, group, timeout=timeout)
     if enabled is not False:
         return True  # enabled, or cannot be told (older broker, no DESCRIBE_CONFIGS)
     what = f"group {group!r} has {GROUP_RENEW_ENABLE}=false: the broker refuses lock renewals"
@@ -115,7 +157,7 @@ async def renewals_allowed(core: ConsumerCore, *, explicit: bool) -> bool:
     logger.warning(
         "share consumer %s: %s; process() does not keep locks: a handler that runs past "
         "the lock duration loses its record to another delivery",
-        core.member_id,
+        member_id,
         what,
     )
     return False

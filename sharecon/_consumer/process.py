@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
@@ -50,19 +50,56 @@ from sharecon.types import AckType
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine
 
+    from anyio.abc import TaskGroup
+
     from sharecon._backoff import Backoff
+    from sharecon._consumer.buffer import DeliveryBuffer
     from sharecon._consumer.core import ConsumerCore
     from sharecon._consumer.holdback import Holdback
     from sharecon._share.breaker import DeadLetterBreaker
     from sharecon._share.lock_keeper import LockKeeper
+    from sharecon._share.machine import ShareMachine
     from sharecon.record import Record
 
 logger = logging.getLogger("sharecon.consumer")
 
-__all__ = ["Host", "breaker_opened", "run_workers", "wait_while_open"]
+__all__ = ["BreakerPort", "Host", "breaker_opened", "run_workers", "wait_while_open"]
 
 #: Longest sleep of a worker while the breaker is open (a reset is seen within it).
 _BREAKER_POLL = 0.5
+
+
+class BreakerPort(Protocol):
+    """What the breaker's steps use of the consumer (``ConsumerCore`` has all of it)."""
+
+    @property
+    def buffer(self) -> DeliveryBuffer:
+        """Woken (``resume``) when the breaker lets fetching go on."""
+        ...
+
+    @property
+    def tg(self) -> TaskGroup:
+        """Where the cool-down's timer runs."""
+        ...
+
+    @property
+    def member_id(self) -> str:
+        """For the log line."""
+        ...
+
+    @property
+    def closing(self) -> bool:
+        """Whether close() has begun (the wait ends)."""
+        ...
+
+    @property
+    def fatal(self) -> BaseException | None:
+        """The error that stopped the consumer (the wait ends)."""
+        ...
+
+    def clock(self) -> float:
+        """The time the breaker's window is on."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +208,7 @@ async def run_workers(
             except Exception as exc:
                 if limit is not None and record.delivery_count >= limit:
                     reason = f"{type(exc).__name__}: {exc}"
-                    _log_routing(core, record, limit, reason)
+                    _log_routing(core.machine, core.member_id, record, limit, reason)
                     try:
                         await host.to_dead_letters(core, record, reason)
                     except errors.DeadLetterError as dlq_exc:
@@ -210,7 +247,7 @@ async def run_workers(
         tg.cancel_scope.cancel()  # the workers are done: so is this keeper (rule 5)
 
 
-def breaker_opened(core: ConsumerCore, breaker: DeadLetterBreaker) -> None:
+def breaker_opened(core: BreakerPort, breaker: DeadLetterBreaker) -> None:
     """The breaker just opened: fetching holds (the buffer asks the breaker), say so once,
     and wake the fetchers when the cool-down ends, whether or not a worker still runs
     (rule 6)."""
@@ -226,7 +263,7 @@ def breaker_opened(core: ConsumerCore, breaker: DeadLetterBreaker) -> None:
         core.tg.start_soon(_resume_after, core, breaker, left, name="sharecon breaker cool-down")
 
 
-async def _resume_after(core: ConsumerCore, breaker: DeadLetterBreaker, delay: float) -> None:
+async def _resume_after(core: BreakerPort, breaker: DeadLetterBreaker, delay: float) -> None:
     """Wake the fetchers once the cool-down that ends in ``delay`` seconds is over: no
     worker may be left to notice (``process()`` ended while it was open)."""
     await anyio.sleep(delay)
@@ -235,7 +272,7 @@ async def _resume_after(core: ConsumerCore, breaker: DeadLetterBreaker, delay: f
 
 
 async def wait_while_open(
-    core: ConsumerCore, breaker: DeadLetterBreaker, closed: Callable[[], bool]
+    core: BreakerPort, breaker: DeadLetterBreaker, closed: Callable[[], bool]
 ) -> None:
     """Sleep while the breaker is open (at most ``_BREAKER_POLL`` at a time), then wake
     the fetchers (rule 6)."""
@@ -248,18 +285,20 @@ async def wait_while_open(
         await anyio.sleep(_BREAKER_POLL if left is None else min(_BREAKER_POLL, left))
 
 
-def _log_routing(core: ConsumerCore, record: Record[Any, Any], limit: int, reason: str) -> None:
+def _log_routing(
+    machine: ShareMachine, member_id: str, record: Record[Any, Any], limit: int, reason: str
+) -> None:
     """Say that a record goes to the dead-letter topic, with what this member saw of it."""
-    earlier = core.machine.released_before(record.topic_partition, record.offset)
+    earlier = machine.released_before(record.topic_partition, record.offset)
     history = f"; it failed here on delivery {earlier} too" if earlier else ""
     logger.warning(
         "share consumer %s: %s-%d@%d to the dead-letter topic: the handler raised on "
         "delivery %d (max_deliveries=%d)%s: %s",
-        *(core.member_id, record.topic, record.partition, record.offset),
+        *(member_id, record.topic, record.partition, record.offset),
         *(record.delivery_count, limit, history, reason),
     )
 
 
-def _failed(core: ConsumerCore) -> bool:
+def _failed(core: BreakerPort) -> bool:
     """Whether the consumer failed (a call, so type checkers re-read it after awaits)."""
     return core.fatal is not None
