@@ -167,6 +167,7 @@ class ConsumerStats:
         "client_id",
         "dlq_errors",
         "dlq_records",
+        "dlq_values_dropped",
         "fetch_bytes",
         "fetch_latency",
         "fetch_records",
@@ -214,6 +215,7 @@ class ConsumerStats:
         self.renewals_failed = 0
         self.dlq_records = 0
         self.dlq_errors = 0
+        self.dlq_values_dropped = 0
 
     # -- events ---------------------------------------------------------------------------
 
@@ -336,6 +338,7 @@ class ConsumerStats:
             renewals_failed_total=float(renewals_failed),
             dlq_records_total=float(self.dlq_records),
             dlq_errors_total=float(self.dlq_errors),
+            dlq_values_dropped_total=float(self.dlq_values_dropped),
         )
 
 

@@ -11,7 +11,12 @@ Rules of this module:
    broker's ``share.delivery.count.limit``, past which it is archived unseen.
 2. The copy keeps the original key, value and headers, and adds ``sharecon.dlq.*`` headers
    naming where it came from and why (see :data:`DLQ_HEADERS`), so it can be inspected and
-   replayed (``sharecon dlq replay``).
+   replayed (``sharecon dlq replay``). A record too large for the dead-letter topic
+   (``MESSAGE_TOO_LARGE``: its copy never fits, and released it would come back until the
+   broker archived it with no copy at all) gets a *stub* instead: the same headers and
+   key, no value, and :data:`DLQ_VALUE_DROPPED` giving the size of the value left out.
+   The original is then rejected as for any copy; the stub is evidence, not something
+   ``sharecon dlq replay`` can put back (it skips stubs and says how many).
 3. Where the broker routes rejected records itself (Kafka 4.4, ``share.version`` 2, and
    the group config ``errors.deadletterqueue.topic.name`` naming the same topic), the
    client does not copy: rejecting is enough, and the broker writes the copy, with its
@@ -74,6 +79,7 @@ __all__ = [
     "DLQ_REASON",
     "DLQ_TIME",
     "DLQ_TOPIC",
+    "DLQ_VALUE_DROPPED",
     "BrokerDlqCache",
     "DeadLetterInfo",
     "DeadLetterPolicy",
@@ -96,6 +102,9 @@ DLQ_GROUP = "sharecon.dlq.group"
 DLQ_REASON = "sharecon.dlq.reason"
 #: Milliseconds since the Unix epoch when the record was dead-lettered.
 DLQ_TIME = "sharecon.dlq.time"
+#: Only on a stub (rule 2): the size in bytes of the value the copy left out, because the
+#: whole copy was too large for the dead-letter topic. Not in :data:`DLQ_HEADERS`.
+DLQ_VALUE_DROPPED = "sharecon.dlq.value.dropped"
 #: Every header the router adds, in the order it adds them.
 DLQ_HEADERS = (
     DLQ_TOPIC,
@@ -272,14 +281,22 @@ class DeadLetterInfo:
     reason: str
     time_ms: int
     written_by: Literal["sharecon", "broker"] = "sharecon"
+    #: on a stub (rule 2): the size of the value the copy left out; -1 on a whole copy
+    value_dropped: int = -1
 
 
 def dead_letter_headers(
-    record: Record[Any, Any], group: str, reason: str, now_ms: int | None = None
+    record: Record[Any, Any],
+    group: str,
+    reason: str,
+    now_ms: int | None = None,
+    *,
+    value_dropped: int | None = None,
 ) -> list[tuple[str, bytes | None]]:
-    """The copy's headers: the original ones, then the ``sharecon.dlq.*`` ones (rule 2)."""
+    """The copy's headers: the original ones, then the ``sharecon.dlq.*`` ones (rule 2);
+    for a stub, ``value_dropped`` (the size of the value left out) as well."""
     stamp = int(time.time() * 1000) if now_ms is None else now_ms
-    return [
+    headers = [
         *record.headers,
         (DLQ_TOPIC, record.topic.encode()),
         (DLQ_PARTITION, str(record.partition).encode()),
@@ -289,6 +306,9 @@ def dead_letter_headers(
         (DLQ_REASON, reason.encode()),
         (DLQ_TIME, str(stamp).encode()),
     ]
+    if value_dropped is not None:
+        headers.append((DLQ_VALUE_DROPPED, str(value_dropped).encode()))
+    return headers
 
 
 def dead_letter_info(headers: Sequence[tuple[str, bytes | None]]) -> DeadLetterInfo | None:
@@ -304,6 +324,7 @@ def dead_letter_info(headers: Sequence[tuple[str, bytes | None]]) -> DeadLetterI
         group=found.get(DLQ_GROUP, ""),
         reason=found.get(DLQ_REASON, ""),
         time_ms=_number(found, DLQ_TIME),
+        value_dropped=_number(found, DLQ_VALUE_DROPPED),
     )
 
 
@@ -461,9 +482,10 @@ class DeadLetterRouter:
         self._known_topics.add(topic)
 
     async def write(
-        self, record: Record[Any, Any], reason: str, topic: str
+        self, record: Record[Any, Any], reason: str, topic: str, *, stub: bool = False
     ) -> RecordMetadata | None:
         """Write the copy of ``record`` to ``topic``; ``None`` when the broker does it (rule 3).
+        ``stub``: the copy without the value, for a record too large for the topic (rule 2).
 
         :raises DeadLetterError: the copy could not be written (the caller releases).
         """
@@ -474,11 +496,13 @@ class DeadLetterRouter:
         try:
             # The bytes as fetched: a consumer's deserializers changed key and value.
             # send_and_wait, not send: rule 1 needs the broker's acknowledgement here.
+            value = record.serialized_value
+            dropped = len(value or b"") if stub else None
             return await self._producer.send_and_wait(
                 topic,
-                record.serialized_value,
+                None if stub else value,
                 key=record.serialized_key,
-                headers=dead_letter_headers(record, self.group_id, reason),
+                headers=dead_letter_headers(record, self.group_id, reason, value_dropped=dropped),
                 timestamp=record.timestamp if record.timestamp >= 0 else None,
             )
         except errors.KafkaError as exc:

@@ -179,6 +179,12 @@ CONSUMER_METRICS: tuple[MetricInfo, ...] = _table(
             _OURS,
             "Dead-letter writes that failed (the record was released instead).",
         ),
+        (
+            "dlq_values_dropped_total",
+            "1",
+            _OURS,
+            "Dead-letter copies written without their value (too large for the topic).",
+        ),
     ],
 )
 
@@ -323,6 +329,7 @@ class ConsumerMetrics:
     renewals_failed_total: float
     dlq_records_total: float
     dlq_errors_total: float
+    dlq_values_dropped_total: float
 
     def as_dict(self) -> dict[str, float]:
         """Every metric keyed by its Java-style name (``records-consumed-rate``)."""

@@ -63,7 +63,7 @@ class RejectPort(Protocol):
 
     @property
     def stats(self) -> ConsumerStats:
-        """``dlq_records`` and ``dlq_errors``."""
+        """``dlq_records``, ``dlq_values_dropped`` and ``dlq_errors``."""
         ...
 
     def clock(self) -> float:
@@ -96,8 +96,11 @@ class Router(Protocol):
         """Run its clients until it is stopped (started in the consumer's task group)."""
         ...
 
-    async def write(self, record: Record[Any, Any], reason: str, topic: str) -> Any:
-        """Write the copy; what the broker said of it (``None``: the broker wrote it).
+    async def write(
+        self, record: Record[Any, Any], reason: str, topic: str, *, stub: bool = False
+    ) -> Any:
+        """Write the copy (``stub``: without the value); what the broker said of it
+        (``None``: the broker wrote it).
 
         :raises DeadLetterError: the copy could not be written.
         """
@@ -169,11 +172,12 @@ async def reject_to_dlq(
         release_quietly(acknowledge, record)
         raise core.fatal
     failures = 0
+    stub = False  # the copy without its value (sharecon.dlq rule 2)
     while True:
         try:
             if not router.started:
                 await core.tg.start(router.host)
-            written = await router.write(record, reason, target)
+            written = await router.write(record, reason, target, stub=stub)
             break
         except errors.KafkaError as exc:
             err = exc
@@ -193,7 +197,14 @@ async def reject_to_dlq(
         # see one raised inside its sibling clause).
         failures += 1
         wait = None
-        if core.fatal is None and not core.is_closing() and core.handout.holds(record):
+        held = core.fatal is None and not core.is_closing() and core.handout.holds(record)
+        if held and not stub and isinstance(err.__cause__, _NEVER_FITS):
+            # The whole copy never fits the topic: released, the record would come back
+            # until the broker archived it with no copy at all. A stub keeps the evidence.
+            logger.warning("%s; writing a copy without the value instead", err)
+            stub = True
+            continue
+        if held:
             # Each release spends a delivery attempt: try again while the lock
             # lasts (sharecon._share.dead_letter_retry).
             wait = retry_in(
@@ -220,6 +231,8 @@ async def reject_to_dlq(
             core.fail(err)  # stop: routing anything else would fail the same way
         raise err from err.__cause__
     core.stats.dlq_records += 1
+    if stub:
+        core.stats.dlq_values_dropped += 1
     if not core.handout.holds(record):
         # Its lock was lost while the copy was written (a slow or retried write, a
         # lost session): the broker delivers it again, and it may be copied again (at

@@ -177,7 +177,7 @@ def _info(record: Record) -> DeadLetterInfo | None:
 def _dlq_json(info: DeadLetterInfo | None) -> dict[str, object] | None:
     if info is None:
         return None
-    return {
+    out: dict[str, object] = {
         "source_topic": info.topic,
         "source_partition": info.partition,
         "source_offset": info.offset,
@@ -188,6 +188,9 @@ def _dlq_json(info: DeadLetterInfo | None) -> dict[str, object] | None:
         "time_ms": info.time_ms,
         "written_by": info.written_by,
     }
+    if info.value_dropped >= 0:
+        out["value_dropped"] = info.value_dropped  # a stub: the value was too large
+    return out
 
 
 def _dlq_text(record: Record, info: DeadLetterInfo | None) -> str:
@@ -204,6 +207,8 @@ def _dlq_text(record: Record, info: DeadLetterInfo | None) -> str:
         ]
         if info.written_by != "sharecon":
             parts.append(f"by={info.written_by}")
+        if info.value_dropped >= 0:
+            parts.append(f"value-dropped={info.value_dropped}B")
     parts += [f"key={text_of(record.key)}", f"value={text_of(record.value)}"]
     kept = original_headers(record.headers)
     if kept:
@@ -314,6 +319,13 @@ async def _drain(
 # -- replay --------------------------------------------------------------------------------
 
 
+def _is_stub(record: Record) -> bool:
+    """Whether ``record`` is a stub: a copy written without the value, which was too large
+    for the dead-letter topic (``sharecon.dlq`` rule 2). It cannot be replayed."""
+    info = _info(record)
+    return info is not None and info.value_dropped >= 0
+
+
 def _target_of(record: Record, target: str | None) -> str:
     if target is not None:
         return target
@@ -356,9 +368,19 @@ async def _dry_run(args: argparse.Namespace, options: ClientOptions, admin: Admi
     shown = 0
     known: set[str] = set()
 
+    stubs = 0
+
     def show(record: Record) -> None:
-        nonlocal shown
+        nonlocal shown, stubs
         if record.offset < start.get(record.partition, -1):
+            return
+        if _is_stub(record):
+            stubs += 1
+            if not args.json:
+                sys.stdout.write(
+                    f"would skip {record.topic}-{record.partition}@{record.offset}: "
+                    "its value was too large for the dead-letter topic and is not in it\n"
+                )
             return
         target = _target_of(record, args.target)
         known.add(target)
@@ -381,6 +403,7 @@ async def _dry_run(args: argparse.Namespace, options: ClientOptions, admin: Admi
         sys.stderr.write(
             f"dry run: {shown} record(s) would be replayed from {args.source}"
             + (f" to {', '.join(sorted(known))}" if known else "")
+            + (f"; {stubs} skipped (written without their value)" if stubs else "")
             + "\n"
         )
     return ExitCode.OK
@@ -388,7 +411,7 @@ async def _dry_run(args: argparse.Namespace, options: ClientOptions, admin: Admi
 
 async def _replay_for_real(args: argparse.Namespace, options: ClientOptions, admin: Admin) -> int:
     known_targets: set[str] = {args.target} if args.target else set()
-    replayed = 0
+    replayed = skipped = 0
     per_target: dict[str, int] = {}
     timer = IdleTimer(args.idle)
     limit: int | None = args.max
@@ -406,6 +429,13 @@ async def _replay_for_real(args: argparse.Namespace, options: ClientOptions, adm
                         break
                     continue
                 timer.activity()
+                # A stub has no value to put back: rejected in the replay group's view (it
+                # stays in the dead-letter topic, for inspect), counted, and said.
+                stubs = [r for r in records if _is_stub(r)]
+                for r in stubs:
+                    r.reject()
+                skipped += len(stubs)
+                records = [r for r in records if not _is_stub(r)]
                 try:
                     targets = [_target_of(r, args.target) for r in records]
                     for t in set(targets) - known_targets:
@@ -459,6 +489,16 @@ async def _replay_for_real(args: argparse.Namespace, options: ClientOptions, adm
             where = f" to {args.target}"
         else:
             where = ""
-        nothing = "" if replayed else f" (nothing left to replay for group {args.group!r})"
-        sys.stderr.write(f"{replayed} record(s) replayed from {args.source}{where}{nothing}\n")
+        nothing = (
+            "" if replayed or skipped else f" (nothing left to replay for group {args.group!r})"
+        )
+        stubs_said = (
+            f"; {skipped} skipped: written without their value, which was too large for "
+            "the dead-letter topic (still there for `sharecon dlq inspect`)"
+            if skipped
+            else ""
+        )
+        sys.stderr.write(
+            f"{replayed} record(s) replayed from {args.source}{where}{nothing}{stubs_said}\n"
+        )
     return ExitCode.OK

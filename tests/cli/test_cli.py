@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import json
 import os
 import pathlib
@@ -25,7 +26,7 @@ import pytest
 from sharecon.admin import Admin
 from sharecon.cli import build_parser
 from sharecon.consumer import ShareConsumer
-from sharecon.dlq import DLQ_PREFIX, dead_letter_headers
+from sharecon.dlq import DLQ_PREFIX, DLQ_VALUE_DROPPED, dead_letter_headers
 from sharecon.producer import Producer, ProducerRecord
 from sharecon.record import Record
 from sharecon.testing import SaslSetup
@@ -956,6 +957,40 @@ def test_dlq_replay_defaults_to_source_topic_and_respects_max(
     rest = cli("dlq", "replay", "--from", dlq, "--idle", "1", *b)
     assert "1 record(s) replayed" in rest.stderr
     assert sorted(r.value for r in read_back(kafka_bootstrap, source, 3)) == [b"v0", b"v1", b"v2"]
+
+
+def test_dlq_replay_skips_a_stub_and_says_so(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    """A stub (a copy written without its value, too large for the dead-letter topic) has
+    nothing to put back: replay moves the whole copies, skips the stub, counts it, and
+    a second run finds nothing left; inspect still shows it."""
+    source, dlq = topic_factory(1), topic_factory(1)
+    b = ("-b", kafka_bootstrap)
+    stub = _dlq_copy(dlq, source, 1, b"k1", b"", [])
+    stub = dataclasses.replace(
+        stub, value=None, headers=[*stub.headers, (DLQ_VALUE_DROPPED, b"2000000")]
+    )
+    produce(
+        kafka_bootstrap,
+        [
+            _dlq_copy(dlq, source, 0, b"k0", b"v0", []),
+            stub,
+            _dlq_copy(dlq, source, 2, b"k2", b"v2", []),
+        ],
+    )
+    dry = cli("dlq", "replay", "--from", dlq, "--dry-run", "--idle", "1", *b)
+    assert dry.returncode == 0, dry.stderr
+    assert f"would skip {dlq}-0@1" in dry.stdout
+    assert "2 record(s) would be replayed" in dry.stderr and "1 skipped" in dry.stderr
+    proc = cli("dlq", "replay", "--from", dlq, "--idle", "1", *b)
+    assert proc.returncode == 0, proc.stderr
+    assert f"2 record(s) replayed from {dlq} to {source} (2); 1 skipped" in proc.stderr
+    assert sorted(r.value for r in read_back(kafka_bootstrap, source, 2)) == [b"v0", b"v2"]
+    again = cli("dlq", "replay", "--from", dlq, "--idle", "1", *b)
+    assert "0 record(s) replayed" in again.stderr and "skipped" not in again.stderr
+    seen = cli("dlq", "inspect", dlq, "--max", "3", "--idle", "1", *b)
+    assert "value-dropped=2000000B" in seen.stdout
 
 
 def test_dlq_replay_failure_releases_and_exits_1(

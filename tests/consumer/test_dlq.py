@@ -78,10 +78,46 @@ async def test_reject_to_dlq_copies_then_archives(
     assert [k for k, _ in copy.headers] == list(DLQ_HEADERS)
 
 
+async def test_a_record_too_large_for_the_dlq_gets_a_stub_and_is_rejected(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
+) -> None:
+    """The whole copy is too large for the DLQ topic (MESSAGE_TOO_LARGE): released, the
+    record would come back until the broker archived it with no copy at all. The copy is
+    written without the value instead (a stub naming the value's size), the original is
+    rejected and not delivered again, and the metric counts it."""
+    topic = topic_factory(1)
+    dlq = topic_factory(1, config={"max.message.bytes": "4000"})
+    await produce(kafka_bootstrap, topic, [b"x" * 10_000])
+    async with ShareConsumer(
+        kafka_bootstrap, group_id=share_group, topics=[topic], dlq_topic=dlq, ack_mode="explicit"
+    ) as consumer:
+        with anyio.fail_after(30):
+            record = await consumer.__anext__()
+        written = await consumer.reject_to_dlq(record, reason="too big to copy")
+        assert written is not None and written.topic == dlq
+        assert consumer.metrics().dlq_values_dropped_total == 1
+        assert consumer.metrics().dlq_records_total == 1
+        assert consumer.metrics().dlq_errors_total == 0
+        verdict = await consumer.commit()
+        assert all(e is None for e in verdict.values()), verdict
+        # Rejected, not released: nothing comes back.
+        with anyio.move_on_after(6) as waited:
+            again = await consumer.__anext__()
+            pytest.fail(f"delivered again: {again!r}")
+        assert waited.cancelled_caught
+    (stub,) = await read_all(kafka_bootstrap, dlq, 1)
+    assert stub.value is None and stub.key == record.key
+    info = dead_letter_info(stub.headers)
+    assert info is not None
+    assert (info.topic, info.offset, info.reason) == (topic, record.offset, "too big to copy")
+    assert info.value_dropped == 10_000
+
+
 async def test_failed_dlq_write_releases_instead_of_rejecting(
     kafka_bootstrap: str, topic_factory: TopicFactory, share_group: str
 ) -> None:
-    """The copy is too large for the DLQ topic: the original comes back, nothing is lost."""
+    """Even the copy without its value is too large for the DLQ topic (its headers alone
+    pass 200 bytes): the original comes back, nothing is lost."""
     topic = topic_factory(1)
     dlq = topic_factory(1, config={"max.message.bytes": "200"})
     await produce(kafka_bootstrap, topic, [b"x" * 1000])
