@@ -17,6 +17,7 @@ FIRST_CAUGHT = {
     "token-give-up": 4,
     "keeper-off": 24,
     "leader-search-off": 0,
+    "dlq-no-stub": 12,
 }
 #: Seeds whose dead-letter copies the broker refuses for a while, by the error it answers
 #: (sim.client_dlq): 19 NOT_ENOUGH_REPLICAS for 40 s, 44 POLICY_VIOLATION for 10 s (each
@@ -55,6 +56,21 @@ def test_refused_dead_letter_copies_lose_nothing(version: str, code: int) -> Non
     assert any(f"(error {code})" in line for line in out.plan)
     assert out.counters["dlq_refused"] > 0
     assert out.counters["dlq_copies"] > 0
+
+
+#: A seed whose plan has poison records too large for the dead-letter topic (D4).
+OVERSIZE_SEED = 12
+
+
+@pytest.mark.parametrize("version", ["4.1", "4.4"])
+def test_a_record_too_large_for_the_dead_letter_topic_gets_a_stub(version: str) -> None:
+    """The broker answers a whole copy of some poison records MESSAGE_TOO_LARGE: each gets
+    a stub instead (no value, its size named), nothing is lost (D1), and every copy of
+    such a record in the topic is a stub (D4)."""
+    out = run(OVERSIZE_SEED, version)
+    assert out.violation is None, f"{out.violation}\n  replay: {out.replay()}"
+    assert any("too large for the topic" in line for line in out.plan)
+    assert out.counters["dlq_stubs"] > 0
 
 
 #: Seeds whose token endpoint goes down (sim.client_auth): for twice a token's lifetime

@@ -82,7 +82,13 @@ from sharecon.testing.sim.client_auth import (
     TokenEndpoint,
     give_up_for_good,
 )
-from sharecon.testing.sim.client_dlq import DlqPlan, DlqWatch, release_at_once, spent_bound
+from sharecon.testing.sim.client_dlq import (
+    DlqPlan,
+    DlqWatch,
+    no_stub,
+    release_at_once,
+    spent_bound,
+)
 from sharecon.testing.sim.client_leader import LeaderPlan, search_off
 from sharecon.testing.sim.client_net import HEALTH_BOUND as NET_HEALTH_BOUND
 from sharecon.testing.sim.client_net import (
@@ -466,6 +472,8 @@ class _Schedule:
         if self.dlq is not None and self.kafka._cluster is not None:
             out["dlq_refused"] = self.dlq.refused
             out["dlq_copies"] = len(self.dlq.copies(self.kafka.cluster))
+            stubs = self.dlq.stubs(self.kafka.cluster).values()
+            out["dlq_stubs"] = sum(1 for size in stubs if size >= 0)
             out["dlq_errors"] = self.dlq_errors
             out["dlq_spent"] = self.dlq.spent
         if self.slow is not None:
@@ -870,6 +878,7 @@ _FINAL = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 MUTANTS: dict[str, Callable[[], Any]] = {
     "dry-forever": mutants.dry_forever,
     "dlq-release-at-once": release_at_once,
+    "dlq-no-stub": no_stub,
     "token-give-up": give_up_for_good,
     "keeper-off": keeper_off,
     "oversize-off": guard_forgets,

@@ -16,6 +16,11 @@ What this module checks (docs/testing.md, "Dead letters"):
 * *D3, bounded cost*: each poison record's delivery attempts spent by failed copies (the
   delivery count of its first accepted copy minus that of its first attempted one) are at
   most :func:`spent_bound`: one per lock the refusal spans, not one per attempt.
+* *D4, too large is a stub*: in some plans some poison records are too large for the
+  dead-letter topic (the broker answers a whole copy of one MESSAGE_TOO_LARGE, whenever
+  it comes): every copy of such a record in the topic is a stub (no value, and
+  ``sharecon.dlq.value.dropped`` giving the value's size), and D1 and D3 hold for them
+  too (released on every delivery instead, such a record would be archived uncopied).
 
 The schedule's draws come from a random source of their own, so the schedules of seeds
 without dead letters are those they always were.
@@ -23,6 +28,7 @@ without dead letters are those they always were.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections import defaultdict
@@ -31,7 +37,13 @@ from typing import TYPE_CHECKING, Any
 from unittest import mock
 
 from sharecon._share.dead_letter_retry import LOCK_MARGIN, RETRY_BACKOFF
-from sharecon.dlq import DLQ_DELIVERY_COUNT, DLQ_OFFSET, DLQ_PARTITION, DeadLetterPolicy
+from sharecon.dlq import (
+    DLQ_DELIVERY_COUNT,
+    DLQ_OFFSET,
+    DLQ_PARTITION,
+    DLQ_VALUE_DROPPED,
+    DeadLetterPolicy,
+)
 from sharecon.protocol.messages.produce import ProduceRequest
 from sharecon.protocol.records import decode_records
 from sharecon.testing.fake.cluster import _error_response
@@ -43,7 +55,16 @@ if TYPE_CHECKING:
     from sharecon.protocol.messages._base import Request, Response
     from sharecon.testing.fake.cluster import FakeCluster
 
-__all__ = ["DLQ_TOPIC", "REFUSALS", "DlqPlan", "DlqWatch", "release_at_once", "spent_bound"]
+__all__ = [
+    "DLQ_TOPIC",
+    "REFUSALS",
+    "TOO_LARGE",
+    "DlqPlan",
+    "DlqWatch",
+    "no_stub",
+    "release_at_once",
+    "spent_bound",
+]
 
 #: The dead-letter topic of the schedules' group ``g``.
 DLQ_TOPIC = "dlq.g"
@@ -52,6 +73,13 @@ DLQ_TOPIC = "dlq.g"
 #: (3, the topic looks missing: retriable), POLICY_VIOLATION (44, not retriable: each
 #: attempt fails at once).
 REFUSALS = (19, 3, 44)
+#: MESSAGE_TOO_LARGE: the broker's answer to a whole copy of a record too large for the
+#: dead-letter topic (D4).
+TOO_LARGE = 10
+#: Share of plans with records too large for the dead-letter topic (D4), and the share of
+#: their poison records that are.
+OVERSIZE_SHARE = 0.4
+OVERSIZE_PART = 0.5
 
 
 def spent_bound(refuse_for: float, lock: float, faults: int) -> int:
@@ -91,6 +119,8 @@ class DlqPlan:
     refuse_at: float
     refuse_for: float
     code: int
+    #: indexes of poison records too large for the dead-letter topic (D4)
+    oversize: frozenset[int] = frozenset()
 
     @classmethod
     def draw(cls, seed: int, records: int, styles: Sequence[str]) -> DlqPlan | None:
@@ -100,13 +130,19 @@ class DlqPlan:
             return None
         share = rng.choice([0.05, 0.1, 0.2])
         poison = frozenset(i for i in range(records) if rng.random() < share)
-        return cls(
+        plan = cls(
             max_deliveries=rng.choice([2, 3]),
             poison=poison or frozenset({rng.randrange(records)}),
             refuse_at=round(rng.uniform(0.0, 10.0), 3),
             refuse_for=rng.choice([0.0, 2.0, 10.0, 40.0]),
             code=rng.choice(REFUSALS),
         )
+        # A stream of its own (D4), so the draws above stay what they were.
+        orng = random.Random(seed * 7919 + 0x0B16)
+        if orng.random() >= OVERSIZE_SHARE:
+            return plan
+        oversize = frozenset(i for i in sorted(plan.poison) if orng.random() < OVERSIZE_PART)
+        return dataclasses.replace(plan, oversize=oversize)
 
     def describe(self) -> str:
         refusal = (
@@ -114,9 +150,10 @@ class DlqPlan:
             if self.refuse_for
             else "never refused"
         )
+        too_large = f", {len(self.oversize)} too large for the topic" if self.oversize else ""
         return (
             f"dead letters: max_deliveries {self.max_deliveries}, "
-            f"{len(self.poison)} poison, {refusal}"
+            f"{len(self.poison)} poison{too_large}, {refusal}"
         )
 
     @property
@@ -146,6 +183,8 @@ class DlqWatch:
     refused: int = 0
     #: the most delivery attempts one record spent on failed copies (D3)
     spent: int = 0
+    #: (partition, offset) -> the value's size, of the whole copies refused as too large (D4)
+    too_large: dict[tuple[int, int], int] = field(default_factory=dict)
 
     def intercept(
         self, conn: str, header: RequestHeader, body: Request[Response]
@@ -157,15 +196,23 @@ class DlqWatch:
         topic = self.cluster().topics.get(DLQ_TOPIC)
         tid = topic.topic_id if topic is not None else None
         ours = [td for td in body.topic_data if td.name == DLQ_TOPIC or td.topic_id == tid]
+        too_large = False
         for td in ours:
             for pd in td.partition_data:
                 for rec in decode_records(pd.records or b""):
                     key = (_header(rec.headers, DLQ_PARTITION), _header(rec.headers, DLQ_OFFSET))
                     self.attempted[key].append(_header(rec.headers, DLQ_DELIVERY_COUNT))
+                    if rec.value is not None and int(rec.value[1:]) in self.plan.oversize:
+                        self.too_large[key] = len(rec.value)
+                        too_large = True
         t = self.elapsed()
         if ours and self.plan.refuse_at <= t < self.plan.heals_at:
             self.refused += 1
             return _error_response(body, self.plan.code)
+        if too_large:
+            # Kafka refuses the whole batch; the producer splits it until the record
+            # alone is refused (its MessageTooLargeError).
+            return _error_response(body, TOO_LARGE)
         return None
 
     def copies(self, cluster: FakeCluster) -> dict[tuple[int, int], list[int]]:
@@ -183,6 +230,23 @@ class DlqWatch:
                     out[key].append(_header(rec.headers, DLQ_DELIVERY_COUNT))
         return out
 
+    def stubs(self, cluster: FakeCluster) -> dict[tuple[int, int], int]:
+        """The dead-letter topic's copies of records a whole copy of which was refused as
+        too large, and of every stub, by the (partition, offset) they copy: the value size
+        a stub names, or -1 for a whole copy (D4)."""
+        topic = cluster.topics.get(DLQ_TOPIC)
+        out: dict[tuple[int, int], int] = {}
+        if topic is None:
+            return out
+        for p in range(topic.partitions):
+            for batch in cluster.logs[(topic.topic_id, p)].batches:
+                for rec in decode_records(batch.data):
+                    key = (_header(rec.headers, DLQ_PARTITION), _header(rec.headers, DLQ_OFFSET))
+                    dropped = _header(rec.headers, DLQ_VALUE_DROPPED)
+                    if key in self.too_large or dropped >= 0:
+                        out[key] = dropped if rec.value is None else -1
+        return out
+
     def check(
         self,
         cluster: FakeCluster,
@@ -196,6 +260,13 @@ class DlqWatch:
         for key in sorted(copies):
             if key not in poison:
                 return f"invariant D1: {key} was dead-lettered, but no handler failed it"
+        for key, size in sorted(self.stubs(cluster).items()):
+            want = self.too_large.get(key)
+            if size != want:
+                whole = "a whole copy" if size < 0 else f"a stub naming {size} bytes"
+                return f"invariant D4: {key}: {whole} in the dead-letter topic; " + (
+                    f"its value ({want} bytes) is too large for it" if want else "it fits"
+                )
         for key in sorted(archived - rejected):
             if key not in copies:
                 return (
@@ -221,3 +292,20 @@ def release_at_once() -> Any:
     once (the bug fixed by ``sharecon._share.dead_letter_retry``): a copy refused for a few
     seconds sends the record round and round to the broker's delivery limit."""
     return mock.patch("sharecon.consumer.dead_letter_retry_in", lambda *a, **k: None)
+
+
+def no_stub() -> Any:
+    """Mutant ``dlq-no-stub``: a copy too large for the dead-letter topic releases its
+    record as any failed copy did before stubs (sharecon.dlq rule 2): the record comes
+    back on every delivery until the broker archives it with no copy (D1)."""
+    from sharecon.dlq import DeadLetterRouter
+
+    real = DeadLetterRouter.write
+
+    async def whole_only(
+        self: DeadLetterRouter, record: Any, reason: str, topic: str, *, stub: bool = False
+    ) -> Any:
+        del stub
+        return await real(self, record, reason, topic)
+
+    return mock.patch.object(DeadLetterRouter, "write", whole_only)
