@@ -24,9 +24,11 @@ nothing released) or clean restart, with the broker refusing connections for a w
 drawn from random sources of their own (so the schedules above stay as they were): dead
 letters refused for a while (:mod:`~sharecon.testing.sim.client_dlq`, invariants D1-D3),
 an OAuth token endpoint outage (:mod:`~sharecon.testing.sim.client_auth`, A1-A3),
-handlers slower than the lock (:mod:`~sharecon.testing.sim.client_slow`, S1) and the
+handlers slower than the lock (:mod:`~sharecon.testing.sim.client_slow`, S1), the
 transport's own faults: stalls, lost answers, cuts mid-request, a slow link
-(:mod:`~sharecon.testing.sim.client_net`, N1-N4).
+(:mod:`~sharecon.testing.sim.client_net`, N1-N4), and several broker nodes, one of
+them crashing, a leader moving to another node, the coordinator's node down
+(:mod:`~sharecon.testing.sim.client_nodes`, M1).
 
 Invariants (each violation names the seed and prints a one-line replay):
 
