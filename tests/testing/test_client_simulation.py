@@ -201,13 +201,13 @@ def test_transport_faults_of_found_bugs(seed: int) -> None:
 
 #: Seeds on several nodes (sim.client_nodes), and the counter that proves the case: a
 #: leader moving to the other node, then the coordinator's node down 2 s (two nodes served
-#: fetches); the coordinator's node down 12 s, past the session timeout (FindCoordinator
-#: and heartbeats refused meanwhile); a leader's node down twice while the other serves
+#: fetches); the coordinator's node down 12 s, past the session timeout (the members
+#: keep receiving records from the other node meanwhile); a leader's node down twice while the other serves
 #: (M1 judged records waiting on the live node); three nodes, a leader moving (all three
 #: served fetches).
 NODE_SEEDS = {
     "leader moves, coordinator down": (1, "nodes_fetched", 2),
-    "coordinator down past the session timeout": (8, "nodes_coordinator_refused", 1),
+    "coordinator down past the session timeout": (8, "nodes_handed_coordinator_down", 1),
     "a leader's node down, the other serving": (12, "nodes_outage_judged", 1),
     "three nodes": (29, "nodes_fetched", 3),
 }

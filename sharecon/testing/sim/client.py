@@ -550,6 +550,9 @@ class _Schedule:
         self.outage_judged = 0
         #: node outages M1 judged (no other fault acting)
         self.outages_quiet = 0
+        #: records handed out while a node was down; of them, while it was the coordinator
+        self.outage_handed = 0
+        self.coordinator_down_handed = 0
         self.written: dict[tuple[int, int], bytes] = {}
         self.ends = [0] * plan.partitions
         self.rejected: set[tuple[int, int]] = set()
@@ -625,6 +628,8 @@ class _Schedule:
             out["nodes_outage_judged"] = self.outage_judged
             out["nodes_outages_quiet"] = self.outages_quiet
             out["nodes_coordinator_refused"] = self.kafka.topology.coordinator_refused
+            out["nodes_handed_in_outage"] = self.outage_handed
+            out["nodes_handed_coordinator_down"] = self.coordinator_down_handed
         if self.net is not None:
             out["net_stalled"] = self.net.stalled
             out["net_lost"] = self.net.lost
@@ -713,6 +718,10 @@ class _Schedule:
 
     def seen(self, record: Record[bytes, bytes], index: int) -> None:
         self.handed += 1
+        topology = self.kafka.topology
+        if topology is not None and topology.down:
+            self.outage_handed += 1
+            self.coordinator_down_handed += topology.coordinator in topology.down
         self.watches[index].last_handed = anyio.current_time()
         key = (record.partition, record.offset)
         if self.slow is not None:

@@ -104,10 +104,6 @@ class NodesPlan:
         """When the last node fault ends (schedule seconds)."""
         return max((at + down for at, _, _, down in self.faults), default=0.0)
 
-    def windows(self) -> list[tuple[float, float, int]]:
-        """Each crash's (start, end, node), schedule seconds."""
-        return [(at, at + down, n) for at, kind, n, down in self.faults if kind == "crash"]
-
     def describe(self) -> str:
         parts = [
             f"crash of node {n}@{at:g}+down {down:g}s"
