@@ -55,7 +55,8 @@ class ClusterHealth:
     """A read-only status for health checks.
 
     :param ok: connected, not closed, some broker reachable, and no broker unreachable for
-        longer than the request timeout.
+        longer than the request timeout while attempts to reach it go on (one not tried
+        again for a request timeout after its latest failure no longer counts).
     :param connected: the bootstrap succeeded and the client is not closed.
     :param brokers: every broker or bootstrap address a connection was attempted to.
     :param unreachable_since: Unix time since when no broker at all could be reached, if so.
@@ -70,12 +71,13 @@ class ClusterHealth:
 
 
 class _State:
-    __slots__ = ("address", "last_error", "node_id", "since", "wall_since", "warned")
+    __slots__ = ("address", "last", "last_error", "node_id", "since", "wall_since", "warned")
 
     def __init__(self, node_id: int, address: str) -> None:
         self.node_id = node_id
         self.address = address
         self.since: float | None = None  # clock time of the outage's first failure
+        self.last = 0.0  # clock time of its latest failure
         self.wall_since: float | None = None
         self.last_error: str | None = None
         self.warned = False
@@ -135,6 +137,7 @@ class HealthTracker:
     def _fail(self, state: _State, error: str) -> None:
         now = self._clock()
         state.last_error = error
+        state.last = now
         if state.since is None:
             state.since = now
             state.wall_since = self._wall()
@@ -181,7 +184,14 @@ class HealthTracker:
             for s in sorted(self._brokers.values(), key=lambda s: (s.node_id < 0, s.node_id))
         )
         down = self._cluster.since is not None
-        long_down = any(b.unreachable_for > self._warn_after for b in brokers)
+        # A broker counts against ``ok`` while the attempts to reach it keep failing: for
+        # longer than warn_after, the latest within warn_after. One nobody dials any more
+        # (its partitions led elsewhere now, say) is not held against the client for ever
+        # on the strength of an old failure: it may long be back.
+        long_down = any(
+            s.since is not None and now - s.since > self._warn_after >= now - s.last
+            for s in self._brokers.values()
+        )
         return ClusterHealth(
             ok=connected and not down and not long_down,
             connected=connected,

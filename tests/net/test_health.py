@@ -117,6 +117,30 @@ def test_brokers_that_left_the_cluster_are_not_reported() -> None:
     assert [b.node_id for b in tracker.snapshot(connected=True).brokers] == [2]
 
 
+def test_a_broker_no_longer_dialed_stops_counting_against_ok() -> None:
+    """A broker that failed once and is not tried again (its partitions now led by others,
+    as in the several-node whole-client simulation, seed 90) does not keep ``ok`` false
+    for ever; one whose attempts keep failing does, past the request timeout."""
+    clock = FakeClock()
+    tracker = HealthTracker(10.0, clock=clock)
+    tracker.reached(2, "broker 2 (b:1)")
+    tracker.failed(1, "broker 1 (a:1)", OSError("refused"))
+    clock.now += 5.0
+    assert tracker.snapshot(connected=True).ok
+    clock.now += 20.0  # nobody dialed broker 1 again
+    health = tracker.snapshot(connected=True)
+    assert health.ok
+    assert not health.brokers[0].reachable  # still reported, with its last error
+    assert health.brokers[0].unreachable_for == 25.0
+    tracker.failed(3, "broker 3 (c:1)", OSError("refused"))
+    for _ in range(12):  # retried every second, failing each time
+        clock.now += 1.0
+        tracker.failed(3, "broker 3 (c:1)", OSError("refused"))
+    assert not tracker.snapshot(connected=True).ok
+    clock.now += 10.5  # given up on: no attempt for longer than the request timeout
+    assert tracker.snapshot(connected=True).ok
+
+
 # -- through the cluster, real sockets ------------------------------------------------------
 
 

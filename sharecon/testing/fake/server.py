@@ -307,8 +307,14 @@ class FakeKafka(Server):
         out: int = self._require().call(close)
         return out
 
-    async def _serve_conn(self, stream: ByteStream) -> None:
-        name = f"c{next(self._ids)}"
+    def _cluster_of(self, name: str) -> FakeCluster:
+        """The broker state serving connection ``name`` (one here; a several-node fake
+        picks the node the connection reached)."""
+        del name
+        return self.cluster
+
+    async def _serve_conn(self, stream: ByteStream, prefix: str = "c") -> None:
+        name = f"{prefix}{next(self._ids)}"
         scope = anyio.CancelScope()
         conn = _Conn(name, stream, scope)
         self._conns[name] = conn
@@ -341,13 +347,13 @@ class FakeKafka(Server):
                 with contextlib.suppress(Exception):
                     await stream.aclose()
                 if not conn.silent and self._cluster is not None:
-                    self._cluster.disconnect(name, self.now())
+                    self._cluster_of(name).disconnect(name, self.now())
                     self._notify()
 
     async def _answer_later(
         self, conn: _Conn, header: RequestHeader, body: Request[Response]
     ) -> None:
-        cluster = self.cluster
+        cluster = self._cluster_of(conn.name)
         arrived = self.now()
         wait_ms = getattr(body, "max_wait_ms", 0)
         deadline = self._wall() + max(wait_ms, 0) / 1000.0
@@ -375,7 +381,7 @@ class FakeKafka(Server):
         await self._answer(conn, header, body)
 
     async def _answer(self, conn: _Conn, header: RequestHeader, body: Request[Response]) -> None:
-        cluster = self.cluster
+        cluster = self._cluster_of(conn.name)
         response = cluster.handle(
             header.api_key, header.api_version, body, conn.name, self.now(), header.client_id
         )

@@ -24,9 +24,11 @@ nothing released) or clean restart, with the broker refusing connections for a w
 drawn from random sources of their own (so the schedules above stay as they were): dead
 letters refused for a while (:mod:`~sharecon.testing.sim.client_dlq`, invariants D1-D3),
 an OAuth token endpoint outage (:mod:`~sharecon.testing.sim.client_auth`, A1-A3),
-handlers slower than the lock (:mod:`~sharecon.testing.sim.client_slow`, S1) and the
+handlers slower than the lock (:mod:`~sharecon.testing.sim.client_slow`, S1), the
 transport's own faults: stalls, lost answers, cuts mid-request, a slow link
-(:mod:`~sharecon.testing.sim.client_net`, N1-N4).
+(:mod:`~sharecon.testing.sim.client_net`, N1-N4), and several broker nodes, one of
+them crashing, a leader moving to another node, the coordinator's node down
+(:mod:`~sharecon.testing.sim.client_nodes`, M1).
 
 Invariants (each violation names the seed and prints a one-line replay):
 
@@ -69,6 +71,7 @@ from sharecon.consumer import ShareConsumer
 from sharecon.errors import DeadLetterError, DeadLetterTopicError
 from sharecon.producer import Producer
 from sharecon.protocol.api import encode_response
+from sharecon.protocol.messages.share_fetch import ShareFetchRequest
 from sharecon.record import RetryLater
 from sharecon.testing.fake.cluster import FakeCluster
 from sharecon.testing.fake.server import FakeKafka
@@ -96,6 +99,15 @@ from sharecon.testing.sim.client_net import (
     NetPlan,
     fetch_waits_forever,
     guard_forgets,
+)
+from sharecon.testing.sim.client_nodes import (
+    BASE_PORT,
+    NodeBroker,
+    NodeCluster,
+    NodesPlan,
+    Topology,
+    build_nodes,
+    new_leader_unfetched,
 )
 from sharecon.testing.sim.client_slow import SlowPlan, SlowWatch, keeper_off
 from sharecon.testing.sim.intercept import CLOSE, Close
@@ -130,6 +142,8 @@ STALL = 10.0
 #: Invariant 5: the longest the clients may take to close once cancelled, virtual
 #: seconds (the consumer's default close_timeout).
 CLOSE_BOUND = 30.0
+#: M1: a node outage is judged only if no other fault acted this long before it, seconds.
+QUIET = 2.0
 #: How long a schedule may run at all, virtual seconds (a stuck one is a violation).
 HORIZON = 600.0
 
@@ -145,9 +159,16 @@ class MemoryKafka(FakeKafka):
     loop (FakeKafka's own go through its thread).
     """
 
-    def __init__(self, version: str = "4.4") -> None:
+    def __init__(self, version: str = "4.4", nodes: NodesPlan | None = None) -> None:
         super().__init__(version, host=HOST, port=PORT, heartbeat_interval_ms=1000)
         self.refuse_until = -math.inf
+        #: several nodes (sim.client_nodes): the plan, then the topology and the nodes
+        self.nodes_plan = nodes
+        self.topology: Topology | None = None
+        self.nodes: dict[int, NodeCluster] = {}
+        #: ShareFetch requests each node served; answers naming another leader
+        self.node_fetches: dict[int, int] = {}
+        self.not_leader = 0
         #: Fault classes' say over requests before FakeKafka's (``sim.client_dlq``,
         #: ``sim.client_auth``): each may answer a request itself, in order.
         self.intercepts: list[Intercept] = []
@@ -172,6 +193,16 @@ class MemoryKafka(FakeKafka):
             self._cleared.discard(key)
         elif await self._intercepted(conn, header, body):
             return
+        if self.nodes and header.api_key == ShareFetchRequest.api_key:
+            node = int(conn.name[1 : conn.name.index("c")])
+            self.node_fetches[node] = self.node_fetches.get(node, 0) + 1
+            tid = self.cluster.model.topics.get(TOPIC)
+            topology = self.topology
+            assert topology is not None and isinstance(body, ShareFetchRequest)
+            for t in body.topics:
+                if tid is not None and t.topic_id == tid:
+                    led = [topology.leader((tid, p.partition_index)) for p in t.partitions]
+                    self.not_leader += sum(n != node for n in led)
         if self.net is not None:
             await self.net.answer(self, conn, header, body)
             return
@@ -201,26 +232,61 @@ class MemoryKafka(FakeKafka):
     def _wall(self) -> float:
         return anyio.current_time()
 
+    def _cluster_of(self, name: str) -> FakeCluster:
+        # Several nodes: a connection's name says which node it reached ("n2c17").
+        if self.nodes and name.startswith("n"):
+            return self.nodes[int(name[1 : name.index("c")])]
+        return self.cluster
+
+    def _models(self) -> list[Any]:
+        return [c.model for c in self.nodes.values()] or [self.cluster.model]
+
+    def _leader_model(self, partition: int) -> Any:
+        """The model of the node leading ``partition`` of the schedule's topic."""
+        if self.topology is None:
+            return self.cluster.model
+        tid = self.cluster.model.topics[TOPIC]
+        return self.nodes[self.topology.leader((tid, partition))].model
+
     async def serve(self, tg: TaskGroup) -> None:
         """Serve from now on, in ``tg``."""
         self._changed = anyio.Event()
         self._origin = anyio.current_time()
-        self._cluster = FakeCluster(
-            self.version,
-            HOST,
-            PORT,
-            session_timeout_ms=self._session_timeout_ms,
-            heartbeat_interval_ms=self._heartbeat_interval_ms,
-        )
+        if self.nodes_plan is not None:
+            self.topology, self.nodes = build_nodes(
+                self.version,
+                HOST,
+                self.nodes_plan,
+                session_timeout_ms=self._session_timeout_ms,
+                heartbeat_interval_ms=self._heartbeat_interval_ms,
+            )
+            self._cluster = self.nodes[1]
+        else:
+            self._cluster = FakeCluster(
+                self.version,
+                HOST,
+                PORT,
+                session_timeout_ms=self._session_timeout_ms,
+                heartbeat_interval_ms=self._heartbeat_interval_ms,
+            )
         # ShareFetch's MaxBytes honoured as Kafka does (at least one batch a partition):
         # what a slow link's fetch sizing (sim.client_net) relies on.
         logs = self._cluster.logs
-        self._cluster.model.batch_bytes = lambda tp, first: logs[tp].size_of(first)
+        for model in self._models():
+            model.batch_bytes = lambda tp, first: logs[tp].size_of(first)
         self._tg = tg
 
     async def dial(self, host: str, port: int) -> ByteStream:
         """A new connection, or :class:`OSError` (refused) while the broker is down."""
-        if (host, port) != (HOST, PORT) or anyio.current_time() < self.refuse_until:
+        prefix = "c"
+        if self.topology is not None:
+            node = port - BASE_PORT + 1
+            if host != HOST or node not in self.nodes or node in self.topology.down:
+                raise OSError(errno.ECONNREFUSED, "connection refused")
+            prefix = f"n{node}c"
+        elif (host, port) != (HOST, PORT):
+            raise OSError(errno.ECONNREFUSED, "connection refused")
+        if anyio.current_time() < self.refuse_until:
             raise OSError(errno.ECONNREFUSED, "connection refused")
         assert self._tg is not None
         from sharecon.testing.sim.pipe import memory_pipe  # trio's: only this needs it
@@ -230,30 +296,86 @@ class MemoryKafka(FakeKafka):
             client, server = memory_pipe(down=down, up=up)
         else:
             client, server = memory_pipe()
-        self._tg.start_soon(self._serve_conn, server)
+        self._tg.start_soon(self._serve_conn, server, prefix)
         return client
 
-    def close_all(self, *, silent: bool) -> None:
-        """Close every connection (``silent``: without the broker-side release)."""
-        for conn in list(self._conns.values()):
-            conn.silent = silent
-            conn.scope.cancel()
+    def close_all(self, *, silent: bool, prefix: str = "") -> None:
+        """Close every connection (``silent``: without the broker-side release; ``prefix``:
+        only those whose name starts with it, e.g. one node's)."""
+        for name, conn in list(self._conns.items()):
+            if name.startswith(prefix):
+                conn.silent = silent
+                conn.scope.cancel()
 
     def crash_now(self) -> None:
-        """Sessions and in-memory share partitions lost, nothing released."""
-        self.cluster.model.restart(self.now())
+        """Sessions and in-memory share partitions lost, nothing released (every node)."""
+        for model in self._models():
+            model.restart(self.now())
         self.close_all(silent=True)
         self._notify()
 
     def restart_now(self) -> None:
         """A clean restart: sessions closed (what they held released), then rebuilt."""
-        c = self.cluster
         now = self.now()
-        c.model.disconnect_many(list(self._conns), now, concurrent=False)
-        c.connection_members.clear()
-        c.model.restart(now)
+        clusters: list[FakeCluster] = list(self.nodes.values()) or [self.cluster]
+        for c in clusters:
+            c.model.disconnect_many(list(self._conns), now, concurrent=False)
+            c.connection_members.clear()
+            c.model.restart(now)
         self.close_all(silent=True)
         self._notify()
+
+    def node_crash_now(self, node: int) -> None:
+        """Node ``node`` dies (sim.client_nodes): its connections drop, its sessions and
+        share partitions are lost, nothing released; what it led moves to live nodes."""
+        topology = self.topology
+        assert topology is not None
+        now = self.now()
+        topology.down.add(node)
+        self.close_all(silent=True, prefix=f"n{node}c")
+        c = self.nodes[node]
+        assert isinstance(c.model, NodeBroker)
+        c.model.crash(now)
+        c.connection_members.clear()
+        live = topology.live()
+        for tp in sorted(c.model.leader_epochs):
+            if live and topology.leader(tp) == node:
+                self._move(tp, live[tp[1] % len(live)])
+        self._notify()
+
+    def node_back_now(self, node: int) -> None:
+        """Node ``node`` is back: it leads its partitions again (a preferred-leader
+        election); as the coordinator, the members' session timers start afresh."""
+        topology = self.topology
+        assert topology is not None
+        topology.down.discard(node)
+        for tp in sorted(self.cluster.model.leader_epochs):
+            if topology.preferred(tp) == node and topology.leader(tp) != node:
+                self._move(tp, node)
+        if topology.coordinator == node:
+            for group in self.cluster.groups.values():
+                for member in group.members.values():
+                    member.last_seen = self.now()
+        self._notify()
+
+    def node_move_now(self, partition: int) -> None:
+        """The partition's leadership moves to the next live node, if there is one."""
+        topology = self.topology
+        assert topology is not None
+        tp = (self.cluster.model.topics[TOPIC], partition)
+        old = topology.leader(tp)
+        others = [n for n in topology.live() if n != old]
+        if others:
+            self._move(tp, min(others, key=lambda n: (n - old) % len(topology.nodes)))
+        self._notify()
+
+    def _move(self, tp: tuple[Any, int], to: int) -> None:
+        topology = self.topology
+        assert topology is not None
+        old = self.nodes[topology.leader(tp)].model
+        topic = next(name for name, tid in old.topics.items() if tid == tp[0])
+        old.move_leader(topic, tp[1], self.now())  # its share partitions dropped, epoch up
+        topology.leaders[tp] = to
 
     def cut_now(self) -> None:
         """Every connection closes; the broker releases what their sessions held."""
@@ -261,17 +383,17 @@ class MemoryKafka(FakeKafka):
 
     def move_now(self, partition: int) -> None:
         """The partition's leadership moves (a new incarnation of this node)."""
-        self.cluster.model.move_leader(TOPIC, partition, self.now())
+        self._leader_model(partition).move_leader(TOPIC, partition, self.now())
         self._notify()
 
     def withdraw_now(self, partition: int) -> None:
         """The partition has no leader until :meth:`restore_now` (sim.client_leader)."""
-        self.cluster.model.withdraw_leader(TOPIC, partition, self.now())
+        self._leader_model(partition).withdraw_leader(TOPIC, partition, self.now())
         self._notify()
 
     def restore_now(self, partition: int) -> None:
         """A leader is elected for the partition again."""
-        self.cluster.model.restore_leader(TOPIC, partition, self.now())
+        self._leader_model(partition).restore_leader(TOPIC, partition, self.now())
         self._notify()
 
     def states(self, partitions: int, ends: list[int]) -> dict[tuple[int, int], RecordState]:
@@ -283,7 +405,7 @@ class MemoryKafka(FakeKafka):
         for p in range(partitions):
             key = (GROUP, (tid, p))
             finished = model.finished.get(key, {})
-            sp = model.partitions.get(key)
+            sp = next((s for m in self._models() if (s := m.partitions.get(key)) is not None), None)
             if sp is not None:
                 states = {o: st.state for o, st in sp.states.items()}
             else:  # not loaded (after a restart, until fetched): what was persisted
@@ -365,6 +487,8 @@ class _Plan:
     net: NetPlan | None = None
     #: a partition without a leader for a while (sim.client_leader), the same way
     leader: LeaderPlan | None = None
+    #: several broker nodes and their faults (sim.client_nodes), the same way
+    nodes: NodesPlan | None = None
 
     @classmethod
     def draw(cls, rng: random.Random) -> _Plan:
@@ -392,6 +516,7 @@ class _Plan:
             *([self.slow.describe()] if self.slow is not None else []),
             *([self.net.describe()] if self.net is not None else []),
             *([self.leader.describe()] if self.leader is not None else []),
+            *([self.nodes.describe()] if self.nodes is not None else []),
         ]
 
     @property
@@ -406,6 +531,8 @@ class _Plan:
             last = max(last, self.net.heals_at)
         if self.leader is not None:
             last = max(last, self.leader.heals_at)
+        if self.nodes is not None:
+            last = max(last, self.nodes.heals_at)
         return last
 
 
@@ -417,7 +544,21 @@ class _Schedule:
         self.version = version
         self.plan = plan
         self.rng = random.Random(seed * 7919 + 1)
-        self.kafka = MemoryKafka(version)
+        self.kafka = MemoryKafka(version, plan.nodes)
+        #: every node, as users list them (the first alone with one node)
+        self.bootstrap = f"{HOST}:{PORT}"
+        if plan.nodes is not None:
+            ports = range(BASE_PORT, BASE_PORT + plan.nodes.nodes)
+            self.bootstrap = ",".join(f"{HOST}:{p}" for p in ports)
+        #: M1 (sim.client_nodes): while a node is down, the partitions live nodes lead
+        self.outage: set[int] | None = None
+        #: M1's looks at a member with records waiting on live nodes' partitions
+        self.outage_judged = 0
+        #: node outages M1 judged (no other fault acting)
+        self.outages_quiet = 0
+        #: records handed out while a node was down; of them, while it was the coordinator
+        self.outage_handed = 0
+        self.coordinator_down_handed = 0
         self.written: dict[tuple[int, int], bytes] = {}
         self.ends = [0] * plan.partitions
         self.rejected: set[tuple[int, int]] = set()
@@ -440,6 +581,8 @@ class _Schedule:
             self.healed_at = max(self.healed_at, plan.auth.heals_at)
         if plan.leader is not None:
             self.healed_at = max(self.healed_at, plan.leader.heals_at)
+        if plan.nodes is not None:
+            self.healed_at = max(self.healed_at, plan.nodes.heals_at)
         self.slow: SlowWatch | None = None
         if plan.slow is not None:
             self.slow = SlowWatch(version != "4.1", self.disturbed)
@@ -449,6 +592,7 @@ class _Schedule:
         if plan.dlq is not None:
             faults = len(plan.faults) + (plan.net.count if plan.net is not None else 0)
             faults += plan.leader is not None  # a leaderless window ends locks too
+            faults += len(plan.nodes.faults) if plan.nodes is not None else 0
             bound = spent_bound(plan.dlq.refuse_for, LOCK_MS / 1000, faults)
             self.dlq = DlqWatch(plan.dlq, anyio.current_time, lambda: self.kafka.cluster, bound)
             self.kafka.intercepts.append(self.dlq.intercept)
@@ -486,6 +630,14 @@ class _Schedule:
             out["auth_reauths"] = self.auth.reauths
             out["auth_expired_sessions"] = self.auth.expired
             out["auth_tokens_refused"] = self.auth.refused
+        if self.kafka.topology is not None:
+            out["nodes_fetched"] = len(self.kafka.node_fetches)
+            out["nodes_not_leader"] = self.kafka.not_leader
+            out["nodes_outage_judged"] = self.outage_judged
+            out["nodes_outages_quiet"] = self.outages_quiet
+            out["nodes_coordinator_refused"] = self.kafka.topology.coordinator_refused
+            out["nodes_handed_in_outage"] = self.outage_handed
+            out["nodes_handed_coordinator_down"] = self.coordinator_down_handed
         if self.net is not None:
             out["net_stalled"] = self.net.stalled
             out["net_lost"] = self.net.lost
@@ -495,11 +647,16 @@ class _Schedule:
             out["net_spent"] = max(self.net.spent.values(), default=0)
         return out
 
-    def disturbed(self, start: float, end: float) -> bool:
+    def disturbed(self, start: float, end: float, *, nodes: bool = True) -> bool:
         """Whether a fault that may end locks (a cut, crash, restart, leader move, or the
-        token endpoint's outage) came between ``start`` and ``end``."""
+        token endpoint's outage) came between ``start`` and ``end`` (without ``nodes``:
+        the node faults of sim.client_nodes left out)."""
         if any(start <= at <= end for at, _, _ in self.plan.faults):
             return True
+        many = self.plan.nodes
+        if nodes and many is not None:
+            if any(at <= end and start <= at + down for at, _, _, down in many.faults):
+                return True
         leader = self.plan.leader
         if leader is not None and leader.at <= end and start <= leader.heals_at:
             return True
@@ -531,7 +688,7 @@ class _Schedule:
             key_bytes = slow.key_bytes(self.plan.partitions, LOCK_MS / 1000)
             await self._write_padded(config, slow.burst, key_bytes)
             return
-        async with Producer(f"{HOST}:{PORT}", config=config, linger=0.0) as producer:
+        async with Producer(self.bootstrap, config=config, linger=0.0) as producer:
             for i in range(self.plan.records):
                 value = f"v{i}".encode()
                 partition = i % self.plan.partitions
@@ -547,7 +704,7 @@ class _Schedule:
         first ``burst`` of them sent together (one batch per partition), the rest one at a
         time."""
         key = b"k" * key_bytes
-        async with Producer(f"{HOST}:{PORT}", config=config, linger=5.0) as producer:
+        async with Producer(self.bootstrap, config=config, linger=5.0) as producer:
             futures: list[tuple[bytes, Any]] = []
             for i in range(self.plan.records):
                 value = f"v{i}".encode()
@@ -569,6 +726,10 @@ class _Schedule:
 
     def seen(self, record: Record[bytes, bytes], index: int) -> None:
         self.handed += 1
+        topology = self.kafka.topology
+        if topology is not None and topology.down:
+            self.outage_handed += 1
+            self.coordinator_down_handed += topology.coordinator in topology.down
         self.watches[index].last_handed = anyio.current_time()
         key = (record.partition, record.offset)
         if self.slow is not None:
@@ -585,7 +746,7 @@ class _Schedule:
         watch = self.watches[index]
         dlq = self.plan.dlq
         async with ShareConsumer(
-            f"{HOST}:{PORT}",
+            self.bootstrap,
             group_id=GROUP,
             topics=[TOPIC],
             ack_mode="explicit" if explicit else "implicit",
@@ -718,6 +879,59 @@ class _Schedule:
         await anyio.sleep(plan.down)
         self.kafka.restore_now(plan.partition)
 
+    async def node_faults(self, plan: NodesPlan) -> None:
+        """The node faults of sim.client_nodes, in order (one node down at a time)."""
+        start = anyio.current_time()
+        tid = self.kafka.cluster.model.topics[TOPIC]
+        for at, kind, which, down in plan.faults:
+            await anyio.sleep(max(0.0, start + at - anyio.current_time()))
+            if kind != "crash":
+                self.kafka.node_move_now(which)
+                continue
+            topology = self.kafka.topology
+            assert topology is not None
+            led = {p for p in range(self.plan.partitions) if topology.leader((tid, p)) != which}
+            # Judged only while no other fault acts (nor did just before: a reconnect).
+            quiet = not self.disturbed(at - QUIET, at + down, nodes=False)
+            self.kafka.node_crash_now(which)
+            self.outage = led if quiet else None
+            self.outages_quiet += quiet
+            await anyio.sleep(down)
+            self.outage = None
+            self.kafka.node_back_now(which)
+
+    async def outage_stalls(self) -> None:
+        """M1 (sim.client_nodes): while one node is down (and no other fault class acts),
+        a member with a free worker is never left for :data:`STALL` seconds without a
+        record while records of its partitions that live nodes led throughout wait at the
+        broker."""
+        since: dict[int, float] = {}
+        while True:
+            await anyio.sleep(0.25)
+            led = self.outage
+            if not led:
+                since.clear()
+                continue
+            now = anyio.current_time()
+            states = self.kafka.states(self.plan.partitions, self.ends)
+            for i, w in enumerate(self.watches):
+                mine = w.assigned() & led
+                waiting = any(
+                    s is RecordState.AVAILABLE and p in mine for (p, _), s in states.items()
+                )
+                if not (waiting and w.free()):
+                    since.pop(i, None)
+                    continue
+                self.outage_judged += 1
+                start = since.setdefault(i, max(now, w.last_handed))
+                start = since[i] = max(start, w.last_handed)
+                if now - start > STALL:
+                    self.fail(
+                        f"invariant M1: member {i} ({self.plan.styles[i]}) got no record for "
+                        f"{now - start:.1f} s while a node was down and records of partitions "
+                        f"{sorted(mine)}, led by live nodes, waited at the broker"
+                    )
+
     async def healthy(
         self,
         bound: float = HEALTH_BOUND,
@@ -836,6 +1050,9 @@ class _Schedule:
                         tg.start_soon(self.faults)
                         if self.plan.leader is not None:
                             tg.start_soon(self.leaderless, self.plan.leader)
+                        if self.plan.nodes is not None:
+                            tg.start_soon(self.node_faults, self.plan.nodes)
+                            tg.start_soon(self.outage_stalls)
                         tg.start_soon(self._guard, self.write, "the producer")
                         for i, style in enumerate(self.plan.styles):
                             tg.start_soon(
@@ -884,6 +1101,7 @@ MUTANTS: dict[str, Callable[[], Any]] = {
     "oversize-off": guard_forgets,
     "fetch-waits-forever": fetch_waits_forever,
     "leader-search-off": search_off,
+    "new-leader-unfetched": new_leader_unfetched,
 }
 
 
@@ -896,6 +1114,7 @@ def draw_plan(seed: int, *, net: bool = True) -> _Plan:
     plan.slow = SlowPlan.draw(seed, plan.records, plan.styles)
     plan.net = NetPlan.draw(seed, plan.records) if net else None
     plan.leader = LeaderPlan.draw(seed, plan.partitions)
+    plan.nodes = NodesPlan.draw(seed, plan.partitions)
     return plan
 
 

@@ -459,7 +459,7 @@ class NetFaults:
         self, kafka: Any, conn: Any, header: RequestHeader, body: Request[Response]
     ) -> None:
         """``FakeKafka._answer`` with the transport's faults (``kafka``: the MemoryKafka)."""
-        cluster = kafka.cluster
+        cluster = kafka._cluster_of(conn.name)
         response = cluster.handle(
             header.api_key, header.api_version, body, conn.name, kafka.now(), header.client_id
         )
@@ -514,7 +514,7 @@ class NetFaults:
         opened on another connection meanwhile (what that session held is released)."""
         await anyio.sleep(late)
         self.late_closes += 1
-        cluster = kafka.cluster
+        cluster = kafka._cluster_of(name)
         model = cluster.model
         now = kafka.now()
         cluster.connection_members.pop(name, None)
