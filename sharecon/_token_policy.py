@@ -21,6 +21,11 @@ Rules of this module:
    all need a token then fail fast together instead of each hammering a struggling endpoint.
    The hold never outlasts its cap, so a client reaches the endpoint again within
    :data:`HOLD_BACKOFF` ``.maximum`` seconds of its coming back. A success ends the hold.
+5. A token the broker refused is *stale*, not wrong, when by the refusal it is within
+   :data:`EXPIRY_MARGIN` of its expiry or past it (:func:`expired_by`): it was valid when
+   sent and expired on the way (a stall, a slow link). That refusal heals with the next
+   login, which gets a new token; any other refusal of a token is the credentials' and
+   is raised as it is.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ __all__ = [
     "TokenFailure",
     "TokenSchedule",
     "classify_status",
+    "expired_by",
 ]
 
 #: When a token is refreshed: this share of its lifetime, times a jitter factor.
@@ -78,6 +84,12 @@ class Step(enum.Enum):
     #: Do not ask: a transient failure's hold is on and no valid token is cached; fail
     #: with the last failure at once.
     HOLD = "hold"
+
+
+def expired_by(expires_at: float, now: float) -> bool:
+    """Whether a token valid until ``expires_at`` counts as expired at ``now`` (rules 3 and
+    5: within :data:`EXPIRY_MARGIN` of its expiry, or past it)."""
+    return now >= expires_at - EXPIRY_MARGIN
 
 
 def classify_status(status: int) -> TokenFailure | None:

@@ -13,6 +13,7 @@ from sharecon._token_policy import (
     TokenFailure,
     TokenSchedule,
     classify_status,
+    expired_by,
 )
 
 T = TokenFailure.TRANSIENT
@@ -99,3 +100,11 @@ def test_no_token_yet_and_the_endpoint_down_holds_too() -> None:
     assert s.failed(0.0, T) is False
     assert s.step(0.1) is Step.HOLD
     assert s.step(0.5) is Step.FETCH
+
+
+def test_a_token_within_the_margin_of_its_expiry_counts_as_expired() -> None:
+    """Rule 5: a refused token this close to its expiry, or past it, is stale (it expired
+    on the way); one further from it was refused for what it says."""
+    assert expired_by(100.0, 100.0 - EXPIRY_MARGIN)
+    assert expired_by(100.0, 250.0)
+    assert not expired_by(100.0, 100.0 - EXPIRY_MARGIN - 0.01)

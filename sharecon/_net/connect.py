@@ -485,6 +485,15 @@ async def authenticate(
                 detail = f"{detail} ({sasl.mechanism}: {mechanism.failure})"
             err = errors.error_for_code(resp.error_code, f"{conn.address}: {detail}")
             assert err is not None
+            if token_obj is not None and _stale(sasl.token_provider, token_obj):
+                # Valid when sent, expired on the way (a stall, a slow link): not the
+                # credentials' fault, and the next login brings a new token
+                # (sharecon._token_policy rule 5). Raised as the refusal, it ended a
+                # producer for good (the whole-client simulation, seed 27).
+                raise errors.BrokerConnectError(
+                    f"{conn.address}: the OAUTHBEARER token expired before the broker read "
+                    "it; the next login uses a new one"
+                ) from err
             raise err
         lifetime_ms = resp.session_lifetime_ms
         server_token = bytes(resp.auth_bytes)
@@ -504,6 +513,14 @@ async def authenticate(
         sasl.mechanism,
         f" as {token_obj.principal!r}" if token_obj is not None and token_obj.principal else "",
     )
+
+
+def _stale(provider: TokenProvider | None, token: OAuthBearerToken) -> bool:
+    """Whether the provider says ``token`` has expired by now (a provider may tell, with an
+    ``expired(token)`` method, as :class:`~sharecon._net.oauth.RefreshingTokenProvider`
+    does on its own clock; a plain callable cannot, and its refusals stay refusals)."""
+    expired = getattr(provider, "expired", None)
+    return callable(expired) and bool(expired(token))
 
 
 async def fetch_token(provider: TokenProvider) -> OAuthBearerToken:

@@ -34,7 +34,7 @@ from sharecon import errors
 from sharecon._backoff import Backoff
 from sharecon._net.http import HttpError, check_url, post_form
 from sharecon._net.sasl import OAuthBearerToken
-from sharecon._token_policy import Step, TokenFailure, TokenSchedule, classify_status
+from sharecon._token_policy import Step, TokenFailure, TokenSchedule, classify_status, expired_by
 
 if TYPE_CHECKING:
     import ssl
@@ -123,6 +123,12 @@ class RefreshingTokenProvider:
                 max(fresh.expires_at - self._clock(), 0.0),
             )
             return fresh
+
+    def expired(self, token: OAuthBearerToken) -> bool:
+        """Whether ``token`` counts as expired now on this provider's clock
+        (:func:`~sharecon._token_policy.expired_by`): a broker's refusal of it is then a
+        stale token's, which the next login replaces (``_token_policy`` rule 5)."""
+        return expired_by(token.expires_at, self._clock())
 
     async def _fetch_with_retries(self) -> OAuthBearerToken:
         raise NotImplementedError
