@@ -39,7 +39,11 @@ TOKEN_LIFE = 0.5
 
 
 async def _broker(
-    stream: MemoryByteStream, refused: list[str], late: list[bool], auth_late: float = 0.0
+    stream: MemoryByteStream,
+    refused: list[str],
+    late: list[bool],
+    auth_late: float = 0.0,
+    refuse_all: bool = False,
 ) -> None:
     """Answers SaslHandshake late once ``late`` says so; refuses an OAUTHBEARER token that expired (its value
     names its expiry, in the event loop's time)."""
@@ -69,7 +73,7 @@ async def _broker(
             text = bytes(body.auth_bytes).decode()  # type: ignore[attr-defined]
             value = text.split("auth=Bearer ", 1)[1].split("\x01", 1)[0]
             expires = int(value.removeprefix("t")) / 1000
-            if anyio.current_time() < expires:
+            if anyio.current_time() < expires and not refuse_all:  # refuse_all: wrong credentials
                 answer = SaslAuthenticateResponse(auth_bytes=b"")
             else:
                 refused.append(value)
@@ -146,10 +150,7 @@ async def test_a_token_that_expired_on_the_way_is_a_connection_error_not_a_refus
     # Read 2 s late: the token of 0.5 s has expired by then.
     auth_late = HANDSHAKE_LATE
     async with anyio.create_task_group() as tg:
-        if stale:
-            tg.start_soon(_broker, broker, refused, [], auth_late)
-        else:
-            tg.start_soon(_refusing_broker, broker)
+        tg.start_soon(_broker, broker, refused, [], auth_late if stale else 0.0, not stale)
         await tg.start(conn.run)
         with anyio.fail_after(30):
             if stale:
@@ -164,34 +165,3 @@ async def test_a_token_that_expired_on_the_way_is_a_connection_error_not_a_refus
         await conn.aclose()
         broker.close()
         tg.cancel_scope.cancel()
-
-
-async def _refusing_broker(stream: MemoryByteStream) -> None:
-    """Answers like :func:`_broker`, but refuses every token (wrong credentials)."""
-    buf = b""
-    while True:
-        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
-            try:
-                buf += await stream.receive()
-            except anyio.EndOfStream:
-                return
-        size = struct.unpack(">i", buf[:4])[0]
-        frame, buf = buf[4 : 4 + size], buf[4 + size :]
-        header, _ = decode_request(frame)
-        answer: object
-        if header.api_key == 18:
-            answer = ApiVersionsResponse(
-                api_keys=[
-                    ApiVersion(api_key=k, min_version=0, max_version=v)
-                    for k, v in ((18, 4), (17, 1), (36, 2), (3, 13))
-                ]
-            )
-        elif header.api_key == 17:
-            answer = SaslHandshakeResponse(mechanisms=["OAUTHBEARER"])
-        else:
-            answer = SaslAuthenticateResponse(
-                error_code=58, error_message="Authentication failed: invalid token"
-            )
-        await stream.send(
-            encode_response(header.api_key, header.api_version, header.correlation_id, answer)  # type: ignore[arg-type]
-        )
