@@ -45,8 +45,10 @@ async def _broker(
     auth_late: float = 0.0,
     refuse_all: bool = False,
 ) -> None:
-    """Answers SaslHandshake late once ``late`` says so; refuses an OAUTHBEARER token that expired (its value
-    names its expiry, in the event loop's time)."""
+    """Answers SaslHandshake late once ``late`` says so; reads each SaslAuthenticate
+    ``auth_late`` seconds late; refuses an OAUTHBEARER token that expired by then (its value
+    names its expiry, in the event loop's time), or every token (``refuse_all``: wrong
+    credentials)."""
     buf = b""
     while True:
         while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
@@ -73,7 +75,7 @@ async def _broker(
             text = bytes(body.auth_bytes).decode()  # type: ignore[attr-defined]
             value = text.split("auth=Bearer ", 1)[1].split("\x01", 1)[0]
             expires = int(value.removeprefix("t")) / 1000
-            if anyio.current_time() < expires and not refuse_all:  # refuse_all: wrong credentials
+            if anyio.current_time() < expires and not refuse_all:
                 answer = SaslAuthenticateResponse(auth_bytes=b"")
             else:
                 refused.append(value)
