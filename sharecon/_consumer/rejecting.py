@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 
 from sharecon import errors
+from sharecon._share.dead_letter_retry import stub_next
 from sharecon.types import AckType
 
 if TYPE_CHECKING:
@@ -198,9 +199,8 @@ async def reject_to_dlq(
         failures += 1
         wait = None
         held = core.fatal is None and not core.is_closing() and core.handout.holds(record)
-        if held and not stub and isinstance(err.__cause__, _NEVER_FITS):
-            # The whole copy never fits the topic: released, the record would come back
-            # until the broker archived it with no copy at all. A stub keeps the evidence.
+        never_fits = isinstance(err.__cause__, _NEVER_FITS)
+        if stub_next(never_fits=never_fits, stubbed=stub, held=held):
             logger.warning("%s; writing a copy without the value instead", err)
             stub = True
             continue
@@ -211,8 +211,7 @@ async def reject_to_dlq(
                 failures,
                 core.clock(),
                 record.lock_deadline,
-                may_pass=not isinstance(err, errors.DeadLetterTopicError)
-                and not isinstance(err.__cause__, _NEVER_FITS),
+                may_pass=not isinstance(err, errors.DeadLetterTopicError) and not never_fits,
             )
         if wait is not None:
             logger.info("%s; trying again in %.1f s", err, wait)

@@ -16,13 +16,17 @@ Rules of this module:
 3. A copy that fails for a reason retrying cannot fix is not retried (``may_pass`` false):
    the topic cannot be written (``DeadLetterTopicError``: the consumer stops with it,
    ``sharecon.dlq`` rule 1), or this record is too large for it (its copy never fits).
+4. A whole copy that never fits (MESSAGE_TOO_LARGE) is followed, once, by a stub: the copy
+   without its value (``sharecon.dlq`` rule 2, :func:`stub_next`). Released instead, the
+   record would come back on every delivery until the broker archived it with no copy.
+   Only a stub that fails too is released (rule 3).
 """
 
 from __future__ import annotations
 
 from sharecon._backoff import Backoff
 
-__all__ = ["LOCK_MARGIN", "RETRY_BACKOFF", "retry_in"]
+__all__ = ["LOCK_MARGIN", "RETRY_BACKOFF", "retry_in", "stub_next"]
 
 #: Waits between attempts at one record's copy (rule 2).
 RETRY_BACKOFF = Backoff(initial=0.5, maximum=5.0, multiplier=2.0, jitter=0.0)
@@ -45,3 +49,9 @@ def retry_in(
     if now + delay + LOCK_MARGIN >= lock_deadline:
         return None
     return delay
+
+
+def stub_next(*, never_fits: bool, stubbed: bool, held: bool) -> bool:
+    """Whether the next attempt is a stub (rule 4): the whole copy failed as one that
+    never fits, no stub was tried yet, and the record is still this consumer's."""
+    return never_fits and not stubbed and held

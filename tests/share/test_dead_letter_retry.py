@@ -3,7 +3,7 @@ record's lock lasts, released only when it cannot be."""
 
 from __future__ import annotations
 
-from sharecon._share.dead_letter_retry import LOCK_MARGIN, RETRY_BACKOFF, retry_in
+from sharecon._share.dead_letter_retry import LOCK_MARGIN, RETRY_BACKOFF, retry_in, stub_next
 
 
 def test_a_failed_copy_is_tried_again_with_a_growing_wait() -> None:
@@ -33,3 +33,12 @@ def test_a_refusal_costs_at_most_one_delivery_per_lock() -> None:
         assert now + LOCK_MARGIN < lock
     assert failures >= 6
     assert RETRY_BACKOFF.maximum + LOCK_MARGIN >= lock - now  # released near the end
+
+
+def test_a_copy_that_never_fits_is_followed_once_by_a_stub() -> None:
+    """Rule 4: a stub after a whole copy that never fits, while the record is held; a stub
+    that fails too, or any other failure, is not followed by another stub."""
+    assert stub_next(never_fits=True, stubbed=False, held=True)
+    assert not stub_next(never_fits=True, stubbed=True, held=True)
+    assert not stub_next(never_fits=True, stubbed=False, held=False)
+    assert not stub_next(never_fits=False, stubbed=False, held=True)
