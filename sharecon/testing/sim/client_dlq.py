@@ -218,33 +218,35 @@ class DlqWatch:
     def copies(self, cluster: FakeCluster) -> dict[tuple[int, int], list[int]]:
         """The dead-letter topic's records, by the (partition, offset) they copy: the
         delivery count each copy was made at."""
-        topic = cluster.topics.get(DLQ_TOPIC)
         out: dict[tuple[int, int], list[int]] = defaultdict(list)
-        if topic is None:
-            return out
-        for p in range(topic.partitions):
-            log = cluster.logs[(topic.topic_id, p)]
-            for batch in log.batches:
-                for rec in decode_records(batch.data):
-                    key = (_header(rec.headers, DLQ_PARTITION), _header(rec.headers, DLQ_OFFSET))
-                    out[key].append(_header(rec.headers, DLQ_DELIVERY_COUNT))
+        for key, count, _ in self._read(cluster):
+            out[key].append(count)
         return out
 
     def stubs(self, cluster: FakeCluster) -> dict[tuple[int, int], int]:
         """The dead-letter topic's copies of records a whole copy of which was refused as
         too large, and of every stub, by the (partition, offset) they copy: the value size
         a stub names, or -1 for a whole copy (D4)."""
+        return self._stubs(self._read(cluster))
+
+    def _stubs(self, copies: list[tuple[tuple[int, int], int, int]]) -> dict[tuple[int, int], int]:
+        return {key: size for key, _, size in copies if key in self.too_large or size >= 0}
+
+    def _read(self, cluster: FakeCluster) -> list[tuple[tuple[int, int], int, int]]:
+        """Every copy in the dead-letter topic, read once: the (partition, offset) it
+        copies, the delivery count it was made at, and for a stub the value size it names
+        (-1 for a whole copy)."""
         topic = cluster.topics.get(DLQ_TOPIC)
-        out: dict[tuple[int, int], int] = {}
         if topic is None:
-            return out
+            return []
+        out = []
         for p in range(topic.partitions):
             for batch in cluster.logs[(topic.topic_id, p)].batches:
                 for rec in decode_records(batch.data):
                     key = (_header(rec.headers, DLQ_PARTITION), _header(rec.headers, DLQ_OFFSET))
                     dropped = _header(rec.headers, DLQ_VALUE_DROPPED)
-                    if key in self.too_large or dropped >= 0:
-                        out[key] = dropped if rec.value is None else -1
+                    size = dropped if rec.value is None else -1
+                    out.append((key, _header(rec.headers, DLQ_DELIVERY_COUNT), size))
         return out
 
     def check(
@@ -256,11 +258,14 @@ class DlqWatch:
         final: bool,
     ) -> str | None:
         """D1 (and, once the schedule is over, D3): the violation, or ``None``."""
-        copies = self.copies(cluster)
+        read = self._read(cluster)  # the topic decoded once for D1, D3 and D4
+        copies: dict[tuple[int, int], list[int]] = defaultdict(list)
+        for key, count, _ in read:
+            copies[key].append(count)
         for key in sorted(copies):
             if key not in poison:
                 return f"invariant D1: {key} was dead-lettered, but no handler failed it"
-        for key, size in sorted(self.stubs(cluster).items()):
+        for key, size in sorted(self._stubs(read).items()):
             want = self.too_large.get(key)
             if size != want:
                 whole = "a whole copy" if size < 0 else f"a stub naming {size} bytes"
