@@ -64,20 +64,50 @@ _SENT_RENEW: Final = _SENT + _RENEW
 # States a mark may overwrite: held records, and a renew (pending or in flight).
 _MARKABLE: Final = frozenset({_ACQUIRED, _DELIVERED, _RENEW, _SENT_RENEW})
 
-_MARKED_RUN = re.compile(rb"([\x00-\x04])\1*")
-_MARKED_RUN_NO_RENEW = re.compile(rb"([\x00-\x03])\1*")
-_MARKED_ANY = re.compile(rb"[\x00-\x04]")
+# Where runs of marked states may start (every mark, or every mark but RENEW).
+_MARKED_START = re.compile(rb"[\x00-\x04]")
+_MARKED_START_NO_RENEW = re.compile(rb"[\x00-\x03]")
 _DELIVERED_RUN = re.compile(rb"\x11+")
 _NOT_DONE = re.compile(rb"[^\x40]")
 _OUTSTANDING = re.compile(rb"[\x00-\x04\x10\x11\x20-\x24]")
 # Every state byte _OUTSTANDING does not match: deleting them leaves one byte per
 # outstanding offset, counted without a match object (or a list) per offset.
 _NOT_OUTSTANDING = bytes(b for b in range(256) if not _OUTSTANDING.match(bytes([b])))
-_SENT_RUN = re.compile(rb"([\x20-\x24])\1*")
+_SENT_START = re.compile(rb"[\x20-\x24]")
+# A run of one state byte, for each byte a run is looked for (marks, and marks in
+# flight). Runs are found by searching where one may start and matching the run of that
+# byte: one pattern with a backreference, ``([\x00-\x04])\1*``, gives the same runs,
+# but the regex engine walks a backreference's repeat byte by byte (measured on
+# 2026-12-05: a run of 2,200 accepted offsets took 20 to 150 µs, 10 to 70 ns per
+# record, against about 1 µs so).
+_RUN_OF: Final = {
+    b: re.compile(re.escape(bytes([b])) + b"+") for b in (*range(5), *range(0x20, 0x25))
+}
 # Per-partition gauges: buffered (acquired, not handed out); held (handed out, or answered
 # and not sent yet); in flight (answers sent, the broker's reply awaited).
 _HELD_STATE = re.compile(rb"[\x00-\x04\x11]")
 _SENT_STATE = re.compile(rb"[\x20-\x24]")
+
+
+def _runs(states: bytes | bytearray, starts: re.Pattern[bytes], first: int, out: list[Run]) -> None:
+    """Append ``(first + i, first + j, state)`` for each longest run ``states[i..j]`` of
+    one state byte whose first byte ``starts`` matches (the byte must be in
+    :data:`_RUN_OF`)."""
+    pos = 0
+    end = len(states)
+    while True:
+        m = starts.search(states, pos)
+        if m is None:
+            return
+        i = m.start()
+        state = states[i]
+        if i + 1 < end and states[i + 1] == state:
+            run = _RUN_OF[state].match(states, i + 1)
+            assert run is not None
+            pos = run.end()
+        else:
+            pos = i + 1  # a run of one: no second search
+        out.append((first + i, first + pos - 1, state))
 
 
 def _table(mapping: Mapping[int, int]) -> bytes:
@@ -228,10 +258,8 @@ class _Segment:
     def done(self) -> bool:
         return _NOT_DONE.search(self.states) is None
 
-    def marked_runs(self, pattern: re.Pattern[bytes], out: list[Run]) -> None:
-        first = self.first
-        for m in pattern.finditer(self.states):
-            out.append((first + m.start(), first + m.end() - 1, self.states[m.start()]))
+    def marked_runs(self, starts: re.Pattern[bytes], out: list[Run]) -> None:
+        _runs(self.states, starts, self.first, out)
 
 
 class _Partition:
@@ -304,9 +332,7 @@ def _supersede(part: _Partition, first: int, last: int, failed: list[Run]) -> No
     for old in part.overlapping(first, last):
         lo, hi = max(first, old.first) - old.first, min(last, old.last) - old.first
         view = old.states[lo : hi + 1]
-        for m in _MARKED_RUN.finditer(view):
-            start = old.first + lo + m.start()
-            failed.append((start, start + m.end() - m.start() - 1, view[m.start()]))
+        _runs(view, _MARKED_START, old.first + lo, failed)
         old.states[lo : hi + 1] = view.translate(_SUPERSEDE)
 
 
@@ -683,7 +709,7 @@ class AckLedger:
     def has_marked(self, tag: SessionTag) -> bool:
         """Whether acknowledgements for session ``tag`` wait to be sent."""
         return any(
-            _MARKED_ANY.search(seg.states) is not None
+            _MARKED_START.search(seg.states) is not None
             for part in self._parts.values()
             for seg in part.segments
             if seg.tag == tag
@@ -769,7 +795,7 @@ class AckLedger:
         """
         if tag in self._inflight:
             raise RuntimeError(f"share session {tag} already has a request in flight")
-        pattern = _MARKED_RUN if include_renew else _MARKED_RUN_NO_RENEW
+        pattern = _MARKED_START if include_renew else _MARKED_START_NO_RENEW
         table = _TAKE_ALL if include_renew else _TAKE_NO_RENEW
         acks: dict[TopicIdPartition, list[AckBatch]] = {}
         touched: dict[TopicIdPartition, list[_Segment]] = {}
@@ -885,10 +911,10 @@ class AckLedger:
                     node_id is not None and seg.tag.node_id != node_id
                 ):
                     continue
-                seg.marked_runs(_MARKED_RUN, runs)
-                for m in _SENT_RUN.finditer(seg.states):
-                    t = seg.states[m.start()] - _SENT
-                    runs.append((seg.first + m.start(), seg.first + m.end() - 1, t))
+                seg.marked_runs(_MARKED_START, runs)
+                sent: list[Run] = []
+                _runs(seg.states, _SENT_START, seg.first, sent)
+                runs.extend((f, lst, t - _SENT) for f, lst, t in sent)
                 seg.states[:] = seg.states.translate(_KILL)
             for itag, taken in self._inflight.items():
                 if (tag is None or itag == tag) and (node_id is None or itag.node_id == node_id):

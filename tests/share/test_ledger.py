@@ -607,3 +607,35 @@ def test_mark_finds_a_redelivery_after_the_segment_it_found_last_left() -> None:
     assert ledger.mark(TP0, 3, A, old) is MarkResult.UNKNOWN
     assert ledger.mark(TP0, 3, R) is MarkResult.OK
     assert ledger.mark(TP0, 3, A, new) is MarkResult.ALREADY_ACKNOWLEDGED
+
+
+def test_runs_are_the_longest_runs_of_one_marked_state() -> None:
+    # ledger._runs finds runs by a search and a match per run; what it must give is what
+    # one backreference pattern gives (the definition), on random and edge-case states.
+    import random
+    import re
+
+    from sharecon._share.ledger import _MARKED_START, _SENT_START, _runs
+
+    rng = random.Random(5)
+    cases = [b"", b"\x00", b"\x40" * 9, b"\x00" * 2200, b"\x01\x02" * 50, b"\x40\x00\x00"]
+    alphabet = b"\x00\x01\x02\x03\x04\x10\x11\x20\x21\x24\x40"
+    for _ in range(300):
+        n = rng.randrange(0, 60)
+        # Runs of random lengths, so long runs and runs of one both occur.
+        out = bytearray()
+        while len(out) < n:
+            out += bytes([rng.choice(alphabet)]) * rng.choice((1, 1, 2, 5, 17))
+        cases.append(bytes(out))
+    for starts, definition in (
+        (_MARKED_START, re.compile(rb"([\x00-\x04])\1*")),
+        (_SENT_START, re.compile(rb"([\x20-\x24])\1*")),
+    ):
+        for states in cases:
+            got: list[tuple[int, int, int]] = []
+            _runs(bytearray(states), starts, 100, got)
+            want = [
+                (100 + m.start(), 99 + m.end(), states[m.start()])
+                for m in definition.finditer(states)
+            ]
+            assert got == want, states
