@@ -2,7 +2,8 @@
 
 ``pip install .`` gives the pure-Python sharecon and needs no compiler. With
 ``SHARECON_COMPILE=1`` in the environment, building the wheel also compiles the modules
-named in ``sharecon/_build.py`` with mypyc (a C compiler and Python's headers needed) and puts the
+named in ``sharecon/_build.py`` with mypyc (a C compiler and Python's headers needed), builds the
+C module ``sharecon._speedups`` (``sharecon/_speedups.c``), and puts the
 extension modules beside their ``.py`` files: Python imports an extension module before
 a source file of the same name, so the two builds share every other file.
 
@@ -38,6 +39,9 @@ def _modules() -> tuple[str, ...]:
 #: which mypy follows like any other import.
 COMPILE_TOOLS = ("mypy>=1.11", "setuptools>=70", "sniffio>=1.3", "trio>=0.25")
 
+#: The C extension module of the compiled build (sharecon/_speedups.c).
+SPEEDUPS = "sharecon._speedups"
+
 # The extension modules a build leaves in the tree: one per compiled module plus the
 # shared library mypyc puts the code of them all in.
 _GROUP = "sharecon"
@@ -47,7 +51,7 @@ def compile_modules(out_dir: Path) -> list[Path]:
     """Compile the modules into ``out_dir`` (laid out as the package); return the files."""
     # Imported here so that a pure build never needs mypy or setuptools.
     from mypyc.build import mypycify
-    from setuptools import Distribution  # type: ignore[import-untyped,unused-ignore]
+    from setuptools import Distribution, Extension  # type: ignore[import-untyped,unused-ignore]
 
     work = Path(tempfile.mkdtemp(prefix="sharecon-mypyc-"))
     cwd = Path.cwd()
@@ -63,6 +67,10 @@ def compile_modules(out_dir: Path) -> list[Path]:
             target_dir=str(work / "c"),
             group_name=_GROUP,
         )
+        # The compiled build's own C (sharecon/_speedups.c): the record maker and the
+        # async for stepper, which mypyc cannot express (a type with a vectorcall and an
+        # am_send slot). Built with the same compiler and flags as the mypyc modules.
+        extensions.append(Extension(SPEEDUPS, [SPEEDUPS.replace(".", "/") + ".c"]))
         dist = Distribution({"name": "sharecon", "ext_modules": extensions})
         build_ext = dist.get_command_obj("build_ext")
         build_ext.build_lib = str(out_dir)

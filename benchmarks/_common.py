@@ -41,7 +41,9 @@ def compiled_tree() -> Path:
     mypyc): ``SHARECON_COMPILE=1 pip wheel .``, installed there with ``--target``.
     """
     digest = hashlib.sha256(sys.version.encode())
-    for path in sorted([*ROOT.glob("sharecon/**/*.py"), ROOT / "hatch_build.py"]):
+    for path in sorted(
+        [*ROOT.glob("sharecon/**/*.py"), *ROOT.glob("sharecon/**/*.c"), ROOT / "hatch_build.py"]
+    ):
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
     tree = ROOT / "build" / f"compiled-{digest.hexdigest()[:12]}"
     if (tree / ".complete").exists():

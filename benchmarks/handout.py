@@ -284,13 +284,21 @@ def revision_tree(rev: str) -> Path:
 def _digest(root: Path) -> str:
     # As _common.compiled_tree names its folder: the sources' hash, under this Python.
     digest = hashlib.sha256(sys.version.encode())
-    for path in sorted([*root.glob("sharecon/**/*.py"), root / "hatch_build.py"]):
+    for path in sorted(
+        [*root.glob("sharecon/**/*.py"), *root.glob("sharecon/**/*.c"), root / "hatch_build.py"]
+    ):
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:12]
 
 
+#: The ``--without-c`` variant: the working tree's build with ``SHARECON_SPEEDUPS=0``.
+WITHOUT_C = "without C"
+
+
 def variant_env(build: str, rev: str | None) -> dict[str, str]:
     """The environment of a child running ``build`` of the working tree or of ``rev``."""
+    if rev == WITHOUT_C:
+        return {**build_env(build), "SHARECON_SPEEDUPS": "0"}
     if rev is None:
         return build_env(build)
     tree = revision_tree(rev)
@@ -336,10 +344,20 @@ def main() -> None:
         action="store_true",
         help="explicit mode: the loop calls record.accept() on every record",
     )
+    parser.add_argument(
+        "--without-c",
+        action="store_true",
+        help="also run the compiled build without its C module (SHARECON_SPEEDUPS=0), "
+        "as the 'before' column",
+    )
     args = parser.parse_args()
-    variants = [("after" if args.before else "now", None)]
+    if args.without_c and args.before:
+        parser.error("--without-c and --before both fill the 'before' column")
+    variants = [("after" if args.before or args.without_c else "now", None)]
     if args.before:
         variants.insert(0, ("before", args.before))
+    if args.without_c:
+        variants.insert(0, ("before", WITHOUT_C))
     rows = []
     for shape in args.shapes.split(","):
         dims, _, touched = shape.partition("/")
@@ -378,13 +396,13 @@ def main() -> None:
             cells = [f"{results[label]['us_per_record']:.3f}" for label, _ in variants]
             ratio = (
                 f"{results['after']['us_per_record'] / results['before']['us_per_record']:.2f}x"
-                if args.before
+                if args.before or args.without_c
                 else ""
             )
             rows.append((shape, build, f"{first['records_per_fetch']:.0f}", *cells, ratio))
             print(" | ".join(rows[-1]), flush=True)
     heads = ["shape", "build", "records/fetch", *(f"µs/record {v}" for v, _ in variants)]
-    if args.before:
+    if args.before or args.without_c:
         heads.append("after ÷ before")
     if args.stages:
         stages = ("plan", "encode", "decode", "answered", "take", "hand-out")

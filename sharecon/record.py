@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol
 
 from typing_extensions import TypeVar
 
-from sharecon import errors
+from sharecon import _native, errors
 from sharecon.protocol.records import TimestampType
 from sharecon.types import ZERO_UUID, AckType, TopicIdPartition
 
@@ -367,12 +367,32 @@ def record_factory(
     ``Record(topic, partition, topic_partition, owner, lock_deadline, batch, offset,
     timestamp, key, value, headers)`` would.
 
-    The per-record path of every consumer: one Python frame that fills the slots of a
-    bare instance, instead of a ``functools.partial`` joining eleven arguments into a new
-    tuple and ``type.__call__`` running :meth:`Record.__init__` with them (measured in
-    docs/performance.md). Kept here, in a module the compiled build leaves Python, so the
-    slot stores are the interpreter's specialised ones.
+    The per-record path of every consumer. In the compiled build ``make`` is a
+    ``RecordMaker`` of ``sharecon/_speedups.c``, which fills the new record's slots in C;
+    elsewhere it is :func:`_python_factory`'s one Python frame, which fills the slots of a
+    bare instance (instead of ``type.__call__`` running :meth:`Record.__init__` with eleven
+    arguments; both measured in docs/performance.md).
     """
+    if _RECORD_LAYOUT is not None:
+        assert _native.RecordMakerType is not None
+        return _native.RecordMakerType(
+            _RECORD_LAYOUT, topic, partition, topic_partition, owner, lock_deadline, batch
+        )
+    return _python_factory(topic, partition, topic_partition, owner, lock_deadline, batch)
+
+
+def _python_factory(
+    topic: str,
+    partition: int,
+    topic_partition: TopicIdPartition,
+    owner: Acknowledger | None,
+    lock_deadline: float | None,
+    batch: BatchInfo | None,
+) -> Callable[[int, int, bytes | None, bytes | None, Headers], Record[Any, Any]]:
+    """:func:`record_factory` in Python: the pure build's, and the reference the C maker
+    is tested against (``tests/test_record_build.py``). Kept in this module, which the
+    compiled build leaves Python, so the slot stores are the interpreter's specialised
+    ones."""
     new = object.__new__
     cls = Record
 
@@ -395,6 +415,10 @@ def record_factory(
         return rec
 
     return make
+
+
+#: Where :class:`Record` keeps the slots the C maker fills (``None``: no C maker).
+_RECORD_LAYOUT = _native.RecordLayoutType(Record) if _native.RecordLayoutType is not None else None
 
 
 class RetryLater(Exception):

@@ -199,6 +199,8 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     # Which build is running: names the compiled modules, imports none of sharecon itself
     # (hatch_build.py reads it without importing sharecon).
     "sharecon._build": (set(), IO_MODULES),
+    # The compiled build's C helpers, loaded where built: the C module and nothing else.
+    "sharecon._native": ({"sharecon._speedups"}, IO_MODULES),
     "sharecon._backoff": ({"sharecon.errors", "sharecon.types"}, IO_MODULES),
     "sharecon._token_policy": ({"sharecon._backoff", "sharecon.errors"}, IO_MODULES),
     "sharecon.partitioner": ({"sharecon.errors", "sharecon.types"}, IO_MODULES),
@@ -224,7 +226,10 @@ TOP_LEVEL_RULES: dict[str, tuple[set[str], set[str]]] = {
     # ``python -m sharecon``: the command line and nothing else.
     "sharecon.__main__": ({"sharecon.cli"}, set()),
     # The public record: data, typed against the protocol's header tuples.
-    "sharecon.record": ({"sharecon.errors", "sharecon.types", "sharecon.protocol"}, IO_MODULES),
+    "sharecon.record": (
+        {"sharecon.errors", "sharecon.types", "sharecon.protocol", "sharecon._native"},
+        IO_MODULES,
+    ),
     # Layer-4 clients: everything below them, never the CLI or the test helpers.
     "sharecon.admin": (
         SANS_IO_BASE
@@ -322,7 +327,11 @@ def module_name(path: pathlib.Path) -> str:
 
 @functools.cache
 def all_modules() -> dict[str, pathlib.Path]:
-    return {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+    found = {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+    # An extension module written in C is known by its stub (sharecon/_speedups.pyi).
+    for stub in sorted(PKG.rglob("*.pyi")):
+        found.setdefault(module_name(stub), stub)
+    return found
 
 
 def _resolve(target: str) -> str:

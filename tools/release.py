@@ -122,7 +122,8 @@ def version() -> str:
 def fingerprint() -> str:
     """A hash of what goes into the artifacts: the package's files and the build files."""
     digest = hashlib.sha256()
-    files = sorted((ROOT / "sharecon").rglob("*.py")) + [
+    package = ROOT / "sharecon"
+    files = sorted([*package.rglob("*.py"), *package.rglob("*.pyi"), *package.rglob("*.c")]) + [
         ROOT / "sharecon" / "py.typed",
         ROOT / "pyproject.toml",
         ROOT / "hatch_build.py",
