@@ -129,9 +129,11 @@ class Cursor:
                 owner = cur._owner
                 machine = handout.machine
                 if isinstance(owner, SessionOwner):
-                    # The delivery's two numbers passed apart: no tuple per record.
+                    # The delivery's two numbers passed apart: no tuple per record; the
+                    # partition read from the owner, a native field (the record's own
+                    # attributes are generic lookups from compiled code).
                     lo, hi = owner.delivery
-                    machine.accept_of(cur.topic_partition, cur.offset, lo, hi)
+                    machine.accept_of(owner.tp, cur.offset, lo, hi)
                 else:
                     machine.accept(cur.topic_partition, cur.offset, None)
                 if machine.effects:

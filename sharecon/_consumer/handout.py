@@ -66,14 +66,19 @@ class Acknowledger(Protocol):
 
 class SessionOwner:
     """What the records of one delivery call back into: the consumer, plus the session and
-    the ledger :data:`~sharecon._share.ledger.Delivery` they came from (rule 2)."""
+    the ledger :data:`~sharecon._share.ledger.Delivery` they came from (rule 2), and
+    their partition (the records' own ``topic_partition``: read here, the compiled
+    implicit accept reads a native field instead of a Python object's attribute)."""
 
-    __slots__ = ("consumer", "delivery", "tag")
+    __slots__ = ("consumer", "delivery", "tag", "tp")
 
-    def __init__(self, consumer: Acknowledger, tag: SessionTag, delivery: Delivery) -> None:
+    def __init__(
+        self, consumer: Acknowledger, tag: SessionTag, delivery: Delivery, tp: TopicIdPartition
+    ) -> None:
         self.consumer = consumer
         self.tag = tag
         self.delivery = delivery
+        self.tp = tp
 
     def acknowledge(self, record: Record, ack: AckType) -> None:
         """Pass the answer on to the consumer."""
@@ -94,7 +99,7 @@ def chunk_of(e: Deliver, consumer: Acknowledger | None) -> Chunk:
     """The buffered form of the machine's :class:`~sharecon._share.effects.Deliver`, its
     records owned by ``consumer`` (rule 1)."""
     tp = e.tp
-    owner = SessionOwner(consumer, e.tag, e.delivery) if consumer is not None else None
+    owner = SessionOwner(consumer, e.tag, e.delivery, tp) if consumer is not None else None
     factory = partial(
         record_factory, tp.topic or str(tp.topic_id), tp.partition, tp, owner, e.deadline
     )
@@ -183,7 +188,7 @@ class Handout:
         machine = self.machine
         if isinstance(owner, SessionOwner):
             lo, hi = owner.delivery  # apart: no tuple per record
-            machine.accept_of(record.topic_partition, record.offset, lo, hi)
+            machine.accept_of(owner.tp, record.offset, lo, hi)
         else:
             machine.accept(record.topic_partition, record.offset, None)
         if machine.effects:

@@ -117,7 +117,7 @@ def _push(core: ConsumerCore, first: int, n: int) -> None:
     before = core.ledger.sequence
     core.ledger.add(TP, TAG, [(first, first + n - 1)])
     delivery = (before + 1, core.ledger.sequence)
-    owner = SessionOwner(cast("Any", None), TAG, delivery)
+    owner = SessionOwner(cast("Any", None), TAG, delivery, TP)
     factory = partial(record_factory, "t", 0, TP, owner, None)
     core.buffer.push(Chunk(intake, TAG, None, factory, delivery))
 

@@ -82,7 +82,7 @@ def _hand_out(core: ConsumerCore, n: int) -> list[Record[Any, Any]]:
     before = core.ledger.sequence
     core.ledger.add(TP, TAG, [(0, n - 1)])
     delivery = (before + 1, core.ledger.sequence)
-    owner = SessionOwner(cast("Any", None), TAG, delivery)
+    owner = SessionOwner(cast("Any", None), TAG, delivery, TP)
     intake = take_partition(TP, [(0, n - 1, 1)], data)
     core.buffer.push(
         Chunk(intake, TAG, 130.0, partial(record_factory, "t", 0, TP, owner, 130.0), delivery)
@@ -230,7 +230,7 @@ def _buffer(core: ConsumerCore, n: int, delivery_count: int = 1) -> None:
     before = core.ledger.sequence
     core.ledger.add(TP, TAG, [(0, n - 1)])
     delivery = (before + 1, core.ledger.sequence)
-    owner = SessionOwner(cast("Any", None), TAG, delivery)
+    owner = SessionOwner(cast("Any", None), TAG, delivery, TP)
     intake = take_partition(TP, [(0, n - 1, delivery_count)], data)
     core.buffer.push(
         Chunk(intake, TAG, 130.0, partial(record_factory, "t", 0, TP, owner, 130.0), delivery)
