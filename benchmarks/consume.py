@@ -397,6 +397,12 @@ def main() -> None:
         help=f"partitions of the topic (default {PARTITIONS}; many: per-partition costs)",
     )
     parser.add_argument(
+        "--compression",
+        default="none",
+        choices=("none", "gzip", "snappy", "lz4", "zstd"),
+        help="the codec the topic's batches are written with (the loader's compression.type)",
+    )
+    parser.add_argument(
         "--styles",
         default="batches",
         help="how sharecon consumes, comma-separated: batches (batches()), records (async for),"
@@ -475,7 +481,11 @@ def main() -> None:
                 topic,
                 n,
                 record_size=size,
-                producer_props={"batch.size": "262144", "linger.ms": "20"},
+                producer_props={
+                    "batch.size": "262144",
+                    "linger.ms": "20",
+                    "compression.type": args.compression,
+                },
             )
             print(
                 f"loaded {n:,} records of {size} B in {time.perf_counter() - t0:.1f} s", flush=True
@@ -577,7 +587,9 @@ def main() -> None:
             ],
             rows,
             title=(
-                f"Share-group consume + accept, {args.partitions} partitions, one consumer each, "
+                f"Share-group consume + accept, {args.partitions} partitions, "
+                f"{args.compression if args.compression != 'none' else 'uncompressed'} batches, "
+                "one consumer each, "
                 + (f"best of {args.rounds} rounds, " if args.rounds > 1 else "")
                 + (
                     "every client at its defaults"
@@ -592,6 +604,7 @@ def main() -> None:
                 "results": results,
                 "mode": mode,
                 "partitions": args.partitions,
+                "compression": args.compression,
                 "max_records": max_records,
                 "rounds": args.rounds,
                 "environment": environment(["sharecon", "confluent-kafka", "anyio"]),
