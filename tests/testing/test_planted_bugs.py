@@ -119,6 +119,23 @@ PLANTED = {
         "                    out.gaps.append((p_lo, o0))\n",
         17,
     ),
+    # An answer cut short at the broker's byte limit: the acquired records of its last,
+    # incomplete batch are taken for gaps instead of released, so they are archived
+    # unseen (the schedules with damaged answers).
+    "cut-batch-taken-for-gaps": Planted(
+        "_share/intake.py",
+        "        if end < hi:\n",
+        "        if end == hi:\n",
+        17,
+    ),
+    # The records of a batch that failed its CRC (or was cut short) are never released:
+    # they stay the member's, unanswered, until their locks end.
+    "damaged-batch-not-released": Planted(
+        "_share/machine.py",
+        "        for lo, hi in intake.release:\n",
+        "        for lo, hi in ():\n",
+        3,
+    ),
     # The failed-renewals counter starts below zero: renewals_failed_total reports one
     # failure fewer than happened (-1 with none).
     "renewals-failed-counter-off-by-one": Planted(

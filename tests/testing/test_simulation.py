@@ -318,6 +318,26 @@ def test_a_third_of_the_schedules_have_compacted_logs() -> None:
     assert 15 <= compacted <= 45, compacted
 
 
+def test_some_answers_arrive_damaged() -> None:
+    """In half the schedules some ShareFetch answers' records arrive damaged, during the
+    faults: the last batch of a partition cut short (a broker cuts an answer at its byte
+    limit) or a batch failing its CRC. Both kinds happen; every invariant holds (17: the
+    records the member could not read are not acknowledged as gaps; 3: they are released,
+    not left unanswered) and every record is finished."""
+    kinds: dict[str, int] = {}
+    for seed in range(300):
+        world = World(seed, "4.4", None, None)
+        out = world.run()
+        assert out.violation is None, out.replay()
+        assert not world._unfinished()
+        for f in out.faults:
+            kind = f.split("@")[0]
+            if kind.startswith("damaged-"):
+                kinds[kind] = kinds.get(kind, 0) + 1
+    assert kinds.get("damaged-cut", 0) >= 10, kinds
+    assert kinds.get("damaged-crc", 0) >= 10, kinds
+
+
 def test_the_application_takes_records_through_the_consumers_cursor() -> None:
     """Both ack modes are simulated, through the consumer's ``Cursor`` (its sans-I/O
     steps), and records go through the consumer's ``Handout.deliver``: the cursor served

@@ -292,6 +292,9 @@ class Knobs:
     #: ``ack_mode="explicit"``: the application answers every record before asking for
     #: the next; else implicit: asking for the next accepts the one it left unanswered
     explicit: bool = True
+    #: a ShareFetch answer's records arrive damaged: the last batch cut short (the broker
+    #: cut the answer at its byte limit) or one batch failing its CRC
+    damage: float = 0.0
 
 
 class World:
@@ -378,6 +381,9 @@ class World:
         # Top-level errors: a stream of their own too.
         self.erng = erng = random.Random(seed ^ 0xE440)
         self.knobs.busy = erng.choice((0.0, 0.0, 0.05, 0.15))
+        # Damaged record sets: a stream of their own too.
+        self.drng = drng = random.Random(seed ^ 0xDA3A6E)
+        self.knobs.damage = drng.choice((0.0, 0.0, 0.1, 0.3))
         #: when the last fault heals (the coordinator's may outlast the fault window)
         self.heal_at = FAULT_WINDOW
         #: since when a record has been available at its leader with none handed out
@@ -1116,6 +1122,44 @@ class Member:
             topics.append(replace(t, partitions=tuple(parts)))
         return replace(resp, responses=tuple(topics))
 
+    def _damaged(self, resp: ShareFetchResponse) -> ShareFetchResponse:
+        """An answer whose records of one partition arrive damaged: the last batch cut
+        short (a broker cuts an answer at its byte limit; the acquired records of that
+        batch are in no complete batch), or one batch's body changed so that it fails its
+        CRC. Either way the member cannot read those records: it must release them, never
+        acknowledge them as gaps (invariant 17) nor leave them unanswered (invariant 3)."""
+        w = self.world
+        drng = w.drng
+        # Of a partition with two batches or more: one stays whole, so the answer still
+        # delivers (an answer with none would be released before any Deliver, which the
+        # checker would not see taken in).
+        parts = [
+            (i, j, bounds)
+            for i, t in enumerate(resp.responses)
+            for j, p in enumerate(t.partitions)
+            if p.acquired_records and len(bounds := _batch_bounds(bytes(p.records or b""))) > 1
+        ]
+        if not parts:
+            return resp
+        ti, pj, bounds = drng.choice(parts)
+        p = resp.responses[ti].partitions[pj]
+        data = bytes(p.records or b"")
+        how = drng.choice(("cut", "crc"))
+        w.faults.append(f"damaged-{how}@{w.now:.2f}")
+        if how == "cut":
+            start, end = bounds[-1]
+            damaged = data[: drng.randrange(start + 1, end)]
+        else:
+            start, end = drng.choice(bounds)
+            at = drng.randrange(start + _BATCH_HEADER, end)  # in the records: past the CRC's
+            damaged = data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :]
+        topics = list(resp.responses)
+        t = topics[ti]
+        partitions = list(t.partitions)
+        partitions[pj] = replace(p, records=damaged)
+        topics[ti] = replace(t, partitions=tuple(partitions))
+        return replace(resp, responses=tuple(topics))
+
     def _broken(self, node: int, wire: Wire) -> None:
         """The connection of ``wire`` broke with the request out."""
         loop = self.loops[node]
@@ -1162,6 +1206,16 @@ class Member:
                     f"node {node} refused a {type(wire.body).__name__[:-7]} with {refused} "
                     f"{w.now - w.heal_at:.2f} s after the faults healed",
                 )
+        if (
+            w.knobs.damage
+            and got
+            and not w.quiet
+            and not self.closing
+            and isinstance(resp, ShareFetchResponseT)
+            and w.drng.random() < w.knobs.damage
+        ):
+            # Its records arrive damaged (on the way, or the broker cut the answer).
+            resp = self._damaged(resp)
         if resp.error_code and not wire.closing:
             # Invariant 13: the next request to this leader waits out the back-off.
             self.refused_at[node] = w.now
@@ -1421,9 +1475,12 @@ class Member:
         if self._released:
             return
         ids = self._ids.get((tp, chunk.delivery), {})
+        # Records of a damaged batch were released when the answer came (intake's
+        # release): that release's outcome ends them, not the drop.
+        released = {o for lo, hi in chunk.intake.release for o in range(lo, hi + 1)}
         w = self.world
         for o in range(first, last + 1):
-            if o in ids:
+            if o in ids and o not in released:
                 w.check.ended((tp, o), w.now, "dropped unhanded", self.member_id, d=ids[o])
 
     def _pop_mutant(self, clock: Callable[[], float]) -> Any:
@@ -1970,6 +2027,22 @@ def _compaction(
             kept = crng.randint(first, last)
             removed += [o for o in range(first, last + 1) if o != kept and crng.random() < 0.5]
         out[tp] = tuple(removed)
+    return out
+
+
+#: A v2 record batch's header: its records follow (the CRC covers from byte 21 on).
+_BATCH_HEADER = 61
+
+
+def _batch_bounds(data: bytes) -> list[tuple[int, int]]:
+    """Where each record batch of a Records field starts and ends (``BatchLength`` at
+    byte 8 counts the bytes after the first 12)."""
+    out = []
+    pos = 0
+    while pos + 12 <= len(data):
+        end = pos + 12 + int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
+        out.append((pos, end))
+        pos = end
     return out
 
 
