@@ -136,6 +136,14 @@ PLANTED = {
         "        for lo, hi in ():\n",
         3,
     ),
+    # poll()'s hand-off marks a record fewer than it was given: the ledger's segment loses
+    # a byte, and the offsets after it shift (a mutant the samples drew, `hi | 1`).
+    "poll-hand-off-one-short": Planted(
+        "_share/ledger.py",
+        "            seg.states[lo : hi + 1] = seg.states[lo : hi + 1].translate(_TO_DELIVERED)\n",
+        "            seg.states[lo : hi + 1] = seg.states[lo : hi].translate(_TO_DELIVERED)\n",
+        0,
+    ),
     # The failed-renewals counter starts below zero: renewals_failed_total reports one
     # failure fewer than happened (-1 with none).
     "renewals-failed-counter-off-by-one": Planted(

@@ -142,6 +142,8 @@ GATHER_HANDLERS = 2  #: its handlers: ``process(concurrency=2)``
 GATHER_SHARE = 0.1  #: the share of schedules whose application gathers
 WIDE_SHARE = 0.25  #: the share of schedules with two partitions on each broker
 EXPLICIT_SHARE = 0.5  #: the share of schedules whose application answers explicitly
+POLL_SHARE = 0.25  #: the share of schedules whose application calls ``poll()``
+POLL_LIMITS = (2, 3, 8)  #: its ``max_records``, drawn per schedule
 #: How long a close may take before the consumer gives up waiting for its fetch loops
 #: and leaves the group anyway (its ``close_timeout``, scaled to the schedule's lock).
 CLOSE_TIMEOUT = 4 * LOCK
@@ -295,6 +297,8 @@ class Knobs:
     #: a ShareFetch answer's records arrive damaged: the last batch cut short (the broker
     #: cut the answer at its byte limit) or one batch failing its CRC
     damage: float = 0.0
+    #: the application calls ``poll(max_records=poll)`` (0: ``async for``)
+    poll: int = 0
 
 
 class World:
@@ -417,6 +421,15 @@ class World:
         self._draw_gathering(seed)
         # Drawn apart, so the other draws of a seed stay as they were before this knob.
         self.knobs.explicit = random.Random(seed ^ 0xAC4).random() < EXPLICIT_SHARE
+        # poll(): a stream of its own (``orng``, its application's draws too), so the
+        # other draws of a seed stay as they were. Not for a gathering application
+        # (process()) nor with the delayed release (here, release(delay=) of async for).
+        # Explicit answers only: implicit mode's bulk accept reports the records of a
+        # superseded delivery still buffered as lost (docs/testing.md, "poll()").
+        self.orng = orng = random.Random(seed ^ 0x9011)
+        if orng.random() < POLL_SHARE and not self.knobs.gather and not self.knobs.delayed:
+            self.knobs.poll = orng.choice(POLL_LIMITS)
+            self.knobs.explicit = True
         self.member = Member(self, "m1")
         if self.knobs.close_at is not None:
             self.at(self.knobs.close_at, self._close_member, self.member)
@@ -1545,6 +1558,9 @@ class Member:
         if self.closing:
             self.app_busy = False
             return
+        if w.knobs.poll:
+            self._poll()
+            return
         if w.knobs.gather:
             got = self.app_buffer.pop_one(self._clock)
         elif self.app_buffer is not self.buffer:
@@ -1615,6 +1631,76 @@ class Member:
                 t += LOCK / 2
         self.holding.append(rec)
         w.at(w.now + took, self._app_answer, rec)
+
+    def _poll(self) -> None:
+        """The application calls ``poll(max_records=N)``, in the consumer's steps (explicit
+        mode: the previous batch was answered, nothing to settle): up to N records popped
+        at once (``DeliveryBuffer.pop_many``) and told to the machine as handed out
+        (``Handout.handed_out``: a run of offsets per delivery, the ledger's ``deliver``);
+        the application then works on the batch and answers its records one by one."""
+        w = self.world
+        records = self.buffer.pop_many(w.knobs.poll, self._clock)
+        if not records:
+            self.app_busy = False
+            if self.buffer.has_room():
+                self._wake(None)
+            return
+        self.handout.handed_out(records)
+        batch = []
+        for got in records:
+            owner = owner_of(got)
+            assert owner is not None
+            rec = SimRecord.of(got, self._ids.get((got.topic_partition, owner.delivery), {}))
+            w.check.handed_out((rec.tp, rec.offset), rec.d, w.now)
+            current = self.machine.leader(rec.tag.node_id).session.tag
+            if rec.tag != current:
+                w.check.handed_stale((rec.tp, rec.offset), rec.d, w.now, rec.tag, current)
+            batch.append(rec)
+        w.handed()
+        self.holding.extend(batch)
+        k = w.knobs
+        orng = w.orng
+        quiet = w.quiet
+        if not quiet and orng.random() < k.slow:
+            took = LOCK * orng.uniform(0.3, 2.0)
+        elif not quiet and orng.random() < k.late:
+            took = LOCK * orng.uniform(0.9, 1.1)
+        else:
+            took = orng.uniform(0.0, 0.05)
+        if not quiet:
+            w.heal_at = max(w.heal_at, w.now + took)  # a slow batch is a fault too
+        if k.keep_locks and not quiet and took > LOCK / 2:
+            t = LOCK / 2
+            while t < took:
+                for rec in batch:
+                    w.at(w.now + t, self._app_renew, rec)
+                t += LOCK / 2
+        w.at(w.now + took, self._poll_answer, batch)
+
+    def _poll_answer(self, batch: list[SimRecord]) -> None:
+        """The application answers the records of its ``poll()`` batch, each with
+        ``record.accept()`` and friends, then polls again."""
+        w = self.world
+        k = w.knobs
+        orng = w.orng
+        for rec in batch:
+            if rec in self.holding:
+                self.holding.remove(rec)
+            r = orng.random()
+            if w.quiet or r >= k.reject + k.release:
+                ack = AckType.ACCEPT
+            else:
+                ack = AckType.REJECT if r < k.reject else AckType.RELEASE
+            if self.closing:
+                self._answer_after_close(rec, ack)
+            else:
+                self._answering = {(rec.tp, rec.offset): rec.d}
+                try:
+                    self._answered(rec, self._acknowledge(rec, ack))
+                    self._apply(None)
+                finally:
+                    self._answering = {}
+        self._app_take()
 
     def _ask(self) -> None:
         """``async for`` asks for the next record: the consumer's ``Cursor.move_on``
