@@ -144,6 +144,14 @@ PLANTED = {
         "            seg.states[lo : hi + 1] = seg.states[lo : hi].translate(_TO_DELIVERED)\n",
         0,
     ),
+    # A partition's transient fetch error (UNKNOWN_SERVER_ERROR) taken for a fatal one:
+    # the consumer stops (the schedules with partition-level errors).
+    "transient-partition-error-fatal": Planted(
+        "_share/fetch_policy.py",
+        "    return _PARTITION_ACTIONS.get(code, Action.NOTE)\n",
+        "    return _PARTITION_ACTIONS.get(code, Action.FATAL)\n",
+        14,
+    ),
     # The failed-renewals counter starts below zero: renewals_failed_total reports one
     # failure fewer than happened (-1 with none).
     "renewals-failed-counter-off-by-one": Planted(

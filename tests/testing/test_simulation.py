@@ -336,6 +336,21 @@ def test_a_quarter_of_the_applications_poll() -> None:
     assert 15 <= polled <= 50, polled
 
 
+def test_some_partitions_fail_to_fetch() -> None:
+    """In half the schedules some ShareFetch answers carry, during the faults, a
+    partition whose fetch failed with a transient error (UNKNOWN_SERVER_ERROR: nothing
+    acquired for it, its acknowledgements answered). The member notes it and goes on:
+    every invariant holds (14: it never fails) and every record is finished."""
+    failed = 0
+    for seed in range(200):
+        world = World(seed, "4.4", None, None)
+        out = world.run()
+        assert out.violation is None, out.replay()
+        assert not world._unfinished()
+        failed += sum(f.startswith("partition-error@") for f in out.faults)
+    assert failed >= 20, failed
+
+
 def test_some_answers_arrive_damaged() -> None:
     """In half the schedules some ShareFetch answers' records arrive damaged, during the
     faults: the last batch of a partition cut short (a broker cuts an answer at its byte

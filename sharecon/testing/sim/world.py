@@ -299,6 +299,9 @@ class Knobs:
     damage: float = 0.0
     #: the application calls ``poll(max_records=poll)`` (0: ``async for``)
     poll: int = 0
+    #: a ShareFetch answer's fetch of one partition fails with a transient error
+    #: (UNKNOWN_SERVER_ERROR): no records for it, its acknowledgements answered
+    part_error: float = 0.0
 
 
 class World:
@@ -388,6 +391,9 @@ class World:
         # Damaged record sets: a stream of their own too.
         self.drng = drng = random.Random(seed ^ 0xDA3A6E)
         self.knobs.damage = drng.choice((0.0, 0.0, 0.1, 0.3))
+        # Partition-level fetch errors: a stream of their own too.
+        self.perng = perng = random.Random(seed ^ 0x9E44)
+        self.knobs.part_error = perng.choice((0.0, 0.0, 0.05, 0.15))
         #: when the last fault heals (the coordinator's may outlast the fault window)
         self.heal_at = FAULT_WINDOW
         #: since when a record has been available at its leader with none handed out
@@ -986,6 +992,15 @@ class Member:
         else:
             resp = broker.share_acknowledge(body, wire.conn, w.now)
         self._after(broker, wire, watched)
+        if (
+            k.part_error
+            and not w.quiet
+            and not wire.closing
+            and isinstance(resp, ShareFetchResponseT)
+            and resp.responses
+            and w.perng.random() < k.part_error
+        ):
+            resp = self._partition_failed(broker, resp)
         delay = self._delay()
         if isinstance(body, ShareFetchRequest):
             got = self._acquired(broker, resp)  # type: ignore[arg-type]
@@ -1170,6 +1185,41 @@ class Member:
         t = topics[ti]
         partitions = list(t.partitions)
         partitions[pj] = replace(p, records=damaged)
+        topics[ti] = replace(t, partitions=tuple(partitions))
+        return replace(resp, responses=tuple(topics))
+
+    def _partition_failed(
+        self, broker: ModelBroker, resp: ShareFetchResponse
+    ) -> ShareFetchResponse:
+        """An answer whose fetch of one partition failed at the broker with a transient
+        error (``UNKNOWN_SERVER_ERROR``, as when reading the log fails): nothing acquired
+        for it (the model's acquisitions for it are taken back, count included), no
+        records, its acknowledgements answered as they were. The member notes the error
+        and goes on (invariant 14: it never fails)."""
+        w = self.world
+        ti = w.perng.randrange(len(resp.responses))
+        t = resp.responses[ti]
+        if not t.partitions:
+            return resp
+        pj = w.perng.randrange(len(t.partitions))
+        w.faults.append(f"partition-error@{w.now:.2f}")
+        p = t.partitions[pj]
+        if p.acquired_records:
+            sp = broker.partitions[(GROUP, (t.topic_id, p.partition_index))]
+            taken = [
+                o for a in p.acquired_records for o in range(a.first_offset, a.last_offset + 1)
+            ]
+            for o in taken:
+                sp._release_one(o, decrement=True)
+            sp._persist(taken)
+        partitions = list(t.partitions)
+        partitions[pj] = replace(
+            partitions[pj],
+            error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
+            records=None,
+            acquired_records=(),
+        )
+        topics = list(resp.responses)
         topics[ti] = replace(t, partitions=tuple(partitions))
         return replace(resp, responses=tuple(topics))
 
