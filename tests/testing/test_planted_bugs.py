@@ -152,6 +152,15 @@ PLANTED = {
         "    return _PARTITION_ACTIONS.get(code, Action.FATAL)\n",
         14,
     ),
+    # A turn's record grant defaults to one instead of none: every fetch without a strict
+    # record limit asks for one record, by record-limit acquisition (a mutant the
+    # samples drew: Turn.granted's default).
+    "fetch-grant-defaults-to-one": Planted(
+        "_share/fetch_policy.py",
+        "    granted: int = 0\n",
+        "    granted: int = 1\n",
+        18,
+    ),
     # The failed-renewals counter starts below zero: renewals_failed_total reports one
     # failure fewer than happened (-1 with none).
     "renewals-failed-counter-off-by-one": Planted(

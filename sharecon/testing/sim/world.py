@@ -914,6 +914,8 @@ class Member:
                 f"node {node} refused a request at t={refused:.3f} (a top-level error); "
                 f"the member asked it again {w.now - refused:.3f} s later, before its back-off",
             )
+        if isinstance(a.body, ShareFetchRequest) and not a.body.is_renew_ack and not a.final:
+            self._asks_as_configured(node, a.body)
         if not a.final and not w.quiet and w.srng.random() < w.knobs.refuse:
             w.faults.append(f"refused@{w.now:.2f}")
             if port.conn is not None:
@@ -929,6 +931,29 @@ class Member:
         self.renews_on_wire += _renewals(a.body)
         port.wire = wire
         w.at(w.now + self._delay(), self._arrive, node, wire)
+
+    def _asks_as_configured(self, node: int, body: ShareFetchRequest) -> None:
+        """Invariant 18: a fetch asks for what the member was configured to acquire.
+        Under a strict record limit (``acquire_mode="record_limit"``), record-limit
+        acquisition of at most the limit's records; otherwise batch acquisition, but for
+        an oversize probe (one record, record-limit acquisition)."""
+        w = self.world
+        if not self.machine.leader(node).session.partitions:
+            return  # it fetches nothing: the session's last partitions are forgotten
+        limit = w.record_limit
+        mode, n = body.share_acquire_mode, body.max_records
+        if limit is not None:
+            ok, want = mode == 1 and 0 < n <= limit, f"record-limit acquisition of 1 to {limit}"
+        elif self.machine.leader(node).guard.probing:
+            ok, want = mode == 1 and n == 1, "a probe: record-limit acquisition of 1"
+        else:
+            ok, want = mode == 0, "batch acquisition"
+        if not ok:
+            w.check.fail(
+                18,
+                w.now,
+                f"node {node}: a fetch asked for {n} records with acquire mode {mode}, not {want}",
+            )
 
     def _meant(
         self, body: ShareFetchRequest | ShareAcknowledgeRequest, node: int
