@@ -183,12 +183,16 @@ class Outcome:
     ended: int
     faults: tuple[str, ...]
     delayed: bool = False  #: the schedule had a delayed release (``--delayed-release``)
+    #: ``poll()`` applications were left out (``--no-poll``)
+    no_poll: bool = False
 
     def replay(self, mutant: str | None = None) -> str:
         """The one-line command that replays this schedule."""
         extra = f" --mutant {mutant}" if mutant else ""
         if self.delayed:
             extra += " --delayed-release"
+        if self.no_poll:
+            extra += " --no-poll"
         return f"python -m sharecon.testing.sim --seed {self.seed} --version {self.version}{extra}"
 
 
@@ -314,8 +318,10 @@ class World:
         mutant: str | None,
         trace: Callable[[str], None] | None,
         delayed: bool = False,
+        poll: bool = True,
     ) -> None:
         self.trace = trace
+        self.no_poll = not poll
         if mutant is not None and mutant not in MUTANTS:
             raise ValueError(f"unknown mutant {mutant!r}; one of {', '.join(MUTANTS)}")
         self.seed = seed
@@ -433,7 +439,7 @@ class World:
         # Explicit answers only: implicit mode's bulk accept reports the records of a
         # superseded delivery still buffered as lost (docs/testing.md, "poll()").
         self.orng = orng = random.Random(seed ^ 0x9011)
-        if orng.random() < POLL_SHARE and not self.knobs.gather and not self.knobs.delayed:
+        if orng.random() < POLL_SHARE and poll and not self.knobs.gather and not self.knobs.delayed:
             self.knobs.poll = orng.choice(POLL_LIMITS)
             self.knobs.explicit = True
         self.member = Member(self, "m1")
@@ -482,6 +488,7 @@ class World:
             check.n_ended,
             tuple(self.faults),
             self.knobs.delayed,
+            self.no_poll,
         )
 
     def _finished(self) -> bool:
@@ -2035,11 +2042,14 @@ def run(
     trace: Callable[[str], None] | None = None,
     *,
     delayed: bool = False,
+    poll: bool = True,
 ) -> Outcome:
     """Run the schedule of ``seed`` on Kafka ``version`` semantics (with a ``mutant``;
     ``trace`` is told every event and effect; ``delayed``: after the faults the
-    application releases a record with a delay while a producer writes, on 4.2+)."""
-    return World(seed, version, mutant, trace, delayed).run()
+    application releases a record with a delay while a producer writes, on 4.2+;
+    ``poll=False``: no ``poll()`` application, the schedule as it was before them, for
+    the seeds of bugs found earlier)."""
+    return World(seed, version, mutant, trace, delayed, poll).run()
 
 
 class _NoSupersede(FetchDriver):
