@@ -141,8 +141,15 @@ _TO_DELIVERED = _table({_ACQUIRED: _DELIVERED})
 # "lock lost", never land on the new one; the buffer forgets the ones it never handed out.
 _SUPERSEDE = _table({**dict.fromkeys(range(5), _DONE), _ACQUIRED: _DEAD, _DELIVERED: _DEAD})
 # Bulk marks, by type: held records (buffered or delivered) take the type, dead ones drop.
-_MARK_HELD = [_table({_ACQUIRED: t, _DELIVERED: t, _DEAD: _DONE}) for t in range(5)]
-_MARK_DELIVERED = [_table({_DELIVERED: t, _DEAD: _DONE}) for t in range(5)]
+# A delivered record whose renewal is pending or in flight is held too (as for a mark of
+# one record, _MARKABLE): skipping it would drop the answer, and the record would stay
+# held after its renewal's answer, answered for the application and never for the broker.
+_MARK_HELD = [
+    _table({_ACQUIRED: t, _DELIVERED: t, _RENEW: t, _SENT_RENEW: t, _DEAD: _DONE}) for t in range(5)
+]
+_MARK_DELIVERED = [
+    _table({_DELIVERED: t, _RENEW: t, _SENT_RENEW: t, _DEAD: _DONE}) for t in range(5)
+]
 _MARK_ACQUIRED = [_table({_ACQUIRED: t}) for t in range(5)]
 
 
@@ -605,7 +612,8 @@ class AckLedger:
             if part is None:
                 continue
             for seg in part.segments:
-                n += seg.states.count(_DELIVERED)
+                states = seg.states
+                n += states.count(_DELIVERED) + states.count(_RENEW) + states.count(_SENT_RENEW)
                 if include_buffered:
                     n += seg.states.count(_ACQUIRED)
                 seg.states[:] = seg.states.translate(table)

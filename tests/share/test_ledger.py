@@ -73,6 +73,28 @@ def test_buffered_records_are_not_implicitly_accepted() -> None:
     assert taken is not None and taken.acks == {TP0: [b(0, 4, A)]}
 
 
+@pytest.mark.parametrize("in_flight", [False, True])
+def test_an_implicit_accept_covers_records_being_renewed(in_flight: bool) -> None:
+    """poll() in implicit mode accepts the previous batch in bulk while the lock keeper
+    may be renewing its records: a renewal pending or in flight must not drop the
+    accept (found by simulation, poll() with slow handlers: the record stayed held,
+    answered for the application and never for the broker, and fetching stopped)."""
+    ledger = AckLedger()
+    ledger.add(TP0, TAG, [(0, 3)])
+    ledger.deliver(TP0, 0, 3)
+    assert ledger.mark(TP0, 1, N) is MarkResult.OK
+    if in_flight:
+        renew = ledger.take(TAG)
+        assert renew is not None and renew.is_renew
+    assert ledger.mark_delivered(A) == 4
+    if in_flight:
+        ledger.complete(TAG, {TP0: 0})  # the renewal's answer
+    taken = ledger.take(TAG)
+    assert taken is not None and taken.acks == {TP0: [b(0, 3, A)]}
+    ledger.complete(TAG, {TP0: 0})
+    assert not ledger.has_outstanding(TAG)  # nothing left held for the broker to expire
+
+
 def test_close_releases_delivered_and_buffered() -> None:
     ledger = AckLedger()
     ledger.add(TP0, TAG, [(0, 9)])

@@ -119,6 +119,48 @@ PLANTED = {
         "                    out.gaps.append((p_lo, o0))\n",
         17,
     ),
+    # An answer cut short at the broker's byte limit: the acquired records of its last,
+    # incomplete batch are taken for gaps instead of released, so they are archived
+    # unseen (the schedules with damaged answers).
+    "cut-batch-taken-for-gaps": Planted(
+        "_share/intake.py",
+        "        if end < hi:\n",
+        "        if end == hi:\n",
+        17,
+    ),
+    # The records of a batch that failed its CRC (or was cut short) are never released:
+    # they stay the member's, unanswered, until their locks end.
+    "damaged-batch-not-released": Planted(
+        "_share/machine.py",
+        "        for lo, hi in intake.release:\n",
+        "        for lo, hi in ():\n",
+        3,
+    ),
+    # poll()'s hand-off marks a record fewer than it was given: the ledger's segment loses
+    # a byte, and the offsets after it shift (a mutant the samples drew, `hi | 1`).
+    "poll-hand-off-one-short": Planted(
+        "_share/ledger.py",
+        "            seg.states[lo : hi + 1] = seg.states[lo : hi + 1].translate(_TO_DELIVERED)\n",
+        "            seg.states[lo : hi + 1] = seg.states[lo : hi].translate(_TO_DELIVERED)\n",
+        0,
+    ),
+    # A partition's transient fetch error (UNKNOWN_SERVER_ERROR) taken for a fatal one:
+    # the consumer stops (the schedules with partition-level errors).
+    "transient-partition-error-fatal": Planted(
+        "_share/fetch_policy.py",
+        "    return _PARTITION_ACTIONS.get(code, Action.NOTE)\n",
+        "    return _PARTITION_ACTIONS.get(code, Action.FATAL)\n",
+        14,
+    ),
+    # A turn's record grant defaults to one instead of none: every fetch without a strict
+    # record limit asks for one record, by record-limit acquisition (a mutant the
+    # samples drew: Turn.granted's default).
+    "fetch-grant-defaults-to-one": Planted(
+        "_share/fetch_policy.py",
+        "    granted: int = 0\n",
+        "    granted: int = 1\n",
+        18,
+    ),
     # The failed-renewals counter starts below zero: renewals_failed_total reports one
     # failure fewer than happened (-1 with none).
     "renewals-failed-counter-off-by-one": Planted(

@@ -20,13 +20,15 @@ def search(
     mutant: str | None = None,
     *,
     delayed: bool = False,
+    poll: bool = True,
 ) -> list[Outcome]:
     """Run every seed on every version (``delayed``: with a delayed release after the
-    faults); the failing outcomes, in order."""
+    faults; ``poll=False``: without ``poll()`` applications); the failing outcomes, in
+    order."""
     bad = []
     for seed in seeds:
         for version in versions:
-            out = run(seed, version, mutant, delayed=delayed)
+            out = run(seed, version, mutant, delayed=delayed, poll=poll)
             if out.violation is not None:
                 bad.append(out)
     return bad

@@ -21,6 +21,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="after the faults, release a record with a delay while a producer writes (4.2+)",
     )
+    ap.add_argument(
+        "--no-poll",
+        action="store_true",
+        help="no poll() applications: the schedules as they were before them",
+    )
     ap.add_argument("--trace", action="store_true", help="print every event and effect")
     ap.add_argument("--faults", action="store_true", help="print the schedule's faults")
     args = ap.parse_args(argv)
@@ -33,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
             args.mutant,
             print if args.trace else None,
             delayed=args.delayed_release,
+            poll=not args.no_poll,
         )
         if out.violation is not None or args.seed is not None:
             status = str(out.violation) if out.violation else "ok"

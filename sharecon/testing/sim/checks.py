@@ -34,8 +34,11 @@ is kept as a :class:`Violation`; the first one ends the schedule.
 16. The renewal counters hold what went on the wire.
 17. A gap is not a record: no offset that holds one is acknowledged as a gap (the broker
     would archive a record the application never saw).
+18. A fetch asks for what the member was configured to acquire: under a strict record
+    limit, record-limit acquisition of at most the limit; otherwise batch acquisition,
+    but for an oversize probe (one record).
 
-9 to 17 are checked by :mod:`.world` (they need the brokers' state) through
+9 to 18 are checked by :mod:`.world` (they need the brokers' state) through
 :meth:`Checker.fail`.
 """
 
@@ -59,7 +62,7 @@ ANSWERED = 2  #: the application answered; the outcome is not reported yet
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One broken invariant: its number (0 for a crash, 1-17), when, and what happened."""
+    """One broken invariant: its number (0 for a crash, 1-18), when, and what happened."""
 
     invariant: int
     at: float

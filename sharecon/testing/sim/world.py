@@ -142,6 +142,8 @@ GATHER_HANDLERS = 2  #: its handlers: ``process(concurrency=2)``
 GATHER_SHARE = 0.1  #: the share of schedules whose application gathers
 WIDE_SHARE = 0.25  #: the share of schedules with two partitions on each broker
 EXPLICIT_SHARE = 0.5  #: the share of schedules whose application answers explicitly
+POLL_SHARE = 0.25  #: the share of schedules whose application calls ``poll()``
+POLL_LIMITS = (2, 3, 8)  #: its ``max_records``, drawn per schedule
 #: How long a close may take before the consumer gives up waiting for its fetch loops
 #: and leaves the group anyway (its ``close_timeout``, scaled to the schedule's lock).
 CLOSE_TIMEOUT = 4 * LOCK
@@ -181,12 +183,16 @@ class Outcome:
     ended: int
     faults: tuple[str, ...]
     delayed: bool = False  #: the schedule had a delayed release (``--delayed-release``)
+    #: ``poll()`` applications were left out (``--no-poll``)
+    no_poll: bool = False
 
     def replay(self, mutant: str | None = None) -> str:
         """The one-line command that replays this schedule."""
         extra = f" --mutant {mutant}" if mutant else ""
         if self.delayed:
             extra += " --delayed-release"
+        if self.no_poll:
+            extra += " --no-poll"
         return f"python -m sharecon.testing.sim --seed {self.seed} --version {self.version}{extra}"
 
 
@@ -292,6 +298,14 @@ class Knobs:
     #: ``ack_mode="explicit"``: the application answers every record before asking for
     #: the next; else implicit: asking for the next accepts the one it left unanswered
     explicit: bool = True
+    #: a ShareFetch answer's records arrive damaged: the last batch cut short (the broker
+    #: cut the answer at its byte limit) or one batch failing its CRC
+    damage: float = 0.0
+    #: the application calls ``poll(max_records=poll)`` (0: ``async for``)
+    poll: int = 0
+    #: a ShareFetch answer's fetch of one partition fails with a transient error
+    #: (UNKNOWN_SERVER_ERROR): no records for it, its acknowledgements answered
+    part_error: float = 0.0
 
 
 class World:
@@ -304,8 +318,10 @@ class World:
         mutant: str | None,
         trace: Callable[[str], None] | None,
         delayed: bool = False,
+        poll: bool = True,
     ) -> None:
         self.trace = trace
+        self.no_poll = not poll
         if mutant is not None and mutant not in MUTANTS:
             raise ValueError(f"unknown mutant {mutant!r}; one of {', '.join(MUTANTS)}")
         self.seed = seed
@@ -378,6 +394,12 @@ class World:
         # Top-level errors: a stream of their own too.
         self.erng = erng = random.Random(seed ^ 0xE440)
         self.knobs.busy = erng.choice((0.0, 0.0, 0.05, 0.15))
+        # Damaged record sets: a stream of their own too.
+        self.drng = drng = random.Random(seed ^ 0xDA3A6E)
+        self.knobs.damage = drng.choice((0.0, 0.0, 0.1, 0.3))
+        # Partition-level fetch errors: a stream of their own too.
+        self.perng = perng = random.Random(seed ^ 0x9E44)
+        self.knobs.part_error = perng.choice((0.0, 0.0, 0.05, 0.15))
         #: when the last fault heals (the coordinator's may outlast the fault window)
         self.heal_at = FAULT_WINDOW
         #: since when a record has been available at its leader with none handed out
@@ -411,6 +433,15 @@ class World:
         self._draw_gathering(seed)
         # Drawn apart, so the other draws of a seed stay as they were before this knob.
         self.knobs.explicit = random.Random(seed ^ 0xAC4).random() < EXPLICIT_SHARE
+        # poll(): a stream of its own (``orng``, its application's draws too), so the
+        # other draws of a seed stay as they were. Not for a gathering application
+        # (process()) nor with the delayed release (here, release(delay=) of async for).
+        # Explicit answers only: implicit mode's bulk accept reports the records of a
+        # superseded delivery still buffered as lost (docs/testing.md, "poll()").
+        self.orng = orng = random.Random(seed ^ 0x9011)
+        if orng.random() < POLL_SHARE and poll and not self.knobs.gather and not self.knobs.delayed:
+            self.knobs.poll = orng.choice(POLL_LIMITS)
+            self.knobs.explicit = True
         self.member = Member(self, "m1")
         if self.knobs.close_at is not None:
             self.at(self.knobs.close_at, self._close_member, self.member)
@@ -457,6 +488,7 @@ class World:
             check.n_ended,
             tuple(self.faults),
             self.knobs.delayed,
+            self.no_poll,
         )
 
     def _finished(self) -> bool:
@@ -889,6 +921,8 @@ class Member:
                 f"node {node} refused a request at t={refused:.3f} (a top-level error); "
                 f"the member asked it again {w.now - refused:.3f} s later, before its back-off",
             )
+        if isinstance(a.body, ShareFetchRequest) and not a.body.is_renew_ack and not a.final:
+            self._asks_as_configured(node, a.body)
         if not a.final and not w.quiet and w.srng.random() < w.knobs.refuse:
             w.faults.append(f"refused@{w.now:.2f}")
             if port.conn is not None:
@@ -904,6 +938,29 @@ class Member:
         self.renews_on_wire += _renewals(a.body)
         port.wire = wire
         w.at(w.now + self._delay(), self._arrive, node, wire)
+
+    def _asks_as_configured(self, node: int, body: ShareFetchRequest) -> None:
+        """Invariant 18: a fetch asks for what the member was configured to acquire.
+        Under a strict record limit (``acquire_mode="record_limit"``), record-limit
+        acquisition of at most the limit's records; otherwise batch acquisition, but for
+        an oversize probe (one record, record-limit acquisition)."""
+        w = self.world
+        if not self.machine.leader(node).session.partitions:
+            return  # it fetches nothing: the session's last partitions are forgotten
+        limit = w.record_limit
+        mode, n = body.share_acquire_mode, body.max_records
+        if limit is not None:
+            ok, want = mode == 1 and 0 < n <= limit, f"record-limit acquisition of 1 to {limit}"
+        elif self.machine.leader(node).guard.probing:
+            ok, want = mode == 1 and n == 1, "a probe: record-limit acquisition of 1"
+        else:
+            ok, want = mode == 0, "batch acquisition"
+        if not ok:
+            w.check.fail(
+                18,
+                w.now,
+                f"node {node}: a fetch asked for {n} records with acquire mode {mode}, not {want}",
+            )
 
     def _meant(
         self, body: ShareFetchRequest | ShareAcknowledgeRequest, node: int
@@ -967,6 +1024,15 @@ class Member:
         else:
             resp = broker.share_acknowledge(body, wire.conn, w.now)
         self._after(broker, wire, watched)
+        if (
+            k.part_error
+            and not w.quiet
+            and not wire.closing
+            and isinstance(resp, ShareFetchResponseT)
+            and resp.responses
+            and w.perng.random() < k.part_error
+        ):
+            resp = self._partition_failed(broker, resp)
         delay = self._delay()
         if isinstance(body, ShareFetchRequest):
             got = self._acquired(broker, resp)  # type: ignore[arg-type]
@@ -1116,6 +1182,79 @@ class Member:
             topics.append(replace(t, partitions=tuple(parts)))
         return replace(resp, responses=tuple(topics))
 
+    def _damaged(self, resp: ShareFetchResponse) -> ShareFetchResponse:
+        """An answer whose records of one partition arrive damaged: the last batch cut
+        short (a broker cuts an answer at its byte limit; the acquired records of that
+        batch are in no complete batch), or one batch's body changed so that it fails its
+        CRC. Either way the member cannot read those records: it must release them, never
+        acknowledge them as gaps (invariant 17) nor leave them unanswered (invariant 3)."""
+        w = self.world
+        drng = w.drng
+        # Of a partition with two batches or more: one stays whole, so the answer still
+        # delivers (an answer with none would be released before any Deliver, which the
+        # checker would not see taken in).
+        parts = [
+            (i, j, bounds)
+            for i, t in enumerate(resp.responses)
+            for j, p in enumerate(t.partitions)
+            if p.acquired_records and len(bounds := _batch_bounds(bytes(p.records or b""))) > 1
+        ]
+        if not parts:
+            return resp
+        ti, pj, bounds = drng.choice(parts)
+        p = resp.responses[ti].partitions[pj]
+        data = bytes(p.records or b"")
+        how = drng.choice(("cut", "crc"))
+        w.faults.append(f"damaged-{how}@{w.now:.2f}")
+        if how == "cut":
+            start, end = bounds[-1]
+            damaged = data[: drng.randrange(start + 1, end)]
+        else:
+            start, end = drng.choice(bounds)
+            at = drng.randrange(start + _BATCH_HEADER, end)  # in the records: past the CRC's
+            damaged = data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :]
+        topics = list(resp.responses)
+        t = topics[ti]
+        partitions = list(t.partitions)
+        partitions[pj] = replace(p, records=damaged)
+        topics[ti] = replace(t, partitions=tuple(partitions))
+        return replace(resp, responses=tuple(topics))
+
+    def _partition_failed(
+        self, broker: ModelBroker, resp: ShareFetchResponse
+    ) -> ShareFetchResponse:
+        """An answer whose fetch of one partition failed at the broker with a transient
+        error (``UNKNOWN_SERVER_ERROR``, as when reading the log fails): nothing acquired
+        for it (the model's acquisitions for it are taken back, count included), no
+        records, its acknowledgements answered as they were. The member notes the error
+        and goes on (invariant 14: it never fails)."""
+        w = self.world
+        ti = w.perng.randrange(len(resp.responses))
+        t = resp.responses[ti]
+        if not t.partitions:
+            return resp
+        pj = w.perng.randrange(len(t.partitions))
+        w.faults.append(f"partition-error@{w.now:.2f}")
+        p = t.partitions[pj]
+        if p.acquired_records:
+            sp = broker.partitions[(GROUP, (t.topic_id, p.partition_index))]
+            taken = [
+                o for a in p.acquired_records for o in range(a.first_offset, a.last_offset + 1)
+            ]
+            for o in taken:
+                sp._release_one(o, decrement=True)
+            sp._persist(taken)
+        partitions = list(t.partitions)
+        partitions[pj] = replace(
+            partitions[pj],
+            error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
+            records=None,
+            acquired_records=(),
+        )
+        topics = list(resp.responses)
+        topics[ti] = replace(t, partitions=tuple(partitions))
+        return replace(resp, responses=tuple(topics))
+
     def _broken(self, node: int, wire: Wire) -> None:
         """The connection of ``wire`` broke with the request out."""
         loop = self.loops[node]
@@ -1162,6 +1301,16 @@ class Member:
                     f"node {node} refused a {type(wire.body).__name__[:-7]} with {refused} "
                     f"{w.now - w.heal_at:.2f} s after the faults healed",
                 )
+        if (
+            w.knobs.damage
+            and got
+            and not w.quiet
+            and not self.closing
+            and isinstance(resp, ShareFetchResponseT)
+            and w.drng.random() < w.knobs.damage
+        ):
+            # Its records arrive damaged (on the way, or the broker cut the answer).
+            resp = self._damaged(resp)
         if resp.error_code and not wire.closing:
             # Invariant 13: the next request to this leader waits out the back-off.
             self.refused_at[node] = w.now
@@ -1421,9 +1570,12 @@ class Member:
         if self._released:
             return
         ids = self._ids.get((tp, chunk.delivery), {})
+        # Records of a damaged batch were released when the answer came (intake's
+        # release): that release's outcome ends them, not the drop.
+        released = {o for lo, hi in chunk.intake.release for o in range(lo, hi + 1)}
         w = self.world
         for o in range(first, last + 1):
-            if o in ids:
+            if o in ids and o not in released:
                 w.check.ended((tp, o), w.now, "dropped unhanded", self.member_id, d=ids[o])
 
     def _pop_mutant(self, clock: Callable[[], float]) -> Any:
@@ -1487,6 +1639,9 @@ class Member:
         w = self.world
         if self.closing:
             self.app_busy = False
+            return
+        if w.knobs.poll:
+            self._poll()
             return
         if w.knobs.gather:
             got = self.app_buffer.pop_one(self._clock)
@@ -1558,6 +1713,76 @@ class Member:
                 t += LOCK / 2
         self.holding.append(rec)
         w.at(w.now + took, self._app_answer, rec)
+
+    def _poll(self) -> None:
+        """The application calls ``poll(max_records=N)``, in the consumer's steps (explicit
+        mode: the previous batch was answered, nothing to settle): up to N records popped
+        at once (``DeliveryBuffer.pop_many``) and told to the machine as handed out
+        (``Handout.handed_out``: a run of offsets per delivery, the ledger's ``deliver``);
+        the application then works on the batch and answers its records one by one."""
+        w = self.world
+        records = self.buffer.pop_many(w.knobs.poll, self._clock)
+        if not records:
+            self.app_busy = False
+            if self.buffer.has_room():
+                self._wake(None)
+            return
+        self.handout.handed_out(records)
+        batch = []
+        for got in records:
+            owner = owner_of(got)
+            assert owner is not None
+            rec = SimRecord.of(got, self._ids.get((got.topic_partition, owner.delivery), {}))
+            w.check.handed_out((rec.tp, rec.offset), rec.d, w.now)
+            current = self.machine.leader(rec.tag.node_id).session.tag
+            if rec.tag != current:
+                w.check.handed_stale((rec.tp, rec.offset), rec.d, w.now, rec.tag, current)
+            batch.append(rec)
+        w.handed()
+        self.holding.extend(batch)
+        k = w.knobs
+        orng = w.orng
+        quiet = w.quiet
+        if not quiet and orng.random() < k.slow:
+            took = LOCK * orng.uniform(0.3, 2.0)
+        elif not quiet and orng.random() < k.late:
+            took = LOCK * orng.uniform(0.9, 1.1)
+        else:
+            took = orng.uniform(0.0, 0.05)
+        if not quiet:
+            w.heal_at = max(w.heal_at, w.now + took)  # a slow batch is a fault too
+        if k.keep_locks and not quiet and took > LOCK / 2:
+            t = LOCK / 2
+            while t < took:
+                for rec in batch:
+                    w.at(w.now + t, self._app_renew, rec)
+                t += LOCK / 2
+        w.at(w.now + took, self._poll_answer, batch)
+
+    def _poll_answer(self, batch: list[SimRecord]) -> None:
+        """The application answers the records of its ``poll()`` batch, each with
+        ``record.accept()`` and friends, then polls again."""
+        w = self.world
+        k = w.knobs
+        orng = w.orng
+        for rec in batch:
+            if rec in self.holding:
+                self.holding.remove(rec)
+            r = orng.random()
+            if w.quiet or r >= k.reject + k.release:
+                ack = AckType.ACCEPT
+            else:
+                ack = AckType.REJECT if r < k.reject else AckType.RELEASE
+            if self.closing:
+                self._answer_after_close(rec, ack)
+            else:
+                self._answering = {(rec.tp, rec.offset): rec.d}
+                try:
+                    self._answered(rec, self._acknowledge(rec, ack))
+                    self._apply(None)
+                finally:
+                    self._answering = {}
+        self._app_take()
 
     def _ask(self) -> None:
         """``async for`` asks for the next record: the consumer's ``Cursor.move_on``
@@ -1817,11 +2042,14 @@ def run(
     trace: Callable[[str], None] | None = None,
     *,
     delayed: bool = False,
+    poll: bool = True,
 ) -> Outcome:
     """Run the schedule of ``seed`` on Kafka ``version`` semantics (with a ``mutant``;
     ``trace`` is told every event and effect; ``delayed``: after the faults the
-    application releases a record with a delay while a producer writes, on 4.2+)."""
-    return World(seed, version, mutant, trace, delayed).run()
+    application releases a record with a delay while a producer writes, on 4.2+;
+    ``poll=False``: no ``poll()`` application, the schedule as it was before them, for
+    the seeds of bugs found earlier)."""
+    return World(seed, version, mutant, trace, delayed, poll).run()
 
 
 class _NoSupersede(FetchDriver):
@@ -1970,6 +2198,22 @@ def _compaction(
             kept = crng.randint(first, last)
             removed += [o for o in range(first, last + 1) if o != kept and crng.random() < 0.5]
         out[tp] = tuple(removed)
+    return out
+
+
+#: A v2 record batch's header: its records follow (the CRC covers from byte 21 on).
+_BATCH_HEADER = 61
+
+
+def _batch_bounds(data: bytes) -> list[tuple[int, int]]:
+    """Where each record batch of a Records field starts and ends (``BatchLength`` at
+    byte 8 counts the bytes after the first 12)."""
+    out = []
+    pos = 0
+    while pos + 12 <= len(data):
+        end = pos + 12 + int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
+        out.append((pos, end))
+        pos = end
     return out
 
 
