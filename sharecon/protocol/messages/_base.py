@@ -16,9 +16,11 @@ Rules for this module:
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import struct
 import types
 from dataclasses import dataclass
+from importlib.machinery import EXTENSION_SUFFIXES
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeAlias, TypeVar
 
 from sharecon.errors import LocalProtocolError
@@ -212,6 +214,7 @@ def describe_decode_error(exc: DecodeError, what: str) -> DecodeError:
 # --------------------------------------------------------------------------------------
 
 _DECODERS: dict[tuple[type[Struct], int], Callable[[Reader], Any]] = {}
+_GENERIC_DECODERS: dict[tuple[type[Struct], int], Callable[[Reader], Any]] = {}
 _ENCODERS: dict[tuple[type[Struct], int], Callable[[Writer, Any], None]] = {}
 
 
@@ -507,10 +510,40 @@ def _emit_construct(g: _Gen, cls: type[Struct], kwargs: list[str]) -> None:
     g.emit(1, "return o")
 
 
+#: Decoders written out for mypyc: (module, class name) -> the module and the function
+#: that makes one from the version and the generic decoder (to which it hands anything
+#: unusual, errors included). Used only where that module is compiled.
+_WRITTEN_OUT = {
+    ("sharecon.protocol.messages.share_fetch", "ShareFetchResponse"): (
+        "sharecon.protocol._share_fetch_codec",
+        "share_fetch_response_decoder",
+    ),
+}
+
+
 def decoder_for(cls: type[Struct], version: int) -> Callable[[Reader], Any]:
     """The compiled decoder of ``cls`` at ``version`` (built on first use, then cached)."""
     key = (cls, version)
     fn = _DECODERS.get(key)
+    if fn is not None:
+        return fn
+    fn = generic_decoder_for(cls, version)
+    written = _WRITTEN_OUT.get((cls.__module__, cls.__qualname__))
+    if written is not None:
+        module = importlib.import_module(written[0])
+        if (getattr(module, "__file__", None) or "").endswith(tuple(EXTENSION_SUFFIXES)):
+            fast = getattr(module, written[1])(version, fn)
+            if fast is not None:
+                fn = fast
+    _DECODERS[key] = fn
+    return fn
+
+
+def generic_decoder_for(cls: type[Struct], version: int) -> Callable[[Reader], Any]:
+    """The generated decoder of ``cls`` at ``version`` (built on first use, then cached);
+    :func:`decoder_for` may use one written out for mypyc instead."""
+    key = (cls, version)
+    fn = _GENERIC_DECODERS.get(key)
     if fn is not None:
         return fn
     flex = _flexible(cls, version)
@@ -601,7 +634,7 @@ def decoder_for(cls: type[Struct], version: int) -> Callable[[Reader], Any]:
     src = "\n".join(g.lines)
     exec(compile(src, f"<decode {sname} v{version}>", "exec"), g.ns)
     fn = g.ns["decode"]
-    _DECODERS[key] = fn
+    _GENERIC_DECODERS[key] = fn
     return fn  # type: ignore[no-any-return]
 
 

@@ -1,0 +1,335 @@
+"""The ShareFetch response decoder, written out for mypyc (the compiled build).
+
+The generic decoders of ``_base`` are Python built through ``exec``: mypyc cannot compile
+them, and a ShareFetch answer is where the consumer spends them, three structs per
+partition. This module reads the same bytes into the same message objects, as plain
+code mypyc compiles. ``_base.decoder_for`` uses it only when it is compiled (in the pure
+build the generated decoder is as fast), and ``tests/protocol/test_share_fetch_codec.py``
+checks in both builds that it agrees with the generic decoder value for value.
+
+Only the usual shape is read here: no tagged field anywhere, lengths of at most three
+varint bytes, valid UTF-8, no null where the version forbids one, everything within the
+frame. Anything else (and every error) is left to the generic decoder, started again
+from the same position, so errors name the same field and byte as they always did.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any, Final
+
+from sharecon.protocol.messages.share_fetch import (
+    AcquiredRecords,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
+    PartitionData,
+    ShareFetchableTopicResponse,
+    ShareFetchResponse,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from sharecon.protocol.primitives import Reader
+
+__all__ = ["share_fetch_response_decoder"]
+
+
+class _Slow(Exception):
+    """Something this decoder leaves to the generic one (and every error)."""
+
+
+#: Caches of immutable values that repeat from answer to answer: a topic's id (one per
+#: topic of every answer; ``uuid.UUID`` is slow to build) and a partition's leader (the
+#: same leader and epoch for every partition of a broker). Both are frozen and compared
+#: by value; a cache that grows past its bound starts again.
+_UUIDS: dict[bytes, uuid.UUID] = {}
+_LEADERS: dict[int, LeaderIdAndEpoch] = {}
+_CACHE_BOUND: Final = 4096
+
+_new: Final[Callable[[type], Any]] = object.__new__
+
+
+def _setter(cls: type, name: str) -> Callable[[object, object], None]:
+    # The slot's own setter: a frozen dataclass's __init__ goes through
+    # object.__setattr__ once per field, which costs more than reading the field.
+    setter: Callable[[object, object], None] = getattr(cls, name).__set__
+    return setter
+
+
+_PD_INDEX: Final = _setter(PartitionData, "partition_index")
+_PD_ERR: Final = _setter(PartitionData, "error_code")
+_PD_ERR_MSG: Final = _setter(PartitionData, "error_message")
+_PD_ACK_ERR: Final = _setter(PartitionData, "acknowledge_error_code")
+_PD_ACK_ERR_MSG: Final = _setter(PartitionData, "acknowledge_error_message")
+_PD_LEADER: Final = _setter(PartitionData, "current_leader")
+_PD_RECORDS: Final = _setter(PartitionData, "records")
+_PD_ACQUIRED: Final = _setter(PartitionData, "acquired_records")
+_PD_TAGS: Final = _setter(PartitionData, "unknown_tags")
+
+_AR_FIRST: Final = _setter(AcquiredRecords, "first_offset")
+_AR_LAST: Final = _setter(AcquiredRecords, "last_offset")
+_AR_COUNT: Final = _setter(AcquiredRecords, "delivery_count")
+_AR_TAGS: Final = _setter(AcquiredRecords, "unknown_tags")
+
+_LE_ID: Final = _setter(LeaderIdAndEpoch, "leader_id")
+_LE_EPOCH: Final = _setter(LeaderIdAndEpoch, "leader_epoch")
+_LE_TAGS: Final = _setter(LeaderIdAndEpoch, "unknown_tags")
+
+_TR_ID: Final = _setter(ShareFetchableTopicResponse, "topic_id")
+_TR_PARTS: Final = _setter(ShareFetchableTopicResponse, "partitions")
+_TR_TAGS: Final = _setter(ShareFetchableTopicResponse, "unknown_tags")
+
+_NE_ID: Final = _setter(NodeEndpoint, "node_id")
+_NE_HOST: Final = _setter(NodeEndpoint, "host")
+_NE_PORT: Final = _setter(NodeEndpoint, "port")
+_NE_RACK: Final = _setter(NodeEndpoint, "rack")
+_NE_TAGS: Final = _setter(NodeEndpoint, "unknown_tags")
+
+_R_THROTTLE: Final = _setter(ShareFetchResponse, "throttle_time_ms")
+_R_ERR: Final = _setter(ShareFetchResponse, "error_code")
+_R_ERR_MSG: Final = _setter(ShareFetchResponse, "error_message")
+_R_LOCK: Final = _setter(ShareFetchResponse, "acquisition_lock_timeout_ms")
+_R_RESPONSES: Final = _setter(ShareFetchResponse, "responses")
+_R_NODES: Final = _setter(ShareFetchResponse, "node_endpoints")
+_R_TAGS: Final = _setter(ShareFetchResponse, "unknown_tags")
+
+
+class _In:
+    """The frame's bytes (a copy, indexed natively) and a position in them."""
+
+    def __init__(self, data: bytes, view: memoryview, base: int) -> None:
+        self.d = data
+        self.n = len(data)
+        self.p = 0
+        #: The frame itself and where ``data`` starts in it: records fields are
+        #: zero-copy slices of the frame, as the generic decoder hands them out.
+        self.view = view
+        self.base = base
+
+    def need(self, k: int) -> int:
+        p = self.p
+        if k > self.n - p:
+            raise _Slow
+        self.p = p + k
+        return p
+
+    def i16(self) -> int:
+        p = self.need(2)
+        d = self.d
+        v = (d[p] << 8) | d[p + 1]
+        return v - 0x10000 if v >= 0x8000 else v
+
+    def i32(self) -> int:
+        p = self.need(4)
+        d = self.d
+        v = (d[p] << 24) | (d[p + 1] << 16) | (d[p + 2] << 8) | d[p + 3]
+        return v - 0x100000000 if v >= 0x80000000 else v
+
+    def i64(self) -> int:
+        p = self.need(8)
+        d = self.d
+        hi = (d[p] << 24) | (d[p + 1] << 16) | (d[p + 2] << 8) | d[p + 3]
+        lo = (d[p + 4] << 24) | (d[p + 5] << 16) | (d[p + 6] << 8) | d[p + 7]
+        if hi >= 0x80000000:
+            hi -= 0x100000000
+        return hi * 0x100000000 + lo
+
+    def uvar(self) -> int:
+        # At most three bytes (values under 2**21); longer ones go to the generic decoder.
+        p = self.p
+        d = self.d
+        n = self.n
+        if p < n:
+            b = d[p]
+            if b < 0x80:
+                self.p = p + 1
+                return b
+            if p + 1 < n:
+                b1 = d[p + 1]
+                if b1 < 0x80:
+                    self.p = p + 2
+                    return (b & 0x7F) | (b1 << 7)
+                if p + 2 < n:
+                    b2 = d[p + 2]
+                    if b2 < 0x80:
+                        self.p = p + 3
+                        return (b & 0x7F) | ((b1 & 0x7F) << 7) | (b2 << 14)
+        raise _Slow
+
+    def no_tags(self) -> None:
+        # An empty tagged section: one zero byte. Any tagged field: the generic decoder.
+        p = self.p
+        if p < self.n and self.d[p] == 0:
+            self.p = p + 1
+            return
+        raise _Slow
+
+    def count(self, unit: int) -> int:
+        # A compact array's length; null and lengths that cannot fit: the generic decoder.
+        n = self.uvar() - 1
+        if n < 0 or n * unit > self.n - self.p:
+            raise _Slow
+        return n
+
+    def nullable_string(self) -> str | None:
+        n = self.uvar() - 1
+        if n < 0:
+            return None
+        return self.text(n)
+
+    def string(self) -> str:
+        n = self.uvar() - 1
+        if n < 0:
+            raise _Slow
+        return self.text(n)
+
+    def text(self, n: int) -> str:
+        p = self.need(n)
+        try:
+            return self.d[p : p + n].decode("utf-8")
+        except UnicodeDecodeError:
+            raise _Slow from None
+
+    def records(self, nullable: bool) -> memoryview | None:
+        n = self.uvar() - 1
+        if n < 0:
+            if nullable:
+                return None
+            raise _Slow
+        p = self.need(n) + self.base
+        return self.view[p : p + n]
+
+    def topic_id(self) -> uuid.UUID:
+        p = self.need(16)
+        key = self.d[p : p + 16]
+        value = _UUIDS.get(key)
+        if value is None:
+            if len(_UUIDS) >= _CACHE_BOUND:
+                _UUIDS.clear()
+            value = _UUIDS[key] = uuid.UUID(bytes=key)
+        return value
+
+
+def _leader(src: _In) -> LeaderIdAndEpoch:
+    leader_id = src.i32()
+    epoch = src.i32()
+    src.no_tags()
+    key = leader_id * 0x100000000 + epoch
+    value = _LEADERS.get(key)
+    if value is None:
+        if len(_LEADERS) >= _CACHE_BOUND:
+            _LEADERS.clear()
+        made: LeaderIdAndEpoch = _new(LeaderIdAndEpoch)
+        _LE_ID(made, leader_id)
+        _LE_EPOCH(made, epoch)
+        _LE_TAGS(made, ())
+        _LEADERS[key] = made
+        return made
+    return value
+
+
+def _acquired(src: _In) -> AcquiredRecords:
+    o: AcquiredRecords = _new(AcquiredRecords)
+    _AR_FIRST(o, src.i64())
+    _AR_LAST(o, src.i64())
+    _AR_COUNT(o, src.i16())
+    src.no_tags()
+    _AR_TAGS(o, ())
+    return o
+
+
+# The fewest bytes one element takes (the generic decoder bounds an array's length by it
+# before reading any element; so does this one).
+_ACQUIRED_MIN: Final = 8 + 8 + 2 + 1
+_PARTITION_MIN: Final = 4 + 2 + 1 + 2 + 1 + (4 + 4 + 1) + 1 + 1 + 1
+_TOPIC_MIN: Final = 16 + 1 + 1
+_NODE_MIN: Final = 4 + 1 + 4 + 1 + 1
+
+
+def _partition(src: _In, nullable_records: bool) -> PartitionData:
+    o: PartitionData = _new(PartitionData)
+    _PD_INDEX(o, src.i32())
+    _PD_ERR(o, src.i16())
+    _PD_ERR_MSG(o, src.nullable_string())
+    _PD_ACK_ERR(o, src.i16())
+    _PD_ACK_ERR_MSG(o, src.nullable_string())
+    _PD_LEADER(o, _leader(src))
+    _PD_RECORDS(o, src.records(nullable_records))
+    n = src.count(_ACQUIRED_MIN)
+    if n == 0:
+        _PD_ACQUIRED(o, ())
+    elif n == 1:
+        _PD_ACQUIRED(o, (_acquired(src),))
+    else:
+        _PD_ACQUIRED(o, tuple([_acquired(src) for _ in range(n)]))
+    src.no_tags()
+    _PD_TAGS(o, ())
+    return o
+
+
+def _topic(src: _In, nullable_records: bool) -> ShareFetchableTopicResponse:
+    o: ShareFetchableTopicResponse = _new(ShareFetchableTopicResponse)
+    _TR_ID(o, src.topic_id())
+    n = src.count(_PARTITION_MIN)
+    _TR_PARTS(o, tuple([_partition(src, nullable_records) for _ in range(n)]))
+    src.no_tags()
+    _TR_TAGS(o, ())
+    return o
+
+
+def _node(src: _In) -> NodeEndpoint:
+    o: NodeEndpoint = _new(NodeEndpoint)
+    _NE_ID(o, src.i32())
+    _NE_HOST(o, src.string())
+    _NE_PORT(o, src.i32())
+    _NE_RACK(o, src.nullable_string())
+    src.no_tags()
+    _NE_TAGS(o, ())
+    return o
+
+
+def _response(src: _In, version: int) -> ShareFetchResponse:
+    o: ShareFetchResponse = _new(ShareFetchResponse)
+    _R_THROTTLE(o, src.i32())
+    _R_ERR(o, src.i16())
+    _R_ERR_MSG(o, src.nullable_string())
+    _R_LOCK(o, src.i32() if version >= 1 else 0)
+    nullable_records = version == 0
+    n = src.count(_TOPIC_MIN)
+    _R_RESPONSES(o, tuple([_topic(src, nullable_records) for _ in range(n)]))
+    n = src.count(_NODE_MIN)
+    _R_NODES(o, tuple([_node(src) for _ in range(n)]))
+    src.no_tags()
+    _R_TAGS(o, ())
+    return o
+
+
+class _Decoder:
+    """One version's decoder: the fast path, else ``generic`` from the same position."""
+
+    def __init__(self, version: int, generic: Callable[[Reader], Any]) -> None:
+        self.version = version
+        self.generic = generic
+
+    def __call__(self, r: Reader) -> Any:
+        view: memoryview = r.buf
+        start: int = r.pos
+        end: int = r.end
+        src = _In(bytes(view[start:end]), view, start)
+        try:
+            out = _response(src, self.version)
+        except _Slow:
+            return self.generic(r)
+        r.pos = start + src.p
+        return out
+
+
+def share_fetch_response_decoder(
+    version: int, generic: Callable[[Reader], Any]
+) -> Callable[[Reader], Any] | None:
+    """The decoder of a ShareFetch response at ``version`` (0 to 2; else ``None``), which
+    hands whatever it does not read itself to ``generic``, the generated decoder."""
+    if not 0 <= version <= 2:
+        return None
+    return _Decoder(version, generic)
