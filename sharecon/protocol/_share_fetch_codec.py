@@ -15,24 +15,35 @@ from the same position, so errors name the same field and byte as they always di
 
 from __future__ import annotations
 
+import struct
 import uuid
 from typing import TYPE_CHECKING, Any, Final
 
 from sharecon.protocol.messages.share_fetch import (
+    AcknowledgementBatch,
     AcquiredRecords,
+    FetchPartition,
+    FetchTopic,
+    ForgottenTopic,
     LeaderIdAndEpoch,
     NodeEndpoint,
     PartitionData,
     ShareFetchableTopicResponse,
+    ShareFetchRequest,
     ShareFetchResponse,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from sharecon.protocol.primitives import Reader
+    from sharecon.protocol.primitives import Reader, Writer
 
-__all__ = ["share_fetch_response_decoder"]
+__all__ = [
+    "acknowledgement_batch",
+    "fetch_partition",
+    "share_fetch_request_encoder",
+    "share_fetch_response_decoder",
+]
 
 
 class _Slow(Exception):
@@ -333,3 +344,216 @@ def share_fetch_response_decoder(
     if not 0 <= version <= 2:
         return None
     return _Decoder(version, generic)
+
+
+# --------------------------------------------------------------------------------------
+# The request: built and encoded
+# --------------------------------------------------------------------------------------
+
+_FP_INDEX: Final = _setter(FetchPartition, "partition_index")
+_FP_MAX_BYTES: Final = _setter(FetchPartition, "partition_max_bytes")
+_FP_BATCHES: Final = _setter(FetchPartition, "acknowledgement_batches")
+_FP_TAGS: Final = _setter(FetchPartition, "unknown_tags")
+
+_AB_FIRST: Final = _setter(AcknowledgementBatch, "first_offset")
+_AB_LAST: Final = _setter(AcknowledgementBatch, "last_offset")
+_AB_TYPES: Final = _setter(AcknowledgementBatch, "acknowledge_types")
+_AB_TAGS: Final = _setter(AcknowledgementBatch, "unknown_tags")
+
+
+def fetch_partition(
+    partition_index: int, acknowledgement_batches: tuple[AcknowledgementBatch, ...]
+) -> FetchPartition:
+    """``FetchPartition(partition_index=..., acknowledgement_batches=...)``, the other
+    fields at their defaults, without the frozen dataclass's ``__init__``."""
+    o: FetchPartition = _new(FetchPartition)
+    _FP_INDEX(o, partition_index)
+    _FP_MAX_BYTES(o, 0)
+    _FP_BATCHES(o, acknowledgement_batches)
+    _FP_TAGS(o, ())
+    return o
+
+
+def acknowledgement_batch(
+    first_offset: int, last_offset: int, acknowledge_types: tuple[int, ...]
+) -> AcknowledgementBatch:
+    """``AcknowledgementBatch(first_offset=..., last_offset=..., acknowledge_types=...)``
+    without the frozen dataclass's ``__init__``."""
+    o: AcknowledgementBatch = _new(AcknowledgementBatch)
+    _AB_FIRST(o, first_offset)
+    _AB_LAST(o, last_offset)
+    _AB_TYPES(o, acknowledge_types)
+    _AB_TAGS(o, ())
+    return o
+
+
+_I32: Final = struct.Struct(">i").pack
+_I32_B: Final = struct.Struct(">iB").pack
+_I8: Final = struct.Struct(">b").pack
+_QQ_B: Final = struct.Struct(">qqB").pack
+_QQ: Final = struct.Struct(">qq").pack
+_HEAD: Final = struct.Struct(">iiii").pack
+_II: Final = struct.Struct(">ii").pack
+_TAGLESS: Final = b"\x00"
+_FALSE: Final = b"\x00"
+_TRUE: Final = b"\x01"
+
+
+def _uvar(out: list[bytes], n: int) -> None:
+    if n < 0x80:
+        out.append(bytes((n,)))
+        return
+    parts = []
+    while n >= 0x80:
+        parts.append((n & 0x7F) | 0x80)
+        n >>= 7
+    parts.append(n)
+    out.append(bytes(parts))
+
+
+def _str(out: list[bytes], value: object, nullable: bool) -> None:
+    if value is None:
+        if not nullable:
+            raise _Slow
+        out.append(b"\x00")
+        return
+    if type(value) is not str:
+        raise _Slow
+    data = value.encode("utf-8")
+    _uvar(out, len(data) + 1)
+    out.append(data)
+
+
+def _no_tags(o: Any) -> None:
+    if o.unknown_tags:
+        raise _Slow
+
+
+def _write_partition(out: list[bytes], p: object, version: int) -> None:
+    if type(p) is not FetchPartition:
+        raise _Slow
+    _no_tags(p)
+    batches = p.acknowledgement_batches
+    if type(batches) is not tuple:
+        raise _Slow
+    n = len(batches)
+    if version == 0:
+        out.append(_II(p.partition_index, p.partition_max_bytes))
+        _uvar(out, n + 1)
+    elif p.partition_max_bytes != 0:
+        raise _Slow  # not in v1+: the generic encoder says so
+    elif n < 0x7F:
+        out.append(_I32_B(p.partition_index, n + 1))
+    else:
+        out.append(_I32(p.partition_index))
+        _uvar(out, n + 1)
+    for b in batches:
+        if type(b) is not AcknowledgementBatch:
+            raise _Slow
+        _no_tags(b)
+        types = b.acknowledge_types
+        if type(types) is not tuple:
+            raise _Slow
+        data = bytes(types)
+        if not data.isascii():
+            raise _Slow  # an int8 outside 0..127: left to the generic encoder
+        k = len(data)
+        if k < 0x7F:
+            out.append(_QQ_B(b.first_offset, b.last_offset, k + 1))
+        else:
+            out.append(_QQ(b.first_offset, b.last_offset))
+            _uvar(out, k + 1)
+        out.append(data)
+        out.append(_TAGLESS)
+    out.append(_TAGLESS)
+
+
+def _write_request(out: list[bytes], o: object, version: int) -> None:
+    if type(o) is not ShareFetchRequest:
+        raise _Slow
+    _no_tags(o)
+    _str(out, o.group_id, True)
+    _str(out, o.member_id, True)
+    out.append(_HEAD(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes))
+    if version >= 1:
+        out.append(_II(o.max_records, o.batch_size))
+    elif o.max_records != 0 or o.batch_size != 0:
+        raise _Slow
+    if version >= 2:
+        out.append(_I8(o.share_acquire_mode))
+        renew = o.is_renew_ack
+        if renew is True:
+            out.append(_TRUE)
+        elif renew is False:
+            out.append(_FALSE)
+        else:
+            raise _Slow
+    elif o.is_renew_ack is not False:
+        raise _Slow
+    topics = o.topics
+    if type(topics) is not tuple:
+        raise _Slow
+    _uvar(out, len(topics) + 1)
+    for t in topics:
+        if type(t) is not FetchTopic:
+            raise _Slow
+        _no_tags(t)
+        tid = t.topic_id
+        if type(tid) is not uuid.UUID:
+            raise _Slow
+        out.append(tid.bytes)
+        parts = t.partitions
+        if type(parts) is not tuple:
+            raise _Slow
+        _uvar(out, len(parts) + 1)
+        for p in parts:
+            _write_partition(out, p, version)
+        out.append(_TAGLESS)
+    forgotten = o.forgotten_topics_data
+    if type(forgotten) is not tuple:
+        raise _Slow
+    _uvar(out, len(forgotten) + 1)
+    for f in forgotten:
+        if type(f) is not ForgottenTopic:
+            raise _Slow
+        _no_tags(f)
+        tid = f.topic_id
+        if type(tid) is not uuid.UUID:
+            raise _Slow
+        out.append(tid.bytes)
+        indexes = f.partitions
+        if type(indexes) is not tuple:
+            raise _Slow
+        _uvar(out, len(indexes) + 1)
+        for i in indexes:
+            out.append(_I32(i))
+        out.append(_TAGLESS)
+    out.append(_TAGLESS)
+
+
+class _Encoder:
+    """One version's encoder: the usual request written here, anything else (every
+    error included) by ``generic`` from scratch, so errors say what they always said."""
+
+    def __init__(self, version: int, generic: Callable[[Writer, Any], None]) -> None:
+        self.version = version
+        self.generic = generic
+
+    def __call__(self, w: Writer, o: Any) -> None:
+        out: list[bytes] = []
+        try:
+            _write_request(out, o, self.version)
+        except (_Slow, struct.error, TypeError, ValueError, AttributeError, OverflowError):
+            self.generic(w, o)
+            return
+        w.buf += b"".join(out)
+
+
+def share_fetch_request_encoder(
+    version: int, generic: Callable[[Writer, Any], None]
+) -> Callable[[Writer, Any], None] | None:
+    """The encoder of a ShareFetch request at ``version`` (0 to 2; else ``None``), which
+    leaves whatever it does not write itself to ``generic``, the generated encoder."""
+    if not 0 <= version <= 2:
+        return None
+    return _Encoder(version, generic)

@@ -216,6 +216,7 @@ def describe_decode_error(exc: DecodeError, what: str) -> DecodeError:
 _DECODERS: dict[tuple[type[Struct], int], Callable[[Reader], Any]] = {}
 _GENERIC_DECODERS: dict[tuple[type[Struct], int], Callable[[Reader], Any]] = {}
 _ENCODERS: dict[tuple[type[Struct], int], Callable[[Writer, Any], None]] = {}
+_GENERIC_ENCODERS: dict[tuple[type[Struct], int], Callable[[Writer, Any], None]] = {}
 
 
 def _flexible(cls: type[Struct], version: int) -> bool:
@@ -510,15 +511,30 @@ def _emit_construct(g: _Gen, cls: type[Struct], kwargs: list[str]) -> None:
     g.emit(1, "return o")
 
 
-#: Decoders written out for mypyc: (module, class name) -> the module and the function
-#: that makes one from the version and the generic decoder (to which it hands anything
+#: Codecs written out for mypyc: (module, class name) -> the module and the function
+#: that makes one from the version and the generic codec (to which it hands anything
 #: unusual, errors included). Used only where that module is compiled.
 _WRITTEN_OUT = {
-    ("sharecon.protocol.messages.share_fetch", "ShareFetchResponse"): (
+    ("decode", "sharecon.protocol.messages.share_fetch", "ShareFetchResponse"): (
         "sharecon.protocol._share_fetch_codec",
         "share_fetch_response_decoder",
     ),
+    ("encode", "sharecon.protocol.messages.share_fetch", "ShareFetchRequest"): (
+        "sharecon.protocol._share_fetch_codec",
+        "share_fetch_request_encoder",
+    ),
 }
+
+
+def _written_out(kind: str, cls: type[Struct], version: int, generic: Any) -> Any:
+    # The codec written out for mypyc, where there is one and it is compiled; else None.
+    written = _WRITTEN_OUT.get((kind, cls.__module__, cls.__qualname__))
+    if written is None:
+        return None
+    module = importlib.import_module(written[0])
+    if not (getattr(module, "__file__", None) or "").endswith(tuple(EXTENSION_SUFFIXES)):
+        return None
+    return getattr(module, written[1])(version, generic)
 
 
 def decoder_for(cls: type[Struct], version: int) -> Callable[[Reader], Any]:
@@ -528,13 +544,7 @@ def decoder_for(cls: type[Struct], version: int) -> Callable[[Reader], Any]:
     if fn is not None:
         return fn
     fn = generic_decoder_for(cls, version)
-    written = _WRITTEN_OUT.get((cls.__module__, cls.__qualname__))
-    if written is not None:
-        module = importlib.import_module(written[0])
-        if (getattr(module, "__file__", None) or "").endswith(tuple(EXTENSION_SUFFIXES)):
-            fast = getattr(module, written[1])(version, fn)
-            if fast is not None:
-                fn = fast
+    fn = _written_out("decode", cls, version, fn) or fn
     _DECODERS[key] = fn
     return fn
 
@@ -702,6 +712,19 @@ def encoder_for(cls: type[Struct], version: int) -> Callable[[Writer, Any], None
     fn = _ENCODERS.get(key)
     if fn is not None:
         return fn
+    fn = generic_encoder_for(cls, version)
+    fn = _written_out("encode", cls, version, fn) or fn
+    _ENCODERS[key] = fn
+    return fn
+
+
+def generic_encoder_for(cls: type[Struct], version: int) -> Callable[[Writer, Any], None]:
+    """The generated encoder of ``cls`` at ``version`` (built on first use, then cached);
+    :func:`encoder_for` may use one written out for mypyc instead."""
+    key = (cls, version)
+    fn = _GENERIC_ENCODERS.get(key)
+    if fn is not None:
+        return fn
     flex = _flexible(cls, version)
     g = _Gen()
     sname = cls.__name__
@@ -775,5 +798,5 @@ def encoder_for(cls: type[Struct], version: int) -> Callable[[Writer, Any], None
     src = "\n".join(g.lines)
     exec(compile(src, f"<encode {sname} v{version}>", "exec"), g.ns)
     fn = g.ns["encode"]
-    _ENCODERS[key] = fn
+    _GENERIC_ENCODERS[key] = fn
     return fn  # type: ignore[no-any-return]
