@@ -106,42 +106,59 @@ _R_NODES: Final = _setter(ShareFetchResponse, "node_endpoints")
 _R_TAGS: Final = _setter(ShareFetchResponse, "unknown_tags")
 
 
-class _In:
-    """The frame's bytes (a copy, indexed natively) and a position in them."""
+#: How many bytes of the frame are copied at a time to be read natively: the fields
+#: between records fields. A records field is never copied (a zero-copy view, as the
+#: generated decoder hands it out), so an answer of many megabytes costs no copy of it.
+_WINDOW: Final = 4096
 
-    def __init__(self, data: bytes, view: memoryview, base: int) -> None:
-        self.d = data
-        self.n = len(data)
-        self.p = 0
-        #: The frame itself and where ``data`` starts in it: records fields are
-        #: zero-copy slices of the frame, as the generic decoder hands them out.
+
+class _In:
+    """A position in the frame, and a copy of the bytes around it (indexed natively)."""
+
+    def __init__(self, view: memoryview, start: int, end: int) -> None:
         self.view = view
-        self.base = base
+        self.p = start
+        self.end = end
+        #: ``win`` holds the frame's bytes ``w0`` to ``wend``.
+        self.win = b""
+        self.w0 = start
+        self.wend = start
+
+    def fill(self, k: int) -> None:
+        # The next `k` bytes (the caller checked they are in the frame) into the window.
+        p = self.p
+        stop = min(self.end, p + max(k, _WINDOW))
+        self.win = bytes(self.view[p:stop])
+        self.w0 = p
+        self.wend = stop
 
     def need(self, k: int) -> int:
+        # Take `k` bytes: where they start in `win` (read it after this call).
         p = self.p
-        if k > self.n - p:
+        if k > self.end - p:
             raise _Slow
+        if p + k > self.wend:
+            self.fill(k)
         self.p = p + k
-        return p
+        return p - self.w0
 
     def i16(self) -> int:
-        p = self.need(2)
-        d = self.d
-        v = (d[p] << 8) | d[p + 1]
+        i = self.need(2)
+        d = self.win
+        v = (d[i] << 8) | d[i + 1]
         return v - 0x10000 if v >= 0x8000 else v
 
     def i32(self) -> int:
-        p = self.need(4)
-        d = self.d
-        v = (d[p] << 24) | (d[p + 1] << 16) | (d[p + 2] << 8) | d[p + 3]
+        i = self.need(4)
+        d = self.win
+        v = (d[i] << 24) | (d[i + 1] << 16) | (d[i + 2] << 8) | d[i + 3]
         return v - 0x100000000 if v >= 0x80000000 else v
 
     def i64(self) -> int:
-        p = self.need(8)
-        d = self.d
-        hi = (d[p] << 24) | (d[p + 1] << 16) | (d[p + 2] << 8) | d[p + 3]
-        lo = (d[p + 4] << 24) | (d[p + 5] << 16) | (d[p + 6] << 8) | d[p + 7]
+        i = self.need(8)
+        d = self.win
+        hi = (d[i] << 24) | (d[i + 1] << 16) | (d[i + 2] << 8) | d[i + 3]
+        lo = (d[i + 4] << 24) | (d[i + 5] << 16) | (d[i + 6] << 8) | d[i + 7]
         if hi >= 0x80000000:
             hi -= 0x100000000
         return hi * 0x100000000 + lo
@@ -149,37 +166,39 @@ class _In:
     def uvar(self) -> int:
         # At most three bytes (values under 2**21); longer ones go to the generic decoder.
         p = self.p
-        d = self.d
-        n = self.n
-        if p < n:
-            b = d[p]
-            if b < 0x80:
-                self.p = p + 1
-                return b
-            if p + 1 < n:
-                b1 = d[p + 1]
-                if b1 < 0x80:
-                    self.p = p + 2
-                    return (b & 0x7F) | (b1 << 7)
-                if p + 2 < n:
-                    b2 = d[p + 2]
-                    if b2 < 0x80:
-                        self.p = p + 3
-                        return (b & 0x7F) | ((b1 & 0x7F) << 7) | (b2 << 14)
+        k = min(3, self.end - p)
+        if k <= 0:
+            raise _Slow
+        if p + k > self.wend:
+            self.fill(k)
+        d = self.win
+        i = p - self.w0
+        b = d[i]
+        if b < 0x80:
+            self.p = p + 1
+            return b
+        if k >= 2:
+            b1 = d[i + 1]
+            if b1 < 0x80:
+                self.p = p + 2
+                return (b & 0x7F) | (b1 << 7)
+            if k >= 3:
+                b2 = d[i + 2]
+                if b2 < 0x80:
+                    self.p = p + 3
+                    return (b & 0x7F) | ((b1 & 0x7F) << 7) | (b2 << 14)
         raise _Slow
 
     def no_tags(self) -> None:
         # An empty tagged section: one zero byte. Any tagged field: the generic decoder.
-        p = self.p
-        if p < self.n and self.d[p] == 0:
-            self.p = p + 1
-            return
-        raise _Slow
+        i = self.need(1)
+        if self.win[i] != 0:
+            raise _Slow
 
     def count(self, unit: int) -> int:
         # A compact array's length; null and lengths that cannot fit: the generic decoder.
         n = self.uvar() - 1
-        if n < 0 or n * unit > self.n - self.p:
+        if n < 0 or n * unit > self.end - self.p:
             raise _Slow
         return n
 
@@ -196,9 +215,9 @@ class _In:
         return self.text(n)
 
     def text(self, n: int) -> str:
-        p = self.need(n)
+        i = self.need(n)
         try:
-            return self.d[p : p + n].decode("utf-8")
+            return self.win[i : i + n].decode("utf-8")
         except UnicodeDecodeError:
             raise _Slow from None
 
@@ -208,12 +227,16 @@ class _In:
             if nullable:
                 return None
             raise _Slow
-        p = self.need(n) + self.base
+        p = self.p
+        if n > self.end - p:
+            raise _Slow
+        # Skipped, not copied: the window is filled again past it when next read.
+        self.p = p + n
         return self.view[p : p + n]
 
     def topic_id(self) -> uuid.UUID:
-        p = self.need(16)
-        key = self.d[p : p + 16]
+        i = self.need(16)
+        key = self.win[i : i + 16]
         value = _UUIDS.get(key)
         if value is None:
             if len(_UUIDS) >= _CACHE_BOUND:
@@ -327,12 +350,12 @@ class _Decoder:
         view: memoryview = r.buf
         start: int = r.pos
         end: int = r.end
-        src = _In(bytes(view[start:end]), view, start)
+        src = _In(view, start, end)
         try:
             out = _response(src, self.version)
         except _Slow:
             return self.generic(r)
-        r.pos = start + src.p
+        r.pos = src.p
         return out
 
 

@@ -246,6 +246,37 @@ def test_a_body_that_starts_inside_a_frame() -> None:
     assert bytes(records) == payload
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_large_answer_read_a_window_at_a_time(version: int) -> None:
+    # The written-out decoder copies the frame a few KiB at a time and never a records
+    # field: fields straddling every window boundary, records of every size around it.
+    parts = tuple(
+        sf.PartitionData(
+            partition_index=i,
+            error_message=None if i % 3 else "é" * (i % 50),
+            current_leader=sf.LeaderIdAndEpoch(leader_id=i % 3, leader_epoch=7),
+            records=bytes([i % 251]) * ((i * 389) % 5000),
+            acquired_records=tuple(
+                sf.AcquiredRecords(first_offset=j, last_offset=j + i, delivery_count=1)
+                for j in range(i % 4)
+            ),
+        )
+        for i in range(300)
+    )
+    msg = ShareFetchResponse(
+        responses=(sf.ShareFetchableTopicResponse(topic_id=uuid.uuid4(), partitions=parts),),
+        node_endpoints=(sf.NodeEndpoint(node_id=1, host="h" * 5000, port=9092),),
+    )
+    body = msg.encode(version)
+    counted = _Counted(version)
+    written = share_fetch_response_decoder(version, counted)
+    assert written is not None
+    r = Reader(body)
+    assert written(r) == msg and r.pos == len(body) and counted.calls == 0
+    for cut in range(0, len(body), 997):
+        _same(version, body[:cut])
+
+
 def test_the_compiled_build_uses_it() -> None:
     # Where the module is compiled, decoder_for and encoder_for hand it out; in the pure
     # build the generated codecs stay (as fast there), so both paths run in CI.
