@@ -18,7 +18,8 @@ __all__ = ["MODULES", "compiled_modules"]
 #: (core), the records' owners and factories (handout), ``async for``'s step and the
 #: liveness counters it updates per record (cursor, liveness), the share machine they go
 #: through (machine, effects, answers), the counters behind ``metrics()``; the producer's
-#: engine (record inputs, batches, accumulator).
+#: engine (record inputs, batches, accumulator); the ShareFetch answer's decoder
+#: (``_share_fetch_codec``, used in place of the generated one only when compiled).
 #:
 #: To compile another module, add its dotted name here, nothing else: ``hatch_build.py``,
 #: ``scripts/release`` (every compiled wheel), ``scripts/test-compiled`` and
@@ -27,6 +28,7 @@ __all__ = ["MODULES", "compiled_modules"]
 #: ``mypy --strict``, as mypyc checks them in the wheel's build.
 MODULES = (
     "sharecon.protocol.records",
+    "sharecon.protocol._share_fetch_codec",
     "sharecon._produce.inputs",
     "sharecon._produce.batch",
     "sharecon._produce.accumulator",

@@ -813,7 +813,9 @@ class AckLedger:
             runs: list[Run] = []
             segs: list[_Segment] = []
             for seg in part.segments:
-                if seg.tag != tag:
+                # `is` first: the segments of the session asking hold its very tag, and a
+                # dataclass's __eq__ is a Python call.
+                if seg.tag is not tag and seg.tag != tag:
                     continue
                 n = len(runs)
                 seg.marked_runs(pattern, runs)

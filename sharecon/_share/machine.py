@@ -749,10 +749,16 @@ class ShareMachine:
         for t in resp.responses:
             name = names.get(t.topic_id) or str(t.topic_id)
             for p in t.partitions:
+                code = p.error_code
+                if not code and not p.acquired_records:
+                    # Its acknowledgement codes only (fetch_answered took them): nothing to
+                    # do here. About half an answer's partitions, so no call for them.
+                    continue
                 tp = topic_partition(t.topic_id, p.partition_index, name)
-                action = partition_action(p.error_code)
-                if action is not Action.OK:
-                    self._partition_error(leader, tp, action, p, resp.node_endpoints)
+                if code:
+                    action = partition_action(code)
+                    if action is not Action.OK:
+                        self._partition_error(leader, tp, action, p, resp.node_endpoints)
                 if p.acquired_records:
                     self._take(plan, tp, p, deadline, closing)
 

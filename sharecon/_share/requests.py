@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sharecon.protocol import ShareAcknowledgeRequest, ShareFetchRequest
+from sharecon.protocol._share_fetch_codec import acknowledgement_batch, fetch_partition
 from sharecon.protocol.messages import share_acknowledge as sa
 from sharecon.protocol.messages import share_fetch as sf
 
@@ -45,14 +46,9 @@ _NO_FETCH = FetchParams(0, 0, 0, 0, 0)
 def _fetch_batches(batches: Sequence[AckBatch]) -> tuple[sf.AcknowledgementBatch, ...]:
     if not batches:
         return ()  # a partition the request adds: the usual case of a session opening
-    return tuple(
-        [
-            sf.AcknowledgementBatch(
-                first_offset=b.first_offset, last_offset=b.last_offset, acknowledge_types=b.types
-            )
-            for b in batches
-        ]
-    )
+    # Built by slot, not through the frozen dataclasses' __init__ (an object.__setattr__
+    # call per field): these are per partition of every fetch.
+    return tuple([acknowledgement_batch(b.first_offset, b.last_offset, b.types) for b in batches])
 
 
 def _ack_batches(batches: Sequence[AckBatch]) -> tuple[sa.AcknowledgementBatch, ...]:
@@ -75,12 +71,7 @@ def share_fetch_request(
             sf.FetchTopic(
                 topic_id=tid,
                 partitions=tuple(
-                    [
-                        sf.FetchPartition(
-                            partition_index=part, acknowledgement_batches=_fetch_batches(b)
-                        )
-                        for part, b in parts.items()
-                    ]
+                    [fetch_partition(part, _fetch_batches(b)) for part, b in parts.items()]
                 ),
             )
             for tid, parts in plan.topics().items()

@@ -16,9 +16,11 @@ Rules for this module:
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import struct
 import types
 from dataclasses import dataclass
+from importlib.machinery import EXTENSION_SUFFIXES
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeAlias, TypeVar
 
 from sharecon.errors import LocalProtocolError
@@ -212,7 +214,9 @@ def describe_decode_error(exc: DecodeError, what: str) -> DecodeError:
 # --------------------------------------------------------------------------------------
 
 _DECODERS: dict[tuple[type[Struct], int], Callable[[Reader], Any]] = {}
+_GENERIC_DECODERS: dict[tuple[type[Struct], int], Callable[[Reader], Any]] = {}
 _ENCODERS: dict[tuple[type[Struct], int], Callable[[Writer, Any], None]] = {}
+_GENERIC_ENCODERS: dict[tuple[type[Struct], int], Callable[[Writer, Any], None]] = {}
 
 
 def _flexible(cls: type[Struct], version: int) -> bool:
@@ -507,10 +511,49 @@ def _emit_construct(g: _Gen, cls: type[Struct], kwargs: list[str]) -> None:
     g.emit(1, "return o")
 
 
+#: Codecs written out for mypyc: (module, class name) -> the module and the function
+#: that makes one from the version and the generic codec (to which it hands anything
+#: unusual, errors included). Used only where that module is compiled.
+_WRITTEN_OUT = {
+    ("decode", "sharecon.protocol.messages.share_fetch", "ShareFetchResponse"): (
+        "sharecon.protocol._share_fetch_codec",
+        "share_fetch_response_decoder",
+    ),
+    ("encode", "sharecon.protocol.messages.share_fetch", "ShareFetchRequest"): (
+        "sharecon.protocol._share_fetch_codec",
+        "share_fetch_request_encoder",
+    ),
+}
+
+
+def _written_out(kind: str, cls: type[Struct], version: int, generic: Any) -> Any:
+    # The codec written out for mypyc, where there is one and it is compiled; else None.
+    written = _WRITTEN_OUT.get((kind, cls.__module__, cls.__qualname__))
+    if written is None:
+        return None
+    module = importlib.import_module(written[0])
+    if not (getattr(module, "__file__", None) or "").endswith(tuple(EXTENSION_SUFFIXES)):
+        return None
+    return getattr(module, written[1])(version, generic)
+
+
 def decoder_for(cls: type[Struct], version: int) -> Callable[[Reader], Any]:
     """The compiled decoder of ``cls`` at ``version`` (built on first use, then cached)."""
     key = (cls, version)
     fn = _DECODERS.get(key)
+    if fn is not None:
+        return fn
+    fn = generic_decoder_for(cls, version)
+    fn = _written_out("decode", cls, version, fn) or fn
+    _DECODERS[key] = fn
+    return fn
+
+
+def generic_decoder_for(cls: type[Struct], version: int) -> Callable[[Reader], Any]:
+    """The generated decoder of ``cls`` at ``version`` (built on first use, then cached);
+    :func:`decoder_for` may use one written out for mypyc instead."""
+    key = (cls, version)
+    fn = _GENERIC_DECODERS.get(key)
     if fn is not None:
         return fn
     flex = _flexible(cls, version)
@@ -601,7 +644,7 @@ def decoder_for(cls: type[Struct], version: int) -> Callable[[Reader], Any]:
     src = "\n".join(g.lines)
     exec(compile(src, f"<decode {sname} v{version}>", "exec"), g.ns)
     fn = g.ns["decode"]
-    _DECODERS[key] = fn
+    _GENERIC_DECODERS[key] = fn
     return fn  # type: ignore[no-any-return]
 
 
@@ -667,6 +710,19 @@ def encoder_for(cls: type[Struct], version: int) -> Callable[[Writer, Any], None
     """The compiled encoder of ``cls`` at ``version`` (built on first use, then cached)."""
     key = (cls, version)
     fn = _ENCODERS.get(key)
+    if fn is not None:
+        return fn
+    fn = generic_encoder_for(cls, version)
+    fn = _written_out("encode", cls, version, fn) or fn
+    _ENCODERS[key] = fn
+    return fn
+
+
+def generic_encoder_for(cls: type[Struct], version: int) -> Callable[[Writer, Any], None]:
+    """The generated encoder of ``cls`` at ``version`` (built on first use, then cached);
+    :func:`encoder_for` may use one written out for mypyc instead."""
+    key = (cls, version)
+    fn = _GENERIC_ENCODERS.get(key)
     if fn is not None:
         return fn
     flex = _flexible(cls, version)
@@ -742,5 +798,5 @@ def encoder_for(cls: type[Struct], version: int) -> Callable[[Writer, Any], None
     src = "\n".join(g.lines)
     exec(compile(src, f"<encode {sname} v{version}>", "exec"), g.ns)
     fn = g.ns["encode"]
-    _ENCODERS[key] = fn
+    _GENERIC_ENCODERS[key] = fn
     return fn  # type: ignore[no-any-return]
