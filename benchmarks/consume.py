@@ -397,6 +397,13 @@ def main() -> None:
         help=f"partitions of the topic (default {PARTITIONS}; many: per-partition costs)",
     )
     parser.add_argument(
+        "--spread",
+        action="store_true",
+        help="write the topic in small batches, round robin over the partitions (16 KiB "
+        "batches, no linger): answers then hold a few records of many partitions, "
+        "not one partition's large batch",
+    )
+    parser.add_argument(
         "--compression",
         default="none",
         choices=("none", "gzip", "snappy", "lz4", "zstd"),
@@ -482,9 +489,18 @@ def main() -> None:
                 n,
                 record_size=size,
                 producer_props={
-                    "batch.size": "262144",
-                    "linger.ms": "20",
+                    "batch.size": "16384" if args.spread else "262144",
+                    "linger.ms": "0" if args.spread else "20",
                     "compression.type": args.compression,
+                    **(
+                        {
+                            "partitioner.class": (
+                                "org.apache.kafka.clients.producer.RoundRobinPartitioner"
+                            )
+                        }
+                        if args.spread
+                        else {}
+                    ),
                 },
             )
             print(
@@ -588,7 +604,8 @@ def main() -> None:
             rows,
             title=(
                 f"Share-group consume + accept, {args.partitions} partitions, "
-                f"{args.compression if args.compression != 'none' else 'uncompressed'} batches, "
+                f"{args.compression if args.compression != 'none' else 'uncompressed'} "
+                f"{'small batches spread round robin' if args.spread else 'batches'}, "
                 "one consumer each, "
                 + (f"best of {args.rounds} rounds, " if args.rounds > 1 else "")
                 + (
@@ -605,6 +622,7 @@ def main() -> None:
                 "mode": mode,
                 "partitions": args.partitions,
                 "compression": args.compression,
+                "spread": args.spread,
                 "max_records": max_records,
                 "rounds": args.rounds,
                 "environment": environment(["sharecon", "confluent-kafka", "anyio"]),
