@@ -399,8 +399,8 @@ def main() -> None:
     parser.add_argument(
         "--spread",
         action="store_true",
-        help="write the topic in small batches, round robin over the partitions (16 KiB "
-        "batches, no linger): answers then hold a few records of many partitions, "
+        help="write the topic in small batches (16 KiB, no linger: the sticky partitioner "
+        "moves on after each batch), so answers hold a few records of many partitions, "
         "not one partition's large batch",
     )
     parser.add_argument(
@@ -492,15 +492,6 @@ def main() -> None:
                     "batch.size": "16384" if args.spread else "262144",
                     "linger.ms": "0" if args.spread else "20",
                     "compression.type": args.compression,
-                    **(
-                        {
-                            "partitioner.class": (
-                                "org.apache.kafka.clients.producer.RoundRobinPartitioner"
-                            )
-                        }
-                        if args.spread
-                        else {}
-                    ),
                 },
             )
             print(
@@ -605,7 +596,7 @@ def main() -> None:
             title=(
                 f"Share-group consume + accept, {args.partitions} partitions, "
                 f"{args.compression if args.compression != 'none' else 'uncompressed'} "
-                f"{'small batches spread round robin' if args.spread else 'batches'}, "
+                f"{'small batches spread over the partitions' if args.spread else 'batches'}, "
                 "one consumer each, "
                 + (f"best of {args.rounds} rounds, " if args.rounds > 1 else "")
                 + (
