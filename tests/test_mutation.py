@@ -58,8 +58,8 @@ PINNED = [
     (
         "sharecon/_share/ledger.py",
         "core/AddNot",
-        "pattern = _MARKED_RUN if include_renew else _MARKED_RUN_NO_RENEW",
-        "pattern = _MARKED_RUN if not include_renew else _MARKED_RUN_NO_RENEW",
+        "pattern = _MARKED_START if include_renew else _MARKED_START_NO_RENEW",
+        "pattern = _MARKED_START if not include_renew else _MARKED_START_NO_RENEW",
     ),
     (
         "sharecon/_share/ledger.py",
