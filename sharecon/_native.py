@@ -4,7 +4,7 @@
 ``hatch_build.py`` beside the mypyc-compiled modules), ``None`` in the pure build, which
 has no C. ``SHARECON_SPEEDUPS=0`` in the environment leaves them out of a compiled build
 too (read at import): the Python paths they stand in for are then the ones run, which is
-how ``benchmarks/handout.py --speedups`` and the tests compare the two.
+how ``benchmarks/handout.py --without-c`` compares the two.
 
 Every user of a helper keeps the Python twin it stands in for, and runs that when
 :data:`speedups` is ``None``.
