@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import anyio
@@ -205,6 +205,44 @@ async def _join(
     raise AssertionError(f"{member_id} got no assignment in {group} within 30 s")
 
 
+def _keeps_waiting(step: Fetch, seen: Observation) -> bool:
+    """Whether ``seen`` is an empty answer to a fetch that expected records."""
+    return (
+        step.patience > 0
+        and step.expect
+        and not step.final
+        and not step.renew
+        and step.epoch is None
+        and not seen.error
+        and not seen.partition_error
+        and not seen.acquired
+    )
+
+
+async def _fetch_again(
+    m: _Member, group: str, topic_id: uuid.UUID, step: Fetch, first: Observation
+) -> Observation:
+    """Repeat an expecting fetch, without its acknowledgements (sent once already), until
+    it acquires something, fails, or the step's ``patience`` runs out.
+
+    The observation keeps the first answer's acknowledgement error: only the records are
+    waited for. Repeating is sound because an empty fetch changes nothing on the broker
+    but the session's epoch, which the member tracks.
+    """
+    again = replace(step, acks=())
+    seen = first
+    deadline = time.monotonic() + step.patience
+    while time.monotonic() < deadline and not seen.acquired:
+        req = fetch_request(group, m.member_id, m.epoch, topic_id, again, first=False)
+        resp = await m.conn.request(req, timeout=20)
+        if resp.error_code == 0:
+            m.epoch += 1
+        seen = observe_fetch(first.step, first.member, resp)
+        if seen.error or seen.partition_error:
+            break
+    return replace(seen, ack_error=first.ack_error)
+
+
 async def run_on_broker(target: BrokerTarget, scenario: Scenario) -> list[Observation]:
     """Play ``scenario`` on the broker of ``target``, on a topic and group of its own."""
     suffix = uuid.uuid4().hex[:8]
@@ -305,7 +343,10 @@ async def run_on_broker(target: BrokerTarget, scenario: Scenario) -> list[Observ
                 resp = await m.conn.request(req, timeout=20)
                 if resp.error_code == 0 and step.epoch is None:
                     m.epoch = 0 if step.final else m.epoch + 1
-                out.append(observe_fetch(i, step.member, resp))
+                seen = observe_fetch(i, step.member, resp)
+                if _keeps_waiting(step, seen):
+                    seen = await _fetch_again(m, group, topic_id, step, seen)
+                out.append(seen)
             elif isinstance(step, Ack):
                 m = await member(step.member)
                 epoch = -1 if step.final else (m.epoch if step.epoch is None else step.epoch)

@@ -61,6 +61,13 @@ class Fetch:
     :ivar epoch: force this session epoch (None: the member's next one).
     :ivar final: epoch -1: acknowledge and close the session.
     :ivar renew: ``IsRenewAck`` (4.2+): acknowledgements only, nothing fetched.
+    :ivar patience: seconds a real broker's empty answer to an expecting fetch may be
+        followed by more fetches (without the acknowledgements) until records come. For
+        a release the broker persists through its share coordinator (a final fetch or
+        acknowledgement): on a loaded machine that write can outlast ``max_wait_ms``,
+        and one empty answer would then judge the machine, not the broker's rules. Keep
+        it short of what would change the answer (a lock's end redelivers with a higher
+        count, which the comparison still tells apart).
     """
 
     member: str
@@ -71,6 +78,7 @@ class Fetch:
     epoch: int | None = None
     final: bool = False
     renew: bool = False
+    patience: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
