@@ -57,6 +57,11 @@ __all__ = [
 _ACQUIRED: Final = 0x10  # acquired, still in the consumer's buffer
 _DELIVERED: Final = 0x11  # handed to the application, awaiting its acknowledgement
 _DEAD: Final = 0x12  # handed out, but the lock is gone (session reset / leader change)
+# Acquired and not noted as handed out when the lock went: still in the buffer (the
+# buffer forgets it), or the ``async for`` cursor's record in hand (the cursor hands out
+# without telling the ledger: its answer, given one by one, is told "lock lost"). A bulk
+# answer never reports it: the application may never have seen it.
+_DEAD_UNSEEN: Final = 0x13
 _SENT: Final = 0x20  # _SENT + t: sent with type t, awaiting the broker's answer
 _DONE: Final = 0x40  # finished (answered, failed or superseded)
 _RENEW: Final = int(AckType.RENEW)
@@ -123,29 +128,42 @@ _ANSWER_OK = _table({**{_SENT + t: _DONE for t in range(4)}, _SENT_RENEW: _DELIV
 _ANSWER_REQUEUE = _table({_SENT + t: t for t in range(5)})
 # Buffered records die too: the buffer drops them (forget() then finishes them), but a
 # record already handed out by the iterator is still ACQUIRED and its answer must be told
-# "lock lost", not "unknown".
+# "lock lost", not "unknown". Apart from records noted as delivered: a bulk answer reports
+# only those (settle_dead), since a buffered one was never the application's.
 _KILL = _table(
     {
         **dict.fromkeys(range(5), _DONE),
         **{_SENT + t: _DONE for t in range(5)},
-        _ACQUIRED: _DEAD,
+        _ACQUIRED: _DEAD_UNSEEN,
         _DELIVERED: _DEAD,
     }
 )
-_FORGET = _table({_ACQUIRED: _DONE, _DEAD: _DONE})
+_FORGET = _table({_ACQUIRED: _DONE, _DEAD: _DONE, _DEAD_UNSEEN: _DONE})
 _SETTLE_DEAD = _table({_DEAD: _DONE})
 _DEAD_RUN = re.compile(rb"\x12+")
 _TO_DELIVERED = _table({_ACQUIRED: _DELIVERED})
 # Superseded by a redelivery: in-flight offsets stay SENT, that request's answer reports them.
 # Held records (buffered or handed out) die: an answer to the old delivery must be told
 # "lock lost", never land on the new one; the buffer forgets the ones it never handed out.
-_SUPERSEDE = _table({**dict.fromkeys(range(5), _DONE), _ACQUIRED: _DEAD, _DELIVERED: _DEAD})
+_SUPERSEDE = _table({**dict.fromkeys(range(5), _DONE), _ACQUIRED: _DEAD_UNSEEN, _DELIVERED: _DEAD})
 # Bulk marks, by type: held records (buffered or delivered) take the type, dead ones drop.
+# With the buffered ones (close) the unseen dead drop too: the buffer is cleared; without
+# them they stay, for the buffer to forget or the cursor's answer to report.
 # A delivered record whose renewal is pending or in flight is held too (as for a mark of
 # one record, _MARKABLE): skipping it would drop the answer, and the record would stay
 # held after its renewal's answer, answered for the application and never for the broker.
 _MARK_HELD = [
-    _table({_ACQUIRED: t, _DELIVERED: t, _RENEW: t, _SENT_RENEW: t, _DEAD: _DONE}) for t in range(5)
+    _table(
+        {
+            _ACQUIRED: t,
+            _DELIVERED: t,
+            _RENEW: t,
+            _SENT_RENEW: t,
+            _DEAD: _DONE,
+            _DEAD_UNSEEN: _DONE,
+        }
+    )
+    for t in range(5)
 ]
 _MARK_DELIVERED = [
     _table({_DELIVERED: t, _RENEW: t, _SENT_RENEW: t, _DEAD: _DONE}) for t in range(5)
@@ -553,7 +571,7 @@ class AckLedger:
             return MARK_OK
         if state == _DONE:
             return MARK_UNKNOWN
-        if state == _DEAD:
+        if state == _DEAD or state == _DEAD_UNSEEN:
             states[i] = _DONE
             if seg.done():
                 part.prune()
@@ -682,9 +700,11 @@ class AckLedger:
         partitions: Iterable[TopicIdPartition] | None = None,
         ack: AckType = AckType.ACCEPT,
     ) -> list[AckResult]:
-        """Finish every handed-out record whose lock was lost, reporting each as failed
-        (:attr:`AckFailure.LOCK_LOST`, with the ``ack`` it was meant to get): implicit
-        mode's bulk answers would otherwise drop them without a word."""
+        """Finish every record noted as handed out whose lock was lost, reporting each as
+        failed (:attr:`AckFailure.LOCK_LOST`, with the ``ack`` it was meant to get):
+        implicit mode's bulk answers would otherwise drop them without a word. Records
+        that died in the buffer are not the application's: the buffer forgets them, and
+        they are never reported (a bulk answer did not mean them)."""
         out: list[AckResult] = []
         tps = list(self._parts) if partitions is None else list(partitions)
         for tp in tps:

@@ -265,7 +265,10 @@ def test_session_reset_fails_acks_and_never_resends_them() -> None:
     assert ledger.mark(TP0, 5, A) is MarkResult.DEAD
     assert ledger.mark(TP0, 5, A) is MarkResult.UNKNOWN
     assert ledger.unacknowledged() == {}
-    assert ledger.mark_delivered(A) == 0  # drops the remaining dead records
+    assert ledger.mark_delivered(A) == 0  # drops the remaining dead delivered records
+    # TP1's were never handed out: they wait for the buffer to forget them.
+    assert ledger.partitions() == [TP1]
+    ledger.forget(TP1, (0, ledger.sequence), 0, 4)
     assert ledger.partitions() == []
 
 
@@ -503,12 +506,48 @@ def test_settle_dead_reports_an_offset_dead_in_two_deliveries_once() -> None:
     ledger = AckLedger()
     for _ in range(3):
         ledger.add(TP0, TAG, [(0, 2)])
+        ledger.deliver(TP0, 0, 2)  # handed out by poll(), then the lock went
         ledger.supersede(TP0, [(0, 2)])  # the next answer acquired them again
     ledger.add(TP0, TAG, [(0, 2)])
     [lost] = ledger.settle_dead(ack=AckType.RELEASE)
     assert lost.reason is AckFailure.LOCK_LOST
     assert lost.batches == (b(0, 2, AckType.RELEASE),)
     assert ledger.settle_dead(ack=AckType.RELEASE) == []
+
+
+def test_a_bulk_answer_never_reports_records_that_died_in_the_buffer() -> None:
+    """Simulation seed 236 (4.1 and 4.4), implicit poll(): a delivery superseded while
+    part of it waited in the buffer. The next poll()'s bulk accept reported the buffered
+    records as lost answers, though the application never saw them (and the buffer then
+    forgot them: two outcomes for one delivery)."""
+    ledger = AckLedger()
+    old = add(ledger, TP0, [(0, 5)])
+    ledger.deliver(TP0, 0, 2, old)  # poll() handed out 0..2; 3..5 wait in the buffer
+    ledger.supersede(TP0, [(0, 5)])
+    add(ledger, TP0, [(0, 5)])
+    [lost] = ledger.settle_dead()
+    assert lost.batches == (b(0, 2, A),)  # only what was handed out
+    assert ledger.settle_dead() == []
+    # The buffer forgets the rest; an answer by the cursor (which hands out without telling
+    # the ledger) to one of them still hears "lock lost", once.
+    assert ledger.mark(TP0, 3, A, old) is MarkResult.DEAD
+    assert ledger.mark(TP0, 3, A, old) is MarkResult.UNKNOWN
+    ledger.forget(TP0, old, 3, 5)
+    assert ledger.settle_dead() == []
+    assert not any(ledger.holds(TP0, o, old) for o in range(6))
+
+
+def test_a_bulk_accept_leaves_the_unseen_dead_for_the_buffer_and_close_drops_them() -> None:
+    ledger = AckLedger()
+    d = add(ledger, TP0, [(0, 3)])
+    ledger.invalidate(AckFailure.SESSION_RESET, 13, tag=TAG)
+    assert ledger.mark_delivered(A) == 0
+    # Still there for the cursor's answer to be told "lock lost".
+    assert ledger.mark(TP0, 1, A, d) is MarkResult.DEAD
+    # A close (everything released, the buffer cleared) finishes the rest silently.
+    assert ledger.settle_dead(ack=AckType.RELEASE) == []
+    assert ledger.mark_delivered(AckType.RELEASE, include_buffered=True) == 0
+    assert ledger.partitions() == []
 
 
 def test_deliver_marks_only_its_own_delivery() -> None:

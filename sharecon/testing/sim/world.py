@@ -436,12 +436,10 @@ class World:
         # poll(): a stream of its own (``orng``, its application's draws too), so the
         # other draws of a seed stay as they were. Not for a gathering application
         # (process()) nor with the delayed release (here, release(delay=) of async for).
-        # Explicit answers only: implicit mode's bulk accept reports the records of a
-        # superseded delivery still buffered as lost (docs/testing.md, "poll()").
+        # Explicit or implicit answers, as drawn above for async for.
         self.orng = orng = random.Random(seed ^ 0x9011)
         if orng.random() < POLL_SHARE and poll and not self.knobs.gather and not self.knobs.delayed:
             self.knobs.poll = orng.choice(POLL_LIMITS)
-            self.knobs.explicit = True
         self.member = Member(self, "m1")
         if self.knobs.close_at is not None:
             self.at(self.knobs.close_at, self._close_member, self.member)
@@ -1761,10 +1759,13 @@ class Member:
 
     def _poll_answer(self, batch: list[SimRecord]) -> None:
         """The application answers the records of its ``poll()`` batch, each with
-        ``record.accept()`` and friends, then polls again."""
+        ``record.accept()`` and friends, then polls again. In implicit mode it answers
+        only the records it rejects or releases; the next ``poll()`` accepts the rest in
+        bulk (:meth:`_bulk_accept`)."""
         w = self.world
         k = w.knobs
         orng = w.orng
+        implicit: list[SimRecord] = []
         for rec in batch:
             if rec in self.holding:
                 self.holding.remove(rec)
@@ -1773,7 +1774,9 @@ class Member:
                 ack = AckType.ACCEPT
             else:
                 ack = AckType.REJECT if r < k.reject else AckType.RELEASE
-            if self.closing:
+            if ack is AckType.ACCEPT and not k.explicit:
+                implicit.append(rec)
+            elif self.closing:
                 self._answer_after_close(rec, ack)
             else:
                 self._answering = {(rec.tp, rec.offset): rec.d}
@@ -1782,7 +1785,31 @@ class Member:
                     self._apply(None)
                 finally:
                     self._answering = {}
+        if implicit and not self.closing:  # closing released them already
+            self._bulk_accept(implicit)
         self._app_take()
+
+    def _bulk_accept(self, batch: list[SimRecord]) -> None:
+        """Implicit ``poll()``: the next call accepts every record handed out and not
+        answered (``Iteration.poll``: ``ConsumerCore.answer_all_delivered``); the ones
+        whose lock was lost are reported lost (the ledger's ``settle_dead``), each once.
+        The checker is told of the accepts the ledger took, and of the ones it refused
+        without a report (their loss was reported already)."""
+        w = self.world
+        check = w.check
+        held = [rec for rec in batch if self.handout.holds(rec.record)]
+        self._answering = {(rec.tp, rec.offset): rec.d for rec in batch}
+        try:
+            self.machine.answer_all_delivered(AckType.ACCEPT)
+            for rec in held:
+                check.answered((rec.tp, rec.offset), rec.d)
+            self._apply(None)
+        finally:
+            self._answering = {}
+        for rec in batch:
+            key = (rec.tp, rec.offset)
+            if rec not in held and check.is_handed(key, rec.d):
+                check.ended(key, w.now, "refused", self.member_id, d=rec.d)
 
     def _ask(self) -> None:
         """``async for`` asks for the next record: the consumer's ``Cursor.move_on``
