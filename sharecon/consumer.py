@@ -466,6 +466,7 @@ class ShareConsumer(Generic[K, V]):
             expired_in_buffer=core.expiry.total,
             released_unreachable=core.released_unreachable,
             past_limit_unseen=core.machine.past_limit_unseen,
+            released_unseen=core.machine.released_unseen,
         )
 
     def reset_dead_letter_breaker(self) -> bool:
@@ -924,6 +925,11 @@ class ConsumerHealth:
     :param past_limit_unseen: records that arrived past the dead-letter policy's
         ``max_deliveries`` and were handed out because the application never saw them here
         (``DeadLetterPolicy.route_unseen`` is off).
+    :param released_unseen: records fetched and released without ever being handed out:
+        buffered at :meth:`ShareConsumer.close` or when the member left the group for
+        idleness (each logged at INFO with the count), at :meth:`ShareConsumer.unsubscribe`,
+        or arriving while unsubscribed. Each spent a delivery attempt nobody saw. Does not
+        make ``ok`` false.
     """
 
     ok: bool
@@ -939,6 +945,7 @@ class ConsumerHealth:
     expired_in_buffer: int = 0
     released_unreachable: int = 0
     past_limit_unseen: int = 0
+    released_unseen: int = 0
 
 
 def _retry_in(

@@ -337,6 +337,16 @@ class DeliveryBuffer:
 
     # -- dropping ---------------------------------------------------------------------------
 
+    def waiting(self) -> list[tuple[TopicIdPartition, Delivery, int, int]]:
+        """What the buffer holds and never handed out: ``(tp, delivery, first, last)``
+        per chunk with records left."""
+        spans = []
+        for chunk in self._chunks:
+            first = chunk.next_offset()
+            if first is not None:
+                spans.append((chunk.intake.tp, chunk.delivery, first, chunk.last_offset()))
+        return spans
+
     def drop(self, match: Callable[[Chunk], bool]) -> int:
         """Drop every chunk ``match`` selects (rule 4); returns how many were dropped."""
         doomed = [c for c in self._chunks if match(c)]

@@ -46,13 +46,16 @@ class CloseStep(Enum):
     LEAVE_GROUP = "leave group"
 
 
-def release_held(machine: ShareMachine, buffer: DeliveryBuffer, settle: Callable[[], None]) -> None:
+def release_held(machine: ShareMachine, buffer: DeliveryBuffer, settle: Callable[[], None]) -> int:
     """Release every record handed out and unanswered and every buffered one: the
     machine's answers, carried out (``settle``), then the buffer cleared (rule 3). The
-    caller wakes its fetch loops."""
+    caller wakes its fetch loops. Returns how many buffered records, never handed out,
+    were released (each a delivery attempt spent unseen: the machine counts them)."""
+    unseen = machine.release_buffered(buffer.waiting())
     machine.release_held()
     settle()
     buffer.clear()
+    return unseen
 
 
 def close_steps(

@@ -204,9 +204,12 @@ class ConsumerCore:
         self.apply_effects()
         return n
 
-    def release_held(self) -> None:
-        """Release every record handed out and unanswered, and every buffered one."""
-        release_held(self.machine, self.buffer, self.apply_effects)
+    def release_held(self, why: str = "leaving the group for idleness") -> None:
+        """Release every record handed out and unanswered, and every buffered one (those
+        never handed out are counted and said: ``why`` names the occasion)."""
+        unseen = release_held(self.machine, self.buffer, self.apply_effects)
+        if unseen:
+            observe.released_unseen(self.member_id, unseen, why, self.buffer.max_records)
         self.wake_all()
 
     def can_renew(self) -> bool:

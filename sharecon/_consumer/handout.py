@@ -317,12 +317,7 @@ class Handout:
 
     def waiting(self) -> list[tuple[TopicIdPartition, Delivery, int, int]]:
         """What the buffer holds and never handed out: ``(tp, delivery, first, last)``."""
-        spans = []
-        for chunk in self.buffer.chunks():
-            first = chunk.next_offset()
-            if first is not None:
-                spans.append((chunk.intake.tp, chunk.delivery, first, chunk.last_offset()))
-        return spans
+        return self.buffer.waiting()
 
 
 def _batch_factory(

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 
 from sharecon import errors
+from sharecon._consumer import observe
 from sharecon._consumer.backlog import keep_lag
 from sharecon._consumer.closing import CloseStep, close_steps
 from sharecon._consumer.core import ConsumerCore
@@ -356,12 +357,18 @@ class Jobs:
         acknowledgements), leave the group."""
         # The order is sharecon._consumer.closing's (the simulator runs it too); each step
         # is carried out here.
+        unseen = core.machine.released_unseen
         for step in close_steps(core.machine, core.buffer, core.apply_effects):
             if step is CloseStep.STOP_DEAD_LETTERS:
                 core.dead_letter_signal.set()
                 if self.router is not None:
                     await self.router.stop()
             elif step is CloseStep.CLOSE_FETCHERS:
+                unseen = core.machine.released_unseen - unseen
+                if unseen:
+                    observe.released_unseen(
+                        core.member_id, unseen, "closing", core.buffer.max_records
+                    )
                 core.wake_all()
                 core.buffer.data.set()
                 await core.fetchers.close()

@@ -32,6 +32,7 @@ __all__ = [
     "metrics",
     "raised",
     "released_unreachable",
+    "released_unseen",
     "renew_failed",
     "session_lost",
 ]
@@ -107,6 +108,17 @@ def expired_in_buffer(
         "more than it handles within the %.1f s lock (handling rate %s, %d still buffered); "
         "%s",
         *(member_id, said.count, said.total, lock, measured, buffered, remedy),
+    )
+
+
+def released_unseen(member_id: str, released: int, why: str, bound: int) -> None:
+    """Buffered records, never handed out, were released (at a close, or a leave for
+    idleness): each spent a delivery attempt nobody saw."""
+    logger.info(
+        "share consumer %s: %s released %d buffered records never handed out, each a "
+        "delivery attempt spent unseen (the buffer holds at most %d; stop_fetching() and "
+        "handing out what fetching_stopped() waits for before closing spends none)",
+        *(member_id, why, released, bound),
     )
 
 

@@ -289,6 +289,10 @@ class ShareMachine:
         self.released_at: dict[tuple[TopicIdPartition, int], int] = {}
         #: Records past the limit handed out because the application never saw them.
         self.past_limit_unseen = 0
+        #: Records released without ever being handed out: buffered at a close or a
+        #: leave for idleness (:meth:`release_buffered`), at an unsubscribe, or arriving
+        #: while unsubscribed. Each spent a delivery attempt nobody saw.
+        self.released_unseen = 0
 
     # -- the driver's side ------------------------------------------------------------------
 
@@ -1042,6 +1046,18 @@ class ShareMachine:
         """Release buffered records never handed out; how many were released."""
         return self.ledger.mark_undelivered(tp, delivery, first, last, AckType.RELEASE)
 
+    def release_buffered(
+        self, buffered: Iterable[tuple[TopicIdPartition, Delivery, int, int]]
+    ) -> int:
+        """Release the records the driver buffered and never handed out (``(tp, delivery,
+        first, last)`` each), counted in :attr:`released_unseen`; how many were released.
+        A close and a leave for idleness do this before :meth:`release_held`."""
+        released = 0
+        for tp, delivery, first, last in buffered:
+            released += self.ledger.mark_undelivered(tp, delivery, first, last, AckType.RELEASE)
+        self.released_unseen += released
+        return released
+
     def decoded(
         self,
         tag: SessionTag,
@@ -1127,9 +1143,7 @@ class ShareMachine:
         buffered and never handed out (``(tp, delivery, first, last)`` each); records
         handed out stay the application's to answer. Returns how many were released."""
         self.subscribed = False
-        released = 0
-        for tp, delivery, first, last in buffered:
-            released += self.ledger.mark_undelivered(tp, delivery, first, last, AckType.RELEASE)
+        released = self.release_buffered(buffered)
         self.effects.append(Wake())
         return released
 
@@ -1140,7 +1154,9 @@ class ShareMachine:
         while unsubscribed they are released instead (rule 8), and ``False`` returned."""
         if self.subscribed:
             return True
-        if self.ledger.mark_undelivered(tp, delivery, first, last, AckType.RELEASE):
+        released = self.ledger.mark_undelivered(tp, delivery, first, last, AckType.RELEASE)
+        if released:
+            self.released_unseen += released
             self.effects.append(Wake(tag.node_id))
         return False
 

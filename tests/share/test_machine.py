@@ -781,10 +781,12 @@ def test_unsubscribed_records_are_released_not_buffered_until_subscribed_again()
     # The driver's buffer held 1..3 of that delivery: released; 0 stays the application's.
     assert m.unsubscribe([(TP, d.delivery, 1, 3)]) == 3
     assert not m.subscribed and m.drain() == [Wake()]
+    assert m.released_unseen == 3  # each an attempt nobody saw
     # The answer that was on the wire may not be buffered: released instead.
     [late] = take(m, f, answer((10, 11, 1)), 2.0)
     assert not m.admit(late.tag, TP, late.delivery, 10, 11)
     assert m.drain() == [Wake(NODE)]
+    assert m.released_unseen == 5
     m.acknowledge(TP, 0, AckType.ACCEPT, d.delivery)
     accept, release = int(AckType.ACCEPT), int(AckType.RELEASE)
     assert _taken_acks(m) == [(0, 3, (accept, release, release, release)), (10, 11, (release,))]
@@ -889,3 +891,20 @@ def test_a_leader_that_leads_nothing_of_ours_no_longer_adds_to_the_handling_rate
     assert m.handling() == (20.0, 10.0)
     assert m.next_turn(2, iter([TP]), room=True).granted == 100  # 20/s x 10 s x 0.5
     assert m.handling() == (20.0, 10.0)  # a leader of ours is not forgotten
+
+
+def test_a_close_counts_the_buffered_records_it_releases_unseen() -> None:
+    """The domain's first unseen attempt: prefetch released at a close. What the driver
+    buffered and never handed out is released and counted (``released_unseen``); a
+    record handed out and unanswered is released too but not counted (it was seen)."""
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 5, 1)), 1.0)
+    hand_out(m, d, 0, 1)
+    m.acknowledge(TP, 0, AckType.ACCEPT, d.delivery)
+    assert m.release_buffered([(TP, d.delivery, 2, 5)]) == 4
+    assert m.release_buffered([(TP, d.delivery, 2, 5)]) == 0  # released already
+    m.release_held()
+    accept, release = int(AckType.ACCEPT), int(AckType.RELEASE)
+    assert _taken_acks(m) == [(0, 5, (accept, *[release] * 5))]
+    assert m.released_unseen == 4

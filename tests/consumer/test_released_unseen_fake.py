@@ -1,0 +1,101 @@
+"""Prefetch released without being handed out (a close, an unsubscribe) spends a delivery
+attempt nobody saw: counted in ``health().released_unseen`` and said in the log. Against
+FakeKafka (no JVM)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+from sharecon.consumer import ShareConsumer
+from sharecon.producer import Producer
+
+if TYPE_CHECKING:
+    from sharecon.testing.fake import FakeKafka
+
+pytestmark = pytest.mark.anyio
+
+EARLIEST = {"share.auto.offset.reset": "earliest"}
+N = 20
+
+
+async def _records(fake: FakeKafka) -> None:
+    fake.create_topic("t")
+    fake.configure_group("g", EARLIEST)
+    async with Producer(fake.bootstrap) as producer:
+        futures = [await producer.send("t", b"v%d" % i, partition=0) for i in range(N)]
+        await producer.flush()
+        for f in futures:
+            await f
+
+
+async def _take_one_and_wait_for_the_rest(consumer: ShareConsumer[bytes, bytes]) -> None:
+    async for record in consumer:
+        assert record.offset == 0
+        with anyio.fail_after(10):
+            while consumer.health().buffered_records < N - 1:  # noqa: ASYNC110 - a gauge
+                await anyio.sleep(0.02)
+        break
+
+
+async def test_a_close_counts_and_says_the_buffered_records_it_releases(
+    fake_kafka: FakeKafka, caplog: pytest.LogCaptureFixture
+) -> None:
+    await _records(fake_kafka)
+    caplog.set_level(logging.INFO, logger="sharecon")
+    with anyio.fail_after(60):
+        consumer: ShareConsumer[bytes, bytes] = ShareConsumer(
+            fake_kafka.bootstrap, group_id="g", topics=["t"]
+        )
+        async with consumer:
+            await _take_one_and_wait_for_the_rest(consumer)
+            assert consumer.health().released_unseen == 0
+        # Offset 0 was in hand (seen): released, not counted; 1..19 never handed out.
+        assert consumer.health().released_unseen == N - 1
+        said = [r.getMessage() for r in caplog.records if "never handed out" in r.getMessage()]
+        assert len(said) == 1
+        assert f"closing released {N - 1} buffered records never handed out" in said[0]
+        # They come back, each with the attempt it spent counted.
+        async with ShareConsumer(fake_kafka.bootstrap, group_id="g", topics=["t"]) as again:
+            got: dict[int, int] = {}
+            async for record in again:
+                got[record.offset] = record.delivery_count
+                if len(got) == N:
+                    break
+    assert got == dict.fromkeys(range(N), 2)
+
+
+async def test_an_unsubscribe_counts_the_buffered_records_it_releases(
+    fake_kafka: FakeKafka,
+) -> None:
+    await _records(fake_kafka)
+    with anyio.fail_after(60):
+        async with ShareConsumer(fake_kafka.bootstrap, group_id="g", topics=["t"]) as consumer:
+            await _take_one_and_wait_for_the_rest(consumer)
+            consumer.unsubscribe()
+            health = consumer.health()
+            assert health.released_unseen == N - 1
+            assert health.buffered_records == 0
+
+
+async def test_a_drain_before_the_close_releases_nothing_unseen(fake_kafka: FakeKafka) -> None:
+    """What docs/consumer.md says spends none: stop fetching, wait until nothing more
+    arrives, hand out what is left, then close."""
+    await _records(fake_kafka)
+    with anyio.fail_after(60):
+        consumer: ShareConsumer[bytes, bytes] = ShareConsumer(
+            fake_kafka.bootstrap, group_id="g", topics=["t"]
+        )
+        async with consumer:
+            await _take_one_and_wait_for_the_rest(consumer)
+            consumer.stop_fetching()
+            assert await consumer.fetching_stopped(10)
+            left = await consumer.poll(max_records=N, timeout=1)
+            # 0, in hand at the break, was given back (seen); fetching stopped, so it
+            # does not come back to this member.
+            assert [r.offset for r in left] == list(range(1, N))
+            await consumer.commit()
+        assert consumer.health().released_unseen == 0
