@@ -929,7 +929,8 @@ class ConsumerHealth:
         buffered at :meth:`ShareConsumer.close` or when the member left the group for
         idleness (each logged at INFO with the count), at :meth:`ShareConsumer.unsubscribe`,
         or arriving while unsubscribed. Each spent a delivery attempt nobody saw. Does not
-        make ``ok`` false.
+        make ``ok`` false. Not counted at a close on Kafka 4.1, which leaves the buffered
+        records to the end of their share sessions and so spends none.
     """
 
     ok: bool

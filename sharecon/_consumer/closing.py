@@ -15,6 +15,14 @@ Rules of this module:
    pending answer with its FINAL request, which ends its share session.
 4. The member leaves its group last, once no fetch loop runs: leaving earlier would give
    its partitions to another member while its answers are still on their way.
+5. On Kafka 4.1 the buffered records, never handed out, are not released by an answer:
+   4.1 gives back what a share session still holds when the session ends (the FINAL
+   request, or the connection's close) with its delivery count lowered by one, but keeps
+   the count of an explicit release. Left to the session's end, prefetch costs no
+   delivery attempt there. (From 4.2 both keep the count, so the answer is sent, as
+   before, and counted.) Records handed out are always released by an answer: one the
+   application saw and never answered must spend its attempt, or a record that makes the
+   application crash and close would come back for ever.
 
 :func:`close_steps` does what needs no I/O and yields a :class:`CloseStep` where the
 runtime must act (stop the router, close the loops, leave); the runtime resumes it when
@@ -46,12 +54,27 @@ class CloseStep(Enum):
     LEAVE_GROUP = "leave group"
 
 
-def release_held(machine: ShareMachine, buffer: DeliveryBuffer, settle: Callable[[], None]) -> int:
+def release_held(
+    machine: ShareMachine,
+    buffer: DeliveryBuffer,
+    settle: Callable[[], None],
+    *,
+    spare_buffered: bool = False,
+) -> int:
     """Release every record handed out and unanswered and every buffered one: the
     machine's answers, carried out (``settle``), then the buffer cleared (rule 3). The
     caller wakes its fetch loops. Returns how many buffered records, never handed out,
-    were released (each a delivery attempt spent unseen: the machine counts them)."""
-    unseen = machine.release_buffered(buffer.waiting())
+    were released (each a delivery attempt spent unseen: the machine counts them).
+
+    With ``spare_buffered`` (rule 5) the buffered records are forgotten instead: no
+    answer is sent for them, and the end of their share session gives them back."""
+    waiting = buffer.waiting()
+    if spare_buffered:
+        for tp, delivery, first, last in waiting:
+            machine.forget(tp, delivery, first, last)
+        unseen = 0
+    else:
+        unseen = machine.release_buffered(waiting)
     machine.release_held()
     settle()
     buffer.clear()
@@ -59,11 +82,16 @@ def release_held(machine: ShareMachine, buffer: DeliveryBuffer, settle: Callable
 
 
 def close_steps(
-    machine: ShareMachine, buffer: DeliveryBuffer, settle: Callable[[], None]
+    machine: ShareMachine,
+    buffer: DeliveryBuffer,
+    settle: Callable[[], None],
+    *,
+    spare_buffered: bool = False,
 ) -> Iterator[CloseStep]:
-    """The close, in order (rules 1-4): resume after carrying out each step."""
+    """The close, in order (rules 1-5): resume after carrying out each step.
+    ``spare_buffered``: the brokers are Kafka 4.1 (rule 5)."""
     machine.closing = True  # rule 1: from now on the machine refuses answers
     yield CloseStep.STOP_DEAD_LETTERS
-    release_held(machine, buffer, settle)
+    release_held(machine, buffer, settle, spare_buffered=spare_buffered)
     yield CloseStep.CLOSE_FETCHERS
     yield CloseStep.LEAVE_GROUP

@@ -358,7 +358,10 @@ class Jobs:
         # The order is sharecon._consumer.closing's (the simulator runs it too); each step
         # is carried out here.
         unseen = core.machine.released_unseen
-        for step in close_steps(core.machine, core.buffer, core.apply_effects):
+        spare = _spares_prefetch(core)
+        for step in close_steps(
+            core.machine, core.buffer, core.apply_effects, spare_buffered=spare
+        ):
             if step is CloseStep.STOP_DEAD_LETTERS:
                 core.dead_letter_signal.set()
                 if self.router is not None:
@@ -379,6 +382,18 @@ class Jobs:
                 await self._heartbeat_done.wait()
         if core.membership.state not in (MemberState.LEFT, MemberState.FATAL):
             await _leave_directly(core, request_timeout)
+
+
+def _spares_prefetch(core: ConsumerCore) -> bool:
+    """Whether a close leaves the buffered records to the end of their share sessions:
+    on Kafka 4.1 that gives them back without spending a delivery attempt (rule 5 of
+    :mod:`sharecon._consumer.closing`). Judged by the bootstrap broker's versions (4.1
+    has no ShareFetch v2); not connected yet, nothing is buffered anyway."""
+    try:
+        versions = core.cluster.versions
+    except errors.BrokerConnectError:
+        return False
+    return not has_record_limit(versions)
 
 
 async def _leave_directly(core: ConsumerCore, request_timeout: float) -> None:

@@ -35,3 +35,25 @@ async def test_the_close_refuses_answers_then_releases_then_leaves() -> None:
     assert {t for b in taken for t in b.types} == {AckType.RELEASE}
     assert next(steps) is CloseStep.LEAVE_GROUP
     assert next(steps, None) is None
+    assert core.machine.released_unseen == 3  # 1, 5 and 6 were never handed out
+
+
+async def test_on_kafka_4_1_the_close_leaves_the_buffered_records_to_the_sessions_end() -> None:
+    """Rule 5: 4.1 lowers the delivery count of what a session's end gives back, not of a
+    release. The record in hand (seen) is still released by an answer; the buffered ones
+    are forgotten, for the FINAL request's session close to give back."""
+    core = _core()
+    _push(core, 0, 2)
+    _push(core, 5, 2)
+    held = core.buffer.pop_one(lambda: 0.0)
+    assert held is not None and held.offset == 0
+    steps = close_steps(core.machine, core.buffer, core.apply_effects, spare_buffered=True)
+    assert next(steps) is CloseStep.STOP_DEAD_LETTERS
+    assert next(steps) is CloseStep.CLOSE_FETCHERS
+    assert len(core.buffer) == 0
+    taken = _taken(core)[TP]
+    assert [(b.first_offset, b.last_offset, set(b.types)) for b in taken] == [
+        (0, 0, {AckType.RELEASE})
+    ]
+    assert core.machine.released_unseen == 0
+    assert core.ledger.outstanding_all() == 1  # the release in flight; 1, 5, 6 finished

@@ -104,3 +104,42 @@ async def test_every_answer_on_each_kafka_line(
     else:
         with pytest.raises(errors.UnsupportedVersionError, match="4.2"):
             await limited.start()
+
+
+@pytest.mark.parametrize("version", ["4.1", "4.4"])
+async def test_prefetch_released_at_close_spends_no_attempt_on_4_1(
+    kafka_broker_factory: BrokerFactory, version: str
+) -> None:
+    """A consumer takes one record of a 20-record batch and closes with the other 19
+    buffered, never handed out. Kafka 4.1 lowers the delivery count of what a session's
+    end gives back, but not of an explicit release: the close leaves those 19 to the
+    session's end there, so they come back at delivery 1 and nothing is counted spent.
+    From 4.2 both keep the count: they are released and counted (19 at delivery 2). The
+    record in hand was seen: released by an answer on both lines (delivery 2)."""
+    broker = kafka_broker_factory(version)
+    topic = f"pf-{uuid.uuid4().hex[:8]}"
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    n = 20
+    broker.tools.create_topic(topic, 1)
+    broker.tools.alter_group_config(group, {"share.auto.offset.reset": "earliest"})
+    await produce(broker.bootstrap, topic, [b"%d" % i for i in range(n)], linger_ms=500)
+    on_41 = version.startswith("4.1")
+    with anyio.fail_after(90):
+        first: ShareConsumer[bytes, bytes] = ShareConsumer(
+            broker.bootstrap, group_id=group, topics=[topic]
+        )
+        async with first:
+            async for record in first:
+                assert record.offset == 0
+                while first.health().buffered_records < n - 1:  # noqa: ASYNC110 - a gauge
+                    await anyio.sleep(0.05)
+                break
+        assert first.health().released_unseen == (0 if on_41 else n - 1)
+        got: dict[int, int] = {}
+        async with ShareConsumer(broker.bootstrap, group_id=group, topics=[topic]) as again:
+            async for record in again:
+                got[record.offset] = record.delivery_count
+                if len(got) == n:
+                    break
+    unseen = 1 if on_41 else 2
+    assert got == {0: 2, **dict.fromkeys(range(1, n), unseen)}

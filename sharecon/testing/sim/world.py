@@ -2004,7 +2004,11 @@ class Member:
             return
         w = self.world
         self.closing = True
-        steps = self._closing = close_steps(self.machine, self.buffer, self.apply_effects)
+        # Kafka 4.1: the buffered records are left to the sessions' end (closing, rule 5).
+        spare = not w.brokers[1].behaviour.record_limit
+        steps = self._closing = close_steps(
+            self.machine, self.buffer, self.apply_effects, spare_buffered=spare
+        )
         step = next(steps)
         assert step is CloseStep.STOP_DEAD_LETTERS  # no dead-letter router simulated
         if w.mutant == "answers-after-close":
