@@ -70,7 +70,15 @@ EXIT_FORCED_SIGINT = 130
 EXIT_FORCED_SIGTERM = 143
 
 #: Counters each process reports, summed over its restarts.
-COUNTERS = ("handled", "failed", "dlq", "redelivered", "finished_in_drain", "expired")
+COUNTERS = (
+    "handled",
+    "failed",
+    "dlq",
+    "redelivered",
+    "finished_in_drain",
+    "expired",
+    "released",
+)
 
 #: Restart delays: 0.5 s, 1 s, 2 s ... 30 s; back to 0.5 s after a process ran RESET_AFTER s.
 RESTART_BACKOFF = Backoff(initial=0.5, maximum=30.0, jitter=0.2)
@@ -251,7 +259,10 @@ class Supervisor:
             else "drained"
         )
         expired = sum(s.total("expired") for s in self.slots)
+        released = sum(s.total("released") for s in self.slots)
         tail = f", finished while draining {finished:,}" if finished else ""
+        # Fetched, never started, released at close once the grace period ran out.
+        tail += f", released unseen {released:,}" if released else ""
         self.say(
             f"{how}: handled {handled:,}, failed {failed:,}, dlq {dlq:,}, "
             f"expired unseen {expired:,}{tail}"

@@ -20,6 +20,7 @@ from sharecon.consumer import ShareConsumer
 from sharecon.dlq import dead_letter_info
 from sharecon.errors import KafkaError
 from sharecon.producer import Producer, ProducerRecord
+from sharecon.testing.env import env_version
 from tests.worker._harness import counts, noted, running_worker
 
 if TYPE_CHECKING:
@@ -301,6 +302,39 @@ async def test_sync_handlers_run_and_one_stuck_past_grace_is_released(
         with anyio.fail_after(30):
             record = await fresh.__anext__()
     assert (record.value, record.delivery_count) == (values[0].encode(), 2)
+
+
+async def test_records_never_started_when_the_grace_ends_are_counted_as_released_unseen(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group_factory, tmp_path: Path
+) -> None:
+    """One handler at a time, stuck on the first of five records fetched together: when
+    the grace period ends, the close releases the stuck one (seen) and the four never
+    started (each a delivery attempt nobody saw). The final line counts the four; on
+    Kafka 4.1 the close leaves them to the session's end, which spends none."""
+    group = share_group_factory({"share.record.lock.duration.ms": "60000"})
+    topic = topic_factory(1)
+    await _produce(kafka_bootstrap, topic, 5)
+    args = ("--group", group, "--topic", topic, "--grace", "1", "--concurrency", "1")
+    async with running_worker(
+        kafka_bootstrap,
+        tmp_path,
+        "tests.worker.handlers:started_then_sleeps_sync",
+        *args,
+        "--max-records",
+        "5",
+        sleep=300,
+    ) as worker:
+        await worker.wait_for("the handler started", lambda: noted(tmp_path, "started"), 60)
+        code = await worker.terminate(timeout=30)
+    assert code == 0, worker.stderr
+    assert len(noted(tmp_path, "started")) == 1
+    spent = 0 if env_version().startswith("4.1.") else 4
+    final = worker.stderr.strip().splitlines()[-1]
+    assert final.startswith("sharecon worker: drained: handled 0,"), final
+    if spent:
+        assert final.endswith(f", released unseen {spent}"), final
+    else:
+        assert "released unseen" not in final, final
 
 
 async def _http_get(port: int, path: str) -> tuple[int, str] | None:
