@@ -71,12 +71,22 @@ PLANTED = {
     ),
     # The share session's epoch wraps at 0 instead of 2**31 - 1: every other request after
     # the first is refused (INVALID_SHARE_SESSION_EPOCH) and the session starts over; the
-    # member still gets its records, so only invariant 11 says so.
+    # member still gets its records. Invariant 11 caught it first, once the faults
+    # healed; invariant 19 now catches the first refusal no fault explains.
     "epoch-wraps-at-zero": Planted(
         "_share/session.py",
         "MAX_EPOCH = 2**31 - 1\n",
         "MAX_EPOCH = 2**31 & 1\n",
-        11,
+        19,
+    ),
+    # The FINAL epoch off by one (-2): the close's last request is refused for its
+    # epoch, so its answers fail and the session ends only with the connection (a
+    # mutant the sample of seed 6 drew).
+    "final-epoch-off-by-one": Planted(
+        "_share/session.py",
+        "FINAL_EPOCH = -1\n",
+        "FINAL_EPOCH = -2\n",
+        19,
     ),
     # The answer to a FINAL request is not taken in (its body skipped, as for a stale
     # answer): the accepts it carried, which the broker applied, are never reported.

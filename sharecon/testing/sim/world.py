@@ -757,6 +757,9 @@ class Member:
         self.renews_on_wire = 0
         #: per leader, when it last answered with a top-level error (invariant 13)
         self.refused_at: dict[int, float] = {}
+        #: Invariant 19: nodes whose session a ``busy`` fault left a step behind (the
+        #: broker failed a request without reading it), until a new session opens there.
+        self.epoch_behind: set[int] = set()
         #: the answer being taken in: which of its request's answers the broker took
         self._applied: dict[Any, bool] | None = None
         #: The record the application is answering now, and its delivery: a lock loss
@@ -1007,6 +1010,7 @@ class Member:
             # broker's older session of the member could then match the epoch the member
             # moves to, with other partitions.
             w.faults.append(f"error@{w.now:.2f}")
+            self.epoch_behind.add(node)
             wire.applied = {}
             code = ErrorCode.UNKNOWN_SERVER_ERROR
             resp: ShareFetchResponse | ShareAcknowledgeResponse = (
@@ -1022,6 +1026,7 @@ class Member:
         else:
             resp = broker.share_acknowledge(body, wire.conn, w.now)
         self._after(broker, wire, watched)
+        self._judge_form(node, body, resp)
         if (
             k.part_error
             and not w.quiet
@@ -1283,6 +1288,27 @@ class Member:
         else:
             loop.connection_closed()  # the watcher wakes the loop
             self._wake(node)
+
+    def _judge_form(self, node: int, body: Any, resp: Any) -> None:
+        """Invariant 19: the broker never refuses a request as malformed (top-level
+        INVALID_REQUEST), nor for its session epoch unless a ``busy`` fault left that
+        session a step behind. Either would be the member breaking the protocol: a wrong
+        FINAL epoch, a session not reset when its connection went, flags the request
+        may not carry. (Partition-level codes are the acknowledgements' own.)"""
+        epoch = body.share_session_epoch
+        if epoch == 0:
+            self.epoch_behind.discard(node)  # a new session: in step again
+        code = resp.error_code
+        if code == ErrorCode.INVALID_REQUEST or (
+            code == ErrorCode.INVALID_SHARE_SESSION_EPOCH and node not in self.epoch_behind
+        ):
+            w = self.world
+            w.check.fail(
+                19,
+                w.now,
+                f"node {node} refused a {type(body).__name__[:-7]} (epoch {epoch}) with "
+                f"{ErrorCode(code).name}, with no fault to explain it",
+            )
 
     def _answer(self, node: int, wire: Wire, resp: Any, got: dict[Any, int]) -> None:
         """The answer reaches the member (``NodeFetcher._await``)."""
