@@ -24,7 +24,8 @@ Rules of this module:
    would apply to the new acquisition; then the next request is planned and sent; and
    only then are the answer's records taken in (:meth:`~ShareMachine.fetch_records`).
 2. Lock deadlines count from when the fetch was *sent* (:meth:`~ShareMachine.sent`),
-   never later than the broker's own, however long the answer took to be read.
+   never later than the broker's own, however long the answer took to be read; so do
+   renewed ones, from when the renew was sent.
 3. A session reset or a transport failure fails the acknowledgements of that session
    incarnation (reported, never re-sent) and drops its buffered records
    (:class:`~.effects.SessionLost`); a leader change does the same for one partition.
@@ -707,7 +708,11 @@ class ShareMachine:
         if not self._top_level(leader, plan, resp.error_code, resp.error_message, now):
             return FetchAnswer(False, False, acquired, size)
         self._report(self.ledger.complete(plan.tag, fetch_ack_codes(resp, names)))
-        self._renewed(leader, plan, ok=True, lock_ms=resp.acquisition_lock_timeout_ms, now=now)
+        # A renewed lock runs from when the broker applied the renew, which is no later
+        # than the answer and no earlier than the send: counted from the send (rule 2).
+        self._renewed(
+            leader, plan, ok=True, lock_ms=resp.acquisition_lock_timeout_ms, now=f.sent_at
+        )
         pipeline = pipeline and acquired > 0
         if pipeline:
             self._supersede(resp, names)
@@ -878,8 +883,13 @@ class ShareMachine:
             return
         codes = acknowledge_codes(resp, names)
         self._report(self.ledger.complete(plan.tag, codes))
-        self._renewed(
-            leader, plan, ok=True, lock_ms=resp.acquisition_lock_timeout_ms, codes=codes, now=now
+        self._renewed(  # from the send, as for a ShareFetch's renewals (rule 2)
+            leader,
+            plan,
+            ok=True,
+            lock_ms=resp.acquisition_lock_timeout_ms,
+            codes=codes,
+            now=f.sent_at,
         )
         for t in resp.responses:
             for p in t.partitions:
@@ -1364,7 +1374,8 @@ class ShareMachine:
         lock_ms: int = 0,
         codes: dict[TopicIdPartition, int] | None = None,
     ) -> None:
-        """Move the lock deadline of records whose renew the broker accepted."""
+        """Move the lock deadline of records whose renew the broker accepted; ``now`` is
+        when the renew was sent (the broker's new lock may start any time after it)."""
         if not plan.is_renew:
             return
         good, bad = renewed(plan, ok=ok, codes=codes)

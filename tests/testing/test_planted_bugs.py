@@ -33,6 +33,8 @@ class Planted:
     line: str
     replacement: str
     invariant: int
+    #: the Kafka lines searched (renewals need 4.2+)
+    versions: tuple[str, ...] = ("4.1", "4.4")
 
 
 PLANTED = {
@@ -171,6 +173,16 @@ PLANTED = {
         "    granted: int = 1\n",
         18,
     ),
+    # A renewed lock (ShareAcknowledge) counted from the renew's answer instead of its
+    # send: the member believes it holds the record longer than the broker does (seed
+    # 1810; the fix of stop 39).
+    "renewed-lock-counted-from-the-answer": Planted(
+        "_share/machine.py",
+        "            now=f.sent_at,\n",
+        "            now=now,\n",
+        20,
+        ("4.2", "4.4"),
+    ),
     # The failed-renewals counter starts below zero: renewals_failed_total reports one
     # failure fewer than happened (-1 with none).
     "renewals-failed-counter-off-by-one": Planted(
@@ -186,7 +198,7 @@ import json, sys
 import sharecon
 from sharecon.testing.sim import run
 assert sharecon.__file__.startswith(sys.argv[1]), sharecon.__file__
-for version in ("4.1", "4.4"):
+for version in sys.argv[3].split(","):
     for seed in range(int(sys.argv[2])):
         out = run(seed, version)
         if out.violation is not None:
@@ -218,7 +230,7 @@ def test_the_simulation_catches_a_planted_bug(name: str, tmp_path: pathlib.Path)
     root = _scratch_copy(tmp_path, bug)
     env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
     proc = subprocess.run(
-        [sys.executable, "-c", _SEARCH, str(root), str(LIMIT)],
+        [sys.executable, "-c", _SEARCH, str(root), str(LIMIT), ",".join(bug.versions)],
         capture_output=True,
         text=True,
         env=env,

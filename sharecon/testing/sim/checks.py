@@ -62,7 +62,7 @@ ANSWERED = 2  #: the application answered; the outcome is not reported yet
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One broken invariant: its number (0 for a crash, 1-19), when, and what happened."""
+    """One broken invariant: its number (0 for a crash, 1-20), when, and what happened."""
 
     invariant: int
     at: float

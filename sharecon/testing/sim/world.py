@@ -73,7 +73,7 @@ from sharecon._consumer.fetch_loop import (
 from sharecon._consumer.handout import Handout, owner_of
 from sharecon._consumer.liveness import Liveness
 from sharecon._consumer.membership_loop import Beat, MembershipLoop, Sleep
-from sharecon._share.effects import FetchLate, NoteError, PartitionBlocked
+from sharecon._share.effects import FetchLate, LocksRenewed, NoteError, PartitionBlocked
 from sharecon._share.ledger import MarkResult
 from sharecon._share.machine import ShareMachine
 from sharecon._share.membership import EARLY_HEARTBEAT, Membership
@@ -252,6 +252,9 @@ class Wire:
     #: the deliveries whose answers the broker provably took (invariant 12): once this
     #: request's answer is taken in, each must have ended (its outcome reported)
     owed: list[tuple[tuple[TopicIdPartition, int], int]] = field(default_factory=list)
+    #: offset -> when the broker's lock on a record this request renews ends, for the
+    #: records still this member's once the broker read it (invariant 20)
+    locked_until: dict[tuple[TopicIdPartition, int], float] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -1026,6 +1029,7 @@ class Member:
         else:
             resp = broker.share_acknowledge(body, wire.conn, w.now)
         self._after(broker, wire, watched)
+        self._note_locks(broker, wire)
         self._judge_form(node, body, resp)
         if (
             k.part_error
@@ -1289,6 +1293,29 @@ class Member:
             loop.connection_closed()  # the watcher wakes the loop
             self._wake(node)
 
+    def _note_locks(self, broker: ModelBroker, wire: Wire) -> None:
+        """When the broker's locks on the records this request renews end, once it read
+        the request (invariant 20): those still this member's."""
+        for t in wire.body.topics:
+            sp = None
+            for p in t.partitions:
+                sp = broker.partitions.get((GROUP, (t.topic_id, p.partition_index)))
+                if sp is None:
+                    continue
+                tp = TopicIdPartition(t.topic_id, p.partition_index, TOPIC)
+                for b in p.acknowledgement_batches:
+                    types = b.acknowledge_types
+                    for i, o in enumerate(range(b.first_offset, b.last_offset + 1)):
+                        if (types[0] if len(types) == 1 else types[i]) != 4:
+                            continue
+                        st = sp.states.get(o)
+                        if (
+                            st is not None
+                            and st.state is RecordState.ACQUIRED
+                            and st.member == self.member_id
+                        ):
+                            wire.locked_until[(tp, o)] = st.deadline
+
     def _judge_form(self, node: int, body: Any, resp: Any) -> None:
         """Invariant 19: the broker never refuses a request as malformed (top-level
         INVALID_REQUEST), nor for its session epoch unless a ``busy`` fault left that
@@ -1460,9 +1487,33 @@ class Member:
             for e in self.machine.drain() if effects is None else effects:
                 if w.trace is not None:
                     w.trace(f"         effect {e!r:.300}")
+                if type(e) is LocksRenewed:
+                    self._renewed_within(e)
                 carry_out(e, buffer, self)
         finally:
             self._node = outer
+
+    def _renewed_within(self, e: LocksRenewed) -> None:
+        """Invariant 20: a renewed lock ends, for the member, no later than the lock the
+        broker set when it read the renew (the answer being taken in). Counted from a
+        stalled answer instead of the renew's send, the member believed for up to a
+        lock's length that it held a record the broker had taken back (seed 1810 on 4.2
+        and 4.4)."""
+        wire = self._owed
+        if e.deadline is None or wire is None:
+            return
+        w = self.world
+        for handle in e.handles:
+            rec = cast("Record[Any, Any]", handle)
+            end = wire.locked_until.get((rec.topic_partition, rec.offset))
+            if end is not None and e.deadline > end + 1e-9:
+                tp = rec.topic_partition
+                w.check.fail(
+                    20,
+                    w.now,
+                    f"{tp.topic}-{tp.partition}@{rec.offset}: renewed until "
+                    f"{e.deadline:.3f} for the member, the broker's lock ends at {end:.3f}",
+                )
 
     # -- the effect port (sharecon._consumer.effect_port) --------------------------------
 
