@@ -25,6 +25,7 @@ from sharecon._share.effects import (
     NoteError,
     PartitionLost,
     Rediscover,
+    RenewFailed,
     Report,
     SessionLost,
     Wake,
@@ -313,6 +314,54 @@ def test_renewed_locks_move_their_deadline_and_a_lost_session_forgets_renews() -
     m.renewing[(TP, 9)] = (other, handle)
     m.connection_lost(NODE)
     assert m.renewing == {(TP, 9): (other, handle)}
+
+
+def test_a_renewal_a_partition_refuses_is_counted_and_told() -> None:
+    """A ShareAcknowledge renewal answered with a partition error: the record keeps its
+    old deadline, is counted failed and named (found by mutation testing, seed 6's
+    sample: the refusal read against the offset instead of the partition went unsaid)."""
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 0, 1)), 1.0)
+    hand_out(m, d, 0, 0)
+    handle = object()
+    assert m.answer(TP, 0, AckType.RENEW, d.delivery, d.tag, handle) is MarkResult.OK
+    m.drain()
+    f = send(m, 2.0)
+    assert f.plan.is_renew
+    refused = ShareAcknowledgeResponse(
+        acquisition_lock_timeout_ms=LOCK_MS,
+        responses=(
+            sa.ShareAcknowledgeTopicResponse(
+                topic_id=T,
+                partitions=(
+                    sa.PartitionData(
+                        partition_index=0, error_code=ErrorCode.INVALID_RECORD_STATE
+                    ),
+                ),
+            ),
+        ),
+    )
+    m.acknowledge_answered(f, refused, NAMES, 2.5)
+    failed = [e for e in m.drain() if isinstance(e, RenewFailed)]
+    assert failed == [RenewFailed(NODE, 1, (TP,), ((TP, 0),))]
+    assert m.renewals_failed == 1 and m.renewing == {}
+
+
+def test_pending_acks_says_whether_an_answer_waits_or_is_on_its_way() -> None:
+    """Leaving the group for idleness waits (bounded) while this says yes (found by
+    mutation testing: a constant yes went unnoticed)."""
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 1, 1)), 1.0)
+    hand_out(m, d, 0, 1)
+    assert not m.pending_acks()  # held, not answered
+    m.accept(TP, 0, d.delivery)
+    assert m.pending_acks()  # marked
+    f = send(m, 2.0)
+    assert m.pending_acks()  # in flight
+    take(m, f, answer(), 2.0)
+    assert not m.pending_acks()
 
 
 def test_a_dry_planner_waits_for_an_answer_then_wakes_its_loop() -> None:
