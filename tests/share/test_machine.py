@@ -335,9 +335,7 @@ def test_a_renewal_a_partition_refuses_is_counted_and_told() -> None:
             sa.ShareAcknowledgeTopicResponse(
                 topic_id=T,
                 partitions=(
-                    sa.PartitionData(
-                        partition_index=0, error_code=ErrorCode.INVALID_RECORD_STATE
-                    ),
+                    sa.PartitionData(partition_index=0, error_code=ErrorCode.INVALID_RECORD_STATE),
                 ),
             ),
         ),
