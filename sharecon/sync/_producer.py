@@ -78,7 +78,9 @@ class Producer(BlockingClient[AsyncProducer[KT, VT]], Generic[KT, VT]):
         ``timeout`` seconds, then :class:`~sharecon.errors.KafkaTimeoutError`, nothing
         queued) only while the buffer is full or the topic's partitions are looked up.
 
-        :raises ConfigError, SerializationError, MessageTooLargeError: as the async send.
+        :raises ConfigError: as the async send.
+        :raises SerializationError: as the async send.
+        :raises MessageTooLargeError: as the async send.
         """
         thread = self._running()
         engine = self._engine
