@@ -235,7 +235,7 @@ class ConsumerCore:
         """Subscribe to nothing: fetch nothing more, release every buffered record (records
         handed out stay answerable); returns how many were released."""
         self.membership.unsubscribe()
-        released = self.machine.unsubscribe(self.handout.waiting())
+        released = self.machine.unsubscribe(self.buffer.waiting())
         self.buffer.clear()
         self.heartbeat_wake.set()
         self.apply_effects()  # the sessions carry the releases on their next request

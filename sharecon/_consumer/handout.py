@@ -315,10 +315,6 @@ class Handout:
         """The buffer dropped ``chunk`` from ``first`` on without handing it out."""
         self.machine.forget(chunk.intake.tp, chunk.delivery, first, chunk.last_offset())
 
-    def waiting(self) -> list[tuple[TopicIdPartition, Delivery, int, int]]:
-        """What the buffer holds and never handed out: ``(tp, delivery, first, last)``."""
-        return self.buffer.waiting()
-
 
 def _batch_factory(
     chunk: Chunk, batch: RecordBatch, clock_offset: Callable[[], float | None]
