@@ -1394,8 +1394,11 @@ class Member:
             and f.plan.tag == self.machine.leader(node).session.tag
         ):
             # Taken in and released at once (no Deliver): they end when that is reported.
+            # Offsets compaction emptied are not deliveries (as in :meth:`_deliver`): the
+            # release covers them, but its outcome ends none (:meth:`_outcome`).
             for key, d in got.items():
-                w.check.taken_in(key, d, self.member_id, node)
+                if key[1] not in w.holes.get(key[0], ()):
+                    w.check.taken_in(key, d, self.member_id, node)
         if a.answered and not a.final:
             self._session_agrees(node)
         self._counters_agree()
