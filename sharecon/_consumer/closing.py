@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from sharecon._consumer.buffer import DeliveryBuffer
     from sharecon._share.machine import ShareMachine
 
-__all__ = ["CloseStep", "close_steps", "release_held"]
+__all__ = ["CloseStep", "close_steps", "release_held", "spares_buffered"]
 
 
 class CloseStep(Enum):
@@ -52,6 +52,13 @@ class CloseStep(Enum):
     CLOSE_FETCHERS = "close fetchers"
     #: Leave the group (rule 4).
     LEAVE_GROUP = "leave group"
+
+
+def spares_buffered(share_fetch_version: int | None) -> bool:
+    """Whether a close leaves the buffered records to the end of their share sessions
+    (rule 5): the brokers are Kafka 4.1, which serves ShareFetch v1 at most (``None``:
+    the version is not known, nothing was fetched, so nothing is buffered)."""
+    return share_fetch_version is not None and share_fetch_version < 2
 
 
 def release_held(

@@ -33,7 +33,7 @@ import anyio
 from sharecon import errors
 from sharecon._consumer import observe
 from sharecon._consumer.backlog import keep_lag
-from sharecon._consumer.closing import CloseStep, close_steps
+from sharecon._consumer.closing import CloseStep, close_steps, spares_buffered
 from sharecon._consumer.core import ConsumerCore
 from sharecon._consumer.dead_letters import route_dead_letters
 from sharecon._consumer.delayed import DelayedReleaser, run_ticks
@@ -45,7 +45,7 @@ from sharecon._net.clock import event_loop_clock
 from sharecon._net.cluster import has_record_limit, require_record_limit, require_share_groups
 from sharecon._share.lock_keeper import LockKeeper
 from sharecon._share.membership import MemberState
-from sharecon.protocol import ShareGroupHeartbeatRequest
+from sharecon.protocol import ShareFetchRequest, ShareGroupHeartbeatRequest
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -385,15 +385,13 @@ class Jobs:
 
 
 def _spares_prefetch(core: ConsumerCore) -> bool:
-    """Whether a close leaves the buffered records to the end of their share sessions:
-    on Kafka 4.1 that gives them back without spending a delivery attempt (rule 5 of
-    :mod:`sharecon._consumer.closing`). Judged by the bootstrap broker's versions (4.1
-    has no ShareFetch v2); not connected yet, nothing is buffered anyway."""
+    """Rule 5 of :mod:`sharecon._consumer.closing`, judged by the bootstrap broker's
+    ShareFetch version (not connected yet: nothing is buffered anyway)."""
     try:
         versions = core.cluster.versions
     except errors.BrokerConnectError:
         return False
-    return not has_record_limit(versions)
+    return spares_buffered(versions.get(ShareFetchRequest))
 
 
 async def _leave_directly(core: ConsumerCore, request_timeout: float) -> None:

@@ -156,15 +156,19 @@ def format_progress(
     restarts: int,
     processes: int | None = None,
     expired: int = 0,
+    released: int = 0,
 ) -> str:
     """One progress line (plain text, greppable); ``processes`` (under autoscaling) adds
-    the count running. ``expired``: records whose locks ended in a process's buffer, each
-    a delivery attempt spent unseen."""
+    the count running. ``expired``: records whose locks ended in a process's buffer;
+    ``released``: records a process released without handing them out (its consumer
+    closed, or left its group for idleness, with them buffered). Each is a delivery
+    attempt spent unseen."""
     per = " ".join(f"p{i} {r:,.1f}" for i, r in enumerate(rates))
     line = (
         f"sharecon worker: {sum(rates):,.1f} rec/s ({per}) | handled {handled:,} | "
         f"in flight {in_flight} | failed {failed:,} | dlq {dlq:,} | "
-        f"redelivered {redelivered:,} | expired unseen {expired:,} | restarts {restarts}"
+        f"redelivered {redelivered:,} | expired unseen {expired:,} | "
+        f"released unseen {released:,} | restarts {restarts}"
     )
     return line if processes is None else f"{line} | processes {processes}"
 
@@ -565,6 +569,7 @@ class Supervisor:
                     restarts=sum(s.restarts for s in self.slots),
                     processes=None if self._scaler is None else len(self._active()),
                     expired=sum(s.total("expired") for s in self.slots),
+                    released=sum(s.total("released") for s in self.slots),
                 )[len("sharecon worker: ") :]
             )
 

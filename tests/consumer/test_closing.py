@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sharecon._consumer.closing import CloseStep, close_steps
+from sharecon._consumer.closing import CloseStep, close_steps, spares_buffered
 from sharecon.errors import InvalidRecordStateError
 from sharecon.types import AckType
 from tests.consumer.test_core_unit import TP, _core, _push, _taken
@@ -57,3 +57,11 @@ async def test_on_kafka_4_1_the_close_leaves_the_buffered_records_to_the_session
     ]
     assert core.machine.released_unseen == 0
     assert core.ledger.outstanding_all() == 1  # the release in flight; 1, 5, 6 finished
+
+
+def test_only_a_broker_without_share_fetch_v2_spares_the_buffered_records() -> None:
+    """Rule 5's predicate, which the consumer (from the bootstrap broker's versions) and
+    the simulation (from its model's line) both ask."""
+    assert spares_buffered(1) and spares_buffered(0)
+    assert not spares_buffered(2) and not spares_buffered(3)
+    assert not spares_buffered(None)  # not connected: nothing was fetched

@@ -317,10 +317,12 @@ def test_progress_line() -> None:
         redelivered=2,
         restarts=1,
         expired=1500,
+        released=19,
     )
     assert line == (
         "sharecon worker: 30.5 rec/s (p0 10.0 p1 20.5) | handled 1,234 | in flight 3 | "
-        "failed 1 | dlq 0 | redelivered 2 | expired unseen 1,500 | restarts 1"
+        "failed 1 | dlq 0 | redelivered 2 | expired unseen 1,500 | released unseen 19 | "
+        "restarts 1"
     )
 
 

@@ -53,7 +53,7 @@ from sharecon import errors
 from sharecon._backoff import Backoff
 from sharecon._consumer import fetch_driver
 from sharecon._consumer.buffer import SLICE, Chunk, DeliveryBuffer
-from sharecon._consumer.closing import CloseStep, close_steps
+from sharecon._consumer.closing import CloseStep, close_steps, spares_buffered
 from sharecon._consumer.cursor import Cursor
 from sharecon._consumer.delayed import TICK as DELAY_TICK
 from sharecon._consumer.delayed import DelayedReleaser
@@ -2085,7 +2085,7 @@ class Member:
         w = self.world
         self.closing = True
         # Kafka 4.1: the buffered records are left to the sessions' end (closing, rule 5).
-        spare = not w.brokers[1].behaviour.record_limit
+        spare = spares_buffered(w.brokers[1].behaviour.fetch_version)
         steps = self._closing = close_steps(
             self.machine, self.buffer, self.apply_effects, spare_buffered=spare
         )
