@@ -294,7 +294,7 @@ class Handout:
         machine = self.machine
         d = decode_chunk(chunk, machine.dead_letter_limit, self.clock_offset, limit)
         if d is not None and (d.gaps or d.release or d.error is not None or d.dead):
-            machine.batch_decoded(chunk.tag, chunk.intake.tp, d)
+            machine.batch_decoded(chunk.tag, chunk.intake.tp, chunk.delivery, d)
             self.settle()
         return d
 

@@ -585,27 +585,6 @@ class AckLedger:
         found = part.find(offset, delivery) if part is not None else None
         return found is not None and found[0].states[found[1]] in _MARKABLE
 
-    def mark_range(self, tp: TopicIdPartition, first: int, last: int, ack: AckType) -> int:
-        """Acknowledge every not-yet-acknowledged record of ``tp`` in ``first..last``.
-
-        Records already acknowledged keep their type; dead ones are dropped.
-
-        :returns: how many records were marked.
-        """
-        part = self._parts.get(tp)
-        if part is None:
-            return 0
-        t = int(ack)
-        table = _MARK_HELD[t]
-        n = 0
-        for seg in part.overlapping(first, last):
-            lo, hi = max(first, seg.first) - seg.first, min(last, seg.last) - seg.first
-            view = seg.states[lo : hi + 1]
-            n += view.count(_ACQUIRED) + view.count(_DELIVERED)
-            seg.states[lo : hi + 1] = view.translate(table)
-        part.prune()
-        return n
-
     def mark_delivered(
         self,
         ack: AckType,

@@ -796,8 +796,11 @@ class ShareMachine:
             )
         )
         delivery = (before + 1, ledger.sequence)
+        # Scoped to this delivery: the application may still hold an older delivery of
+        # the same offsets (from the partition's previous leader, say), which only its
+        # own answer ends (seed 20007135: a corrupt batch's release reached such a record).
         for lo, hi in intake.release:
-            ledger.mark_range(tp, lo, hi, AckType.RELEASE)
+            ledger.mark_undelivered(tp, delivery, lo, hi, AckType.RELEASE)
         for bad in intake.errors:
             self.effects.append(
                 NoteError(
@@ -812,7 +815,9 @@ class ShareMachine:
             return
         if closing:
             for r in intake.ranges:
-                ledger.mark_range(tp, r.first_offset, r.last_offset, AckType.RELEASE)
+                ledger.mark_undelivered(
+                    tp, delivery, r.first_offset, r.last_offset, AckType.RELEASE
+                )
             return
         limit = self.dead_letter_limit
         # Records past the dead-letter limit go to the router now, not when (or if) the
@@ -1072,25 +1077,30 @@ class ShareMachine:
         self,
         tag: SessionTag,
         tp: TopicIdPartition,
+        delivery: Delivery,
         gaps: Iterable[tuple[int, int]],
         release: Iterable[tuple[int, int]],
     ) -> None:
-        """A buffered batch was decoded: acknowledge its gaps, release its corrupt part."""
+        """A buffered batch of ``delivery`` was decoded: acknowledge its gaps, release its
+        corrupt part. Only that delivery's records are answered: an older delivery of the
+        same offsets the application holds is left to the application."""
         ledger = self.ledger
         wake = False
         for lo, hi in gaps:
-            wake = ledger.mark_range(tp, lo, hi, AckType.GAP) > 0 or wake
+            wake = ledger.mark_undelivered(tp, delivery, lo, hi, AckType.GAP) > 0 or wake
         for lo, hi in release:
-            wake = ledger.mark_range(tp, lo, hi, AckType.RELEASE) > 0 or wake
+            wake = ledger.mark_undelivered(tp, delivery, lo, hi, AckType.RELEASE) > 0 or wake
         if wake:
             self.effects.append(Wake(tag.node_id))
 
-    def batch_decoded(self, tag: SessionTag, tp: TopicIdPartition, d: Decoded[R]) -> None:
+    def batch_decoded(
+        self, tag: SessionTag, tp: TopicIdPartition, delivery: Delivery, d: Decoded[R]
+    ) -> None:
         """The driver decoded a delivered batch (as the application reached it, or at once
         for ``Deliver.eager``): acknowledge its gaps, release its corrupt part and say
         why, and queue its records past the dead-letter limit for the router (rule 7)."""
         if d.gaps or d.release:
-            self.decoded(tag, tp, d.gaps, d.release)
+            self.decoded(tag, tp, delivery, d.gaps, d.release)
         bad = d.error
         if bad is not None:
             self.effects.append(

@@ -145,13 +145,40 @@ def test_explicit_acks_mixed_types() -> None:
     assert ledger.unacknowledged() == {TP0: [14]}
 
 
+def mark_range(ledger: AckLedger, tp: TopicIdPartition, first: int, last: int, ack: int) -> int:
+    """Answer every record of ``first..last`` still unanswered (the newest delivery of
+    each); how many were marked."""
+    return sum(ledger.mark(tp, o, ack) is MarkResult.OK for o in range(first, last + 1))
+
+
 def test_mark_range() -> None:
     ledger = AckLedger()
     delivered(ledger, TP0, 0, 9)
     ledger.mark(TP0, 3, R)
-    assert ledger.mark_range(TP0, 2, 6, A) == 4
+    assert mark_range(ledger, TP0, 2, 6, A) == 4
     taken = ledger.take(TAG)
     assert taken is not None and taken.acks == {TP0: [b(2, 6, A, R, A, A, A)]}
+
+
+def test_marking_a_delivery_leaves_an_older_delivery_of_the_same_offsets_alone() -> None:
+    """Seed 20007135: the application held offset 0 of a delivery from the partition's
+    old leader (its renewal in flight there) when the new leader delivered 0..1 again in
+    a corrupt batch. Releasing that batch marked the held record too, so the
+    application's own answer then found nothing, and the release's failure was reported
+    for a delivery that had ended already."""
+    ledger = AckLedger()
+    ledger.add(TP0, OTHER, [(0, 1)])
+    old = (1, ledger.sequence)
+    ledger.deliver(TP0, 0, 1, old)
+    assert ledger.mark(TP0, 0, N, old) is MarkResult.OK
+    assert ledger.take(OTHER) is not None  # the renewal in flight at the old leader
+    ledger.add(TP0, TAG, [(0, 1)])
+    new = (old[1] + 1, ledger.sequence)
+    assert ledger.mark_undelivered(TP0, new, 0, 1, AckType.RELEASE) == 2
+    taken = ledger.take(TAG)
+    assert taken is not None and taken.acks == {TP0: [b(0, 1, R)]}
+    # The application's answer still reaches the delivery it holds.
+    assert ledger.mark(TP0, 0, A, old) is MarkResult.OK
 
 
 def test_take_spans_deliveries_and_partitions_but_only_its_session() -> None:
@@ -159,8 +186,8 @@ def test_take_spans_deliveries_and_partitions_but_only_its_session() -> None:
     ledger.add(TP0, TAG, [(0, 4), (5, 9)])
     ledger.add(TP1, TAG, [(0, 2)])
     ledger.add(TP1, OTHER, [(3, 3)])  # fetched from another leader
-    ledger.mark_range(TP0, 0, 9, A)
-    ledger.mark_range(TP1, 0, 3, R)
+    mark_range(ledger, TP0, 0, 9, A)
+    mark_range(ledger, TP1, 0, 3, R)
     taken = ledger.take(TAG)
     assert taken is not None
     assert taken.acks == {TP0: [b(0, 9, A)], TP1: [b(0, 2, R)]}
@@ -252,7 +279,7 @@ def test_session_reset_fails_acks_and_never_resends_them() -> None:
     """In-flight and marked acks of the old session fail once; nothing goes out later."""
     ledger = AckLedger()
     delivered(ledger, TP0, 0, 9)
-    ledger.mark_range(TP0, 0, 3, A)
+    mark_range(ledger, TP0, 0, 3, A)
     ledger.take(TAG)  # 0..3 in flight
     ledger.mark(TP0, 4, R)  # marked, not sent
     ledger.add(TP1, TAG, [(0, 4)])  # buffered, never handed out
@@ -293,14 +320,14 @@ def test_redelivery_supersedes_unanswered_acks() -> None:
     """The broker redelivers offsets only after our lock ended: old marks are void."""
     ledger = AckLedger()
     delivered(ledger, TP0, 0, 9)
-    ledger.mark_range(TP0, 5, 9, A)
+    mark_range(ledger, TP0, 5, 9, A)
     results = ledger.add(TP0, TAG, [(5, 14)])
     assert results == [
         AckResult(TP0, (b(5, 9, A),), ErrorCode.INVALID_RECORD_STATE, AckFailure.SUPERSEDED)
     ]
     assert isinstance(results[0].error(), InvalidRecordStateError)
     assert ledger.mark(TP0, 7, R) is MarkResult.OK  # applies to the new delivery
-    ledger.mark_range(TP0, 0, 4, A)
+    mark_range(ledger, TP0, 0, 4, A)
     taken = ledger.take(TAG)
     assert taken is not None and taken.acks == {TP0: [b(0, 4, A), b(7, 7, R)]}
 
@@ -312,7 +339,7 @@ def test_supersede_before_the_next_request_keeps_old_answers_out_of_it() -> None
     applied by the broker to the new acquisition."""
     ledger = AckLedger()
     delivered(ledger, TP0, 0, 9)
-    ledger.mark_range(TP0, 0, 9, A)  # answered, not sent yet
+    mark_range(ledger, TP0, 0, 9, A)  # answered, not sent yet
     assert ledger.mark(TP0, 10, A) is MarkResult.UNKNOWN
     results = ledger.supersede(TP0, [(5, 12)])
     assert results == [

@@ -772,14 +772,14 @@ def test_records_past_the_dead_letter_limit_wait_for_the_router_not_the_applicat
     assert d.eager  # decoded at once, so the router gets them now
     first = d.intake.decode_next(_rec, dead_letter_limit=m.dead_letter_limit)
     assert first is not None and [r.offset for r in first.dead] == [0, 1] and not first.records
-    m.batch_decoded(d.tag, TP, first)
+    m.batch_decoded(d.tag, TP, d.delivery, first)
     assert m.drain() == [DeadLetters(2)]
     assert [r.offset for r in m.dead_letters] == [0, 1]  # type: ignore[attr-defined]
     with pytest.raises(InvalidRecordStateError, match="offset 1 is being routed"):
         m.acknowledge_at("t", 0, 1, AckType.ACCEPT, lambda tp, o: False)
     second = d.intake.decode_next(_rec, dead_letter_limit=m.dead_letter_limit)
     assert second is not None and [r.offset for r in second.records] == [2, 3]
-    m.batch_decoded(d.tag, TP, second)
+    m.batch_decoded(d.tag, TP, d.delivery, second)
     assert m.drain() == []  # nothing past the limit, no gap, nothing corrupt
     batch = m.take_dead_letters()
     assert len(batch) == 2 and m.dead_letters == []
@@ -799,27 +799,47 @@ def test_a_decoded_batch_wakes_its_loop_only_when_it_marked_something() -> None:
     opened(m)
     [d] = take(m, send(m, 1.0), answer((0, 9, 1)), 1.0)
     m.drain()
-    m.decoded(d.tag, TP, [(20, 22)], [(30, 31)])
+    m.decoded(d.tag, TP, d.delivery, [(20, 22)], [(30, 31)])
     assert m.drain() == []
-    m.decoded(d.tag, TP, [(3, 3)], [])
+    m.decoded(d.tag, TP, d.delivery, [(3, 3)], [])
     assert m.drain() == [Wake(NODE)]
-    m.decoded(d.tag, TP, [], [(5, 6)])
+    m.decoded(d.tag, TP, d.delivery, [], [(5, 6)])
     assert m.drain() == [Wake(NODE)]
 
 
 def test_a_corrupt_batch_is_released_and_noted_and_gaps_acknowledged() -> None:
     m = machine()
     opened(m)
-    take(m, send(m, 1.0), answer((0, 4, 1)), 1.0)
+    [got] = take(m, send(m, 1.0), answer((0, 4, 1)), 1.0)
     bad = CorruptRecordError("CRC mismatch", base_offset=2, last_offset=4)
     d: Decoded[_Rec] = Decoded(gaps=[(0, 0)], release=[(2, 4)], error=bad)
-    m.batch_decoded(m.leader(NODE).session.tag, TP, d)
+    m.batch_decoded(got.tag, TP, got.delivery, d)
     wake, note = m.drain()
     assert wake == Wake(NODE)
     assert isinstance(note, NoteError) and isinstance(note.error, CorruptRecordError)
     assert str(note.error).startswith("t-0: ") and note.error.base_offset == 2
     gap, release = int(AckType.GAP), int(AckType.RELEASE)
     assert _taken_acks(m) == [(0, 0, (gap,)), (2, 4, (release,))]
+
+
+def test_a_redelivery_s_gaps_and_corrupt_part_answer_only_that_delivery() -> None:
+    """Seed 20007135: the application held an offset when a new delivery of it came in a
+    corrupt batch. Releasing that batch marked every delivery of the offset, the held one
+    too: the application's own answer then found nothing to answer (not "lock lost"), and
+    a failure was reported for a delivery already ended."""
+    m = machine()
+    opened(m)
+    [old] = take(m, send(m, 1.0), answer((0, 1, 1)), 1.0)
+    hand_out(m, old, 0, 1)
+    [new] = take(m, send(m, 2.0), answer((0, 1, 2)), 2.0)  # our lock ended: acquired again
+    m.drain()
+    m.decoded(new.tag, TP, new.delivery, [(1, 1)], [(0, 0)])
+    assert m.drain() == [Wake(NODE)]
+    gap, release = int(AckType.GAP), int(AckType.RELEASE)
+    assert _taken_acks(m) == [(0, 1, (release, gap))]
+    # The held delivery is the application's to answer: its lock is lost, and it hears so.
+    assert m.answer(TP, 0, AckType.ACCEPT, old.delivery) is MarkResult.DEAD
+    assert m.answer(TP, 1, AckType.ACCEPT, old.delivery) is MarkResult.DEAD
 
 
 def test_unsubscribed_records_are_released_not_buffered_until_subscribed_again() -> None:
@@ -858,7 +878,7 @@ def test_past_the_limit_only_records_that_failed_here_are_routed() -> None:
     assert d.eager
     got = d.intake.decode_next(_rec, dead_letter_limit=m.dead_letter_limit)
     assert got is not None
-    m.batch_decoded(d.tag, TP, got)
+    m.batch_decoded(d.tag, TP, d.delivery, got)
     assert [r.offset for r in got.records] == [0, 2, 3]
     assert [r.offset for r in got.dead] == [1]
     assert m.drain() == [DeadLetters(1)]
