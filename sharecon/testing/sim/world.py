@@ -1765,7 +1765,11 @@ class Member:
                 # which goes on; the record comes back. The next record is delayed.
                 self.holding.remove(rec)
                 del self._sim_of[got]
-                self._answered(rec, MarkResult.UNKNOWN)
+                if w.knobs.explicit:
+                    self._answered(rec, MarkResult.UNKNOWN)
+                # Implicit mode: the record is still the cursor's, unanswered; its next
+                # step accepts it, and the loss that answer reports ends the delivery
+                # (ended here too, it ended twice: seed 50004145, --delayed-release).
                 self.delay_next = True
             self._app_take()
             return
