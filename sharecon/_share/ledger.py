@@ -579,6 +579,21 @@ class AckLedger:
             return MARK_DEAD
         return MARK_ALREADY_ACKNOWLEDGED
 
+    def buffered_elsewhere(self, tp: TopicIdPartition, node_id: int) -> tuple[int, ...]:
+        """The leaders other than ``node_id`` whose records of ``tp`` are still buffered
+        (never handed out: acquired, or dead since)."""
+        part = self._parts.get(tp)
+        out: tuple[int, ...] = ()
+        if part is None:
+            return out
+        for seg in part.segments:
+            n = seg.tag.node_id
+            if n != node_id and n not in out:
+                states = seg.states
+                if _ACQUIRED in states or _DEAD_UNSEEN in states:
+                    out += (n,)
+        return out
+
     def holds(self, tp: TopicIdPartition, offset: int, delivery: Delivery | None = None) -> bool:
         """Whether the record is still ours to answer (held, not answered, lock not lost)."""
         part = self._parts.get(tp)

@@ -29,6 +29,10 @@ Rules of this module:
 3. A session reset or a transport failure fails the acknowledgements of that session
    incarnation (reported, never re-sent) and drops its buffered records
    (:class:`~.effects.SessionLost`); a leader change does the same for one partition.
+   Records of a partition that a leader delivers while the member still holds records
+   of it from another leader mean the partition moved: the other leader's buffered
+   records of it are dropped then (:class:`~.effects.PartitionLost`), before that
+   leader's own answer says so, so none is handed out with a lock already gone.
 4. An answer to a record whose lock was lost is reported as lost
    (:class:`~.effects.LockLost`), never raised.
 5. Deterministic: no I/O, no clock (time is the caller's ``now``), no randomness.
@@ -796,6 +800,11 @@ class ShareMachine:
             )
         )
         delivery = (before + 1, ledger.sequence)
+        for node_id in ledger.buffered_elsewhere(tp, plan.node_id):
+            # Rule 3: the partition moved here. The old leader's buffered records of it
+            # lost their locks; handed out, each would be handled, its answer refused,
+            # and the record handled again from this delivery (seed 50004145).
+            self.effects.append(PartitionLost(tp, node_id))
         # Scoped to this delivery: the application may still hold an older delivery of
         # the same offsets (from the partition's previous leader, say), which only its
         # own answer ends (seed 20007135: a corrupt batch's release reached such a record).

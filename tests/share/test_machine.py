@@ -115,10 +115,12 @@ def answer(
     )
 
 
-def send(m: ShareMachine, now: float, *, extra: int = 0, urgent: bool = False) -> InFlight:
-    turn = m.next_turn(NODE, [TP], room=True, urgent=urgent, extra_records=extra)
+def send(
+    m: ShareMachine, now: float, *, extra: int = 0, urgent: bool = False, node: int = NODE
+) -> InFlight:
+    turn = m.next_turn(node, [TP], room=True, urgent=urgent, extra_records=extra)
     assert turn.plan is not None
-    return m.sent(NODE, turn, now)
+    return m.sent(node, turn, now)
 
 
 def deliveries(effects: list[Effect]) -> list[Deliver]:
@@ -132,9 +134,9 @@ def take(m: ShareMachine, f: InFlight, resp: ShareFetchResponse, now: float) -> 
     return deliveries(m.drain())
 
 
-def opened(m: ShareMachine) -> None:
+def opened(m: ShareMachine, node: int = NODE) -> None:
     """The session's opening fetch (epoch 0), answered empty."""
-    f = send(m, 0.0)
+    f = send(m, 0.0, node=node)
     assert f.plan.epoch == 0
     take(m, f, ShareFetchResponse(acquisition_lock_timeout_ms=LOCK_MS), 0.0)
 
@@ -265,6 +267,49 @@ def test_a_moved_partition_loses_its_locks_and_is_rediscovered_by_the_hint() -> 
         Rediscover(TP, ErrorCode.NOT_LEADER_OR_FOLLOWER, 2, 7, ("h", 9)),
     ]
     assert m.answer(TP, 0, AckType.ACCEPT, d.delivery, d.tag) is MarkResult.DEAD
+
+
+def test_records_from_a_new_leader_drop_what_the_old_one_delivered_unseen() -> None:
+    """Rule 3, seed 50004145: the partition moved from NODE to node 2 before NODE's own
+    answer said so. Node 2's delivery of the same offsets means NODE's locks are gone:
+    its buffered records are dropped (PartitionLost, before the new Deliver), not handed
+    out to be handled and answered in vain, then handled again."""
+    m = machine()
+    opened(m)
+    [old] = take(m, send(m, 1.0), answer((0, 3, 1)), 1.0)
+    hand_out(m, old, 0, 0)  # the application holds offset 0
+    opened(m, node=2)
+    f = send(m, 2.0, node=2)
+    resp = answer((1, 5, 2))
+    assert m.fetch_answered(f, resp, NAMES, 2.0, pipeline=False).proceed
+    m.fetch_records(f, resp, NAMES)
+    effects = m.drain()
+    lost = effects.index(PartitionLost(TP, NODE))
+    [new] = deliveries(effects)
+    assert effects.index(new) > lost and new.tag.node_id == 2
+    # The record in hand is the application's to answer: its answer is sent to NODE
+    # (whose answer will say the lock is gone), never to node 2's delivery.
+    assert m.answer(TP, 0, AckType.ACCEPT, old.delivery, old.tag) is MarkResult.OK
+    # Once the buffer dropped NODE's chunk, node 2's next answer drops nothing again,
+    # though the application still holds offset 0 from NODE.
+    m.forget(TP, old.delivery, 1, 3)
+    f = send(m, 3.0, node=2)
+    resp = answer((6, 6, 1))
+    assert m.fetch_answered(f, resp, NAMES, 3.0, pipeline=False).proceed
+    m.fetch_records(f, resp, NAMES)
+    assert not [e for e in m.drain() if isinstance(e, PartitionLost)]
+
+
+def test_a_leader_s_own_deliveries_lose_nothing() -> None:
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 3, 1)), 1.0)
+    hand_out(m, d, 0, 1)
+    f = send(m, 2.0)
+    resp = answer((2, 5, 2))  # offsets 2 and 3 again: their lock ended here
+    assert m.fetch_answered(f, resp, NAMES, 2.0, pipeline=False).proceed
+    m.fetch_records(f, resp, NAMES)
+    assert not [e for e in m.drain() if isinstance(e, PartitionLost)]
 
 
 def test_an_answer_that_cannot_be_taken_in_resets_the_session() -> None:
