@@ -62,7 +62,7 @@ ANSWERED = 2  #: the application answered; the outcome is not reported yet
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One broken invariant: its number (0 for a crash, 1-20), when, and what happened."""
+    """One broken invariant: its number (0 for a crash, 1-21), when, and what happened."""
 
     invariant: int
     at: float
@@ -160,8 +160,22 @@ class Checker:
         entry = self._find(key, d)
         if entry is None:
             self.fail(3, at, f"{_name(key)} (delivery {d}) handed out but never taken in")
-        else:
-            entry.state = HANDED
+            return
+        entry.state = HANDED
+        # Taken in after d (the list is oldest first), and acquired by the broker after
+        # d: a newer delivery of the record (to this member).
+        live = self.live[key]
+        later = live[live.index(entry) + 1 :]
+        newer = [e.delivery for e in later if e.delivery > d and e.member == entry.member]
+        if newer:
+            # Rule 21: the broker acquired it again (for this member) after delivery d:
+            # d's lock is gone, and the application would handle the record twice.
+            self.fail(
+                21,
+                at,
+                f"{_name(key)} (delivery {d}) handed out after a newer delivery of it "
+                f"({newer[0]}) was taken in: its lock was gone",
+            )
 
     def handed_stale(self, key: Key, d: int, at: float, tag: object, current: object) -> None:
         """Delivery ``d`` of ``key`` was handed out though its session ``tag`` ended
