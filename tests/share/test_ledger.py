@@ -181,6 +181,21 @@ def test_marking_a_delivery_leaves_an_older_delivery_of_the_same_offsets_alone()
     assert ledger.mark(TP0, 0, A, old) is MarkResult.OK
 
 
+def test_counts_by_partition_say_what_is_buffered_held_and_in_flight() -> None:
+    """The backlog metrics' source: per partition, records acquired and not handed out;
+    handed out, or answered and not sent; answers sent and not confirmed."""
+    ledger = AckLedger()
+    ledger.add(TP0, TAG, [(0, 9)])
+    ledger.deliver(TP0, 0, 5)
+    ledger.mark(TP0, 0, A)
+    ledger.mark(TP0, 1, R)
+    assert ledger.take(TAG) is not None  # 0 and 1 in flight
+    ledger.mark(TP0, 2, J)  # answered, not sent yet
+    ledger.add(TP1, TAG, [(0, 2)])
+    assert ledger.counts_by_partition() == {TP0: (4, 4, 2), TP1: (3, 0, 0)}
+    assert AckLedger().counts_by_partition() == {}
+
+
 def test_take_spans_deliveries_and_partitions_but_only_its_session() -> None:
     ledger = AckLedger()
     ledger.add(TP0, TAG, [(0, 4), (5, 9)])

@@ -269,6 +269,22 @@ def test_a_moved_partition_loses_its_locks_and_is_rediscovered_by_the_hint() -> 
     assert m.answer(TP, 0, AckType.ACCEPT, d.delivery, d.tag) is MarkResult.DEAD
 
 
+def test_the_hint_s_endpoint_is_the_named_leader_s_own() -> None:
+    """An answer may name several endpoints: the rediscovery gets the hinted leader's,
+    not another node's listed after it (a mutant of the sample of seed 7)."""
+    m = machine()
+    opened(m)
+    f = send(m, 1.0)
+    resp = answer(
+        partition_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        leader=(2, 7),
+        endpoints=[(2, "two", 9), (1, "one", 8)],
+    )
+    assert m.fetch_answered(f, resp, NAMES, 1.0, pipeline=True).proceed
+    m.fetch_records(f, resp, NAMES)
+    assert m.drain()[-1] == Rediscover(TP, ErrorCode.NOT_LEADER_OR_FOLLOWER, 2, 7, ("two", 9))
+
+
 def test_records_from_a_new_leader_drop_what_the_old_one_delivered_unseen() -> None:
     """Rule 3, seed 50004145: the partition moved from NODE to node 2 before NODE's own
     answer said so. Node 2's delivery of the same offsets means NODE's locks are gone:
