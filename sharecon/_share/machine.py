@@ -23,6 +23,9 @@ Rules of this module:
    request, planned after this, carries no answer to an earlier delivery that the broker
    would apply to the new acquisition; then the next request is planned and sent; and
    only then are the answer's records taken in (:meth:`~ShareMachine.fetch_records`).
+   An answer with an inverted acquired range is never pipelined: what it acquired is
+   hidden, so nothing could be superseded; its records then fail to be taken in, and
+   its session with them, so no answer of that session is sent again.
 2. Lock deadlines count from when the fetch was *sent* (:meth:`~ShareMachine.sent`),
    never later than the broker's own, however long the answer took to be read; so do
    renewed ones, from when the renew was sent.
@@ -32,7 +35,14 @@ Rules of this module:
    Records of a partition that a leader delivers while the member still holds records
    of it from another leader mean the partition moved: the other leader's buffered
    records of it are dropped then (:class:`~.effects.PartitionLost`), before that
-   leader's own answer says so, so none is handed out with a lock already gone.
+   leader's own answer says so, so none is handed out with a lock already gone. Which
+   delivery is the newer goes by when its fetch was *sent*: a fetch names a partition
+   only once the member believes the node leads it, so the new leader's fetch went out
+   after the move, and the old leader acquired before it. An answer from another leader
+   to a fetch sent before the one whose records of the partition were last taken in
+   (stalled on its way while the partition moved) is stale for that partition: its
+   records of it are not taken in (not superseding, not dropping the newer ones), and
+   are counted (:attr:`~ShareMachine.stale_records`).
 4. An answer to a record whose lock was lost is reported as lost
    (:class:`~.effects.LockLost`), never raised.
 5. Deterministic: no I/O, no clock (time is the caller's ``now``), no randomness.
@@ -298,6 +308,12 @@ class ShareMachine:
         #: leave for idleness (:meth:`release_buffered`), at an unsubscribe, or arriving
         #: while unsubscribed. Each spent a delivery attempt nobody saw.
         self.released_unseen = 0
+        #: Per partition, the leader and send time of the newest fetch whose records of it
+        #: were taken in (rule 3): an answer to an older fetch, from another leader, is
+        #: stale for that partition.
+        self.newest_take: dict[TopicIdPartition, tuple[int, float]] = {}
+        #: Records such stale answers brought, not taken in (rule 3).
+        self.stale_records = 0
 
     # -- the driver's side ------------------------------------------------------------------
 
@@ -649,6 +665,8 @@ class ShareMachine:
         leader = self.leader(f.node_id)
         plan = f.plan
         acquired = size = 0
+        # A range that names no offset (inverted) hides what the broker acquired.
+        hidden = False
         sizes: dict[TopicIdPartition, int] = {}
         for t in resp.responses:
             name = names.get(t.topic_id)  # once a topic: a UUID hashes in Python
@@ -659,8 +677,11 @@ class ShareMachine:
                     tp = topic_partition(t.topic_id, p.partition_index, name)
                     sizes[tp] = sizes.get(tp, 0) + n
                 for a in p.acquired_records:
+                    n = a.last_offset - a.first_offset + 1
+                    if n < 1:
+                        hidden = True
                     # Clamped: a hostile range must not make this sum a bignum.
-                    acquired += max(0, min(a.last_offset - a.first_offset + 1, 1 << 31))
+                    acquired += max(0, min(n, 1 << 31))
         leader.planner.fetched(plan, may_wait=f.may_wait, acquired=acquired)
         if granted:
             # Whether it claims the next turn when it yields (rule 4 of .record_limit).
@@ -717,18 +738,26 @@ class ShareMachine:
         self._renewed(
             leader, plan, ok=True, lock_ms=resp.acquisition_lock_timeout_ms, now=f.sent_at
         )
-        pipeline = pipeline and acquired > 0
+        # Not when a range hides what was acquired (rule 1): the supersede rule could not
+        # end the member's hold of those offsets, and the next request would carry its
+        # answers to them onto the new acquisition (seed 300000256, a reversed range).
+        # Taking the records in then fails the answer, and its session with it.
+        pipeline = pipeline and acquired > 0 and not hidden
         if pipeline:
-            self._supersede(resp, names)
+            self._supersede(f, resp, names)
         return FetchAnswer(True, pipeline, acquired, size)
 
-    def _supersede(self, resp: ShareFetchResponse, names: Mapping[uuid.UUID, str]) -> None:
+    def _supersede(
+        self, f: InFlight, resp: ShareFetchResponse, names: Mapping[uuid.UUID, str]
+    ) -> None:
         ledger = self.ledger
         for t in resp.responses:
             name = names.get(t.topic_id)
             for p in t.partitions:
                 if p.acquired_records:
                     tp = topic_partition(t.topic_id, p.partition_index, name)
+                    if self.stale(tp, f.node_id, f.sent_at):
+                        continue  # rule 3: it must not end the newer delivery
                     self._report(
                         ledger.supersede(
                             tp, [(a.first_offset, a.last_offset) for a in p.acquired_records]
@@ -773,16 +802,37 @@ class ShareMachine:
                     if action is not Action.OK:
                         self._partition_error(leader, tp, action, p, resp.node_endpoints)
                 if p.acquired_records:
-                    self._take(plan, tp, p, deadline, closing)
+                    self._take(plan, tp, p, f.sent_at, deadline, closing)
+
+    def stale(self, tp: TopicIdPartition, node_id: int, sent_at: float) -> bool:
+        """Whether records of ``tp`` from a fetch to ``node_id`` sent at ``sent_at`` are
+        older than the newest taken in from another leader (rule 3)."""
+        seen = self.newest_take.get(tp)
+        return seen is not None and seen[0] != node_id and seen[1] > sent_at
 
     def _take(
         self,
         plan: SharePlan,
         tp: TopicIdPartition,
         p: sf.PartitionData,
+        sent_at: float,
         deadline: float | None,
         closing: bool,
     ) -> None:
+        node_id = plan.node_id
+        seen = self.newest_take.get(tp)
+        if seen is not None and seen[0] != node_id:
+            if seen[1] > sent_at:
+                # Rule 3: another leader delivered the partition to a fetch sent after
+                # this one; this answer stalled while the partition moved. Its locks went
+                # with the leadership, and taking it in would end the newer delivery the
+                # application may be handling (seed 1479).
+                for a in p.acquired_records:
+                    self.stale_records += max(0, min(a.last_offset - a.first_offset + 1, 1 << 31))
+                return
+            self.newest_take[tp] = (node_id, sent_at)
+        elif seen is None or sent_at > seen[1]:
+            self.newest_take[tp] = (node_id, sent_at)
         name = tp.topic or str(tp.topic_id)
         try:
             intake = take_partition(
@@ -800,11 +850,11 @@ class ShareMachine:
             )
         )
         delivery = (before + 1, ledger.sequence)
-        for node_id in ledger.buffered_elsewhere(tp, plan.node_id):
+        for other in ledger.buffered_elsewhere(tp, node_id):
             # Rule 3: the partition moved here. The old leader's buffered records of it
             # lost their locks; handed out, each would be handled, its answer refused,
             # and the record handled again from this delivery (seed 50004145).
-            self.effects.append(PartitionLost(tp, node_id))
+            self.effects.append(PartitionLost(tp, other))
         # Scoped to this delivery: the application may still hold an older delivery of
         # the same offsets (from the partition's previous leader, say), which only its
         # own answer ends (seed 20007135: a corrupt batch's release reached such a record).

@@ -182,6 +182,34 @@ def test_reacquired_offsets_end_the_earlier_hold_before_the_pipelined_request() 
     assert f3.plan.epoch == 3
 
 
+def test_an_answer_that_hides_what_it_acquired_is_not_pipelined() -> None:
+    """Rule 1, seed 300000256: the broker acquired offset 0 again, but the answer's range
+    for it is inverted. Pipelined, the next request would carry the application's release
+    of the earlier delivery of offset 0 (nothing could supersede it), and the broker would
+    apply it to the new acquisition. Not pipelined, taking the records in fails the
+    answer and the session, and the release is reported failed, never sent."""
+    m = machine()
+    opened(m)
+    [first] = take(m, send(m, 1.0), answer((0, 1, 1)), 1.1)
+    hand_out(m, first, 0, 0)
+    f = send(m, 2.0)
+    assert m.answer(TP, 0, AckType.RELEASE, first.delivery, first.tag) is MarkResult.OK
+    # Offsets 0 and 1 again, but their range says 2..1; offset 5 is read whole.
+    hidden = answer((2, 1, 2), (5, 5, 1))
+    got = m.fetch_answered(f, hidden, NAMES, 2.1, pipeline=True)
+    assert got.proceed and not got.pipeline
+    with pytest.raises(Exception) as info:
+        m.fetch_records(f, hidden, NAMES)
+    m.answer_failed(NODE, info.value, f)  # type: ignore[arg-type]
+    failed = [r for e in m.drain() if isinstance(e, Report) for r in e.results]
+    assert [(r.batches[0].first_offset, r.batches[0].types) for r in failed] == [
+        (0, (AckType.RELEASE,))
+    ]
+    assert all(r.error_code for r in failed)
+    again = send(m, 3.0)
+    assert again.plan.epoch == 0 and not again.plan.acks
+
+
 def test_lock_deadline_counts_from_the_send_not_the_answer() -> None:
     m = machine()
     opened(m)
@@ -314,6 +342,36 @@ def test_records_from_a_new_leader_drop_what_the_old_one_delivered_unseen() -> N
     assert m.fetch_answered(f, resp, NAMES, 3.0, pipeline=False).proceed
     m.fetch_records(f, resp, NAMES)
     assert not [e for e in m.drain() if isinstance(e, PartitionLost)]
+
+
+@pytest.mark.parametrize("pipeline", [False, True])
+def test_a_stalled_answer_from_the_old_leader_ends_nothing_of_the_new_one(pipeline: bool) -> None:
+    """Rule 3, seed 1479: NODE's fetch stalled while the partition moved to node 2, and
+    node 2's delivery (to a fetch sent later) was taken in first. NODE's answer is stale
+    for the partition: it is not taken in, so it neither supersedes the offset the
+    application is handling nor drops node 2's buffered records, and nothing of it is
+    handed out (its locks went with the leadership)."""
+    m = machine()
+    opened(m)
+    stalled = send(m, 1.0)
+    opened(m, node=2)
+    [new] = take(m, send(m, 2.0, node=2), answer((0, 3, 2)), 2.5)
+    hand_out(m, new, 0, 0)  # the application handles offset 0 from node 2
+    resp = answer((0, 5, 1))
+    got = m.fetch_answered(stalled, resp, NAMES, 3.0, pipeline=pipeline)
+    assert got.proceed
+    m.fetch_records(stalled, resp, NAMES)
+    effects = m.drain()
+    assert not deliveries(effects)
+    assert not [e for e in effects if isinstance(e, (PartitionLost, Report))], effects
+    assert m.stale_records == 6
+    # Node 2's delivery is whole: the held record answers, the buffered ones are held.
+    assert all(m.holds(TP, o, new.delivery) for o in range(4))
+    assert m.answer(TP, 0, AckType.ACCEPT, new.delivery, new.tag) is MarkResult.OK
+    # A later fetch to NODE (the partition moved back) is taken in, and is the newer.
+    f = send(m, 4.0)
+    [back] = take(m, f, answer((4, 5, 3)), 4.5)
+    assert back.tag.node_id == NODE and m.stale_records == 6
 
 
 def test_a_leader_s_own_deliveries_lose_nothing() -> None:

@@ -52,6 +52,8 @@ REGRESSIONS = [
     236,  # implicit poll(): the bulk accept reported buffered records of a lost delivery
     705236232,  # checker: a compacted offset released at close was counted as a delivery
     20007135,  # a corrupt redelivery's release marked the older delivery the app held
+    1479,  # a stalled answer from the old leader ended the new leader's delivery
+    300000256,  # a pipelined request carried a release onto a re-acquisition it hid
 ]
 #: Seeds of bugs found with ``--delayed-release`` (on 4.2 and 4.4), replayed with it:
 #: 501488 and six more: with record_limit 1 and two leaders, a finished record woke no

@@ -95,6 +95,8 @@ class Checker:
     accepted: set[Key] = field(default_factory=set)
     #: the member's deliveries not ended yet, oldest first (rule 3)
     live: dict[Key, list[Live]] = field(default_factory=dict)
+    #: per offset and member, the newest delivery it took in and its leader (rule 21)
+    newest: dict[tuple[Key, str], tuple[int, int]] = field(default_factory=dict)
     next_id: int = 0
     handed: int = 0
     n_ended: int = 0
@@ -134,6 +136,9 @@ class Checker:
     def taken_in(self, key: Key, d: int, member: str, node: int) -> None:
         """``member`` buffered delivery ``d`` of ``key`` from leader ``node``."""
         self.live.setdefault(key, []).append(Live(d, member, node))
+        seen = self.newest.get((key, member))
+        if seen is None or d > seen[0]:
+            self.newest[(key, member)] = (d, node)
 
     def closed(self, member: str) -> None:
         """``member`` closed its sessions: the broker released whatever it still held
@@ -162,24 +167,18 @@ class Checker:
             self.fail(3, at, f"{_name(key)} (delivery {d}) handed out but never taken in")
             return
         entry.state = HANDED
-        # Taken in after d (the list is oldest first), acquired by the broker after d,
-        # from another leader: the partition moved (a newer delivery from the same
-        # leader is not judged, see docs/testing.md).
-        live = self.live[key]
-        later = live[live.index(entry) + 1 :]
-        newer = [
-            e.delivery
-            for e in later
-            if e.delivery > d and e.member == entry.member and e.node != entry.node
-        ]
-        if newer:
+        # A delivery acquired by the broker after d, from another leader, taken in
+        # before this hand-out (before d was taken in, or after): the partition moved (a
+        # newer delivery from the same leader is not judged, see docs/testing.md).
+        newest, node = self.newest[(key, entry.member)]
+        if newest > d and node != entry.node:
             # Rule 21: the new leader acquired it again (for this member) after delivery
             # d: d's lock is gone, and the application would handle the record twice.
             self.fail(
                 21,
                 at,
                 f"{_name(key)} (delivery {d}) handed out after a newer delivery of it "
-                f"({newer[0]}) was taken in: its lock was gone",
+                f"({newest}) was taken in: its lock was gone",
             )
 
     def handed_stale(self, key: Key, d: int, at: float, tag: object, current: object) -> None:

@@ -1396,8 +1396,11 @@ class Member:
             # Taken in and released at once (no Deliver): they end when that is reported.
             # Offsets compaction emptied are not deliveries (as in :meth:`_deliver`): the
             # release covers them, but its outcome ends none (:meth:`_outcome`).
+            # Nor are a stale answer's (rule 3 of the machine): not taken in at all.
             for key, d in got.items():
-                if key[1] not in w.holes.get(key[0], ()):
+                if key[1] not in w.holes.get(key[0], ()) and not self.machine.stale(
+                    key[0], node, f.sent_at
+                ):
                     w.check.taken_in(key, d, self.member_id, node)
         if a.answered and not a.final:
             self._session_agrees(node)
