@@ -467,6 +467,7 @@ class ShareConsumer(Generic[K, V]):
             released_unreachable=core.released_unreachable,
             past_limit_unseen=core.machine.past_limit_unseen,
             released_unseen=core.machine.released_unseen,
+            lost_unseen=core.lost_unseen + core.machine.stale_records,
         )
 
     def reset_dead_letter_breaker(self) -> bool:
@@ -931,6 +932,11 @@ class ConsumerHealth:
         or arriving while unsubscribed. Each spent a delivery attempt nobody saw. Does not
         make ``ok`` false. Not counted at a close on Kafka 4.1, which leaves the buffered
         records to the end of their share sessions and so spends none.
+    :param lost_unseen: records fetched and dropped without ever being handed out because
+        their share session ended (a lost connection, a session the broker reset) or their
+        partition's leadership moved, and records of an answer from a partition's old
+        leader that arrived after the new leader's delivery of them. Each spent a delivery
+        attempt nobody saw; the broker delivers them again. Does not make ``ok`` false.
     """
 
     ok: bool
@@ -947,6 +953,7 @@ class ConsumerHealth:
     released_unreachable: int = 0
     past_limit_unseen: int = 0
     released_unseen: int = 0
+    lost_unseen: int = 0
 
 
 def _retry_in(

@@ -348,12 +348,14 @@ class DeliveryBuffer:
         return spans
 
     def drop(self, match: Callable[[Chunk], bool]) -> int:
-        """Drop every chunk ``match`` selects (rule 4); returns how many were dropped."""
+        """Drop every chunk ``match`` selects (rule 4); returns how many of their records
+        were dropped (never handed out)."""
         doomed = [c for c in self._chunks if match(c)]
+        before = self.records
         for chunk in doomed:
             self._remove(chunk)
-        return len(doomed)
+        return before - self.records
 
     def clear(self) -> int:
-        """Drop everything buffered; returns how many chunks were dropped."""
+        """Drop everything buffered; returns how many records were dropped."""
         return self.drop(lambda _c: True)

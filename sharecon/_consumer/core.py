@@ -130,6 +130,9 @@ class ConsumerCore:
         #: Told of every share session incarnation that ended (instrumentation: the fault
         #: tests' tally learns when the broker ended a session by itself).
         self.session_listeners: list[Callable[[fx.SessionLost], None]] = []
+        #: Buffered records dropped, never handed out, because their share session ended
+        #: or their partition's leadership moved: each spent a delivery attempt unseen.
+        self.lost_unseen = 0
         #: The per-leader fetch loops; the consumer installs the real pool.
         self.fetchers: Fetchers = _NoFetchers()
         #: The assigned partitions, with topic names resolved.
@@ -274,12 +277,14 @@ class ConsumerCore:
     def session_lost(self, e: fx.SessionLost, dropped: int) -> None:
         """A session incarnation is over (its buffered chunks dropped)."""
         observe.session_lost(self.member_id, e, dropped)
+        self.lost_unseen += dropped
         for listener in self.session_listeners:
             listener(e)
         self.progress.set()
 
     def partition_lost(self, e: fx.PartitionLost, dropped: int) -> None:
         """A partition's locks on one leader are lost (its chunks from there dropped)."""
+        self.lost_unseen += dropped
         self.progress.set()
 
     def look_again(self) -> None:

@@ -53,10 +53,12 @@ class EffectPort(Protocol):
         """Wake one leader's fetch loop (``None``: every one)."""
 
     def session_lost(self, e: fx.SessionLost, dropped: int) -> None:
-        """A session incarnation is over; ``dropped`` of its chunks left the buffer."""
+        """A session incarnation is over; ``dropped`` of its records left the buffer,
+        never handed out."""
 
     def partition_lost(self, e: fx.PartitionLost, dropped: int) -> None:
-        """A partition's locks on one leader are lost; ``dropped`` chunks left the buffer."""
+        """A partition's locks on one leader are lost; ``dropped`` of its records left the
+        buffer, never handed out."""
 
     def fail(self, error: KafkaError) -> None:
         """Stop the consumer with ``error``."""

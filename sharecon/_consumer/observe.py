@@ -53,9 +53,9 @@ def raised(who: str, exc: Exception) -> None:
 
 
 def session_lost(member_id: str, e: SessionLost, dropped: int) -> None:
-    """A share session was lost and ``dropped`` buffered chunks with it."""
+    """A share session was lost and ``dropped`` buffered records with it."""
     logger.info(
-        "share consumer %s: share session %s reset (%s); dropped %d buffered chunks",
+        "share consumer %s: share session %s reset (%s); dropped %d buffered records",
         *(member_id, e.tag, e.reason, dropped),
     )
 

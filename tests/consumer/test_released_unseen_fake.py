@@ -127,3 +127,39 @@ async def test_a_drain_before_the_close_releases_nothing_unseen(fake_kafka: Fake
             assert [r.offset for r in left] == list(range(1, N))
             await consumer.commit()
         assert consumer.health().released_unseen == 0
+
+
+@pytest.mark.parametrize("fault", ["cut", "leaderless"])
+async def test_buffered_records_lost_with_their_session_or_leader_are_counted(
+    fake_kafka_factory: FakeKafkaFactory, caplog: pytest.LogCaptureFixture, fault: str
+) -> None:
+    """The member's connection is cut (its share session ends, and the broker releases
+    what it held), or the partition's leader goes away (NOT_LEADER_OR_FOLLOWER) and comes
+    back: the 19 buffered records are dropped unseen, counted in
+    ``health().lost_unseen``, and delivered again (each at delivery 2, the attempt it
+    spent)."""
+    fake_kafka = fake_kafka_factory("4.4")
+    await _records(fake_kafka)
+    caplog.set_level(logging.INFO, logger="sharecon")
+    got: dict[int, int] = {}
+    with anyio.fail_after(60):
+        async with ShareConsumer(fake_kafka.bootstrap, group_id="g", topics=["t"]) as consumer:
+            await _take_one_and_wait_for_the_rest(consumer)
+            assert consumer.health().lost_unseen == 0
+            if fault == "cut":
+                fake_kafka.cut(consumer.member_id)
+            else:
+                fake_kafka.withdraw_leader("t", 0)
+            while consumer.health().lost_unseen < N - 1:  # noqa: ASYNC110 - a counter
+                await anyio.sleep(0.02)
+            if fault == "leaderless":
+                fake_kafka.restore_leader("t", 0)
+            async for record in consumer:
+                got[record.offset] = record.delivery_count
+                if len(got) == N:
+                    break
+            assert consumer.health().lost_unseen == N - 1
+    assert got == {0: 2, **dict.fromkeys(range(1, N), 2)}
+    if fault == "cut":
+        said = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+        assert any(f"dropped {N - 1} buffered records" in m for m in said), said
