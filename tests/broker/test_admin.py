@@ -200,7 +200,14 @@ async def test_group_config_round_trip(admin: Admin, kafka_tools: KafkaTools) ->
         group,
         {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "5000"},
     )
-    conf = await admin.describe_group_config(group)
+    # The broker applies the controller's config change from its metadata log a moment
+    # after AlterConfigs answers (read back at once, CI once saw the default): read again
+    # for a bounded time until it has.
+    for _ in range(50):
+        conf = await admin.describe_group_config(group)
+        if not conf["share.record.lock.duration.ms"].is_default:
+            break
+        await anyio.sleep(0.1)
     assert conf["share.auto.offset.reset"].value == "earliest"
     assert conf["share.auto.offset.reset"].source is ConfigSource.GROUP_CONFIG
     assert not conf["share.auto.offset.reset"].is_default
@@ -210,10 +217,9 @@ async def test_group_config_round_trip(admin: Admin, kafka_tools: KafkaTools) ->
     assert java["share.auto.offset.reset"] == "earliest"
     assert java["share.record.lock.duration.ms"] == "5000"
 
-    # None removes the override: the value falls back to the broker default.
+    # None removes the override: the value falls back to the broker default (read again
+    # until the broker has applied it, as above).
     await admin.alter_group_config(group, {"share.record.lock.duration.ms": None})
-    # The broker applies the controller's config change from its metadata log a moment
-    # after AlterConfigs answers: read again for a bounded time until it has.
     for _ in range(50):
         only = await admin.describe_group_config(group, ["share.record.lock.duration.ms"])
         if only["share.record.lock.duration.ms"].is_default:
