@@ -935,8 +935,10 @@ class ConsumerHealth:
     :param lost_unseen: records fetched and dropped without ever being handed out because
         their share session ended (a lost connection, a session the broker reset) or their
         partition's leadership moved, and records of an answer from a partition's old
-        leader that arrived after the new leader's delivery of them. Each spent a delivery
-        attempt nobody saw; the broker delivers them again. Does not make ``ok`` false.
+        leader that arrived after the new leader's delivery of them. The broker delivers
+        them again: a session's end counts the attempt on Kafka 4.2 and later (4.1 lowers
+        the count again), and a new leader that rebuilt the partition from its persisted
+        state may not count it. Does not make ``ok`` false.
     """
 
     ok: bool
