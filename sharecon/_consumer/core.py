@@ -131,7 +131,7 @@ class ConsumerCore:
         #: tests' tally learns when the broker ended a session by itself).
         self.session_listeners: list[Callable[[fx.SessionLost], None]] = []
         #: Buffered records dropped, never handed out, because their share session ended
-        #: or their partition's leadership moved: each spent a delivery attempt unseen.
+        #: or their partition's leadership moved (``ConsumerHealth.lost_unseen``).
         self.lost_unseen = 0
         #: The per-leader fetch loops; the consumer installs the real pool.
         self.fetchers: Fetchers = _NoFetchers()

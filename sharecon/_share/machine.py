@@ -820,18 +820,16 @@ class ShareMachine:
         closing: bool,
     ) -> None:
         node_id = plan.node_id
+        if self.stale(tp, node_id, sent_at):
+            # Rule 3: another leader delivered the partition to a fetch sent after this
+            # one; this answer stalled while the partition moved. Its locks went with the
+            # leadership, and taking it in would end the newer delivery the application
+            # may be handling (seed 1479).
+            for a in p.acquired_records:
+                self.stale_records += max(0, min(a.last_offset - a.first_offset + 1, 1 << 31))
+            return
         seen = self.newest_take.get(tp)
-        if seen is not None and seen[0] != node_id:
-            if seen[1] > sent_at:
-                # Rule 3: another leader delivered the partition to a fetch sent after
-                # this one; this answer stalled while the partition moved. Its locks went
-                # with the leadership, and taking it in would end the newer delivery the
-                # application may be handling (seed 1479).
-                for a in p.acquired_records:
-                    self.stale_records += max(0, min(a.last_offset - a.first_offset + 1, 1 << 31))
-                return
-            self.newest_take[tp] = (node_id, sent_at)
-        elif seen is None or sent_at > seen[1]:
+        if seen is None or sent_at >= seen[1]:
             self.newest_take[tp] = (node_id, sent_at)
         name = tp.topic or str(tp.topic_id)
         try:

@@ -204,8 +204,8 @@ PLANTED = {
     # 2854), 1 on 4.4 (1479), so the search starts at 1400.
     "stale-old-leader-answer-taken-in": Planted(
         "_share/machine.py",
-        "            if seen[1] > sent_at:\n",
-        "            if False:\n",
+        "        return seen is not None and seen[0] != node_id and seen[1] > sent_at\n",
+        "        return False\n",
         21,
         first=1400,
     ),
