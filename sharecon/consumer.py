@@ -934,8 +934,10 @@ class ConsumerHealth:
         records to the end of their share sessions and so spends none.
     :param lost_unseen: records fetched and dropped without ever being handed out because
         their share session ended (a lost connection, a session the broker reset) or their
-        partition's leadership moved, and records of an answer from a partition's old
-        leader that arrived after the new leader's delivery of them. The broker delivers
+        partition's leadership moved (or moved away and back: its leader delivered them
+        again though their locks had not expired), and records of an answer from a
+        partition's old leader that arrived after the new leader's delivery of them. The
+        broker delivers
         them again: a session's end counts the attempt on Kafka 4.2 and later (4.1 lowers
         the count again), and a new leader that rebuilt the partition from its persisted
         state may not count it. Does not make ``ok`` false.

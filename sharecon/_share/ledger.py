@@ -91,6 +91,11 @@ _RUN_OF: Final = {
 # Per-partition gauges: buffered (acquired, not handed out); held (handed out, or answered
 # and not sent yet); in flight (answers sent, the broker's reply awaited).
 _HELD_STATE = re.compile(rb"[\x00-\x04\x11]")
+# Held by the member and not answered to the broker yet: buffered, handed out, or
+# answered and not sent (:meth:`AckLedger.rebuilt`).
+_UNSENT_HOLD = re.compile(rb"[\x00-\x04\x10\x11]")
+#: No lock deadline known: such a segment never proves a lock was lost early.
+_NEVER: Final = float("-inf")
 _SENT_STATE = re.compile(rb"[\x20-\x24]")
 
 
@@ -215,6 +220,9 @@ class AckFailure(Enum):
     MISSING_FROM_RESPONSE = "the response did not include the partition"
     #: The broker delivered the same offsets again (our lock had expired).
     SUPERSEDED = "the records were delivered again (the acquisition lock expired)"
+    #: The leader delivered offsets again whose locks had not expired: it lost its
+    #: locks on the partition (it moved away and back, say).
+    PARTITION_REBUILT = "the leader lost its locks on the partition (it moved away and back)"
     #: The application answered a record whose lock this consumer had already lost (its
     #: share session was reset, or the partition moved); the broker redelivers it.
     LOCK_LOST = "the record's lock was lost before the answer (session reset or leader change)"
@@ -269,15 +277,19 @@ class Taken:
 
 
 class _Segment:
-    """One acquired range ``first..last`` with a state byte per offset."""
+    """One acquired range ``first..last`` with a state byte per offset, and the time
+    before which its lock cannot have expired at the broker (:meth:`AckLedger.rebuilt`)."""
 
-    __slots__ = ("first", "last", "seq", "states", "tag")
+    __slots__ = ("deadline", "first", "last", "seq", "states", "tag")
 
-    def __init__(self, first: int, last: int, tag: SessionTag, seq: int) -> None:
+    def __init__(
+        self, first: int, last: int, tag: SessionTag, seq: int, deadline: float = _NEVER
+    ) -> None:
         self.first = first
         self.last = last
         self.tag = tag
         self.seq = seq
+        self.deadline = deadline
         self.states = bytearray(b"\x10") * (last - first + 1)
 
     def done(self) -> bool:
@@ -427,8 +439,10 @@ class AckLedger:
         tag: SessionTag,
         ranges: Iterable[tuple[int, int]],
         gaps: Iterable[tuple[int, int]] = (),
+        deadline: float | None = None,
     ) -> list[AckResult]:
-        """Record acquired ranges ``(first, last)`` of ``tp`` fetched on session ``tag``.
+        """Record acquired ranges ``(first, last)`` of ``tp`` fetched on session ``tag``,
+        whose locks cannot expire at the broker before ``deadline`` (None: unknown).
 
         Offsets in ``gaps`` (inside the ranges) are marked GAP at once and go out with the
         next request. Offsets we still held from an earlier delivery are superseded: the
@@ -446,7 +460,7 @@ class AckLedger:
                 raise ValueError(f"{tp}: acquired range {first}..{last} is inverted")
             _supersede(part, first, last, failed)
             self._seq += 1
-            seg = _Segment(first, last, tag, self._seq)
+            seg = _Segment(first, last, tag, self._seq, _NEVER if deadline is None else deadline)
             part.insert(seg)
             new.append(seg)
         for g_first, g_last in gaps:
@@ -477,6 +491,31 @@ class AckLedger:
                 _supersede(part, first, last, failed)
         part.prune()
         return _superseded(tp, failed)
+
+    def rebuilt(
+        self, tp: TopicIdPartition, tag: SessionTag, ranges: Iterable[tuple[int, int]], now: float
+    ) -> bool:
+        """Whether the broker, on session ``tag``, has acquired for us again (by ``now``)
+        an offset of ``ranges`` that the session still holds under a lock that cannot
+        have expired yet: held, not answered, its deadline after ``now``.
+
+        The broker hands an offset out again only once our lock on it ended. Not by
+        expiry (the deadline, which is no later than the broker's, is still ahead),
+        nor by an answer (none was sent), nor by the session's end (the same session):
+        so the leader lost its locks on ``tp``, as when the partition moved away and
+        back between two fetches, and every record the session held of ``tp`` is lost.
+        """
+        part = self._parts.get(tp)
+        if part is None:
+            return False
+        for first, last in ranges:
+            for seg in part.overlapping(first, last):
+                if seg.tag != tag or seg.deadline <= now:
+                    continue
+                lo, hi = max(first, seg.first) - seg.first, min(last, seg.last) - seg.first
+                if _UNSENT_HOLD.search(seg.states, lo, hi + 1):
+                    return True
+        return False
 
     def deliver(
         self, tp: TopicIdPartition, first: int, last: int, delivery: Delivery | None = None

@@ -42,7 +42,11 @@ Rules of this module:
    to a fetch sent before the one whose records of the partition were last taken in
    (stalled on its way while the partition moved) is stale for that partition: its
    records of it are not taken in (not superseding, not dropping the newer ones), and
-   are counted (:attr:`~ShareMachine.stale_records`).
+   are counted (:attr:`~ShareMachine.stale_records`). The *same* leader acquiring again
+   offsets the session still holds, unanswered, under locks that cannot have expired
+   yet (their deadline is still ahead when the answer is read) means that leader lost
+   its locks on the partition (it moved away and back): everything the session held of
+   it is lost then (:class:`~.effects.PartitionLost`, before the new delivery).
 4. An answer to a record whose lock was lost is reported as lost
    (:class:`~.effects.LockLost`), never raised.
 5. Deterministic: no I/O, no clock (time is the caller's ``now``), no randomness.
@@ -187,6 +191,9 @@ class InFlight:
     probe: bool = False
     #: How long the driver awaits the answer (:meth:`ShareMachine.fetch_timeout`).
     timeout: float = 0.0
+    #: When its answer was read (:meth:`ShareMachine.fetch_answered`): the broker
+    #: acquired the answer's records no later (rule 3).
+    answered_at: float = float("inf")
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,6 +321,9 @@ class ShareMachine:
         self.newest_take: dict[TopicIdPartition, tuple[int, float]] = {}
         #: Records such stale answers brought, not taken in (rule 3).
         self.stale_records = 0
+        #: Times a leader delivered offsets again under locks that had not expired: it
+        #: lost its locks on the partition, and the member's were dropped (rule 3).
+        self.rebuilt_partitions = 0
 
     # -- the driver's side ------------------------------------------------------------------
 
@@ -661,6 +671,7 @@ class ShareMachine:
         of them (rule 1).
         """
         granted = f.granted
+        f.answered_at = now
         self._settle_inflight(f)
         leader = self.leader(f.node_id)
         plan = f.plan
@@ -758,11 +769,9 @@ class ShareMachine:
                     tp = topic_partition(t.topic_id, p.partition_index, name)
                     if self.stale(tp, f.node_id, f.sent_at):
                         continue  # rule 3: it must not end the newer delivery
-                    self._report(
-                        ledger.supersede(
-                            tp, [(a.first_offset, a.last_offset) for a in p.acquired_records]
-                        )
-                    )
+                    ranges = [(a.first_offset, a.last_offset) for a in p.acquired_records]
+                    self._rebuilt(f.plan, tp, ranges, f.answered_at)
+                    self._report(ledger.supersede(tp, ranges))
 
     def fetch_records(
         self,
@@ -802,7 +811,7 @@ class ShareMachine:
                     if action is not Action.OK:
                         self._partition_error(leader, tp, action, p, resp.node_endpoints)
                 if p.acquired_records:
-                    self._take(plan, tp, p, f.sent_at, deadline, closing)
+                    self._take(plan, tp, p, f, deadline, closing)
 
     def stale(self, tp: TopicIdPartition, node_id: int, sent_at: float) -> bool:
         """Whether records of ``tp`` from a fetch to ``node_id`` sent at ``sent_at`` are
@@ -815,11 +824,12 @@ class ShareMachine:
         plan: SharePlan,
         tp: TopicIdPartition,
         p: sf.PartitionData,
-        sent_at: float,
+        f: InFlight,
         deadline: float | None,
         closing: bool,
     ) -> None:
         node_id = plan.node_id
+        sent_at = f.sent_at
         if self.stale(tp, node_id, sent_at):
             # Rule 3: another leader delivered the partition to a fetch sent after this
             # one; this answer stalled while the partition moved. Its locks went with the
@@ -841,12 +851,10 @@ class ShareMachine:
         except InvalidAnswer as exc:
             raise InvalidAnswer(f"node {plan.node_id}: {name}-{tp.partition}: {exc}") from None
         ledger = self.ledger
+        ranges = [(r.first_offset, r.last_offset) for r in intake.ranges]
+        self._rebuilt(plan, tp, ranges, f.answered_at)
         before = ledger.sequence
-        self._report(
-            ledger.add(
-                tp, plan.tag, [(r.first_offset, r.last_offset) for r in intake.ranges], intake.gaps
-            )
-        )
+        self._report(ledger.add(tp, plan.tag, ranges, intake.gaps, deadline))
         delivery = (before + 1, ledger.sequence)
         for other in ledger.buffered_elsewhere(tp, node_id):
             # Rule 3: the partition moved here. The old leader's buffered records of it
@@ -881,6 +889,28 @@ class ShareMachine:
         # application reaches them: the driver decodes such an answer at once (rule 7).
         eager = limit is not None and any(r.delivery_count > limit for r in intake.ranges)
         self.effects.append(Deliver(tp, plan.tag, deadline, intake, delivery, eager))
+
+    def _rebuilt(
+        self, plan: SharePlan, tp: TopicIdPartition, ranges: list[tuple[int, int]], now: float
+    ) -> None:
+        """Rule 3: the leader acquired for the session, by ``now``, offsets it still held
+        under locks that cannot have expired: the leader lost its locks on ``tp`` (it
+        moved away and back between two fetches). What the session held of ``tp`` is
+        lost, before the new delivery is taken in (seed 60019839)."""
+        if not self.ledger.rebuilt(tp, plan.tag, ranges, now):
+            return
+        node_id = plan.node_id
+        self._report(
+            self.ledger.invalidate(
+                AckFailure.PARTITION_REBUILT,
+                ErrorCode.INVALID_RECORD_STATE,
+                partition=tp,
+                node_id=node_id,
+            )
+        )
+        self.effects.append(PartitionLost(tp, node_id))
+        self._forget_renewing(tp=tp, node_id=node_id)
+        self.rebuilt_partitions += 1
 
     def _partition_error(
         self,

@@ -379,11 +379,48 @@ def test_a_leader_s_own_deliveries_lose_nothing() -> None:
     opened(m)
     [d] = take(m, send(m, 1.0), answer((0, 3, 1)), 1.0)
     hand_out(m, d, 0, 1)
-    f = send(m, 2.0)
-    resp = answer((2, 5, 2))  # offsets 2 and 3 again: their lock ended here
-    assert m.fetch_answered(f, resp, NAMES, 2.0, pipeline=False).proceed
+    later = 1.0 + LOCK_MS / 1000 + 1
+    f = send(m, later)
+    resp = answer((2, 5, 2))  # offsets 2 and 3 again: their lock expired
+    assert m.fetch_answered(f, resp, NAMES, later, pipeline=False).proceed
     m.fetch_records(f, resp, NAMES)
     assert not [e for e in m.drain() if isinstance(e, PartitionLost)]
+    assert m.rebuilt_partitions == 0
+
+
+@pytest.mark.parametrize("pipeline", [False, True])
+def test_the_same_leader_acquiring_held_offsets_again_lost_its_locks(pipeline: bool) -> None:
+    """Seed 60019839: the partition moved away and back between two fetches. The leader
+    hands out offsets again whose locks (ours) have not expired: it rebuilt the
+    partition, so every record the session held of it is lost, buffered ones dropped
+    before the new delivery (never handed out twice), answers to handed-out ones not
+    sent."""
+    m = machine()
+    opened(m)
+    [old] = take(m, send(m, 1.0), answer((0, 19, 1)), 1.0)
+    hand_out(m, old, 0, 0)
+    assert m.answer(TP, 0, AckType.ACCEPT, old.delivery, old.tag, None) is MarkResult.OK
+    m.drain()
+    f = send(m, 2.0)  # carries the accept of offset 0
+    assert f.taken is not None
+    resp = answer((0, 19, 2), ack_code=ErrorCode.INVALID_RECORD_STATE)
+    assert m.fetch_answered(f, resp, NAMES, 2.5, pipeline=pipeline).proceed
+    first = m.drain()
+    if pipeline:
+        # Dropped before the next request is planned, so it carries nothing of them.
+        assert [e for e in first if isinstance(e, PartitionLost)] == [PartitionLost(TP, NODE)]
+        nxt = send(m, 2.5)
+        assert nxt.taken is None
+    m.fetch_records(f, resp, NAMES)
+    effects = first + m.drain()
+    lost = [i for i, e in enumerate(effects) if isinstance(e, PartitionLost)]
+    [new] = deliveries(effects)
+    assert len(lost) == 1 and lost[0] < effects.index(new)
+    assert m.rebuilt_partitions == 1
+    # The new delivery is whole and answerable; the old one is not.
+    assert new.delivery != old.delivery
+    assert m.answer(TP, 5, AckType.ACCEPT, new.delivery, new.tag, None) is MarkResult.OK
+    assert m.answer(TP, 5, AckType.ACCEPT, old.delivery, old.tag, None) is not MarkResult.OK
 
 
 def test_an_answer_that_cannot_be_taken_in_resets_the_session() -> None:

@@ -209,6 +209,18 @@ PLANTED = {
         21,
         first=1400,
     ),
+    # The same leader delivers offsets again before the member's locks on them could
+    # expire (the partition moved away and back) and the member keeps its buffered old
+    # copies: each record is handed out twice (seed 60019839 on 4.1, one schedule in
+    # 20,000; stop 42), so the search starts just before it.
+    "rebuilt-partition-old-copies-handed-out": Planted(
+        "_share/ledger.py",
+        "                if _UNSENT_HOLD.search(seg.states, lo, hi + 1):\n",
+        "                if False:\n",
+        21,
+        ("4.1",),
+        first=60_019_800,
+    ),
     # The failed-renewals counter starts below zero: renewals_failed_total reports one
     # failure fewer than happened (-1 with none).
     "renewals-failed-counter-off-by-one": Planted(

@@ -54,6 +54,7 @@ REGRESSIONS = [
     20007135,  # a corrupt redelivery's release marked the older delivery the app held
     1479,  # a stalled answer from the old leader ended the new leader's delivery
     300000256,  # a pipelined request carried a release onto a re-acquisition it hid
+    60019839,  # a partition rebuilt on the same leader: old buffered copies handed out
 ]
 #: Seeds of bugs found with ``--delayed-release`` (on 4.2 and 4.4), replayed with it:
 #: 501488 and six more: with record_limit 1 and two leaders, a finished record woke no
