@@ -290,6 +290,8 @@ class ConsumerStats:
         held_records: int,
         lock_expired: int,
         renewals_failed: int,
+        released_unseen: int = 0,
+        lost_unseen: int = 0,
     ) -> ConsumerMetrics:
         """The counters as :class:`ConsumerMetrics`, with the gauges the caller read now
         (read-only: rule 4)."""
@@ -333,6 +335,8 @@ class ConsumerStats:
             buffered_bytes=float(buffered_bytes),
             held_records=float(held_records),
             lock_expired_records_total=float(lock_expired),
+            released_unseen_records_total=float(released_unseen),
+            lost_unseen_records_total=float(lost_unseen),
             fetches_late_total=float(self.fetches_late),
             renewals_sent_total=float(self.renewals_sent),
             renewals_failed_total=float(renewals_failed),

@@ -165,6 +165,20 @@ CONSUMER_METRICS: tuple[MetricInfo, ...] = _table(
             "Records dropped before being handed out because their acquisition lock had ended.",
         ),
         (
+            "released_unseen_records_total",
+            "1",
+            _OURS,
+            "Records released without being handed out (at a close, a leave or an "
+            "unsubscribe): each spent a delivery attempt nobody saw.",
+        ),
+        (
+            "lost_unseen_records_total",
+            "1",
+            _OURS,
+            "Records dropped without being handed out because their session ended or their "
+            "partition's leader changed: their locks were gone.",
+        ),
+        (
             "fetches_late_total",
             "1",
             _OURS,
@@ -324,6 +338,8 @@ class ConsumerMetrics:
     buffered_bytes: float
     held_records: float
     lock_expired_records_total: float
+    released_unseen_records_total: float
+    lost_unseen_records_total: float
     fetches_late_total: float
     renewals_sent_total: float
     renewals_failed_total: float

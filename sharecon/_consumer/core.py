@@ -411,7 +411,9 @@ class ConsumerCore:
 
     def metrics(self) -> ConsumerMetrics:
         """The counters, and the gauges read now. Safe from another thread: it only reads."""
-        return observe.metrics(self.stats, self.machine, self.buffer, len(self.assignment))
+        return observe.metrics(
+            self.stats, self.machine, self.buffer, len(self.assignment), self.lost_unseen
+        )
 
 
 def _same(one: object, other: object) -> bool:

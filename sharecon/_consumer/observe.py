@@ -134,9 +134,14 @@ def released_unreachable(member_id: str, released: int, rate: float | None) -> N
 
 
 def metrics(
-    stats: ConsumerStats, machine: ShareMachine, buffer: DeliveryBuffer, assigned: int
+    stats: ConsumerStats,
+    machine: ShareMachine,
+    buffer: DeliveryBuffer,
+    assigned: int,
+    lost_unseen: int = 0,
 ) -> ConsumerMetrics:
-    """The counters, and the gauges read now (rule 2)."""
+    """The counters, and the gauges read now (rule 2); ``lost_unseen``: the buffered
+    records the consumer dropped with their session or leader."""
     buffered = buffer.records
     outstanding = 0
     for _ in range(3):
@@ -155,4 +160,6 @@ def metrics(
         held_records=max(0, outstanding - buffered),
         lock_expired=buffer.expired,
         renewals_failed=machine.renewals_failed,
+        released_unseen=machine.released_unseen,
+        lost_unseen=lost_unseen + machine.stale_records,
     )

@@ -73,9 +73,9 @@ class Stats:
         #: The consumer's health as ``(ok, reason)``, once it runs.
         self.health: Callable[[], tuple[bool, str]] | None = None
         #: The consumer's counts of attempts spent: ``(expired in the buffer, routed to
-        #: the dead-letter topic, released at close without being handed out)``, once it
-        #: runs.
-        self.spent: Callable[[], tuple[int, int, int]] | None = None
+        #: the dead-letter topic, released at close without being handed out, dropped
+        #: from the buffer with their session or leader)``, once it runs.
+        self.spent: Callable[[], tuple[int, int, int, int]] | None = None
         #: Records fetched and handled while draining (finished rather than released).
         self.finished_in_drain = 0
         self._started: dict[int, float] = {}
@@ -130,15 +130,16 @@ class Stats:
                 healthy, why = self.health()
             except errors.KafkaError as exc:  # closed under us: the report still goes
                 healthy, why = False, f"consumer closed: {exc}"
-        expired = routed = released = 0
+        expired = routed = released = lost = 0
         if self.spent is not None:
             try:
-                expired, routed, released = self.spent()
+                expired, routed, released, lost = self.spent()
             except errors.KafkaError:  # closed under us: the counts of the last report stand
                 pass
         return {
             "expired": expired,
             "released": released,
+            "lost": lost,
             "health_ok": healthy,
             "health_reason": why,
             "busy": self.busy(),
@@ -355,12 +356,13 @@ async def _consume(
             work.cancel_scope.cancel()
 
 
-def _spent(consumer: ShareConsumer[Any, Any]) -> tuple[int, int, int]:
+def _spent(consumer: ShareConsumer[Any, Any]) -> tuple[int, int, int, int]:
     """Records whose locks ended in the buffer, records routed to the dead-letter topic,
-    and records released without being handed out (at close, after the grace period)."""
+    records released without being handed out (at close, after the grace period), and
+    records dropped from the buffer with their session or leader."""
     health = consumer.health()
     dlq = int(consumer.metrics().dlq_records_total)
-    return health.expired_in_buffer, dlq, health.released_unseen
+    return health.expired_in_buffer, dlq, health.released_unseen, health.lost_unseen
 
 
 def _buffered(consumer: ShareConsumer[Any, Any]) -> int:

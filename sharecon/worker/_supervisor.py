@@ -78,6 +78,7 @@ COUNTERS = (
     "finished_in_drain",
     "expired",
     "released",
+    "lost",
 )
 
 #: Restart delays: 0.5 s, 1 s, 2 s ... 30 s; back to 0.5 s after a process ran RESET_AFTER s.
@@ -157,18 +158,21 @@ def format_progress(
     processes: int | None = None,
     expired: int = 0,
     released: int = 0,
+    lost: int = 0,
 ) -> str:
     """One progress line (plain text, greppable); ``processes`` (under autoscaling) adds
     the count running. ``expired``: records whose locks ended in a process's buffer;
     ``released``: records a process released without handing them out (its consumer
-    closed, or left its group for idleness, with them buffered). Each is a delivery
-    attempt spent unseen."""
+    closed, or left its group for idleness, with them buffered); ``lost``: records a
+    process dropped from its buffer because their share session ended or their
+    partition's leader changed (their locks were gone). Each is a delivery attempt spent
+    unseen."""
     per = " ".join(f"p{i} {r:,.1f}" for i, r in enumerate(rates))
     line = (
         f"sharecon worker: {sum(rates):,.1f} rec/s ({per}) | handled {handled:,} | "
         f"in flight {in_flight} | failed {failed:,} | dlq {dlq:,} | "
         f"redelivered {redelivered:,} | expired unseen {expired:,} | "
-        f"released unseen {released:,} | restarts {restarts}"
+        f"released unseen {released:,} | lost unseen {lost:,} | restarts {restarts}"
     )
     return line if processes is None else f"{line} | processes {processes}"
 
@@ -267,6 +271,9 @@ class Supervisor:
         tail = f", finished while draining {finished:,}" if finished else ""
         # Fetched, never started, released at close once the grace period ran out.
         tail += f", released unseen {released:,}" if released else ""
+        # Buffered when their session ended or their partition's leader changed.
+        lost = sum(s.total("lost") for s in self.slots)
+        tail += f", lost unseen {lost:,}" if lost else ""
         self.say(
             f"{how}: handled {handled:,}, failed {failed:,}, dlq {dlq:,}, "
             f"expired unseen {expired:,}{tail}"
@@ -570,6 +577,7 @@ class Supervisor:
                     processes=None if self._scaler is None else len(self._active()),
                     expired=sum(s.total("expired") for s in self.slots),
                     released=sum(s.total("released") for s in self.slots),
+                    lost=sum(s.total("lost") for s in self.slots),
                 )[len("sharecon worker: ") :]
             )
 

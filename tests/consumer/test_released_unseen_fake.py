@@ -107,6 +107,8 @@ async def test_an_unsubscribe_counts_the_buffered_records_it_releases(
             health = consumer.health()
             assert health.released_unseen == N - 1
             assert health.buffered_records == 0
+            # The same count where exporters read it.
+            assert consumer.metrics().released_unseen_records_total == N - 1
 
 
 async def test_a_drain_before_the_close_releases_nothing_unseen(fake_kafka: FakeKafka) -> None:
@@ -159,6 +161,7 @@ async def test_buffered_records_lost_with_their_session_or_leader_are_counted(
                 if len(got) == N:
                     break
             assert consumer.health().lost_unseen == N - 1
+            assert consumer.metrics().lost_unseen_records_total == N - 1
     assert got == {0: 2, **dict.fromkeys(range(1, N), 2)}
     if fault == "cut":
         said = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
@@ -187,5 +190,6 @@ async def test_a_partition_rebuilt_on_the_same_leader_hands_out_no_record_twice(
                 if len(seen) == N:
                     break
             health = consumer.health()
+            lost_metric = consumer.metrics().lost_unseen_records_total
     assert sorted(seen) == list(range(N)), seen
-    assert health.lost_unseen == N - 1
+    assert health.lost_unseen == lost_metric == N - 1

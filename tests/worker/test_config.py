@@ -318,11 +318,12 @@ def test_progress_line() -> None:
         restarts=1,
         expired=1500,
         released=19,
+        lost=7,
     )
     assert line == (
         "sharecon worker: 30.5 rec/s (p0 10.0 p1 20.5) | handled 1,234 | in flight 3 | "
         "failed 1 | dlq 0 | redelivered 2 | expired unseen 1,500 | released unseen 19 | "
-        "restarts 1"
+        "lost unseen 7 | restarts 1"
     )
 
 
