@@ -41,6 +41,7 @@ from sharecon.testing.conformance.model_runner import (
 )
 from sharecon.testing.conformance.scenario import (
     Ack,
+    CloseOld,
     Disconnect,
     Fetch,
     LookUp,
@@ -127,6 +128,8 @@ class _Member:
     member_id: str
     conn: BrokerConnection
     epoch: int = 0
+    #: connections a NewSession left open (CloseOld closes them)
+    old: list[BrokerConnection] = field(default_factory=list)
 
 
 async def _produce(
@@ -298,8 +301,14 @@ async def run_on_broker(target: BrokerTarget, scenario: Scenario) -> list[Observ
                 m.conn, m.epoch = await _connect(target, leader), 0
             elif isinstance(step, NewSession):
                 m = await member(step.member)
-                spare.append(m.conn)
+                m.old.append(m.conn)
                 m.conn, m.epoch = await _connect(target, leader), 0
+            elif isinstance(step, CloseOld):
+                m = await member(step.member)
+                for old in m.old:
+                    await old.aclose()
+                m.old.clear()
+                await anyio.sleep(DISCONNECT_SETTLE)
             elif isinstance(step, MoveLeader):
                 if target.move_leader is None:
                     raise AssertionError(f"{scenario.name} moves a leader: it needs a cluster")
@@ -360,6 +369,7 @@ async def run_on_broker(target: BrokerTarget, scenario: Scenario) -> list[Observ
                 out.append(Observation(i, "ack", step.member, aresp.error_code, part_err))
     finally:
         with anyio.CancelScope(shield=True):
-            for conn in [*spare, *(m.conn for m in members.values())]:
+            conns = [*spare, *(m.conn for m in members.values())]
+            for conn in conns + [c for m in members.values() for c in m.old]:
                 await conn.aclose()
     return out

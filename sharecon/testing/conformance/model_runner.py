@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sharecon.protocol.error_codes import ErrorCode
@@ -24,6 +24,7 @@ from sharecon.protocol.messages.share_fetch import (
 from sharecon.testing.conformance.scenario import (
     Ack,
     AckRange,
+    CloseOld,
     Disconnect,
     Fetch,
     LookUp,
@@ -133,6 +134,8 @@ class _Member:
     member_id: str
     connection: str
     epoch: int = 0
+    #: connections a NewSession left open (CloseOld closes them)
+    old: list[str] = field(default_factory=list)
 
 
 def run_on_model(scenario: Scenario, version: str) -> list[Observation]:
@@ -175,8 +178,15 @@ def run_on_model(scenario: Scenario, version: str) -> list[Observation]:
             m.connection, m.epoch = f"c{connections}", 0
         elif isinstance(step, NewSession):
             m = member(step.member)
+            m.old.append(m.connection)
             connections += 1
             m.connection, m.epoch = f"c{connections}", 0
+        elif isinstance(step, CloseOld):
+            m = member(step.member)
+            for old in m.old:
+                broker.disconnect(old, now)
+            m.old.clear()
+            now += DISCONNECT_SETTLE
         elif isinstance(step, MoveLeader):
             # The model broker plays the new leader too: the share partition is dropped
             # and rebuilt from the persisted state; every member starts a new session

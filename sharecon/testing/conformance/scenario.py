@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "Ack",
+    "CloseOld",
     "Disconnect",
     "Fetch",
     "LookUp",
@@ -107,6 +108,14 @@ class Disconnect:
 
 
 @dataclass(frozen=True, slots=True)
+class CloseOld:
+    """Close the connections :class:`NewSession` left open for ``member`` (its current
+    one stays)."""
+
+    member: str
+
+
+@dataclass(frozen=True, slots=True)
 class NewSession:
     """``member``'s next fetch uses epoch 0 on a new connection, and the old connection
     stays open (the broker replaces the session without releasing anything)."""
@@ -154,6 +163,7 @@ Step = (
     | Wait
     | Disconnect
     | NewSession
+    | CloseOld
     | MoveLeader
     | StopLeader
     | StartLeader

@@ -15,6 +15,7 @@ from sharecon.testing.conformance.scenario import (
     RELEASE,
     RENEW,
     Ack,
+    CloseOld,
     Disconnect,
     Fetch,
     LookUp,
@@ -296,6 +297,20 @@ SCENARIOS: tuple[Scenario, ...] = (
             NewSession("a"),
             Fetch("a", expect=False),
             Fetch("b", expect=False),
+            Ack("a", ((0, 1, ACCEPT),)),
+        ),
+    ),
+    # The connection of a replaced session closes: on 4.1 it ends the member's new
+    # session too (SHARE_SESSION_NOT_FOUND for the next request, the locks released);
+    # from 4.2 (KAFKA-19950) the close of a replaced session's connection is ignored.
+    Scenario(
+        "old-connection-closed-after-new-session",
+        (
+            Produce(2),
+            Fetch("a"),
+            NewSession("a"),
+            Fetch("a", expect=False),
+            CloseOld("a"),
             Ack("a", ((0, 1, ACCEPT),)),
         ),
     ),

@@ -34,6 +34,11 @@ class Behaviour:
         or by a final ShareFetch just before). Kafka 4.1 does not: such a fetch ends empty
         at its ``max_wait_ms``. Seen on 4.2, 4.3 and 4.4 by the conformance scenarios.
     :ivar fetch_version: the ShareFetch/ShareAcknowledge version the line serves at most.
+    :ivar old_connection_ends_session: the close of a connection that once opened the
+        member's share session ends the member's *current* session, even one a later
+        epoch-0 request opened on another connection (and releases what the member holds).
+        Kafka 4.1: its connection-to-session map is keyed by member; 4.2 (KAFKA-19950)
+        marks a replaced session's old connection stale and ignores its close.
     """
 
     version: str
@@ -44,6 +49,7 @@ class Behaviour:
     renew_config: bool
     wakes_on_persist: bool
     fetch_version: int
+    old_connection_ends_session: bool
 
     @classmethod
     def for_version(cls, version: str) -> Behaviour:
@@ -64,4 +70,5 @@ class Behaviour:
             renew_config=minor >= 3,
             wakes_on_persist=minor >= 2,
             fetch_version=1 if minor == 1 else 2,
+            old_connection_ends_session=minor == 1,
         )

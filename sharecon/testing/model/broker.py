@@ -132,6 +132,9 @@ class ModelBroker:
     sessions: dict[SessionKey, _Session] = field(default_factory=dict, init=False)
     #: connection -> (session key, stale); stale once the session was replaced or closed
     connections: dict[str, tuple[SessionKey, bool]] = field(default_factory=dict, init=False)
+    #: connections whose session an epoch-0 request on another connection replaced (their
+    #: close still ends the member's session on 4.1: Behaviour.old_connection_ends_session)
+    replaced: set[str] = field(default_factory=set, init=False)
     events: list[BrokerEvent] = field(default_factory=list, init=False)
     #: the start offset each share state was last written with (what an admin reads;
     #: see ``SharePartitionModel.written_start``), kept while a partition is not loaded
@@ -247,7 +250,15 @@ class ModelBroker:
             if entry is None:
                 continue
             key, stale = entry
-            session = None if stale else self.sessions.get(key)
+            replaced = conn in self.replaced
+            self.replaced.discard(conn)
+            # Kafka 4.1 ends the member's current session even when the connection's own
+            # was replaced by an epoch-0 request on another connection
+            # (Behaviour.old_connection_ends_session).
+            if stale and not (replaced and self.behaviour.old_connection_ends_session):
+                session = None
+            else:
+                session = self.sessions.get(key)
             leaving.append((key[0], session))
         if not concurrent:
             for group, session in leaving:
@@ -354,6 +365,8 @@ class ModelBroker:
                 return self._fetch_error(ErrorCode.INVALID_REQUEST)
             if session is not None:
                 self._remove_session(key)
+                if session.connection != connection:
+                    self.replaced.add(session.connection)
             session = _Session(key, 1, connection, list(dict.fromkeys(wanted)))
             self.sessions[key] = session
             self.connections[connection] = (key, False)
