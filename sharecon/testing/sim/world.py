@@ -446,6 +446,14 @@ class World:
         self.member = Member(self, "m1")
         if self.knobs.close_at is not None:
             self.at(self.knobs.close_at, self._close_member, self.member)
+        # Late closes: the member's connection breaks, and the broker handles its end only
+        # later (a busy network thread), after the member may have opened a new session on
+        # another connection; on 4.1 that end also ends the new session
+        # (Behaviour.old_connection_ends_session). A stream of its own, so the other draws
+        # of a seed stay as they were.
+        self.lrng = lrng = random.Random(seed ^ 0x1A7E)
+        for _ in range(lrng.choice((0, 0, 0, 1, 2))):
+            self.at(lrng.uniform(0.0, FAULT_WINDOW), self._late_close, lrng.uniform(0.05, 1.5))
         self.at(FAULT_WINDOW, self._quiet)
 
     # -- the loop ----------------------------------------------------------------------------
@@ -620,6 +628,23 @@ class World:
             self.brokers[self.rng.choice(NODES)].evict_session(GROUP, m.member_id, self.now)
         else:
             self._move(self.rng.choice(self.tps))
+
+    def _late_close(self, delay: float) -> None:
+        """The member's connection to a node breaks now; that node handles its end
+        ``delay`` seconds later."""
+        if self.quiet:
+            return
+        node = self.lrng.choice(NODES)
+        conn = self.member.ports[node].conn
+        if conn is None:
+            return
+        self.faults.append(f"late-close@{self.now:.2f}")
+        self.member.cut(node, broker_side=False)
+        self.heal_at = max(self.heal_at, self.now + delay)
+        self.at(self.now + delay, self._broker_close, node, conn)
+
+    def _broker_close(self, node: int, conn: str) -> None:
+        self.brokers[node].disconnect(conn, self.now)
 
     def _coord_fault(self, kind: str) -> None:
         """The group coordinator is lost for a while."""
