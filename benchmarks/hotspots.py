@@ -189,6 +189,8 @@ def worker_main(spec: dict[str, Any]) -> None:
         f"{', under cProfile' if not spec['perf'] else ''})\n"
     )
     if not spec["perf"]:
+        if os.environ.get("SHARECON_PROFILE_OUT"):
+            prof.dump_stats(os.environ["SHARECON_PROFILE_OUT"])  # for pstats' callers/callees
         print_top(pstats.Stats(prof), spec["top"])
 
 
@@ -259,6 +261,12 @@ def main(argv: list[str] | None = None) -> int:
         default="batches",
         help="consume: batches() or `async for record in consumer`",
     )
+    parser.add_argument(
+        "--spread",
+        action="store_true",
+        help="consume: write the topic in small batches (16 KiB, no linger), as "
+        "consume.py --spread does",
+    )
     parser.add_argument("--mode", choices=("loop", "batch", "nowait"), default="loop")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--perf", action="store_true", help="Linux perf instead of cProfile")
@@ -292,7 +300,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.workload == "consume":
             tools.produce(
                 topic, n, record_size=args.size,
-                producer_props={"batch.size": "262144", "linger.ms": "20"}, timeout=900,
+                producer_props={
+                    "batch.size": "16384" if args.spread else "262144",
+                    "linger.ms": "0" if args.spread else "20",
+                },
+                timeout=900,
             )  # fmt: skip
             tools.alter_group_config(group, {"share.auto.offset.reset": "earliest"})
         spec = {
