@@ -25,8 +25,11 @@ pytestmark = [pytest.mark.broker]
 
 CHILD = textwrap.dedent(
     """
-    import sys, time
+    import faulthandler, signal, sys, time
     from sharecon.sync import ShareConsumer
+
+    # Every thread's stack on SIGUSR1: what a child that does not end was doing.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
 
     bootstrap, group, topic = sys.argv[1:4]
 
@@ -78,6 +81,10 @@ def test_a_signal_closes_the_consumer_and_releases_the_record_it_held(
         try:
             out, err = child.communicate(timeout=120)
         except subprocess.TimeoutExpired:
+            # Seen once in CI (stop 42), not reproduced: ask for every thread's stack
+            # before the kill, so a next time says where it hung.
+            child.send_signal(signal.SIGUSR1)
+            time.sleep(1.0)
             child.kill()
             out, err = child.communicate()
             pytest.fail(f"the child did not end after {signum.name}:\n{out}\n{err}")
