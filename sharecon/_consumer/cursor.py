@@ -133,11 +133,19 @@ class Cursor:
                     # partition read from the owner, a native field (the record's own
                     # attributes are generic lookups from compiled code).
                     lo, hi = owner.delivery
-                    machine.accept_of(owner.tp, cur.offset, lo, hi)
+                    # The record after the last one accepted: the ledger extends its run
+                    # (its rule 7). A dry planner must hear of the answer (the machine's
+                    # accept tells it), so that takes the whole path.
+                    if machine.any_dry or not machine.ledger.accept_next(
+                        owner.tp, cur.offset, lo, hi
+                    ):
+                        machine.accept_of(owner.tp, cur.offset, lo, hi)
+                        if machine.effects:
+                            handout.settle()
                 else:
                     machine.accept(cur.topic_partition, cur.offset, None)
-                if machine.effects:
-                    handout.settle()
+                    if machine.effects:
+                        handout.settle()
         self.current = None
 
     def take(

@@ -630,6 +630,14 @@ _OPS = st.lists(
         st.tuples(
             st.just("forget"), st.sampled_from([TP0, TP1]), st.integers(0, 8), st.integers(0, 16)
         ),
+        # Implicit mode: records first..first+n of one delivery accepted one after the other.
+        st.tuples(
+            st.just("accept"),
+            st.sampled_from([TP0, TP1]),
+            st.integers(0, 16),
+            st.integers(0, 5),
+            st.integers(0, 8),
+        ),
     ),
     max_size=60,
 )
@@ -639,8 +647,9 @@ _OPS = st.lists(
 @given(_OPS)
 def test_mark_answers_as_if_it_searched_every_time(ops: list[tuple[object, ...]]) -> None:
     """mark() keeps the segment it found last and skips the search while the partition's
-    segments are unchanged and do not overlap. Two ledgers get the same steps; one forgets
-    that segment before every mark(): every answer and every request must be the same
+    segments are unchanged and do not overlap, and implicit accepts extend a run written
+    later (accept_next). Two ledgers get the same steps; one forgets that segment before
+    every mark() and never runs: every answer, count and request must be the same
     (redeliveries, overlaps, finished and pruned segments, lost sessions included)."""
     fast, slow = AckLedger(), AckLedger()
     deliveries: list[tuple[int, int]] = []
@@ -684,6 +693,21 @@ def test_mark_answers_as_if_it_searched_every_time(ops: list[tuple[object, ...]]
                     assert fast.complete(TAG, dict.fromkeys(tps, 0)) == slow.complete(
                         TAG, dict.fromkeys(tps, 0)
                     )
+        elif kind == "accept":
+            # The fast ledger extends its run where it can (as the cursor does); the slow
+            # one searches for every record.
+            _, tp, first, n, which = op
+            assert isinstance(tp, TopicIdPartition) and isinstance(first, int)
+            assert isinstance(n, int) and isinstance(which, int)
+            if which < len(deliveries):
+                lo, hi = deliveries[which]
+                for offset in range(first, first + n + 1):
+                    slow._hot_seg = None
+                    want = slow.mark(tp, offset, A, (lo, hi))
+                    if fast.accept_next(tp, offset, lo, hi):
+                        assert want is MarkResult.OK
+                    else:
+                        assert fast.mark(tp, offset, A, (lo, hi)) is want
         else:
             _, tp, which, first = op
             assert isinstance(tp, TopicIdPartition) and isinstance(which, int)
@@ -692,7 +716,9 @@ def test_mark_answers_as_if_it_searched_every_time(ops: list[tuple[object, ...]]
                 fast.forget(tp, deliveries[which], first, first + 5)
                 slow.forget(tp, deliveries[which], first, first + 5)
         assert fast.partitions() == slow.partitions()
+        assert fast.counts_by_partition() == slow.counts_by_partition()
     assert fast.unacknowledged() == slow.unacknowledged()
+    assert fast.has_marked(TAG) == slow.has_marked(TAG)
 
 
 def test_mark_finds_a_redelivery_after_the_segment_it_found_last_left() -> None:
@@ -756,3 +782,96 @@ def test_settle_dead_merges_overlapping_dead_runs_far_from_offset_zero() -> None
     ledger.add(TP0, TAG, [(100, 106)])
     [lost] = ledger.settle_dead(ack=AckType.RELEASE)
     assert lost.batches == (b(100, 106, AckType.RELEASE),)
+
+
+# -- implicit accepts written as runs (the ledger's rule 7) ---------------------------------
+
+
+def test_consecutive_implicit_accepts_go_out_as_one_batch() -> None:
+    ledger = AckLedger()
+    d = add(ledger, TP0, [(10, 19)])
+    assert ledger.mark(TP0, 10, A, d) is MarkResult.OK
+    assert all(ledger.accept_next(TP0, o, *d) for o in range(11, 15))
+    # What any reader sees is as if each accept had been written at once.
+    assert ledger.counts_by_partition() == {TP0: (5, 5, 0)}
+    assert ledger.holds(TP0, 14, d) is False and ledger.holds(TP0, 15, d) is True
+    taken = ledger.take(TAG)
+    assert taken is not None and taken.acks == {TP0: [b(10, 14, A)]}
+    assert taken.count == 5
+
+
+@pytest.mark.parametrize(
+    ("tp", "offset", "delivery_shift", "why"),
+    [
+        (TP1, 11, 0, "another partition"),
+        (TP0, 12, 0, "not the next offset"),
+        (TP0, 11, 1, "another delivery"),
+    ],
+)
+def test_accept_next_extends_only_the_run_it_holds(
+    tp: TopicIdPartition, offset: int, delivery_shift: int, why: str
+) -> None:
+    ledger = AckLedger()
+    d = add(ledger, TP0, [(10, 12)])
+    add(ledger, TP1, [(10, 12)])
+    assert ledger.mark(TP0, 10, A, d) is MarkResult.OK
+    lo, hi = d
+    assert not ledger.accept_next(tp, offset, lo + delivery_shift, hi + delivery_shift), why
+    taken = ledger.take(TAG)
+    assert taken is not None and taken.acks == {TP0: [b(10, 10, A)]}
+
+
+def test_a_run_stops_at_its_segments_end_and_at_a_record_not_buffered() -> None:
+    ledger = AckLedger()
+    d = add(ledger, TP0, [(0, 2), (3, 5)])
+    ledger.deliver(TP0, 4, 4)  # handed out by a bulk style: no longer the run's kind
+    assert ledger.mark(TP0, 0, A, d) is MarkResult.OK
+    assert ledger.accept_next(TP0, 1, *d) and ledger.accept_next(TP0, 2, *d)
+    assert not ledger.accept_next(TP0, 3, *d)  # the next segment: a search finds it
+    assert ledger.mark(TP0, 3, A, d) is MarkResult.OK
+    assert not ledger.accept_next(TP0, 4, *d)
+    taken = ledger.take(TAG)
+    assert taken is not None and taken.acks == {TP0: [b(0, 3, A)]}
+
+
+def test_a_session_lost_with_a_run_pending_fails_its_accepts() -> None:
+    """The run's records were the application's: their accepts fail with the session, as
+    accepts written one by one would, and none is left as an unseen buffered record."""
+    ledger = AckLedger()
+    d = add(ledger, TP0, [(0, 9)])
+    assert ledger.mark(TP0, 0, A, d) is MarkResult.OK
+    assert all(ledger.accept_next(TP0, o, *d) for o in range(1, 4))
+    failed = ledger.invalidate(AckFailure.SESSION_RESET, 72, tag=TAG)
+    assert failed == [AckResult(TP0, (b(0, 3, A),), 72, AckFailure.SESSION_RESET)]
+    # 4..9 died in the buffer, for it to forget: neither buffered nor held any more.
+    assert ledger.counts_by_partition() == {TP0: (0, 0, 0)}
+    ledger.forget(TP0, d, 4, 9)
+    assert ledger.partitions() == []
+
+
+def test_every_ledger_method_writes_the_pending_run_first() -> None:
+    """Rule 7 holds only if no method reads or changes states past a pending run: each
+    public method (but accept_next itself, the sequence number, and mark(), which is
+    mark_of()) starts by writing it."""
+    import ast
+    import inspect
+    import textwrap
+
+    from sharecon._share import ledger as module
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(module.AckLedger)))
+    cls = tree.body[0]
+    assert isinstance(cls, ast.ClassDef)
+    checked = []
+    for node in cls.body:
+        if not isinstance(node, ast.FunctionDef) or node.name.startswith("_"):
+            continue
+        if node.name in ("accept_next", "sequence", "mark"):  # mark: mark_of's, below
+            continue
+        body = node.body
+        if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]  # the docstring
+        first = ast.unparse(body[0])
+        assert first == "self._settle()", f"AckLedger.{node.name} starts with {first!r}"
+        checked.append(node.name)
+    assert {"take", "mark_of", "invalidate", "counts_by_partition", "add"} <= set(checked)
