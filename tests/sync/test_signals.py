@@ -43,7 +43,12 @@ CHILD = textwrap.dedent(
                        on_acknowledged=on_acknowledged) as consumer:
         for record in consumer:
             print("HOLDING", record.offset, record.delivery_count, flush=True)
-            time.sleep(600)  # the handler is busy when the signal comes
+            # The handler is busy when the signal comes. In short sleeps: CPython checks
+            # for a signal when a sleep is interrupted, not before one starts, so a signal
+            # that lands just before a sleep waits for its end (seen once in CI: a single
+            # 600 s sleep outlasted the test's wait). docs/sync.md says so.
+            for _ in range(6000):
+                time.sleep(0.1)
     """
 )
 
@@ -81,8 +86,8 @@ def test_a_signal_closes_the_consumer_and_releases_the_record_it_held(
         try:
             out, err = child.communicate(timeout=120)
         except subprocess.TimeoutExpired:
-            # Seen once in CI (stop 42), not reproduced: ask for every thread's stack
-            # before the kill, so a next time says where it hung.
+            # Ask for every thread's stack before the kill, so a failure says where the
+            # child waited.
             child.send_signal(signal.SIGUSR1)
             time.sleep(1.0)
             child.kill()
