@@ -125,7 +125,7 @@ class Cursor:
                         f"the next: {cur.topic}-{cur.partition} offset {cur.offset}"
                     )
             else:
-                # Handout.accept(), inlined: this runs once per record.
+                # Implicit mode's accept: this runs once per record.
                 owner = cur._owner
                 machine = handout.machine
                 if isinstance(owner, SessionOwner):

@@ -182,21 +182,6 @@ class Handout:
             self.settle()
         return result
 
-    def accept(self, record: Record) -> None:
-        """Implicit mode's once-per-record accept of the record the application left."""
-        owner = record._owner  # owner_of(), inlined: this runs once per record
-        machine = self.machine
-        if isinstance(owner, SessionOwner):
-            lo, hi = owner.delivery  # apart: no tuple per record
-            # As the cursor's move_on: a run's next record costs the ledger a few reads.
-            if not machine.any_dry and machine.ledger.accept_next(owner.tp, record.offset, lo, hi):
-                return
-            machine.accept_of(owner.tp, record.offset, lo, hi)
-        else:
-            machine.accept(record.topic_partition, record.offset, None)
-        if machine.effects:
-            self.settle()
-
     def acknowledge(self, record: Record, ack: AckType) -> MarkResult:
         """The application's explicit answer (refused as the machine's rule 6 says): OK,
         or DEAD for a record whose lock was lost (reported, not raised).
