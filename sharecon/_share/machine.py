@@ -725,7 +725,11 @@ class ShareMachine:
         if plan.fetches:
             # Batches that cannot arrive within the lock: stop fetching them (.oversize).
             elapsed = now - f.sent_at
-            rate = size / max(elapsed - waited, 1e-6) if size else leader.sizer.bytes_per_second
+            # Measured on this answer only: an empty one measures nothing, and the sizer's
+            # running rate may still carry samples from before the link slowed (seed 1080
+            # on 4.1: empty answers in time ended a block at a stale rate, and the batch
+            # was fetched late again, a third attempt spent).
+            rate = size / max(elapsed - waited, 1e-6) if size else None
             self._blocked(
                 f.node_id,
                 leader.guard.answered(

@@ -29,8 +29,9 @@ decides when to stop fetching a partition. Rules:
 3. A blocked partition is left out of the leader's fetches (the broker forgets it from
    the share session), so no further attempt is spent by this member meanwhile; its
    records stay available to the group's other members. It is fetched again when an
-   answer in time shows the batch now fits (a longer lock reported by the broker, or a
-   rate measured on the same leader at which the batch arrives within
+   answer in time shows the batch now fits (a longer lock reported by the broker, at the
+   rate measured when the partition was blocked; or a rate measured on an answer with
+   bytes, never the leader's running rate, on the same leader, at which the batch arrives within
    :data:`~.fetch_size.ARRIVAL_SHARE` of the lock: by a fetch that did not wait at the
    broker, or, for one that may have waited, the bytes over the whole time from send to
    answer, a rate the link surely reached). A block for a probe that got no answer (no
@@ -223,6 +224,9 @@ class OversizeGuard:
             elif bytes_per_second and not waited and b.batch_bytes / bytes_per_second <= budget:
                 del self.blocked[tp]
             elif surely is not None and b.batch_bytes / surely <= budget:
+                del self.blocked[tp]
+            elif b.bytes_per_second and b.batch_bytes / b.bytes_per_second <= budget:
+                # A longer lock reported: the batch fits it at the rate it was blocked at.
                 del self.blocked[tp]
         return new
 

@@ -321,6 +321,32 @@ def test_a_longer_lock_reported_by_the_broker_ends_a_block() -> None:
     assert m.leader(NODE).guard.wanted([TP]) == [TP]  # fetched again
 
 
+def test_an_empty_answer_in_time_does_not_end_a_block_at_the_rate_from_before() -> None:
+    """Whole-client simulation, seed 1080 on 4.1: the leader's running rate still held a
+    sample from before the link slowed (one small answer in a millisecond), an empty
+    answer in time ended the block at that rate, and the batch was fetched late again: a
+    third delivery attempt of each of its records spent (invariant N4)."""
+    m = machine()
+    opened(m)
+    f = send(m, 1.0)
+    quick = _kilobyte_records(0, 0)
+    m.fetch_answered(f, quick, NAMES, 1.001, pipeline=False)  # ~1 MB/s, before the slowdown
+    m.fetch_records(f, quick, NAMES)
+    m.drain()
+    f = m.sent(NODE, m.next_turn(NODE, [TP], room=True, now=2.0), 2.0)
+    late = _kilobyte_records(1, 29)
+    m.fetch_answered(f, late, NAMES, 2.0 + LOCK_MS / 1000 + 5, pipeline=False)
+    m.fetch_records(f, late, NAMES)
+    m.drain()
+    assert m.blocked()
+    turn = m.next_turn(NODE, [TP], room=True, now=40.0)
+    f2 = m.sent(NODE, turn, 40.0)
+    empty = ShareFetchResponse(acquisition_lock_timeout_ms=LOCK_MS)
+    m.fetch_answered(f2, empty, NAMES, 40.2, pipeline=False)
+    assert m.blocked()  # an empty answer measured nothing
+    assert m.leader(NODE).guard.wanted([TP]) == []
+
+
 def test_the_machine_probes_an_unanswered_block_again_after_reprobe_locks() -> None:
     m = machine()
     opened(m)
