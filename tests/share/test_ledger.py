@@ -326,6 +326,29 @@ def test_leader_change_fails_only_that_partition() -> None:
     assert ledger.partitions() == []
 
 
+@pytest.mark.parametrize("old, new", [(TAG, OTHER), (OTHER, TAG)])
+def test_leader_change_leaves_the_new_leader_s_acks_in_flight(
+    old: SessionTag, new: SessionTag
+) -> None:
+    """The partition moved from ``old`` to ``new`` while both leaders had its
+    acknowledgements in flight: only the old leader's fail. The new leader's answer still
+    settles its own (whichever node id is the higher)."""
+    ledger = AckLedger()
+    assert ledger.add(TP0, old, [(0, 1)]) == []
+    ledger.deliver(TP0, 0, 1)
+    ledger.mark_delivered(A)
+    assert ledger.take(old) is not None
+    assert ledger.add(TP0, new, [(2, 3)]) == []
+    ledger.deliver(TP0, 2, 3)
+    ledger.mark_delivered(A)
+    assert ledger.take(new) is not None
+    results = ledger.invalidate(AckFailure.LEADER_CHANGED, 6, partition=TP0, node_id=old.node_id)
+    assert results == [AckResult(TP0, (b(0, 1, A),), 6, AckFailure.LEADER_CHANGED)]
+    assert ledger.complete(new, {TP0: 0}) == [AckResult(TP0, (b(2, 3, A),))]
+    assert ledger.complete(old, {TP0: 0}) == []
+    assert ledger.partitions() == []
+
+
 def test_invalidate_needs_a_criterion() -> None:
     with pytest.raises(ValueError):
         AckLedger().invalidate(AckFailure.SESSION_RESET, 13)

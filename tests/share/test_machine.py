@@ -210,6 +210,17 @@ def test_an_answer_that_hides_what_it_acquired_is_not_pipelined() -> None:
     assert again.plan.epoch == 0 and not again.plan.acks
 
 
+def test_an_answer_of_single_record_ranges_is_pipelined() -> None:
+    """Only an inverted range hides what was acquired (rule 1): a range of one record
+    shows it, and its answer is pipelined like any other (found by mutation testing: a
+    one-record range taken for a hidden one was never pipelined)."""
+    m = machine()
+    opened(m)
+    f = send(m, 1.0)
+    got = m.fetch_answered(f, answer((0, 0, 1), (3, 3, 2)), NAMES, 1.1, pipeline=True)
+    assert got.proceed and got.pipeline and got.acquired == 2
+
+
 def test_lock_deadline_counts_from_the_send_not_the_answer() -> None:
     m = machine()
     opened(m)
@@ -372,6 +383,27 @@ def test_a_stalled_answer_from_the_old_leader_ends_nothing_of_the_new_one(pipeli
     f = send(m, 4.0)
     [back] = take(m, f, answer((4, 5, 3)), 4.5)
     assert back.tag.node_id == NODE and m.stale_records == 6
+
+
+def test_a_stale_answer_counts_the_records_of_its_ranges_only() -> None:
+    """A stale answer's records count as lost unseen, range by range; a malformed range
+    (last offset before first) counts none (found by mutation testing: counted as one,
+    and a range of more than 32 records counted as 32)."""
+    m = machine()
+    opened(m)
+    stalled = send(m, 1.0)
+    opened(m, node=2)
+    take(m, send(m, 2.0, node=2), answer((0, 3, 2)), 2.5)
+    resp = answer((0, 39, 1))
+    [topic] = resp.responses
+    [part] = topic.partitions
+    inverted = sf.AcquiredRecords(first_offset=9, last_offset=8, delivery_count=1)
+    part = dataclasses.replace(part, acquired_records=(*part.acquired_records, inverted))
+    resp = dataclasses.replace(resp, responses=(dataclasses.replace(topic, partitions=(part,)),))
+    assert m.fetch_answered(stalled, resp, NAMES, 3.0, pipeline=False).proceed
+    m.fetch_records(stalled, resp, NAMES)
+    assert not deliveries(m.drain())
+    assert m.stale_records == 40
 
 
 def test_a_leader_s_own_deliveries_lose_nothing() -> None:
@@ -665,6 +697,39 @@ def acknowledged(partition: int = 0) -> ShareAcknowledgeResponse:
             ),
         ),
     )
+
+
+def test_a_renewal_answered_leaves_a_full_strict_budget_asleep() -> None:
+    """A report that frees no place in a strict budget wakes no leader: the renewed
+    record is still held, so node 2, refused for want of budget, would only be refused
+    again (found by mutation testing: the room computed with ``|`` woke it anyway)."""
+    m = machine(record_limit=1)
+    tp2 = TopicIdPartition(T, 1, "t")
+    opened(m)
+    turn = m.next_turn(NODE, [TP], room=True, now=1.0)
+    assert turn.granted == 1
+    f = m.sent(NODE, turn, 1.0)
+    assert m.next_turn(2, [tp2], room=True, now=1.0).granted == 0  # node 2 waits
+    [d] = take(m, f, answer((0, 0, 1)), 1.1)
+    hand_out(m, d, 0, 0)
+    tag = m.leader(NODE).session.tag
+    assert m.answer(TP, 0, AckType.RENEW, d.delivery, tag, "handle") is MarkResult.OK
+    m.drain()
+    turn = m.next_turn(NODE, [TP], room=True, now=1.2)
+    assert turn.plan is not None and turn.plan.kind is RequestKind.SHARE_ACKNOWLEDGE
+    m.acknowledge_answered(m.sent(NODE, turn, 1.2), acknowledged(), NAMES, 1.3)
+    effects = m.drain()
+    assert any(isinstance(e, Report) for e in effects)  # the renewal was answered
+    assert Wake(2) not in effects  # and the record is still held: no room
+    assert m.holds(TP, 0, d.delivery)
+    assert m.next_turn(2, [tp2], room=True, now=1.3).granted == 0
+    # Once the record is finished, the budget is free and node 2 is woken.
+    m.acknowledge(TP, 0, AckType.ACCEPT, d.delivery)
+    m.drain()
+    turn = m.next_turn(NODE, [TP], room=True, now=1.4)
+    assert turn.plan is not None and turn.plan.kind is RequestKind.SHARE_ACKNOWLEDGE
+    m.acknowledge_answered(m.sent(NODE, turn, 1.4), acknowledged(), NAMES, 1.5)
+    assert Wake(2) in m.drain()
 
 
 def test_a_finished_record_hands_the_strict_budget_on_without_a_long_poll() -> None:
