@@ -83,6 +83,24 @@ def test_slow_link_every_fetch_arrives_within_the_lock() -> None:
     assert 10 * 1024 * 0.95 < (sizer.bytes_per_second or 0) < 10 * 1024 * 1.05
 
 
+def test_the_link_rate_is_weighed_by_transfer_time() -> None:
+    """Whole-client simulation, seed 1080 on 4.1: one small answer in a millisecond, then
+    the link slowed to 2 KiB/s. Averaged sample by sample, the rate named in the late
+    fetch's warning stayed in the gigabytes per second for many answers; weighed by time,
+    it is the slow link's after one."""
+    sizer = FetchSizer(CEILING, 500)
+    sizer.fetched(0.0, 1e-9, 1000, 1, lock_ms=15_000)  # in no measurable time
+    assert sizer.bytes_per_second is not None and sizer.bytes_per_second >= 1e9
+    sizer.fetched(1.0, 1.0 + 22.7, 46_500, 45, lock_ms=15_000)  # 46.5 KB over 22.7 s
+    assert 2000 < sizer.bytes_per_second < 2200
+    # It follows the link when it heals (1 MB/s), as the slow answer's seconds halve away.
+    rates = []
+    for i in range(8):
+        sizer.fetched(30.0 + i, 30.0 + i + 0.5, 500_000, 500, lock_ms=15_000)
+        rates.append(sizer.bytes_per_second)
+    assert rates == sorted(rates) and 900_000 < rates[-1] < 1_000_000
+
+
 def test_shrinks_when_an_answer_is_slow() -> None:
     sizer = FetchSizer(CEILING, 500, initial_bytes=MIB)
     # 1 MiB took 100 s at 10 KiB/s: the next ask is what 10 KiB/s carries in the budget.
