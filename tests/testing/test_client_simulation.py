@@ -15,6 +15,7 @@ SEEDS = range(0, 12)
 #: Where each deliberate bug is first caught on 4.4 (a test of the simulation's power).
 FIRST_CAUGHT = {
     "dry-forever": 6,
+    "handed-short": 2,
     "dlq-release-at-once": 7,
     "token-give-up": 4,
     "keeper-off": 24,
@@ -45,6 +46,13 @@ def test_a_deliberate_bug_is_caught(mutant: str) -> None:
         f"python -m sharecon.testing.sim.client --seed {seed} --version 4.4 --mutant {mutant}"
     )
     assert run(seed, "4.4").violation is None  # the same schedule, without the bug
+
+
+def test_a_ledger_that_is_not_what_the_application_holds_is_named() -> None:
+    """Invariant 7 names the bug at the first batch it touches: the last record of a
+    batch left acquired in the ledger, as if still buffered."""
+    out = run(FIRST_CAUGHT["handed-short"], "4.4", "handed-short")
+    assert out.violation is not None and out.violation.startswith("invariant 7: ")
 
 
 @pytest.mark.parametrize("version", ["4.1", "4.2", "4.3", "4.4"])

@@ -136,6 +136,8 @@ LOCK_MS = 15_000
 DELIVERY_LIMIT = 10
 #: What a member does with its records.
 STYLES = ("iter", "explicit", "poll", "batches", "process", "gather")
+#: Invariant 7 reads a member's ledger at every this many records it is handed.
+HELD_EVERY = 3
 #: Invariant 6: the longest a member with a free worker may go without a record while
 #: records of its partitions wait at the broker, virtual seconds.
 STALL = 10.0
@@ -456,6 +458,8 @@ class _Watch:
     #: ``process()``: its workers, and how many run a handler now
     concurrency: int = 0
     running: int = 0
+    #: records handed out by ``async for`` (invariant 7 checks every HELD_EVERY-th)
+    handed: int = 0
 
     def assigned(self) -> set[int]:
         c = self.consumer
@@ -746,6 +750,64 @@ class _Schedule:
         if want is not None and record.value != want:
             self.fail(f"invariant 4: {key} handed out as {record.value!r}, written {want!r}")
 
+    def held(
+        self, consumer: ShareConsumer[bytes, bytes], record: Record[bytes, bytes], index: int
+    ) -> None:
+        """Invariant 7, for ``async for`` (each record answered before the next is asked
+        for): the member's acknowledgement ledger counts as acquired and not answered what
+        its buffer holds and the record just handed out (``async for`` hands records out
+        without telling the ledger; the next step answers them). Checked at every
+        HELD_EVERY-th record of a member: reading the ledger writes its pending run of
+        implicit accepts (its rule 7), and the run is left to grow in between. Not with
+        dead letters: records past the limit wait acquired for the router, outside the
+        buffer (seed 142 on 4.4)."""
+        watch = self.watches[index]
+        watch.handed += 1
+        if watch.handed % HELD_EVERY or self.plan.dlq is not None:
+            return
+        core = consumer._core
+        if core is None:
+            return
+        counts = core.machine.ledger.counts_by_partition()
+        acquired = sum(buffered for buffered, _held, _sent in counts.values())
+        buffered = core.buffer.records
+        if acquired != buffered + 1:
+            self.fail(
+                f"invariant 7: member {index} was handed {(record.partition, record.offset)};"
+                f" its ledger counts {acquired} records acquired and not answered, its"
+                f" buffer holds {buffered} besides that one"
+            )
+
+    def held_batch(
+        self, consumer: ShareConsumer[bytes, bytes], batch: list[Record[bytes, bytes]], index: int
+    ) -> None:
+        """Invariant 7, for ``poll()`` and ``batches()`` (implicit answers: the previous
+        batch is accepted when the next is asked for): the member's ledger holds exactly
+        the records of ``batch`` as handed out and unanswered, and counts as acquired and
+        not handed out what its buffer holds. Checked at every batch (``poll()`` and
+        ``batches()`` tell the ledger what they hand out). Not with dead letters (as
+        :meth:`held`)."""
+        if self.plan.dlq is not None:
+            return
+        core = consumer._core
+        if core is None:
+            return
+        ledger = core.machine.ledger
+        unanswered = sorted(
+            (tp.partition, offset)
+            for tp, offsets in ledger.unacknowledged().items()
+            for offset in offsets
+        )
+        handed = sorted((r.partition, r.offset) for r in batch)
+        acquired = sum(buffered for buffered, _held, _sent in ledger.counts_by_partition().values())
+        if unanswered != handed or acquired != core.buffer.records:
+            self.fail(
+                f"invariant 7: member {index} was handed {handed[:8]} (of {len(handed)});"
+                f" its ledger holds {unanswered[:8]} (of {len(unanswered)}) handed out and"
+                f" unanswered, and counts {acquired} records acquired and not handed out,"
+                f" its buffer {core.buffer.records}"
+            )
+
     async def member(self, style: str, index: int) -> None:
         explicit = style in ("explicit",)
         rng = random.Random(self.seed * 31 + index)
@@ -763,11 +825,13 @@ class _Schedule:
             if style == "iter":
                 async for record in consumer:
                     self.seen(record, index)
+                    self.held(consumer, record, index)
                     if self._poisoned(record):
                         await self._reject_to_dlq(consumer, record)
             elif style == "explicit":
                 async for record in consumer:
                     self.seen(record, index)
+                    self.held(consumer, record, index)
                     if self._poisoned(record):
                         await self._reject_to_dlq(consumer, record)
                         continue
@@ -782,12 +846,15 @@ class _Schedule:
                         record.accept()
             elif style == "poll":
                 while True:
-                    for record in await consumer.poll(1.0):
+                    got = await consumer.poll(1.0)
+                    for record in got:
                         self.seen(record, index)
+                    self.held_batch(consumer, got, index)
             elif style == "batches":
                 async for batch in consumer.batches():
                     for record in batch:
                         self.seen(record, index)
+                    self.held_batch(consumer, batch, index)
             else:
                 concurrency = rng.randint(1, 4)
                 watch.concurrency = concurrency
@@ -1108,6 +1175,7 @@ _FINAL = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 #: make some schedule fail (tests/testing/test_client_simulation.py).
 MUTANTS: dict[str, Callable[[], Any]] = {
     "dry-forever": mutants.dry_forever,
+    "handed-short": mutants.handed_short,
     "dlq-release-at-once": release_at_once,
     "dlq-no-stub": no_stub,
     "token-give-up": give_up_for_good,

@@ -8,11 +8,16 @@ machine's class for one run with the context managers here.
 no-wait fetch came back empty the planner waits for an answer from the application before
 fetching again, with no timeout: the loop's idle wait has one only while acknowledgements
 wait their linger, and its end never clears ``dry``.
+
+``handed-short``: ``poll()`` and ``batches()`` tell the machine they handed out every
+record of a batch but its last (an off-by-one in ``Handout.handed_out``): that record
+stays acquired in the ledger, as if still buffered, and the next batch's implicit accept
+leaves it out. Planted in the pure iteration's call, so it acts in both builds.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from unittest import mock
 
 from sharecon._share.machine import ShareMachine
@@ -21,7 +26,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
 # The two machine-level functions are for the core simulation's fetch driver only.
-__all__ = ["dry_forever"]
+__all__ = ["dry_forever", "handed_short"]
 
 
 def dry_forever_idle_timeout(
@@ -49,3 +54,17 @@ def dry_forever() -> AbstractContextManager[object]:
         idle_timeout=dry_forever_idle_timeout,
         idle_expired=dry_forever_idle_expired,
     )
+
+
+def handed_short() -> AbstractContextManager[object]:
+    """Plant ``handed-short`` in :class:`~sharecon._consumer.handout.Handout` while the
+    context runs."""
+    from sharecon._consumer.handout import Handout
+
+    real = Handout.handed_out
+
+    def handed_out(self: Handout, records: list[Any]) -> None:
+        if len(records) > 1:
+            real(self, records[:-1])
+
+    return mock.patch.object(Handout, "handed_out", handed_out)
