@@ -33,8 +33,9 @@ Before the timed runs, ``--warm`` passes (default 3) of the first size's load go
 the broker untimed (a load of their own, read by sharecon): a fresh broker's JIT answers
 this load's fetches more than twice as slowly at first, so without it whoever ran first
 met the coldest broker. With ``--rounds N`` every client runs N times on the same data,
-the order reversed each round, so what warming is left falls on no client alone. The table shows each client's best
-round by its rate from the first record; the JSON has every round.
+the order reversed each round, so what warming is left falls on no client alone. The
+table shows each client's best round by its rate from the first record; the JSON has
+every round.
 
 Each Python client runs in its own process, so its peak RSS and CPU time are its own (the
 Java tool's CPU time includes starting its JVM). Prints a table with records/s, MB/s, the
@@ -468,9 +469,10 @@ def main() -> None:
 
     from sharecon.testing import KafkaBroker
 
-    if "sharecon-compiled" not in args.skip.split(","):
+    skip = set(filter(None, args.skip.split(",")))
+    if "sharecon-compiled" not in skip:
         compiled_tree()  # built before any broker starts (about a minute once)
-    if BASELINE is not None and "sharecon-baseline-compiled" not in args.skip.split(","):
+    if BASELINE is not None and "sharecon-baseline-compiled" not in skip:
         baseline_tree("compiled")
 
     external = os.environ.get("SHARECON_BOOTSTRAP")
@@ -484,7 +486,6 @@ def main() -> None:
 
         tools = broker.tools if broker is not None else KafkaTools(external)  # type: ignore[arg-type]
         bootstrap = broker.bootstrap if broker is not None else str(external)
-        skip = set(filter(None, args.skip.split(",")))
         # Warm-up: the first share group on a fresh broker pays for creating and loading
         # the share-state topic; no timed client should. And the broker's JIT: measured on
         # 2026-12-06 (ten passes of a million 100 B records), a fresh broker answered the
@@ -494,11 +495,16 @@ def main() -> None:
         # ``--warm`` passes of the first size's load go through the broker untimed first.
         warm_topic = f"bench-warm-{uuid.uuid4().hex[:6]}"
         first_size = int(args.sizes.split(",")[0])
-        warm_n = args.records if first_size <= 100 else max(args.records // 4, 1000)
+        # Without --warm, one small pass still opens the share-state topic.
+        warm_n = (
+            (args.records if first_size <= 100 else max(args.records // 4, 1000))
+            if args.warm
+            else 1000
+        )
         tools.create_topic(warm_topic, args.partitions)
         tools.produce(
             warm_topic,
-            warm_n if args.warm else 1000,
+            warm_n,
             record_size=first_size,
             producer_props=load_props(args),
         )
@@ -507,10 +513,10 @@ def main() -> None:
             warm_group = f"bench-warm-{uuid.uuid4().hex[:6]}"
             tools.alter_group_config(warm_group, {"share.auto.offset.reset": "earliest"})
             t0 = time.perf_counter()
-            run_worker(warmer, bootstrap, warm_topic, warm_group, warm_n if args.warm else 1000, {})
+            run_worker(warmer, bootstrap, warm_topic, warm_group, warm_n, {})
             if args.warm:
                 print(f"warm-up pass {k + 1}: {time.perf_counter() - t0:.1f} s", flush=True)
-        franzgo = None if "franz-go" in args.skip.split(",") else franzgo_binary()
+        franzgo = None if "franz-go" in skip else franzgo_binary()
         rows = []
         results: dict[str, Any] = {}
         for size in [int(s) for s in args.sizes.split(",")]:
