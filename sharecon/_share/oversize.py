@@ -225,8 +225,13 @@ class OversizeGuard:
                 del self.blocked[tp]
             elif surely is not None and b.batch_bytes / surely <= budget:
                 del self.blocked[tp]
-            elif b.bytes_per_second and b.batch_bytes / b.bytes_per_second <= budget:
+            elif (
+                lock > b.lock
+                and b.bytes_per_second
+                and b.batch_bytes / b.bytes_per_second <= budget
+            ):
                 # A longer lock reported: the batch fits it at the rate it was blocked at.
+                # (Under the lock it was blocked at, it never fits: it needed more.)
                 del self.blocked[tp]
         return new
 
