@@ -750,6 +750,17 @@ class _Schedule:
         if want is not None and record.value != want:
             self.fail(f"invariant 4: {key} handed out as {record.value!r}, written {want!r}")
 
+    def _ledger_view(self, consumer: ShareConsumer[bytes, bytes]) -> tuple[Any, int, int] | None:
+        """Invariant 7's reading of a member: its ledger, the records it counts acquired
+        and not handed out (nor answered), and the records its buffer holds; ``None``
+        where the invariant does not apply (closed, or dead letters in the schedule)."""
+        core = consumer._core
+        if core is None or self.plan.dlq is not None:
+            return None
+        ledger = core.machine.ledger
+        acquired = sum(buffered for buffered, _held, _sent in ledger.counts_by_partition().values())
+        return ledger, acquired, core.buffer.records
+
     def held(
         self, consumer: ShareConsumer[bytes, bytes], record: Record[bytes, bytes], index: int
     ) -> None:
@@ -763,14 +774,12 @@ class _Schedule:
         buffer (seed 142 on 4.4)."""
         watch = self.watches[index]
         watch.handed += 1
-        if watch.handed % HELD_EVERY or self.plan.dlq is not None:
+        if watch.handed % HELD_EVERY:
             return
-        core = consumer._core
-        if core is None:
+        view = self._ledger_view(consumer)
+        if view is None:
             return
-        counts = core.machine.ledger.counts_by_partition()
-        acquired = sum(buffered for buffered, _held, _sent in counts.values())
-        buffered = core.buffer.records
+        _ledger, acquired, buffered = view
         if acquired != buffered + 1:
             self.fail(
                 f"invariant 7: member {index} was handed {(record.partition, record.offset)};"
@@ -787,25 +796,22 @@ class _Schedule:
         not handed out what its buffer holds. Checked at every batch (``poll()`` and
         ``batches()`` tell the ledger what they hand out). Not with dead letters (as
         :meth:`held`)."""
-        if self.plan.dlq is not None:
+        view = self._ledger_view(consumer)
+        if view is None:
             return
-        core = consumer._core
-        if core is None:
-            return
-        ledger = core.machine.ledger
+        ledger, acquired, buffered = view
         unanswered = sorted(
             (tp.partition, offset)
             for tp, offsets in ledger.unacknowledged().items()
             for offset in offsets
         )
         handed = sorted((r.partition, r.offset) for r in batch)
-        acquired = sum(buffered for buffered, _held, _sent in ledger.counts_by_partition().values())
-        if unanswered != handed or acquired != core.buffer.records:
+        if unanswered != handed or acquired != buffered:
             self.fail(
                 f"invariant 7: member {index} was handed {handed[:8]} (of {len(handed)});"
                 f" its ledger holds {unanswered[:8]} (of {len(unanswered)}) handed out and"
                 f" unanswered, and counts {acquired} records acquired and not handed out,"
-                f" its buffer {core.buffer.records}"
+                f" its buffer {buffered}"
             )
 
     async def member(self, style: str, index: int) -> None:
