@@ -15,6 +15,9 @@ Rules of this module:
 4. The job never raises into the consumer's task group.
 5. While the dead-letter circuit breaker is open, queued records wait: nothing more goes
    to the dead-letter topic until it closes.
+6. Each record taken is settled with the machine once routed or released
+   (``ShareMachine.dead_letter_settled``), so the machine knows how many acquired records
+   the router holds (the whole-client simulation's invariant 7 counts them).
 """
 
 from __future__ import annotations
@@ -100,6 +103,7 @@ async def route_dead_letters(
             # The consumer failed (maybe this routing): release, not route (rule 3).
             for record in cast("list[Record[Any, Any]]", machine.take_dead_letters()):
                 release(record)
+                machine.dead_letter_settled()
             await core.dead_letter_signal.wait(timeout=_IDLE)
             continue
         if not machine.dead_letters or (
@@ -110,6 +114,7 @@ async def route_dead_letters(
         for record in cast("list[Record[Any, Any]]", machine.take_dead_letters()):
             if core.is_closing():  # may have changed during the previous await
                 release(record)
+                machine.dead_letter_settled()
                 continue
             released = machine.released_before(record.topic_partition, record.offset)
             history = (
@@ -130,3 +135,4 @@ async def route_dead_letters(
                 await route(record, reason)
             except errors.KafkaError as exc:
                 core.note_error(exc)
+            machine.dead_letter_settled()

@@ -300,6 +300,9 @@ class ShareMachine:
         self.dead_letter_limit: int | None = None
         #: Decoded records past the limit, waiting for the router (the driver's handles).
         self.dead_letters: list[object] = []
+        #: Of the records the router last took, those it has not settled yet (routed or
+        #: released): acquired here, neither buffered nor the application's.
+        self.dead_letters_routing = 0
         self._dead_keys: set[tuple[TopicIdPartition, int]] = set()
         #: Records waiting out a delay, per partition: offset -> when the driver next acts
         #: on it (renews or releases it); not held for rule 2 of :mod:`.fetch_policy`.
@@ -1243,11 +1246,19 @@ class ShareMachine:
         return self.released_at.pop((tp, offset), 0)
 
     def take_dead_letters(self) -> list[object]:
-        """The records waiting for dead-letter routing, now the router's (rule 7)."""
+        """The records waiting for dead-letter routing, now the router's (rule 7): it
+        settles all of them (:meth:`dead_letter_settled`, one by one) before it takes
+        again, so what it held before is settled by now."""
         out = self.dead_letters
         self.dead_letters = []
         self._dead_keys = set()
+        self.dead_letters_routing = len(out)
         return out
+
+    def dead_letter_settled(self) -> None:
+        """The router routed or released one of the records it took."""
+        if self.dead_letters_routing > 0:
+            self.dead_letters_routing -= 1
 
     def unsubscribe(self, buffered: Iterable[tuple[TopicIdPartition, Delivery, int, int]]) -> int:
         """The member subscribes to nothing now (rule 8): release the records the driver

@@ -181,9 +181,13 @@ async def test_dead_letters_are_routed_and_released_once_the_consumer_fails() ->
     core.machine.dead_letter_limit = 5
     routed: list[tuple[int, str]] = []
     released: list[int] = []
+    # How many records the machine counts in the router's hands, at each routing: the
+    # invariant 7 of the whole-client simulation subtracts them from the ledger's.
+    holding: list[int] = []
     two_routed, one_released = anyio.Event(), anyio.Event()
 
     async def route(record: Record[Any, Any], reason: str) -> object:
+        holding.append(core.machine.dead_letters_routing)
         if record.offset == 2:
             raise errors.DeadLetterError("the dead-letter topic is not writable")
         routed.append((record.offset, reason))
@@ -192,6 +196,7 @@ async def test_dead_letters_are_routed_and_released_once_the_consumer_fails() ->
         return None
 
     def release(record: Record[Any, Any]) -> None:
+        holding.append(core.machine.dead_letters_routing)
         released.append(record.offset)
         one_released.set()
 
@@ -210,6 +215,10 @@ async def test_dead_letters_are_routed_and_released_once_the_consumer_fails() ->
         ]
         assert released == []
         assert isinstance(core.errors[-1], errors.DeadLetterError)
+        # Each of the three taken was counted until settled, the failed copy too.
+        assert holding == [3, 2, 1]
+        await anyio.wait_all_tasks_blocked()
+        assert core.machine.dead_letters_routing == 0 and not core.machine.dead_letters
         # Failed: what is queued now is released, not routed.
         core.fatal = errors.KafkaError("stopped")
         core.machine.dead_letters.append(rec(4))
@@ -217,6 +226,8 @@ async def test_dead_letters_are_routed_and_released_once_the_consumer_fails() ->
         with anyio.fail_after(3.0):
             await one_released.wait()
         assert released == [4] and len(routed) == 2
+        await anyio.wait_all_tasks_blocked()
+        assert holding == [3, 2, 1, 1] and core.machine.dead_letters_routing == 0
         core.closing = True
         tg.cancel_scope.cancel()
 
