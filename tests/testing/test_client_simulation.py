@@ -7,6 +7,7 @@ from unittest import mock
 
 import pytest
 
+from sharecon._share.machine import ShareMachine
 from sharecon.testing.sim import client as sim
 from sharecon.testing.sim.client import MUTANTS, run, search
 
@@ -288,3 +289,17 @@ def test_an_empty_answer_does_not_end_a_block_at_a_stale_rate() -> None:
     out = run(1080, "4.1")
     assert out.violation is None, f"{out.violation}\n  replay: {out.replay()}"
     assert any(line.startswith("net: slow link") for line in out.plan), out.plan
+
+
+def test_the_ledger_check_counts_what_the_dead_letter_router_holds() -> None:
+    """Seed 142 on 4.4 (a schedule with dead letters): a record past the limit was taken by
+    the router while an ``async for`` member's ledger was read. Invariant 7 counts the
+    router's records apart (it was off with dead letters until stop 45, for want of that
+    count): the schedule holds it, and a router that never settles its records with the
+    machine fails it."""
+    out = run(142, "4.4")
+    assert out.violation is None, f"{out.violation}\n  replay: {out.replay()}"
+    assert any(line.startswith("dead letters:") for line in out.plan), out.plan
+    with mock.patch.object(ShareMachine, "dead_letter_settled", lambda self: None):
+        out = run(142, "4.4")
+    assert out.violation is not None and "invariant 7" in out.violation, out.violation

@@ -752,14 +752,17 @@ class _Schedule:
 
     def _ledger_view(self, consumer: ShareConsumer[bytes, bytes]) -> tuple[Any, int, int] | None:
         """Invariant 7's reading of a member: its ledger, the records it counts acquired
-        and not handed out (nor answered), and the records its buffer holds; ``None``
-        where the invariant does not apply (closed, or dead letters in the schedule)."""
+        and not handed out (nor answered) less those past the dead-letter limit (queued
+        for the router, or taken by it and not yet settled: neither buffered nor the
+        application's), and the records its buffer holds; ``None`` once closed."""
         core = consumer._core
-        if core is None or self.plan.dlq is not None:
+        if core is None:
             return None
-        ledger = core.machine.ledger
+        machine = core.machine
+        ledger = machine.ledger
         acquired = sum(buffered for buffered, _held, _sent in ledger.counts_by_partition().values())
-        return ledger, acquired, core.buffer.records
+        routing = len(machine.dead_letters) + machine.dead_letters_routing
+        return ledger, acquired - routing, core.buffer.records
 
     def held(
         self, consumer: ShareConsumer[bytes, bytes], record: Record[bytes, bytes], index: int
@@ -769,9 +772,9 @@ class _Schedule:
         its buffer holds and the record just handed out (``async for`` hands records out
         without telling the ledger; the next step answers them). Checked at every
         HELD_EVERY-th record of a member: reading the ledger writes its pending run of
-        implicit accepts (its rule 7), and the run is left to grow in between. Not with
-        dead letters: records past the limit wait acquired for the router, outside the
-        buffer (seed 142 on 4.4)."""
+        implicit accepts (its rule 7), and the run is left to grow in between. Records
+        past the dead-letter limit wait acquired for the router, outside the buffer: they
+        are counted apart (:meth:`_ledger_view`)."""
         watch = self.watches[index]
         watch.handed += 1
         if watch.handed % HELD_EVERY:
@@ -794,7 +797,7 @@ class _Schedule:
         batch is accepted when the next is asked for): the member's ledger holds exactly
         the records of ``batch`` as handed out and unanswered, and counts as acquired and
         not handed out what its buffer holds. Checked at every batch (``poll()`` and
-        ``batches()`` tell the ledger what they hand out). Not with dead letters (as
+        ``batches()`` tell the ledger what they hand out); dead letters counted apart (as
         :meth:`held`)."""
         view = self._ledger_view(consumer)
         if view is None:
