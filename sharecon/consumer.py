@@ -927,11 +927,12 @@ class ConsumerHealth:
         ``max_deliveries`` and were handed out because the application never saw them here
         (``DeadLetterPolicy.route_unseen`` is off).
     :param released_unseen: records fetched and released without ever being handed out:
-        buffered at :meth:`ShareConsumer.close` or when the member left the group for
-        idleness (each logged at INFO with the count), at :meth:`ShareConsumer.unsubscribe`,
-        or arriving while unsubscribed. Each spent a delivery attempt nobody saw. Does not
-        make ``ok`` false. Not counted at a close on Kafka 4.1, which leaves the buffered
-        records to the end of their share sessions and so spends none.
+        buffered at :meth:`ShareConsumer.close` (or arriving during it) or when the member
+        left the group for idleness (each logged at INFO with the count), at
+        :meth:`ShareConsumer.unsubscribe`, or arriving while unsubscribed. Each spent a
+        delivery attempt nobody saw. Does not make ``ok`` false. Not counted at a close on
+        Kafka 4.1, which leaves those records to the end of their share sessions and so
+        spends none.
     :param lost_unseen: records fetched and dropped without ever being handed out because
         their share session ended (a lost connection, a session the broker reset) or their
         partition's leadership moved (or moved away and back: its leader delivered them

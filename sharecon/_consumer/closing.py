@@ -19,8 +19,9 @@ Rules of this module:
    4.1 gives back what a share session still holds when the session ends (the FINAL
    request, or the connection's close) with its delivery count lowered by one, but keeps
    the count of an explicit release. Left to the session's end, prefetch costs no
-   delivery attempt there. (From 4.2 both keep the count, so the answer is sent, as
-   before, and counted.) Records handed out are always released by an answer: one the
+   delivery attempt there; so are the records of an answer that arrives during the
+   close. (From 4.2 both keep the count, so the answer is sent, as before, and
+   counted.) Records handed out are always released by an answer: one the
    application saw and never answered must spend its attempt, or a record that makes the
    application crash and close would come back for ever.
 
@@ -98,6 +99,7 @@ def close_steps(
     """The close, in order (rules 1-5): resume after carrying out each step.
     ``spare_buffered``: the brokers are Kafka 4.1 (rule 5)."""
     machine.closing = True  # rule 1: from now on the machine refuses answers
+    machine.closing_spares = spare_buffered  # rule 5, for records still to arrive too
     yield CloseStep.STOP_DEAD_LETTERS
     release_held(machine, buffer, settle, spare_buffered=spare_buffered)
     yield CloseStep.CLOSE_FETCHERS

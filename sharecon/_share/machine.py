@@ -294,6 +294,9 @@ class ShareMachine:
         #: The member began to close: explicit answers are refused (rule 6), an answer's
         #: records are released at once.
         self.closing = False
+        #: Closing on Kafka 4.1: records that arrive now are forgotten, not released, and
+        #: the end of their share session gives them back (rule 5 of _consumer.closing).
+        self.closing_spares = False
         #: Whether the member subscribes to any topic (rule 8).
         self.subscribed = True
         #: Records delivered more than this many times go to the dead-letter router (rule 7).
@@ -315,8 +318,9 @@ class ShareMachine:
         #: Records past the limit handed out because the application never saw them.
         self.past_limit_unseen = 0
         #: Records released without ever being handed out: buffered at a close or a
-        #: leave for idleness (:meth:`release_buffered`), at an unsubscribe, or arriving
-        #: while unsubscribed. Each spent a delivery attempt nobody saw.
+        #: leave for idleness (:meth:`release_buffered`), at an unsubscribe, arriving
+        #: while unsubscribed, or arriving while the member closes. Each spent a delivery
+        #: attempt nobody saw.
         self.released_unseen = 0
         #: Per partition, the leader and send time of the newest fetch whose records of it
         #: were taken in (rule 3): an answer to an older fetch, from another leader, is
@@ -887,9 +891,16 @@ class ShareMachine:
             return
         if closing:
             for r in intake.ranges:
-                ledger.mark_undelivered(
-                    tp, delivery, r.first_offset, r.last_offset, AckType.RELEASE
-                )
+                if self.closing_spares:
+                    # Kafka 4.1: left to the session's end, which gives them back
+                    # without spending their attempt (rule 5 of _consumer.closing).
+                    ledger.forget(tp, delivery, r.first_offset, r.last_offset)
+                else:
+                    # A delivery attempt spent unseen, as a close's buffered records
+                    # are: counted.
+                    self.released_unseen += ledger.mark_undelivered(
+                        tp, delivery, r.first_offset, r.last_offset, AckType.RELEASE
+                    )
             return
         limit = self.dead_letter_limit
         # Records past the dead-letter limit go to the router now, not when (or if) the

@@ -804,6 +804,9 @@ def test_closing_releases_records_answered_late_and_sends_the_final_request() ->
     assert m.fetch_answered(f, answer((0, 1, 1)), NAMES, 1.0, pipeline=False).proceed
     m.fetch_records(f, answer((0, 1, 1)), NAMES, closing=True)
     assert deliveries(m.drain()) == []
+    # Two delivery attempts spent where no application saw them: counted, as the
+    # buffered records a close releases are (health().released_unseen).
+    assert m.released_unseen == 2
     close = m.close_session(NODE, 2.0)
     assert close is not None and close.plan.epoch == -1
     request = m.request(Turn(close.plan), "member")
@@ -811,6 +814,26 @@ def test_closing_releases_records_answered_late_and_sends_the_final_request() ->
     [batch] = request.topics[0].partitions[0].acknowledgement_batches
     assert (batch.first_offset, batch.last_offset) == (0, 1)
     assert batch.acknowledge_types == (int(AckType.RELEASE),)
+
+
+def test_closing_on_kafka_4_1_leaves_records_answered_late_to_the_session_end() -> None:
+    """Rule 5 of _consumer.closing: Kafka 4.1 gives back what a share session holds at
+    its end without spending the attempt, but keeps the count of an explicit release, so
+    records arriving during the close are forgotten, not released, and not counted."""
+    m = machine()
+    opened(m)
+    m.closing_spares = True
+    f = send(m, 1.0)
+    assert m.fetch_answered(f, answer((0, 1, 1)), NAMES, 1.0, pipeline=False).proceed
+    m.fetch_records(f, answer((0, 1, 1)), NAMES, closing=True)
+    assert deliveries(m.drain()) == []
+    assert m.released_unseen == 0
+    assert m.ledger.counts_by_partition() == {}
+    close = m.close_session(NODE, 2.0)
+    assert close is not None and close.plan.epoch == -1
+    request = m.request(Turn(close.plan), "member")
+    assert isinstance(request, ShareAcknowledgeRequest)
+    assert all(not p.acknowledgement_batches for t in request.topics for p in t.partitions)
 
 
 def test_a_fatal_partition_error_fails_the_consumer() -> None:
