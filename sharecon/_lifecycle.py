@@ -13,10 +13,17 @@ Rules of this module:
    start that fails (or is cancelled) undoes all of it before the error propagates, so the
    caller gets the error itself, never an ``ExceptionGroup`` around it.
 4. Shutdown is shielded from cancellation and bounded: an optional farewell (last requests
-   to the cluster) runs in a task group of the closing task, so it can reconnect even when
-   the client's own group was cancelled from outside; then the cluster closes, the group is
-   cancelled and exited. The farewell and the closing together never take longer than the
-   timeout given; the group is exited in the scope it was entered in (anyio requires it).
+   to the cluster) runs in a task group of the closing task, so it can reconnect if a
+   connection is gone; then the cluster closes, the group is cancelled and exited. The
+   farewell and the closing together never take longer than the timeout given; the group
+   is exited in the scope it was entered in (anyio requires it).
+8. The client's background tasks (fetch loops, heartbeats, connection readers) run in a
+   group shielded from the cancellation of the scopes around the client: only the
+   client's shutdown cancels them. An application whose own scope is cancelled (a
+   timeout, a task group cancelled at SIGTERM) leaves ``async with`` while they still
+   run, so the close's farewell goes out through them: a consumer's pending answers reach
+   the broker. (Unshielded, that cancellation ended the connections first, and with them
+   the share sessions: every record handled since the last answers went out came back.)
 5. A client whose ``enable_metrics_push`` is on hands its metrics to :meth:`ClientRuntime.push_metrics`
    once started: the KIP-714 pusher (:mod:`sharecon._telemetry`) runs in the client's task
    group, and shutdown sends its terminating push first, inside the bounded farewell.
@@ -188,7 +195,8 @@ class ClientRuntime:
         await stack.__aenter__()
         self._stack = stack
         try:
-            tg = await stack.enter_async_context(anyio.create_task_group())
+            host = await stack.enter_async_context(anyio.create_task_group())
+            tg = await host.start(_shielded_group)  # rule 8
             self._tg = tg
             cluster = make_cluster(tg)
             self.current = cluster
@@ -313,6 +321,15 @@ def _is_task_of_its_own(root: object, client: str) -> bool:
         if frame is None or not frame.f_globals.get("__name__", "").startswith(_RUNNERS):
             return False
     return True
+
+
+async def _shielded_group(*, task_status: TaskStatus[TaskGroup]) -> None:
+    """Host the client's background group, shielded from outer cancellation (rule 8),
+    until its own cancel scope is cancelled (at shutdown)."""
+    with anyio.CancelScope(shield=True):
+        async with anyio.create_task_group() as tg:
+            task_status.started(tg)
+            await anyio.sleep_forever()
 
 
 def _is_start_of(frame: FrameType, client: str) -> bool:
