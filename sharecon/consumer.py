@@ -375,10 +375,11 @@ class ShareConsumer(Generic[K, V]):
         if core is None:
             await self._runtime.shutdown(timeout=limit)
             return
-        # The farewell reconnects in a task group of the closing task if an enclosing
-        # cancel scope cancelled the consumer's loops and connection readers.
+        # The final requests' answers get half the close's time at most: one that never
+        # comes must leave time for the leave, or the coordinator learns of it only when
+        # the member's session times out.
         if await self._runtime.shutdown(
-            lambda _: self._jobs.leave(core, self._config.request_timeout), limit
+            lambda _: self._jobs.leave(core, self._config.request_timeout, limit / 2), limit
         ):
             logger.warning("share consumer %s: close timed out after %g s", core.member_id, limit)
 

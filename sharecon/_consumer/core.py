@@ -64,8 +64,9 @@ class Fetchers(Protocol):
     def wake(self, node_id: int | None = None) -> None:
         """Wake one fetcher, or all of them."""
 
-    async def close(self) -> None:
-        """Wait for the loops to stop, then close every share session."""
+    async def close(self, timeout: float | None = None) -> None:
+        """Wait for the loops to stop, then close every share session, the final
+        requests' answers awaited ``timeout`` seconds in all at most."""
 
 
 class _NoFetchers:
@@ -75,7 +76,7 @@ class _NoFetchers:
     def wake(self, node_id: int | None = None) -> None:
         pass
 
-    async def close(self) -> None:
+    async def close(self, timeout: float | None = None) -> None:
         pass
 
 

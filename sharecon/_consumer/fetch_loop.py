@@ -225,6 +225,7 @@ class FetchLoop:
         "_steps",
         "_turn",
         "_answered",
+        "_close_timeout",
         "ack_linger",
         "ack_timeout",
         "backoff",
@@ -262,6 +263,8 @@ class FetchLoop:
         self.ack_linger = ack_linger
         self.counts = counts
         self.phase = Phase.READY
+        #: How long the FINAL request's answer is awaited, if less than ``ack_timeout``.
+        self._close_timeout: float | None = None
         #: Effects to hand out before anything else (rule 3).
         self._out: list[Effect] = []
         #: The turn being sent (SENDING, or a pipelined send while ANSWERING).
@@ -330,7 +333,8 @@ class FetchLoop:
         if phase is Phase.CLOSING:
             f = self._f
             assert f is not None
-            return Await(f, self.ack_timeout)
+            limit = self._close_timeout
+            return Await(f, self.ack_timeout if limit is None else min(self.ack_timeout, limit))
         if phase is Phase.CLOSED:
             return CLOSED
         raise RuntimeError(f"node {self.node_id}: report the send before asking again")
@@ -586,9 +590,11 @@ class FetchLoop:
             self._timed = False
             self.driver.idle_expired()
 
-    def close(self) -> None:
+    def close(self, timeout: float | None = None) -> None:
         """Close the session: the next actions send the FINAL (-1) request with the last
-        acknowledgements (nothing, if no session is open or a request is still out)."""
+        acknowledgements (nothing, if no session is open or a request is still out), and
+        await its answer ``timeout`` seconds at most (``None``: ``ack_timeout``)."""
+        self._close_timeout = timeout
         if self.phase >= Phase.FINISHING:
             return
         steps = self._steps

@@ -359,10 +359,11 @@ class NodeFetcher:
 
     # -- close ----------------------------------------------------------------------------
 
-    async def close_session(self) -> None:
+    async def close_session(self, timeout: float | None = None) -> None:
         """Send the FINAL (-1) ShareAcknowledge with the last acks; the broker then releases
-        every record still acquired by this member on this node."""
-        self.loop.close()
+        every record still acquired by this member on this node. Its answer is awaited
+        ``timeout`` seconds at most (``None``: the request timeout)."""
+        self.loop.close(timeout)
         while await self._step(closing=True):
             pass
 
@@ -487,10 +488,14 @@ class FetcherPool:
         """The leaders with a fetcher."""
         return list(self._fetchers)
 
-    async def close(self) -> None:
-        """Wait for every loop to stop, then close each share session (epoch -1)."""
+    async def close(self, timeout: float | None = None) -> None:
+        """Wait for every loop to stop, then close each share session (epoch -1), their
+        answers awaited ``timeout`` seconds in all at most: an answer that never comes
+        must not take the time the close has left for leaving the group."""
         fetchers = list(self._fetchers.values())
         for f in fetchers:
             await f.stopped.wait()
+        deadline = None if timeout is None else anyio.current_time() + timeout
         for f in fetchers:
-            await f.close_session()
+            left = None if deadline is None else max(0.0, deadline - anyio.current_time())
+            await f.close_session(left)

@@ -352,9 +352,12 @@ class Jobs:
 
     # -- close (rule 3) ------------------------------------------------------------------
 
-    async def leave(self, core: ConsumerCore, request_timeout: float) -> None:
+    async def leave(
+        self, core: ConsumerCore, request_timeout: float, final_wait: float | None = None
+    ) -> None:
         """The close sequence: release, stop dead letters, close the fetchers (final
-        acknowledgements), leave the group."""
+        acknowledgements, their answers awaited ``final_wait`` seconds in all at most),
+        leave the group."""
         # The order is sharecon._consumer.closing's (the simulator runs it too); each step
         # is carried out here.
         unseen = core.machine.released_unseen
@@ -374,7 +377,7 @@ class Jobs:
                     )
                 core.wake_all()
                 core.buffer.data.set()
-                await core.fetchers.close()
+                await core.fetchers.close(final_wait)
                 core.tick_expiry(closing=True)  # nothing counted is left unsaid
             elif not self._heartbeat_done.is_set():  # CloseStep.LEAVE_GROUP
                 core.membership.leave()

@@ -393,6 +393,26 @@ def test_stopping_answers_the_request_out_then_closes_the_session_with_final() -
     assert [r.ok for r in rig.reported()] == [True]
 
 
+@pytest.mark.parametrize(("limit", "awaited"), [(None, 10.0), (2.5, 2.5), (60.0, 10.0)])
+def test_the_final_request_is_awaited_within_the_close_s_share(
+    limit: float | None, awaited: float
+) -> None:
+    """The close gives the FINAL requests part of its time (``close(timeout)``): an
+    answer that never comes must leave the rest for leaving the group. Never longer than
+    any other answer is awaited (``ack_timeout``, 10 s here)."""
+    rig = Rig()
+    rig.fetch_once()
+    assert rig.settle() == Idle(MIN_DRY_WAIT)
+    rig.running = False
+    assert rig.next() is STOPPED
+    rig.loop.close(limit)
+    final = rig.next()
+    assert type(final) is Send and final.final
+    rig.loop.sent(rig.now)
+    wait = rig.next()
+    assert type(wait) is Await and wait.timeout == awaited
+
+
 @pytest.mark.parametrize("how", ["cut", "send failed", "unreadable"])
 def test_a_failure_of_the_final_request_closes_the_session_as_failed(how: str) -> None:
     """The case the simulator's copy of the loop got wrong (seed 590556105): the
