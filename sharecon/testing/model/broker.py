@@ -153,6 +153,12 @@ class ModelBroker:
     #: first partition that gives records may give one whole batch larger than that.
     #: ``None`` (the core simulation's model, whose records have no size): records only.
     batch_bytes: Callable[[TopicPartitionId, int], int] | None = field(default=None, init=False)
+    #: Every record a member's acknowledgement released, as ``(group, member, topic
+    #: partition, offset, delivery count)``, once a checker turned the log on (``None``,
+    #: the default: off). Observation only: what a client must count as spent unseen.
+    release_log: list[tuple[str, str, TopicPartitionId, int, int]] | None = field(
+        default=None, init=False
+    )
 
     def __post_init__(self) -> None:
         self.behaviour = Behaviour.for_version(self.version)
@@ -689,7 +695,11 @@ class ModelBroker:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if not self.behaviour.renew and any(4 in types for _, _, types in batches):
             return ErrorCode.INVALID_REQUEST
+        log = self.release_log
+        releasing = sp.releasable(member, batches) if log is not None else []
         err = sp.acknowledge(member, batches, now, settle=settle)
+        if log is not None and err is ErrorCode.NONE:
+            log.extend((group, member, tp, offset, count) for offset, count in releasing)
         self._save(group, tp)
         return err
 

@@ -420,6 +420,25 @@ class SharePartitionModel:
         self._persist(changed)
         return ErrorCode.NONE
 
+    def releasable(
+        self, member: str, batches: list[tuple[int, int, tuple[int, ...]]]
+    ) -> list[tuple[int, int]]:
+        """The ``(offset, delivery count)`` of the records ``member`` holds that
+        ``batches`` release (if :meth:`acknowledge` takes them: it is all or nothing)."""
+        out = []
+        for first, last, types in batches:
+            for i, o in enumerate(range(first, last + 1)):
+                raw = types[0] if len(types) == 1 else types[i]
+                st = self.states.get(o)
+                if (
+                    raw == AckType.RELEASE
+                    and st is not None
+                    and st.state is RecordState.ACQUIRED
+                    and st.member == member
+                ):
+                    out.append((o, st.count))
+        return out
+
     def release_member(
         self, member: str, *, decrement: bool, now: float = 0.0, settle: float = 0.0
     ) -> list[int]:

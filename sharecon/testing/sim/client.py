@@ -68,7 +68,7 @@ import anyio.abc
 from sharecon._net.connect import dialer
 from sharecon.config import ConnectionConfig, SaslConfig
 from sharecon.consumer import ShareConsumer
-from sharecon.errors import DeadLetterError, DeadLetterTopicError
+from sharecon.errors import BrokerConnectError, DeadLetterError, DeadLetterTopicError
 from sharecon.producer import Producer
 from sharecon.protocol.api import encode_response
 from sharecon.protocol.messages.share_fetch import ShareFetchRequest
@@ -109,6 +109,7 @@ from sharecon.testing.sim.client_nodes import (
     build_nodes,
     new_leader_unfetched,
 )
+from sharecon.testing.sim.client_restart import RestartPlan, UnseenWatch
 from sharecon.testing.sim.client_slow import SlowPlan, SlowWatch, keeper_off
 from sharecon.testing.sim.intercept import CLOSE, Close
 
@@ -141,6 +142,13 @@ HELD_EVERY = 3
 #: Invariant 6: the longest a member with a free worker may go without a record while
 #: records of its partitions wait at the broker, virtual seconds.
 STALL = 10.0
+#: How often a restarting member's buffer is looked at (virtual seconds).
+RESTART_LOOK = 0.02
+
+#: A restarted member (sim.client_restart) tries to open its consumer this many times, a
+#: second apart, while its start fails for a broker that is down.
+REOPEN_TRIES = 60
+
 #: Invariant 5: the longest the clients may take to close once cancelled, virtual
 #: seconds (the consumer's default close_timeout).
 CLOSE_BOUND = 30.0
@@ -460,6 +468,8 @@ class _Watch:
     running: int = 0
     #: records handed out by ``async for`` (invariant 7 checks every HELD_EVERY-th)
     handed: int = 0
+    #: the application waits in ``reject_to_dlq`` for a dead-letter copy to be written
+    writing_dlq: bool = False
 
     def assigned(self) -> set[int]:
         c = self.consumer
@@ -470,7 +480,10 @@ class _Watch:
         return set()
 
     def free(self) -> bool:
-        # Other styles ask for the next record as soon as they have one.
+        # Other styles ask for the next record as soon as they have one, unless waiting
+        # for a dead-letter copy.
+        if self.writing_dlq:
+            return False
         return self.concurrency == 0 or self.running < self.concurrency
 
 
@@ -493,6 +506,8 @@ class _Plan:
     leader: LeaderPlan | None = None
     #: several broker nodes and their faults (sim.client_nodes), the same way
     nodes: NodesPlan | None = None
+    #: a member that closes and opens again (sim.client_restart), the same way
+    restart: RestartPlan | None = None
 
     @classmethod
     def draw(cls, rng: random.Random) -> _Plan:
@@ -521,6 +536,7 @@ class _Plan:
             *([self.net.describe()] if self.net is not None else []),
             *([self.leader.describe()] if self.leader is not None else []),
             *([self.nodes.describe()] if self.nodes is not None else []),
+            *([self.restart.describe()] if self.restart is not None else []),
         ]
 
     @property
@@ -537,6 +553,8 @@ class _Plan:
             last = max(last, self.leader.heals_at)
         if self.nodes is not None:
             last = max(last, self.nodes.heals_at)
+        if self.restart is not None:
+            last = max(last, self.restart.heals_at)
         return last
 
 
@@ -575,6 +593,14 @@ class _Schedule:
         self.violation: str | None = None
         self.config = ConnectionConfig(request_timeout=10.0)
         self.watches = [_Watch() for _ in plan.styles]
+        #: invariant 8 (sim.client_restart): what each consumer's application was handed
+        self.unseen = UnseenWatch()
+        #: members that closed and opened again (sim.client_restart); of them, those
+        #: whose consumer had records buffered when it left
+        self.restarts = 0
+        self.restarts_buffered = 0
+        #: when the restart cancelled the member's first consumer
+        self.restart_left: float | None = None
         self.stopped_at = math.inf
         self.endpoint: TokenEndpoint | None = None
         self.auth: BrokerAuth | None = None
@@ -597,6 +623,7 @@ class _Schedule:
             faults = len(plan.faults) + (plan.net.count if plan.net is not None else 0)
             faults += plan.leader is not None  # a leaderless window ends locks too
             faults += len(plan.nodes.faults) if plan.nodes is not None else 0
+            faults += plan.restart is not None  # its close releases what it held
             bound = spent_bound(plan.dlq.refuse_for, LOCK_MS / 1000, faults)
             self.dlq = DlqWatch(plan.dlq, anyio.current_time, lambda: self.kafka.cluster, bound)
             self.kafka.intercepts.append(self.dlq.intercept)
@@ -642,6 +669,12 @@ class _Schedule:
             out["nodes_coordinator_refused"] = self.kafka.topology.coordinator_refused
             out["nodes_handed_in_outage"] = self.outage_handed
             out["nodes_handed_coordinator_down"] = self.coordinator_down_handed
+        if self.plan.restart is not None:
+            out["restarts"] = self.restarts
+            out["restarts_buffered"] = self.restarts_buffered
+        out["unseen_counted"] = sum(
+            c.machine.released_unseen + c.released_unreachable for c in self.unseen.cores
+        )
         if self.net is not None:
             out["net_stalled"] = self.net.stalled
             out["net_lost"] = self.net.lost
@@ -740,7 +773,13 @@ class _Schedule:
         if topology is not None and topology.down:
             self.outage_handed += 1
             self.coordinator_down_handed += topology.coordinator in topology.down
-        self.watches[index].last_handed = anyio.current_time()
+        watch = self.watches[index]
+        watch.last_handed = anyio.current_time()
+        core = watch.consumer._core if watch.consumer is not None else None
+        if core is not None:
+            self.unseen.handed(
+                core.member_id, record.partition, record.offset, record.delivery_count
+            )
         key = (record.partition, record.offset)
         if self.slow is not None:
             why = self.slow.seen(key, record.delivery_count, anyio.current_time())
@@ -818,8 +857,65 @@ class _Schedule:
             )
 
     async def member(self, style: str, index: int) -> None:
-        explicit = style in ("explicit",)
+        """One member to the end; with a restart (sim.client_restart), first one consumer
+        until the restart's time, closed then with whatever it holds, then another."""
         rng = random.Random(self.seed * 31 + index)
+        restart = self.plan.restart
+        if restart is not None and restart.member == index:
+            with anyio.CancelScope() as scope:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._leave, scope, index, restart)
+                    await self.incarnation(style, index, rng)
+            self.restarts += 1
+            left = self.restart_left
+            if left is not None and self.quiet(left, anyio.current_time()) and self.unseen.cores:
+                self.unseen.quiet_close = self.unseen.cores[-1]
+            # Opened while a broker is down, a consumer's start fails within about 2 s
+            # (BrokerConnectError, documented): the application tries again, as a
+            # supervisor would. Only the start: an error raised later is invariant 1's.
+            for _ in range(REOPEN_TRIES - 1):
+                started: list[bool] = []
+                try:
+                    await self.incarnation(style, index, rng, started)
+                    return
+                except BrokerConnectError:
+                    if started:
+                        raise
+                await anyio.sleep(1.0)
+        await self.incarnation(style, index, rng)
+
+    async def _leave(self, scope: anyio.CancelScope, index: int, restart: RestartPlan) -> None:
+        """sim.client_restart: cancel member ``index``'s first consumer at the first look
+        from the restart's time on that finds records in its buffer (so the close has
+        prefetch to release), or ``FALLBACK`` seconds after that time."""
+        await anyio.sleep(max(0.0, restart.at - anyio.current_time()))
+        latest = restart.at + restart.FALLBACK
+        while anyio.current_time() < latest:
+            consumer = self.watches[index].consumer
+            core = consumer._core if consumer is not None else None
+            if core is not None and core.buffer.records > 0:
+                self.restarts_buffered += 1
+                break
+            await anyio.sleep(RESTART_LOOK)
+        self.restart_left = anyio.current_time()
+        scope.cancel()
+
+    def quiet(self, start: float, end: float) -> bool:
+        """Whether no fault of the schedule acts within a second of ``start..end``: no
+        broker fault (and its refusal), no leaderless window, no node fault."""
+        windows = [(at, at + down) for at, _kind, down in self.plan.faults]
+        if self.plan.leader is not None:
+            windows.append((self.plan.leader.at, self.plan.leader.heals_at))
+        if self.plan.nodes is not None:
+            windows += [(at, at + down) for at, _kind, _which, down in self.plan.nodes.faults]
+        return all(b + 1.0 < start or a - 1.0 > end for a, b in windows)
+
+    async def incarnation(
+        self, style: str, index: int, rng: random.Random, started: list[bool] | None = None
+    ) -> None:
+        """One consumer of member ``index``, in ``style``, until cancelled (``started``:
+        told once the consumer started)."""
+        explicit = style in ("explicit",)
         watch = self.watches[index]
         dlq = self.plan.dlq
         async with ShareConsumer(
@@ -830,19 +926,22 @@ class _Schedule:
             config=self.client_config(f"member-{index}"),
             dead_letter=dlq.policy() if dlq is not None else None,
         ) as consumer:
+            if started is not None:
+                started.append(True)
             watch.consumer = consumer
+            self.unseen.cores.append(consumer._core)
             if style == "iter":
                 async for record in consumer:
                     self.seen(record, index)
                     self.held(consumer, record, index)
                     if self._poisoned(record):
-                        await self._reject_to_dlq(consumer, record)
+                        await self._reject_to_dlq(consumer, record, watch)
             elif style == "explicit":
                 async for record in consumer:
                     self.seen(record, index)
                     self.held(consumer, record, index)
                     if self._poisoned(record):
-                        await self._reject_to_dlq(consumer, record)
+                        await self._reject_to_dlq(consumer, record, watch)
                         continue
                     roll = rng.random()
                     if roll < 0.1 and record.delivery_count == 1:
@@ -879,17 +978,22 @@ class _Schedule:
         return dlq is not None and record.value is not None and int(record.value[1:]) in dlq.poison
 
     async def _reject_to_dlq(
-        self, consumer: ShareConsumer[bytes, bytes], record: Record[bytes, bytes]
+        self, consumer: ShareConsumer[bytes, bytes], record: Record[bytes, bytes], watch: _Watch
     ) -> None:
         """What ``async for`` members do with a poison record: ``reject_to_dlq``, which
         releases it and raises DeadLetterError when the copy cannot be written (documented:
         the application goes on; the record comes back)."""
+        # The application waits for the copy (for as long as the dead-letter topic
+        # refuses it): no worker of it is free meanwhile (invariants 6 and M1).
+        watch.writing_dlq = True
         try:
             await consumer.reject_to_dlq(record, reason="poison")
         except DeadLetterError as exc:
             if isinstance(exc, DeadLetterTopicError):
                 raise  # documented to stop the consumer: not a transient fault
             self.dlq_errors += 1
+        finally:
+            watch.writing_dlq = False
 
     def _handler(self, style: str, rng: random.Random, index: int) -> Callable[..., Any]:
         watch = self.watches[index]
@@ -1119,6 +1223,8 @@ class _Schedule:
         try:
             async with anyio.create_task_group() as server:
                 await self.kafka.serve(server)
+                for model in self.kafka._models():
+                    model.release_log = []  # invariant 8
                 self.kafka.cluster.create_topic(TOPIC, self.plan.partitions)
                 self.kafka.cluster.group_configs[GROUP] = {
                     "share.auto.offset.reset": "earliest",
@@ -1153,6 +1259,12 @@ class _Schedule:
                 elif anyio.current_time() - self.stopped_at > CLOSE_BOUND:
                     took = anyio.current_time() - self.stopped_at
                     self.fail(f"invariant 5: the clients took {took:.1f} s to close")
+                if self.violation is None:
+                    limit = self.plan.dlq.max_deliveries if self.plan.dlq is not None else None
+                    releases = [r for m in self.kafka._models() for r in m.release_log or ()]
+                    why = self.unseen.check(releases, limit)
+                    if why is not None:
+                        self.fail(why)
                 server.cancel_scope.cancel()
         finally:
             dialer.reset(token)
@@ -1203,9 +1315,16 @@ def draw_plan(seed: int, *, net: bool = True) -> _Plan:
     plan.dlq = DlqPlan.draw(seed, plan.records, plan.styles)
     plan.auth = AuthPlan.draw(seed)
     plan.slow = SlowPlan.draw(seed, plan.records, plan.styles)
-    plan.net = NetPlan.draw(seed, plan.records) if net else None
+    net_plan = NetPlan.draw(seed, plan.records)
+    plan.net = net_plan if net else None
     plan.leader = LeaderPlan.draw(seed, plan.partitions)
     plan.nodes = NodesPlan.draw(seed, plan.partitions)
+    if plan.slow is None and net_plan is None and plan.auth is None:
+        # Not with slow handlers or transport faults: their bounds on attempts spent count
+        # no restart (and the draw does not depend on whether net faults are left out).
+        # Not with the token endpoint's outage: a consumer opened while it is down cannot
+        # log in, and its start fails (BrokerConnectError) as documented.
+        plan.restart = RestartPlan.draw(seed, len(plan.styles))
     return plan
 
 
