@@ -17,13 +17,6 @@ Rules of this module:
    connection is gone; then the cluster closes, the group is cancelled and exited. The
    farewell and the closing together never take longer than the timeout given; the group
    is exited in the scope it was entered in (anyio requires it).
-8. The client's background tasks (fetch loops, heartbeats, connection readers) run in a
-   group shielded from the cancellation of the scopes around the client: only the
-   client's shutdown cancels them. An application whose own scope is cancelled (a
-   timeout, a task group cancelled at SIGTERM) leaves ``async with`` while they still
-   run, so the close's farewell goes out through them: a consumer's pending answers reach
-   the broker. (Unshielded, that cancellation ended the connections first, and with them
-   the share sessions: every record handled since the last answers went out came back.)
 5. A client whose ``enable_metrics_push`` is on hands its metrics to :meth:`ClientRuntime.push_metrics`
    once started: the KIP-714 pusher (:mod:`sharecon._telemetry`) runs in the client's task
    group, and shutdown sends its terminating push first, inside the bounded farewell.
@@ -37,6 +30,13 @@ Rules of this module:
    than the start's is refused too, and the client keeps running, to be closed from the
    task that started it. Both raise :class:`~sharecon.errors.ClientStateError` naming the
    rule; both were anyio's "cancel scope that isn't the current task's" before.
+8. The client's background tasks (fetch loops, heartbeats, connection readers) run in a
+   group shielded from the cancellation of the scopes around the client: only the
+   client's shutdown cancels them. An application whose own scope is cancelled (a
+   timeout, a task group cancelled at SIGTERM) leaves ``async with`` while they still
+   run, so the close's farewell goes out through them: a consumer's pending answers reach
+   the broker. (Unshielded, that cancellation ended the connections first, and with them
+   the share sessions: every record handled since the last answers went out came back.)
 """
 
 from __future__ import annotations
