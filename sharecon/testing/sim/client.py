@@ -901,14 +901,12 @@ class _Schedule:
         scope.cancel()
 
     def quiet(self, start: float, end: float) -> bool:
-        """Whether no fault of the schedule acts within a second of ``start..end``: no
-        broker fault (and its refusal), no leaderless window, no node fault."""
-        windows = [(at, at + down) for at, _kind, down in self.plan.faults]
-        if self.plan.leader is not None:
-            windows.append((self.plan.leader.at, self.plan.leader.heals_at))
-        if self.plan.nodes is not None:
-            windows += [(at, at + down) for at, _kind, _which, down in self.plan.nodes.faults]
-        return all(b + 1.0 < start or a - 1.0 > end for a, b in windows)
+        """Whether no fault of the schedule acts within a second of ``start..end``: none
+        :meth:`disturbed` knows of, and no broker fault's refusal either."""
+        start, end = start - 1.0, end + 1.0
+        if self.disturbed(start, end):
+            return False
+        return not any(at <= end and start <= at + down for at, _, down in self.plan.faults)
 
     async def incarnation(
         self, style: str, index: int, rng: random.Random, started: list[bool] | None = None
