@@ -300,6 +300,21 @@ def test_closing_answers_close_the_session() -> None:
     assert SessionEvent.CLOSED  # the session module names it; the verdict proceeds
 
 
+@pytest.mark.parametrize("code", [ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.INVALID_REQUEST])
+def test_a_refused_closing_answer_fails_its_acks_and_is_not_applied(code: ErrorCode) -> None:
+    """A closing request refused at the top level (UNKNOWN_SERVER_ERROR is -1, below
+    zero) still ends the session, but its body is not applied and its acknowledgements
+    are reported failed with the code."""
+    session, planner, ledger = with_acks_in_flight()
+    taken = ledger.take(session.tag)
+    assert taken is not None
+    plan = session.build_close(taken.acks)
+    assert plan is not None
+    v = answer_verdict(session, ledger, plan, code)
+    assert not v.proceed and session.is_new
+    assert v.results and all(r.error_code == code for r in v.results)
+
+
 def test_renew_outcomes() -> None:
     session, planner = opened((TP0, TP1))
     ledger = AckLedger()

@@ -896,3 +896,24 @@ def test_every_ledger_method_writes_the_pending_run_first() -> None:
         assert first == "self._settle()", f"AckLedger.{node.name} starts with {first!r}"
         checked.append(node.name)
     assert {"take", "mark_of", "invalidate", "counts_by_partition", "add"} <= set(checked)
+
+
+@pytest.mark.parametrize("first", [0, 10, 1000])
+def test_rebuilt_finds_an_offset_held_past_a_segment_s_start(first: int) -> None:
+    """``rebuilt`` looks for the offsets acquired again inside each held segment, counted
+    from the segment's own first offset: a segment that starts at 10 or 1000 (not only
+    at 0) holding offset ``first + 2`` under a live lock, its answer not sent, is found;
+    once the answer went out, after the lock's deadline, or for another session it is
+    not."""
+    ledger = AckLedger()
+    ledger.add(TP0, TAG, [(first, first + 9)], deadline=30.0)
+    again = [(first + 2, first + 2)]
+    assert ledger.rebuilt(TP0, TAG, again, 1.0)
+    assert not ledger.rebuilt(TP0, TAG, again, 30.0)  # the lock may have expired
+    assert not ledger.rebuilt(TP0, OTHER, again, 1.0)
+    ledger.deliver(TP0, first, first + 9)
+    assert ledger.mark(TP0, first + 2, A) is MarkResult.OK
+    assert ledger.rebuilt(TP0, TAG, again, 1.0)  # answered, but the broker has not heard
+    assert ledger.take(TAG) is not None
+    assert not ledger.rebuilt(TP0, TAG, again, 1.0)  # sent: the broker may redeliver
+    assert ledger.rebuilt(TP0, TAG, [(first + 3, first + 3)], 1.0)

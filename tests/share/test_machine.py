@@ -978,6 +978,22 @@ def test_explicit_answers_are_refused_when_twice_unknown_buffered_or_closing() -
     assert m.holds(TP, 10, d2.delivery) and m.holds(TP, 11, d2.delivery)
 
 
+def test_an_answer_by_position_given_twice_is_refused_and_reports_no_loss() -> None:
+    """A second answer by position to the same record is refused as already
+    acknowledged, and nothing is reported lost (its lock is still held): only a lost lock
+    makes ``answer_at`` report a loss."""
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 2, 1)), 1.0)
+    hand_out(m, d, 0, 2)
+    m.drain()
+    m.acknowledge_at("t", 0, 1, AckType.ACCEPT, lambda tp, o: False)
+    with pytest.raises(InvalidRecordStateError, match="t-0 offset 1 was already acknowledged"):
+        m.acknowledge_at("t", 0, 1, AckType.REJECT, lambda tp, o: False)
+    assert not [e for e in m.drain() if isinstance(e, LockLost)]
+    assert _taken_acks(m) == [(1, 1, (int(AckType.ACCEPT),))]
+
+
 def test_an_answer_by_position_after_the_lock_is_gone_is_reported_lost() -> None:
     """``acknowledge_at`` (an answer by topic, partition and offset) to a record handed out
     from a session since lost: reported as a lost answer (``LockLost``), never raised

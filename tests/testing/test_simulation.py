@@ -10,14 +10,22 @@ from __future__ import annotations
 import ast
 import pathlib
 import random
+from typing import TYPE_CHECKING, Any
+from unittest import mock
 
 import pytest
 
 from sharecon._consumer.delayed import DelayedReleaser, Stepped
+from sharecon._share.fetch_policy import FetchPlanner
+from sharecon._share.machine import MIN_PARKED_WAIT_MS, ShareMachine
 from sharecon.testing.model import RecordState
 from sharecon.testing.sim import MUTANTS, Outcome, first_failure, run, search
 from sharecon.testing.sim.__main__ import main
 from sharecon.testing.sim.world import GROUP, World
+
+if TYPE_CHECKING:
+    from sharecon._share.fetch_policy import Turn
+    from sharecon._share.ledger import AckLedger
 
 FIXED = list(range(1000))
 RANDOM = 200
@@ -128,6 +136,42 @@ def test_a_deliberate_bug_is_caught(mutant: str, invariant: int, version: str) -
     assert found.violation.invariant == invariant, str(found.violation)
     # The same seed without the mutant keeps every invariant.
     assert run(found.seed, version).violation is None
+
+
+def test_an_answer_held_back_by_a_long_poll_is_caught() -> None:
+    """Invariant 22: records received but not buffered yet stop counting as held
+    (``extra_records`` ignored, as the mutant ``extra_records == 0`` of rule 2 of
+    ``fetch_policy`` did): the pipelined fetch then waits at the broker while they come
+    in, and the application's answers to them wait for that long poll to end."""
+    original = FetchPlanner.next
+
+    def planned(self: FetchPlanner, ledger: AckLedger, want: Any, **kw: Any) -> Turn:
+        kw["extra_records"] = 0
+        return original(self, ledger, want, **kw)
+
+    with mock.patch.object(FetchPlanner, "next", planned):
+        bad = run(17, "4.1").violation
+    assert bad is not None and bad.invariant == 22, bad
+    assert "is not on the wire" in bad.what
+    assert run(17, "4.1").violation is None
+
+
+def test_a_member_that_spins_while_a_record_is_parked_is_caught() -> None:
+    """Invariant 23: a fetch with a parked record waits at the broker only the shortest
+    parked wait (the mutant ``// 1000`` for ``* 1000`` in ``_parked_wait_ms``), not until
+    the record's renewal or release is due: an idle member then asks its leaders ten
+    times a second."""
+    original = ShareMachine._parked_wait_ms
+
+    def short(self: ShareMachine, now: float | None) -> int | None:
+        ms = original(self, now)
+        return None if ms is None else min(ms, MIN_PARKED_WAIT_MS)
+
+    with mock.patch.object(ShareMachine, "_parked_wait_ms", short):
+        bad = run(4, "4.4", delayed=True).violation
+    assert bad is not None and bad.invariant == 23, bad
+    assert "the member spins" in bad.what
+    assert run(4, "4.4", delayed=True).violation is None
 
 
 def test_the_ledger_alone_refuses_answers_after_close() -> None:

@@ -37,9 +37,14 @@ is kept as a :class:`Violation`; the first one ends the schedule.
 18. A fetch asks for what the member was configured to acquire: under a strict record
     limit, record-limit acquisition of at most the limit; otherwise batch acquisition,
     but for an oversize probe (one record).
+22. An answer goes out without waiting: once the faults healed (and a settling bound
+    passed), every answer the application gives is on the wire within a bound (the
+    acknowledgement linger and a parked record's shortest wait, with room to spare).
+23. An idle member does not spin: from the same time, no leader answers more than a few
+    bare fetches empty in a second with no answer of the application's between them.
 
-9 to 18 are checked by :mod:`.world` (they need the brokers' state) through
-:meth:`Checker.fail`.
+9 to 18, 22 and 23 are checked by :mod:`.world` (they need the brokers' or the member's
+state) through :meth:`Checker.fail`.
 """
 
 from __future__ import annotations
@@ -62,7 +67,7 @@ ANSWERED = 2  #: the application answered; the outcome is not reported yet
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One broken invariant: its number (0 for a crash, 1-21), when, and what happened."""
+    """One broken invariant: its number (0 for a crash, 1-23), when, and what happened."""
 
     invariant: int
     at: float
@@ -80,6 +85,10 @@ class Live:
     member: str
     node: int  #: the leader it came from
     state: int = BUFFERED
+    #: when the application answered it (rule 22)
+    answered_at: float = 0.0
+    #: whether a request carried the answer (rule 22)
+    sent: bool = False
 
 
 @dataclass(slots=True)
@@ -100,6 +109,8 @@ class Checker:
     next_id: int = 0
     handed: int = 0
     n_ended: int = 0
+    #: when the application last answered a record (rule 23)
+    last_answer: float = 0.0
 
     def fail(self, invariant: int, at: float, what: str) -> None:
         """Keep the first violation."""
@@ -192,22 +203,42 @@ class Checker:
             f"which has ended (now {current}): its answer cannot reach the broker",
         )
 
-    def answered(self, key: Key, d: int) -> None:
-        """The application's answer to delivery ``d`` was marked (MarkResult.OK)."""
+    def answered(self, key: Key, d: int, at: float) -> None:
+        """The application's answer to delivery ``d`` was marked (MarkResult.OK) at
+        ``at``."""
+        self.last_answer = at
         entry = self._find(key, d)
         if entry is not None:
             entry.state = ANSWERED
+            entry.answered_at = at
+            entry.sent = False
 
     def meant(self, key: Key, member: str, node: int) -> int | None:
         """The delivery an answer ``member`` sends ``node`` now for ``key`` is meant for:
-        the answered one from that leader, else (the machine's own release) the newest."""
+        the answered one from that leader (now on the wire, rule 22), else (the
+        machine's own release) the newest."""
         entries = [e for e in self.live.get(key, ()) if e.member == member and e.node == node]
         if not entries:
             return None
         for e in entries:
             if e.state == ANSWERED:
+                e.sent = True
                 return e.delivery
         return entries[-1].delivery
+
+    def unsent(self, member: str, since: float, before: float) -> tuple[Key, Live] | None:
+        """An answer of ``member``'s given from ``since`` on and before ``before`` that no
+        request has carried yet, if any (rule 22)."""
+        for key, entries in self.live.items():
+            for e in entries:
+                if (
+                    e.state == ANSWERED
+                    and not e.sent
+                    and e.member == member
+                    and since <= e.answered_at < before
+                ):
+                    return key, e
+        return None
 
     def ended(
         self,

@@ -75,7 +75,7 @@ from sharecon._consumer.liveness import Liveness
 from sharecon._consumer.membership_loop import Beat, MembershipLoop, Sleep
 from sharecon._share.effects import FetchLate, LocksRenewed, NoteError, PartitionBlocked
 from sharecon._share.ledger import MarkResult
-from sharecon._share.machine import ShareMachine
+from sharecon._share.machine import MIN_PARKED_WAIT_MS, ShareMachine
 from sharecon._share.membership import EARLY_HEARTBEAT, Membership
 from sharecon._share.requests import FetchParams
 from sharecon._share.session import RequestKind
@@ -132,6 +132,18 @@ PROGRESS_TICK = 0.25  #: how often the liveness check samples the brokers
 #: Invariant 11: this long after the last fault healed, the brokers refuse no request of
 #: the member's any more (its sessions, epochs and leaders agree with theirs again).
 SETTLE = PROGRESS_BOUND
+#: Invariant 22: from :data:`SETTLE` after the faults healed, an answer the application
+#: gives is on the wire within this many virtual seconds: the acknowledgement linger, a
+#: parked record's shortest wait at the broker (``MIN_PARKED_WAIT_MS``), and as much
+#: again to spare. An answer that waits for a long poll's end (MAX_WAIT), a back-off or
+#: a wake-up that never comes breaks it.
+ANSWER_BOUND = 2 * (ACK_LINGER + MIN_PARKED_WAIT_MS / 1000)
+#: Invariant 23: from :data:`SETTLE` after the heal, no leader answers more than this
+#: many bare fetches empty in a virtual second with no answer of the application's
+#: between them. An idle member waits a long poll
+#: (:data:`MAX_WAIT`), a dry one for the application or as long, one with a parked
+#: record until that record's next renewal or release is due.
+SPIN_LIMIT = 5
 DELAY = 3 * LOCK  #: a ``release(delay=)`` longer than the lock (renewed meanwhile)
 PRODUCE_EVERY = 0.5  #: while a record waits out its delay, a record is written this often
 #: A gathering application (:meth:`Member._gather`) answers a record once a later one was
@@ -584,7 +596,28 @@ class World:
                 return
         else:
             self.waiting_since = None
+        self._answers_out()
         self.at(self.now + PROGRESS_TICK, self._progress)
+
+    def _answers_out(self) -> None:
+        """Invariant 22, sampled: from :data:`SETTLE` after the heal, no answer the
+        application gave waits more than :data:`ANSWER_BOUND` for a request to carry
+        it."""
+        m = self.member
+        since = self.heal_at + SETTLE
+        if m.closing or self.now < since:
+            return
+        late = self.check.unsent(m.member_id, since, self.now - ANSWER_BOUND)
+        if late is not None:
+            key, e = late
+            tp, offset = key
+            self.check.fail(
+                22,
+                self.now,
+                f"the answer to {tp.topic}-{tp.partition}@{offset} (delivery {e.delivery}) "
+                f"given at t={e.answered_at:.3f} is not on the wire "
+                f"{self.now - e.answered_at:.3f} s later",
+            )
 
     def handed(self) -> None:
         """The application got a record: the member made progress (invariant 9)."""
@@ -785,6 +818,8 @@ class Member:
         self.renews_on_wire = 0
         #: per leader, when it last answered with a top-level error (invariant 13)
         self.refused_at: dict[int, float] = {}
+        #: per leader, when its empty answers to bare fetches came (invariant 23)
+        self.empty_at: dict[int, list[float]] = {}
         #: Invariant 19: nodes whose session a ``busy`` fault left a step behind (the
         #: broker failed a request without reading it), until a new session opens there.
         self.epoch_behind: set[int] = set()
@@ -968,6 +1003,32 @@ class Member:
         port.wire = wire
         w.at(w.now + self._delay(), self._arrive, node, wire)
 
+    def _no_spin(self, node: int, body: ShareFetchRequest) -> None:
+        """Invariant 23: from :data:`SETTLE` after the heal, a leader answers no more than
+        :data:`SPIN_LIMIT` bare fetches (no acknowledgements, no renewal) empty in any
+        virtual second with no answer of the application's between them: an idle
+        member's fetches wait at the broker, or wait for the application, and do not
+        spin. (Each answer wakes every dry planner, rule 2 of ``fetch_policy``, so a
+        busy application may see an empty fetch per answer.)"""
+        w = self.world
+        if not w.quiet or w.now < w.heal_at + SETTLE or self.closing:
+            return
+        if any(p.acknowledgement_batches for t in body.topics for p in t.partitions):
+            return
+        times = self.empty_at.setdefault(node, [])
+        times.append(w.now)
+        since = max(w.now - 1.0, w.check.last_answer)
+        while times[0] < since:
+            del times[0]
+        if len(times) > SPIN_LIMIT:
+            w.check.fail(
+                23,
+                w.now,
+                f"node {node} answered {len(times)} bare fetches empty within a second "
+                f"(from t={times[0]:.3f}) with no answer of the application's between "
+                "them: the member spins",
+            )
+
     def _asks_as_configured(self, node: int, body: ShareFetchRequest) -> None:
         """Invariant 18: a fetch asks for what the member was configured to acquire.
         Under a strict record limit (``acquire_mode="record_limit"``), record-limit
@@ -1068,6 +1129,8 @@ class Member:
         delay = self._delay()
         if isinstance(body, ShareFetchRequest):
             got = self._acquired(broker, resp)  # type: ignore[arg-type]
+            if not got and not resp.error_code and not body.is_renew_ack and not wire.closing:
+                self._no_spin(node, body)
             if not got and body.max_wait_ms > 0 and not body.is_renew_ack and not resp.error_code:
                 # An empty fetch waits at the broker, here until a lock ends at the latest
                 # (then records may be acquirable again). An error (the session not found
@@ -1914,7 +1977,7 @@ class Member:
         try:
             self.machine.answer_all_delivered(AckType.ACCEPT)
             for rec in held:
-                check.answered((rec.tp, rec.offset), rec.d)
+                check.answered((rec.tp, rec.offset), rec.d, w.now)
             self._apply(None)
         finally:
             self._answering = {}
@@ -1945,7 +2008,7 @@ class Member:
             self._answering = {}
         check = self.world.check
         if held:
-            check.answered(key, rec.d)
+            check.answered(key, rec.d, self.world.now)
         elif check.is_handed(key, rec.d):
             # Not this member's any more (its loss reported): the accept took nothing.
             check.ended(key, self.world.now, "refused", self.member_id, d=rec.d)
@@ -2044,7 +2107,7 @@ class Member:
         w = self.world
         key = (rec.tp, rec.offset)
         if result is MarkResult.OK:
-            w.check.answered(key, rec.d)
+            w.check.answered(key, rec.d, w.now)
         elif result is MarkResult.UNKNOWN and w.check.is_handed(key, rec.d):
             # Refused: its lock loss was reported already (the consumer raises).
             w.check.ended(key, w.now, "refused", self.member_id, d=rec.d)
