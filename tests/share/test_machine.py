@@ -922,6 +922,18 @@ def test_the_next_fetch_asks_for_what_the_link_carried_in_time() -> None:
     assert _sized_fetch(m, 61.0, [TP, other])[1] == 1024
 
 
+def test_a_fetch_late_before_any_rate_was_measured_names_none() -> None:
+    """A fetch that times out before any answer measured the link names no rate:
+    ``bytes_per_second`` is 0 ("not measured", as ``FetchLate`` documents), never a
+    made-up one for the warning to print."""
+    m = machine()
+    opened(m)
+    f, _ = _sized_fetch(m, 1.0)
+    m.request_failed(f, timed_out=True)
+    [late] = [e for e in m.drain() if isinstance(e, FetchLate)]
+    assert late.timed_out and late.bytes_per_second == 0.0
+
+
 # -- the application's side (rules 6-8) ----------------------------------------------------
 
 
