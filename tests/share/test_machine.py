@@ -990,6 +990,24 @@ def test_explicit_answers_are_refused_when_twice_unknown_buffered_or_closing() -
     assert m.holds(TP, 10, d2.delivery) and m.holds(TP, 11, d2.delivery)
 
 
+def test_an_answer_by_position_marks_one_record_of_the_partition_named() -> None:
+    """``acknowledge_at`` answers the record at that offset of the partition it names, and
+    only one: not the same offset of a partition that sorts after it (t-1), nor the same
+    offset of an older incarnation of the topic under the same name (recreated, another
+    topic id), whatever order the ledger holds them in."""
+    m = machine()
+    tag = m.leader(NODE).session.tag
+    other = TopicIdPartition(T, 1, "t")
+    recreated = TopicIdPartition(uuid.uuid4(), 0, "t")
+    for tp in (other, recreated, TP):
+        m.ledger.add(tp, tag, [(0, 9)])
+        m.ledger.deliver(tp, 0, 9)
+    m.acknowledge_at("t", 0, 5, AckType.ACCEPT, lambda tp, o: False)
+    left = m.ledger.unacknowledged()
+    assert 5 in left[other]
+    assert [5 in left[recreated], 5 in left[TP]].count(False) == 1
+
+
 def test_an_answer_by_position_given_twice_is_refused_and_reports_no_loss() -> None:
     """A second answer by position to the same record is refused as already
     acknowledged, and nothing is reported lost (its lock is still held): only a lost lock
