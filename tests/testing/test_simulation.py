@@ -17,7 +17,7 @@ import pytest
 
 from sharecon._consumer.delayed import DelayedReleaser, Stepped
 from sharecon._share.fetch_policy import FetchPlanner
-from sharecon._share.machine import MIN_PARKED_WAIT_MS, ShareMachine
+from sharecon._share.machine import MIN_PARKED_WAIT_MS
 from sharecon.testing.model import RecordState
 from sharecon.testing.sim import MUTANTS, Outcome, first_failure, run, search
 from sharecon.testing.sim.__main__ import main
@@ -160,14 +160,17 @@ def test_a_member_that_spins_while_a_record_is_parked_is_caught() -> None:
     """Invariant 23: a fetch with a parked record waits at the broker only the shortest
     parked wait (the mutant ``// 1000`` for ``* 1000`` in ``_parked_wait_ms``), not until
     the record's renewal or release is due: an idle member then asks its leaders ten
-    times a second."""
-    original = ShareMachine._parked_wait_ms
+    times a second. Planted where the planner is handed that wait (``FetchPlanner.next``
+    is pure Python in both builds; the machine, compiled, calls its own methods
+    directly)."""
+    original = FetchPlanner.next
 
-    def short(self: ShareMachine, now: float | None) -> int | None:
-        ms = original(self, now)
-        return None if ms is None else min(ms, MIN_PARKED_WAIT_MS)
+    def planned(self: FetchPlanner, ledger: AckLedger, want: Any, **kw: Any) -> Turn:
+        if kw.get("wait_ms") is not None:
+            kw["wait_ms"] = min(kw["wait_ms"], MIN_PARKED_WAIT_MS)
+        return original(self, ledger, want, **kw)
 
-    with mock.patch.object(ShareMachine, "_parked_wait_ms", short):
+    with mock.patch.object(FetchPlanner, "next", planned):
         bad = run(4, "4.4", delayed=True).violation
     assert bad is not None and bad.invariant == 23, bad
     assert "the member spins" in bad.what
