@@ -58,9 +58,10 @@ async def test_the_offsets_of_a_batch_the_cleaner_removed_are_answered_as_gaps(
 ) -> None:
     topic = topic_factory(1, config=COMPACTED)
     async with Producer(kafka_bootstrap) as producer:
-        # Three batches, each flushed alone: x (offsets 0-9) stays; a (10-19) is
-        # overwritten key by key by b (20-29), so the cleaner removes a whole. The
-        # producer's last batch (c) keeps its producer state, so a is not retained empty.
+        # Three batches, each flushed alone: keys x0-x9 (offsets 0-9) stay; k0-k9 at
+        # 10-19 are overwritten key by key by k0-k9 at 20-29, so the cleaner removes that
+        # batch whole. It is not the producer's last batch (that is c's, which keeps the
+        # producer's state), so it is not retained empty.
         for prefix in (b"x", b"k", b"k"):
             for i in range(N):
                 await producer.send(topic, b"v", key=prefix + str(i).encode(), partition=0)

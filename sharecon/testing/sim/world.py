@@ -140,9 +140,9 @@ SETTLE = PROGRESS_BOUND
 ANSWER_BOUND = 2 * (ACK_LINGER + MIN_PARKED_WAIT_MS / 1000)
 #: Invariant 23: from :data:`SETTLE` after the heal, no leader answers more than this
 #: many bare fetches empty in a virtual second with no answer of the application's
-#: between them. An idle member waits a long poll
-#: (:data:`MAX_WAIT`), a dry one for the application or as long, one with a parked
-#: record until that record's next renewal or release is due.
+#: between them. An idle member waits a long poll (:data:`MAX_WAIT`), a dry one for the
+#: application or as long, one with a parked record until that record's next renewal or
+#: release is due.
 SPIN_LIMIT = 5
 DELAY = 3 * LOCK  #: a ``release(delay=)`` longer than the lock (renewed meanwhile)
 PRODUCE_EVERY = 0.5  #: while a record waits out its delay, a record is written this often
@@ -1129,17 +1129,19 @@ class Member:
         delay = self._delay()
         if isinstance(body, ShareFetchRequest):
             got = self._acquired(broker, resp)  # type: ignore[arg-type]
-            if not got and not resp.error_code and not body.is_renew_ack and not wire.closing:
-                self._no_spin(node, body)
-            if not got and body.max_wait_ms > 0 and not body.is_renew_ack and not resp.error_code:
-                # An empty fetch waits at the broker, here until a lock ends at the latest
-                # (then records may be acquirable again). An error (the session not found
-                # after an eviction, a wrong epoch) is answered at once, as Kafka does.
-                wait = body.max_wait_ms / 1000.0
-                expiry = broker.next_wakeup()
-                if expiry is not None:
-                    wait = min(wait, max(expiry - w.now, 0.0) + 0.001)
-                delay += wait
+            if not got and not body.is_renew_ack and not resp.error_code:
+                if not wire.closing:
+                    self._no_spin(node, body)
+                if body.max_wait_ms > 0:
+                    # An empty fetch waits at the broker, here until a lock ends at the
+                    # latest (then records may be acquirable again). An error (the
+                    # session not found after an eviction, a wrong epoch) is answered at
+                    # once, as Kafka does.
+                    wait = body.max_wait_ms / 1000.0
+                    expiry = broker.next_wakeup()
+                    if expiry is not None:
+                        wait = min(wait, max(expiry - w.now, 0.0) + 0.001)
+                    delay += wait
         else:
             got = {}
         if not w.quiet and not wire.closing:
