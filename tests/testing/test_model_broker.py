@@ -443,3 +443,70 @@ def test_only_the_first_partition_giving_records_may_pass_max_bytes() -> None:
     resp = _fetch_bytes(broker, 36_000, partitions=3)
     got = {p.partition_index for t in resp.responses for p in t.partitions if p.acquired_records}
     assert got == {0}
+
+
+def _compacted(version: str = "4.4") -> ModelBroker:
+    """Batches 0-9, 10-19, 20-29 and 30, the second removed whole by the log cleaner."""
+    broker = _broker(version, records=10)
+    for n in (10, 10, 1):
+        broker.produce("t", 0, n)
+    broker.logs[(broker.topics["t"], 0)].compact(set(range(10, 20)))
+    return broker
+
+
+def test_compaction_that_empties_a_batch_removes_it_but_never_the_last() -> None:
+    broker = _compacted()
+    log = broker.logs[(broker.topics["t"], 0)]
+    assert log.batches == [(0, 9), (20, 29), (30, 30)]
+    assert log.holes == set() and log.end == 31
+    with pytest.raises(ValueError, match="last batch 30-30"):
+        log.compact({30})
+    with pytest.raises(ValueError, match=r"\[15\] are in no batch"):
+        log.compact({15})
+
+
+def test_a_read_across_a_removed_batch_acquires_its_offsets_with_no_records() -> None:
+    resp = _fetch(_compacted(), "a", "c-a", 0.0)
+    assert _got(resp) == [(o, 1) for o in range(31)]
+    part = resp.responses[0].partitions[0]
+    assert part.records is not None
+    assert [r.offset for r in decode_records(part.records)] == [*range(10), *range(20, 31)]
+
+
+def test_the_start_passes_a_skipped_removed_batch_only_behind_finished_records() -> None:
+    broker = _compacted()
+    tid = broker.topics["t"]
+    req = ShareFetchRequest(
+        group_id=GROUP,
+        member_id="a",
+        share_session_epoch=0,
+        max_wait_ms=500,
+        min_bytes=1,
+        max_records=5,  # a soft limit: batch 0-9 whole
+        batch_size=5,
+        topics=(FetchTopic(topic_id=tid, partitions=(FetchPartition(partition_index=0),)),),
+    )
+    assert _got(broker.share_fetch(req, "c-a", 0.0)) == [(o, 1) for o in range(10)]
+    # b's read begins in the removed batch (past what a holds): it skips it.
+    assert _got(_fetch(broker, "b", "c-b", 0.1)) == [(o, 1) for o in range(20, 31)]
+    sp = broker.share_partition(GROUP, "t", 0)
+    assert sp is not None and sp.start == 0
+    assert _ack(broker, "a", 0, 9, 1, 1, 0.2) == ErrorCode.NONE
+    assert sp.start == 10  # not onto b's in-flight records
+    assert _ack(broker, "b", 20, 30, 1, 1, 0.3) == ErrorCode.NONE
+    assert sp.start == 31
+
+
+def test_a_read_into_an_empty_window_moves_the_start_past_a_removed_batch() -> None:
+    broker = _compacted()
+    log = broker.logs[(broker.topics["t"], 0)]
+    log.compact(set(range(10)) - {9})  # batch 0-9 keeps offset 9 only
+    assert _got(_fetch(broker, "a", "c-a", 0.0)) == [(o, 1) for o in range(31)]
+    assert _ack(broker, "a", 0, 30, 1, 1, 0.1) == ErrorCode.NONE
+    sp = broker.share_partition(GROUP, "t", 0)
+    assert sp is not None and sp.start == 31
+    broker.produce("t", 0, 2)  # 31-32
+    broker.produce("t", 0, 1)  # 33
+    log.compact({31, 32})
+    assert _got(_fetch(broker, "a", "c-a", 0.2, epoch=2)) == [(33, 1)]
+    assert sp.start == 33

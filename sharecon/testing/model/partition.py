@@ -98,21 +98,33 @@ class PartitionLog:
 
     def compact(self, offsets: set[int]) -> None:
         """Remove the records at ``offsets`` as the log cleaner does: each stays in its
-        batch's offset range as a hole (:attr:`holes`). Every batch keeps a record.
+        batch's offset range as a hole (:attr:`holes`), except that a batch left with no
+        record is removed whole (its offsets then lie in no batch, a gap in the log).
 
-        :raises ValueError: an offset outside every batch, or a batch left empty.
+        :raises ValueError: an offset outside every batch, or the log's last batch
+            emptied (the cleaner keeps a producer's last batch, and the log's end).
         """
+        kept: list[tuple[int, int]] = []
         for first, last in self.batches:
             inside = {o for o in offsets if first <= o <= last}
-            if not inside:
-                continue
-            if len(inside | {o for o in self.holes if first <= o <= last}) > last - first:
-                raise ValueError(f"compaction would empty the batch {first}-{last}")
-            self.holes |= inside
-            self.encoded.pop((first, last), None)
             offsets = offsets - inside
+            if not inside:
+                kept.append((first, last))
+                continue
+            here = inside | {o for o in self.holes if first <= o <= last}
+            self.encoded.pop((first, last), None)
+            if len(here) <= last - first:
+                self.holes |= inside
+                kept.append((first, last))
+                continue
+            if (first, last) == self.batches[-1]:
+                raise ValueError(f"compaction would remove the log's last batch {first}-{last}")
+            self.holes -= here
+            for o in range(first, last + 1):
+                self.values.pop(o, None)
         if offsets:
             raise ValueError(f"offsets {sorted(offsets)} are in no batch")
+        self.batches = kept
 
     def batch_of(self, offset: int) -> tuple[int, int] | None:
         """The batch holding ``offset``, if any."""
@@ -264,6 +276,10 @@ class SharePartitionModel:
             return out
         # In-flight cap: offsets from the start offset on may not exceed max_locks.
         limit_end = self.start + self.settings.max_locks - 1
+        was_empty = not self.states
+        #: Kafka's end offset: past it a read acquires new ranges
+        cached_end = max(self.states) if self.states else self.start - 1
+        after = self.start  # the first offset past the batches looked at so far
         for first, last in self.log.batches:
             if last < self.start:
                 continue
@@ -272,6 +288,16 @@ class SharePartitionModel:
             if lo > hi:
                 break
             candidates = [o for o in range(lo, hi + 1) if self._acquirable(o, now)]
+            if first > after:
+                # Offsets of a batch the log cleaner removed whole, before this batch.
+                gap = self._gap(after, min(first - 1, limit_end), cached_end, bool(out), now)
+                if gap and not record_limit and len(out) + len(gap) >= max_records:
+                    # The soft limit falls in the gap: Kafka ends the range right there
+                    # (the limit's offset lies in no batch to round it up to).
+                    candidates = gap[: max_records - len(out)]
+                elif gap:
+                    candidates = gap + candidates
+            after = last + 1
             if not candidates:
                 continue
             if batch_bytes is not None and max_bytes is not None:
@@ -295,6 +321,35 @@ class SharePartitionModel:
                 out.append((o, self._take(o, member, now)))
             if len(out) >= max_records:
                 break
+        if was_empty and out and out[0][0] > self.start:
+            # A new range acquired into an empty cache starts the window (Kafka sets its
+            # start offset there): what lay before it was a removed batch's gap.
+            self.start = out[0][0]
+        return out
+
+    def _gap(self, lo: int, hi: int, cached_end: int, reading: bool, now: float) -> list[int]:
+        """What a read does with ``lo``-``hi``, offsets in no batch (the cleaner removed
+        theirs whole): the ones it acquires, before the next batch's records.
+
+        A read that began before them (``reading``) acquires them as Kafka does: new
+        ones (past ``cached_end``) in the new range it takes up to its last batch, and
+        cached ones that are available, like any other. A read that begins in them
+        reads from the batch after: new ones are skipped (never acquired), and
+        available cached ones are archived (Kafka 4.1+ archives what a fetch offset
+        found stale: ``maybeArchiveStaleBatches``)."""
+        out: list[int] = []
+        stale: list[int] = []
+        for o in range(lo, hi + 1):
+            st = self.states.get(o)
+            if st is None:
+                if reading and o > cached_end:
+                    out.append(o)
+            elif st.state is RecordState.AVAILABLE and st.ready_at <= now:
+                (out if reading else stale).append(o)
+        if stale:
+            for o in stale:
+                self.states[o].state = RecordState.ARCHIVED
+            self._persist(stale)
         return out
 
     def _acquirable(self, offset: int, now: float) -> bool:
@@ -476,6 +531,8 @@ class SharePartitionModel:
         # The start offset moves over every finished record at the front of the window.
         while True:
             st = self.states.get(self.start)
+            if st is None and self.states:
+                st = self._past_gap()
             if st is None or st.state not in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED):
                 break
             self.finished[self.start] = st.state
@@ -483,3 +540,17 @@ class SharePartitionModel:
             self.persisted.pop(self.start, None)
             self.start += 1
         self.persisted_start = self.start
+
+    def _past_gap(self) -> OffsetState | None:
+        """At a start offset in no batch and never acquired (a removed batch a read
+        skipped): the state of the next offset the window holds, the start moved to it,
+        if that one is finished (Kafka moves its start offset over holes in its cache,
+        never onto an in-flight record); else None."""
+        nxt = min(self.states)
+        st = self.states[nxt]
+        if nxt <= self.start or st.state not in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED):
+            return None
+        if any(f < nxt and e >= self.start for f, e in self.log.batches):
+            return None  # records lie between: they are not done
+        self.start = nxt
+        return st

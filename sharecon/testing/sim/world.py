@@ -380,9 +380,26 @@ class World:
         #: Offsets compaction removed from their batches (gaps the member must acknowledge
         #: as such), per partition: in a third of the schedules, drawn from a stream of its
         #: own, so the other draws of a seed stay as they were.
+        compacted = _compaction(seed, {tp: self._log(tp) for tp in self.tps})
+        # In half of those partitions the cleaner also removed a batch whole (all its
+        # keys written again later), a gap in the log that Kafka acquires with no record
+        # behind it when a read spans it. Two batches more are written first, so that the
+        # one removed may lie between two others.
+        wrng = random.Random(seed ^ 0xB47C4)
+        for tp in sorted(compacted, key=lambda t: t.partition):
+            if wrng.random() >= WHOLE_BATCH_SHARE:
+                continue
+            leader = self.brokers[self.leader_of[tp]]
+            for _ in range(2):
+                leader.produce(TOPIC, tp.partition, wrng.randint(1, 3))
+            log = self._log(tp)
+            first, last = log.batches[wrng.randrange(len(log.batches) - 1)]
+            compacted[tp] = (
+                *compacted[tp],
+                *(o for o in range(first, last + 1) if o not in compacted[tp]),
+            )
         self.holes: dict[TopicIdPartition, frozenset[int]] = {
-            tp: frozenset(removed)
-            for tp, removed in _compaction(seed, {tp: self._log(tp) for tp in self.tps}).items()
+            tp: frozenset(removed) for tp, removed in compacted.items()
         }
         for tp, removed in self.holes.items():
             if removed:
@@ -2385,6 +2402,8 @@ def _log_starts(seed: int, partitions: int = 2) -> tuple[int, ...]:
 
 #: The share of schedules whose logs were compacted (:func:`_compaction`).
 COMPACTED_SHARE = 1 / 3
+#: In those, the share of partitions that also lost a batch whole.
+WHOLE_BATCH_SHARE = 1 / 2
 
 
 def _compaction(
