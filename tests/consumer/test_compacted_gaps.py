@@ -6,9 +6,14 @@ last offset (``SharePartition.acquireNewBatchRecords``), so the offsets of a bat
 cleaner removed between two others are acquired with no record behind them. The
 consumer must answer them as gaps at once: left unanswered they would stay acquired
 until their lock ends and be delivered again, each time spending a delivery attempt, and
-the group's start offset would stay behind them meanwhile. The model broker of the
-simulations never makes that shape (``docs/testing.md``, "Mutation testing"); this test
-is the real broker's word on it.
+the group's start offset would stay behind them meanwhile.
+
+The same log then holds the model broker of the simulations true on this shape: scripted
+ShareFetch requests, each script for a group of its own, get the same acquired ranges
+and delivery counts from the real broker and from the model given that log (a read that
+spans the removed batch acquires its offsets; one that begins in it skips them; a soft
+record limit that falls in it ends the range there; available offsets of it that a read
+begins in are archived).
 """
 
 from __future__ import annotations
@@ -22,8 +27,21 @@ import pytest
 from sharecon.admin import Admin
 from sharecon.consumer import ShareConsumer
 from sharecon.producer import Producer
+from sharecon.testing.conformance.broker_runner import BrokerTarget, play_on_broker
+from sharecon.testing.conformance.model_runner import play_on_model
+from sharecon.testing.conformance.scenario import (
+    ACCEPT,
+    GAP,
+    Fetch,
+    Observation,
+    Scenario,
+    Wait,
+)
+from sharecon.testing.conformance.scenarios import SHORT_LOCK
+from sharecon.testing.model.broker import ModelBroker
 
 if TYPE_CHECKING:
+    from sharecon.testing.env import ClusterHandle
     from sharecon.testing.pytest_plugin import ShareGroupFactory, TopicFactory
 
 pytestmark = [pytest.mark.anyio, pytest.mark.broker]
@@ -51,7 +69,48 @@ async def _offsets(bootstrap: str, topic: str, group: str, want: int) -> list[in
     return sorted(got)
 
 
+def _show(seen: list[Observation]) -> list[str]:
+    return [str(o) for o in seen]
+
+
+#: Scripts for the log above (batches 0-9, 20-29 and 30; 10-19 removed), each played by a
+#: group of its own on the real broker and on the model. A broker reads one log segment
+#: at a time, and 30 is in a segment of its own; the model has no segments, so the
+#: record limits keep every read before 30 short of it.
+SCRIPTS = (
+    # A read from 0 spans the removed batch: one range 0-29, all at delivery 1; answered,
+    # the next read hands out 30.
+    Scenario(
+        "spans",
+        (
+            Fetch("a", max_records=25),
+            Fetch("a", acks=((0, 9, ACCEPT), (10, 19, GAP), (20, 29, ACCEPT))),
+        ),
+    ),
+    # A soft limit of 15 falls in the removed batch: the range ends right there, at 14
+    # (Kafka rounds a limit up to the end of the batch it falls in, and there is none).
+    Scenario("soft-limit", (Fetch("a", max_records=15),)),
+    # 0-9 alone (limit 5), answered: the next read begins in the removed batch and skips it.
+    Scenario(
+        "skips", (Fetch("a", max_records=5), Fetch("a", max_records=5, acks=((0, 9, ACCEPT),)))
+    ),
+    # 10-29 unanswered until their lock ends: the next read begins at 10, archives
+    # 10-19 (no record there) and hands out 20-29 again.
+    Scenario(
+        "stale",
+        (
+            Fetch("a", max_records=25),
+            Fetch("a", acks=((0, 9, ACCEPT),), expect=False),
+            Wait(SHORT_LOCK / 1000 + 1),
+            Fetch("a", max_records=5),
+        ),
+        lock_ms=SHORT_LOCK,
+    ),
+)
+
+
 async def test_the_offsets_of_a_batch_the_cleaner_removed_are_answered_as_gaps(
+    kafka_broker: ClusterHandle,
     kafka_bootstrap: str,
     topic_factory: TopicFactory,
     share_group_factory: ShareGroupFactory,
@@ -107,3 +166,19 @@ async def test_the_offsets_of_a_batch_the_cleaner_removed_are_answered_as_gaps(
                     break
                 await anyio.sleep(0.2)
     assert lag in (0, -1)  # -1: a broker that reports no lag
+
+    # The model, given the same log, answers each script as the broker does.
+    version = ".".join(kafka_broker.version.split(".")[:2])
+    async with Admin(kafka_bootstrap) as admin, anyio.create_task_group() as connections:
+        target = BrokerTarget(kafka_bootstrap, kafka_broker.version, admin, connections)
+        topic_id = (await admin.describe_topics([topic]))[topic].topic_id
+        for script in SCRIPTS:
+            real = await play_on_broker(target, script, topic, topic_id, share_group_factory())
+            model = ModelBroker(version)
+            tid = model.create_topic("t", 1)
+            for n in (N, N, N, 1):
+                model.produce("t", 0, n)
+            model.logs[(tid, 0)].compact(removed)
+            said = play_on_model(model, script, tid)
+            assert said == real, f"{script.name}: the broker {_show(real)}, the model {_show(said)}"
+        connections.cancel_scope.cancel()

@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 
     from sharecon.admin import Admin
 
-__all__ = ["BrokerTarget", "run_on_broker"]
+__all__ = ["BrokerTarget", "play_on_broker", "run_on_broker"]
 
 
 @dataclass(slots=True)
@@ -254,7 +254,15 @@ async def run_on_broker(target: BrokerTarget, scenario: Scenario) -> list[Observ
     created = await target.admin.create_topics([topic], num_partitions=1)
     del created
     described = await target.admin.describe_topics([topic])
-    topic_id = described[topic].topic_id
+    return await play_on_broker(target, scenario, topic, described[topic].topic_id, group)
+
+
+async def play_on_broker(
+    target: BrokerTarget, scenario: Scenario, topic: str, topic_id: uuid.UUID, group: str
+) -> list[Observation]:
+    """Play ``scenario`` on partition 0 of ``topic``, which exists and may hold records
+    already (a log the scenario's steps cannot write, such as one the log cleaner
+    compacted), for a share group ``group`` that has not read it yet."""
     minor = int(target.version.split(".")[1])
     settings: dict[str, str | None] = {
         "share.auto.offset.reset": "earliest",

@@ -43,7 +43,13 @@ from sharecon.testing.model.broker import ModelBroker
 if TYPE_CHECKING:
     import uuid
 
-__all__ = ["fetch_request", "acknowledge_request", "observe_fetch", "run_on_model"]
+__all__ = [
+    "acknowledge_request",
+    "fetch_request",
+    "observe_fetch",
+    "play_on_model",
+    "run_on_model",
+]
 
 #: The step between requests on the model's clock (a real run takes some milliseconds).
 _TICK = 0.01
@@ -141,7 +147,14 @@ class _Member:
 def run_on_model(scenario: Scenario, version: str) -> list[Observation]:
     """Play ``scenario`` on a fresh :class:`ModelBroker` of ``version``."""
     broker = ModelBroker(version)
-    topic_id = broker.create_topic("t", 1)
+    return play_on_model(broker, scenario, broker.create_topic("t", 1))
+
+
+def play_on_model(
+    broker: ModelBroker, scenario: Scenario, topic_id: uuid.UUID
+) -> list[Observation]:
+    """Play ``scenario`` on partition 0 of the topic ``"t"`` of ``broker``, whose log may
+    hold records already (as :func:`~.broker_runner.play_on_broker` allows)."""
     group = "g"
     broker.configure_group(
         group,
