@@ -399,6 +399,17 @@ class ShareMachine:
             if not one:
                 del self.parked[tp]
 
+    def _unpark_acquired(self, tp: TopicIdPartition, ranges: list[tuple[int, int]]) -> None:
+        # Acquired again, a parked record's earlier delivery is over (its lock ended, or
+        # was lost): the new one is not waiting out a delay. Left parked, the record
+        # would be left out of what the member holds (a strict record limit would grant
+        # one too many; found by the simulation's invariant 24, --delayed-release).
+        one = self.parked.get(tp)
+        if one is None:
+            return
+        for offset in [o for o in one if any(lo <= o <= hi for lo, hi in ranges)]:
+            self.unpark(tp, offset)
+
     def _parked_wait_ms(self, now: float | None) -> int | None:
         # How long a fetch may wait at the broker before a parked record needs a request.
         if now is None:
@@ -507,7 +518,11 @@ class ShareMachine:
         (waiting out a delay, already answered)."""
         held = self.ledger.outstanding_all()
         if self.parked:
-            held -= sum(map(len, self.parked.values()))
+            # Only those still held: one whose session ended or whose lock was lost is no
+            # longer among the outstanding, and must not be taken off twice (invariant 24
+            # of the simulation, --delayed-release).
+            holds = self.ledger.holds
+            held -= sum(holds(tp, o) for tp, one in self.parked.items() for o in one)
         return max(0, held)
 
     def handling(self) -> tuple[float | None, float]:
@@ -783,6 +798,8 @@ class ShareMachine:
                     ranges = [(a.first_offset, a.last_offset) for a in p.acquired_records]
                     self._rebuilt(f.plan, tp, ranges, f.answered_at)
                     self._report(ledger.supersede(tp, ranges))
+                    if self.parked:
+                        self._unpark_acquired(tp, ranges)
 
     def fetch_records(
         self,
@@ -866,6 +883,8 @@ class ShareMachine:
         self._rebuilt(plan, tp, ranges, f.answered_at)
         before = ledger.sequence
         self._report(ledger.add(tp, plan.tag, ranges, intake.gaps, deadline))
+        if self.parked:
+            self._unpark_acquired(tp, ranges)
         delivery = (before + 1, ledger.sequence)
         for other in ledger.buffered_elsewhere(tp, node_id):
             # Rule 3: the partition moved here. The old leader's buffered records of it
