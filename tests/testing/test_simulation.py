@@ -18,6 +18,7 @@ import pytest
 from sharecon._consumer.delayed import DelayedReleaser, Stepped
 from sharecon._share.fetch_policy import FetchPlanner
 from sharecon._share.machine import MIN_PARKED_WAIT_MS
+from sharecon._share.record_limit import RecordBudget
 from sharecon.testing.model import RecordState
 from sharecon.testing.sim import MUTANTS, Outcome, first_failure, run, search
 from sharecon.testing.sim.__main__ import main
@@ -175,6 +176,26 @@ def test_a_member_that_spins_while_a_record_is_parked_is_caught() -> None:
     assert bad is not None and bad.invariant == 23, bad
     assert "the member spins" in bad.what
     assert run(4, "4.4", delayed=True).violation is None
+
+
+def test_a_member_that_takes_more_than_its_record_limit_is_caught() -> None:
+    """Invariant 24: under a strict record limit the member's fetches are granted only
+    what it may still hold. A budget that forgets what is held (the mutant ``>>`` for
+    ``+`` in the machine's ``grant(held + extra_records)`` did so whenever a fetch was in
+    flight) lets a member of limit 1 hold two records; every other invariant held.
+    Planted in ``RecordBudget.grant``, pure Python in both builds."""
+    original = RecordBudget.grant
+
+    def forgetful(self: RecordBudget, held: int) -> int:
+        return original(self, 0)
+
+    world = World(0, "4.4", None, None)
+    assert world.record_limit == 1
+    with mock.patch.object(RecordBudget, "grant", forgetful):
+        bad = world.run().violation
+    assert bad is not None and bad.invariant == 24, bad
+    assert "over its record limit of 1" in bad.what
+    assert run(0, "4.4").violation is None
 
 
 def test_the_ledger_alone_refuses_answers_after_close() -> None:

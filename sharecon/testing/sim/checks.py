@@ -42,8 +42,13 @@ is kept as a :class:`Violation`; the first one ends the schedule.
     acknowledgement linger and a parked record's shortest wait, with room to spare).
 23. An idle member does not spin: from the same time, no leader answers more than a few
     bare fetches empty in a second with no answer of the application's between them.
+24. A strict record limit holds: under ``acquire_mode="record_limit"``, whenever the
+    member takes records in, it holds no more than the limit of records its application
+    has not answered, counted over every leader (a record counts while its lock lasts and
+    its share session is still the member's current one with that leader: the broker
+    released the others, or will).
 
-9 to 18, 22 and 23 are checked by :mod:`.world` (they need the brokers' or the member's
+9 to 18 and 22 to 24 are checked by :mod:`.world` (they need the brokers' or the member's
 state) through :meth:`Checker.fail`.
 """
 
@@ -67,7 +72,7 @@ ANSWERED = 2  #: the application answered; the outcome is not reported yet
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One broken invariant: its number (0 for a crash, 1-23), when, and what happened."""
+    """One broken invariant: its number (0 for a crash, 1-24), when, and what happened."""
 
     invariant: int
     at: float

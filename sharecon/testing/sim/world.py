@@ -88,7 +88,7 @@ from sharecon.protocol import ShareFetchResponse as ShareFetchResponseT
 from sharecon.protocol.error_codes import ErrorCode
 from sharecon.testing.model import ModelBroker, ModelCoordinator, RecordState
 from sharecon.testing.sim import mutants
-from sharecon.testing.sim.checks import Checker, Violation
+from sharecon.testing.sim.checks import ANSWERED, Checker, Violation
 from sharecon.types import AckType, TopicIdPartition
 
 if TYPE_CHECKING:
@@ -655,9 +655,14 @@ class World:
             limit = sp.settings.delivery_limit
             for o in range(log.start, log.end):
                 st = sp.state_of(o)
-                if st.state is RecordState.AVAILABLE:
-                    return True
-                if st.state is RecordState.ACQUIRED and st.deadline <= now and st.count < limit:
+                if (
+                    st.state is RecordState.AVAILABLE
+                    or (
+                        st.state is RecordState.ACQUIRED and st.deadline <= now and st.count < limit
+                    )
+                ) and self.holds_record(tp, o):
+                    # (An offset of a batch the cleaner removed whole, never acquired,
+                    # holds no record to hand out.)
                     return True
         return False
 
@@ -849,6 +854,11 @@ class Member:
         self._answering: dict[Any, int] = {}
         #: per chunk (partition and ledger delivery): offset -> the checker's delivery id
         self._ids: dict[tuple[TopicIdPartition, Delivery], dict[int, int]] = {}
+        #: the share session and ledger delivery each delivery was taken in under
+        #: (invariant 24)
+        self._tag_of: dict[int, tuple[SessionTag, Delivery]] = {}
+        #: deliveries the application released with a delay (invariant 24)
+        self._delayed: set[int] = set()
         for n in NODES:
             world.at(world.now, self._loop, n, 0)
         world.at(world.now, self._heartbeat, 0)
@@ -1743,8 +1753,46 @@ class Member:
                 ids[o] = d
                 self.world.check.taken_in((tp, o), d, self.member_id, e.tag.node_id)
         self._ids[(tp, e.delivery)] = ids
+        limit = self.world.record_limit
+        if limit is not None and ids:
+            for d in ids.values():
+                self._tag_of[d] = (e.tag, e.delivery)
+            held = self._holding()
+            if held > limit:
+                self.world.check.fail(
+                    24,
+                    self.world.now,
+                    f"{tp.topic}-{tp.partition}: the member holds {held} records (not confirmed "
+                    f"answered), over its record limit of {limit}",
+                )
         self.handout.deliver(e)  # the consumer's own (its Deliver effect's port)
         self._app_wake()
+
+    def _holding(self) -> int:
+        """Invariant 24's count: the records this member took in and holds, handed out or
+        not, answered or not, until the broker confirms the answer (the outcome is
+        reported); a record counts while its lock lasts and its share session is the
+        member's current one with its leader (the broker released the others, or will).
+        Not counted: a record reported lost with its partition's leader (the machine no
+        longer holds it), and one released with a delay (parked, it needs no handling,
+        and counting it would stop fetching for the whole delay; so a fetch sent while it
+        waited may be answered after its release, which then counts for nothing until
+        confirmed either)."""
+        w = self.world
+        now, ends, m, delayed = w.now, w.check.deadline_of, self.machine, self._delayed
+        held = 0
+        for (tp, offset), entries in w.check.live.items():
+            for e in entries:
+                if e.member != self.member_id:
+                    continue
+                taken = self._tag_of.get(e.delivery)
+                if taken is None or ends.get(e.delivery, 0.0) <= now:
+                    continue
+                tag, delivery = taken
+                if tag != m.leader(tag.node_id).session.tag or e.delivery in delayed:
+                    continue
+                held += e.state == ANSWERED or m.holds(tp, offset, delivery)
+        return held
 
     def _settle(self) -> None:
         effects = self.machine.drain()
@@ -1865,6 +1913,7 @@ class Member:
             self.delay_next = False
             self.holding.append(rec)
             self._sim_of[got] = rec
+            self._delayed.add(rec.d)
             try:
                 if self.delayed.add(got, DELAY):
                     w.at(w.now + DELAY_TICK, self._delay_tick)
