@@ -917,3 +917,17 @@ def test_rebuilt_finds_an_offset_held_past_a_segment_s_start(first: int) -> None
     assert ledger.take(TAG) is not None
     assert not ledger.rebuilt(TP0, TAG, again, 1.0)  # sent: the broker may redeliver
     assert ledger.rebuilt(TP0, TAG, [(first + 3, first + 3)], 1.0)
+
+
+def test_holds_by_offset_alone_finds_each_segment_s_first_and_last_record() -> None:
+    # Without a delivery to look in (a record with no session owner), the partition's
+    # segments are searched by offset: the last offset of a segment is held, an offset
+    # between two segments (or before the first) is not, and each offset answers for its
+    # own segment, never a neighbour's.
+    ledger = AckLedger()
+    delivered(ledger, TP0, 10, 19)
+    delivered(ledger, TP0, 30, 39)
+    held = [o for o in range(5, 45) if ledger.holds(TP0, o)]
+    assert held == [*range(10, 20), *range(30, 40)]
+    ledger.mark(TP0, 39, AckType.ACCEPT)
+    assert ledger.holds(TP0, 38) and not ledger.holds(TP0, 39)
