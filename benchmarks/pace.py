@@ -16,6 +16,9 @@ A fresh broker's JIT warms up over the passes, and the fetch times show it::
 
     python benchmarks/pace.py --passes records,records,batches,records --trace 24
 
+A pass written ``records:2000`` runs with ``max_records=2000`` (how the size of each
+ShareFetch answer changes the broker's share of a cycle).
+
 The trace wraps the fetcher's and the iteration's methods (the pure Python ones, present
 in both builds): it costs a little per fetch, nothing per record.
 """
@@ -44,7 +47,7 @@ from sharecon._consumer import fetcher as fetcher_module
 from sharecon._consumer.iteration import Iteration
 
 build = "compiled" if sharecon.COMPILED else "pure"
-bootstrap, topic, group, n, style, trace, wanted = sys.argv[1:8]
+bootstrap, topic, group, n, style, trace, wanted, limit = sys.argv[1:9]
 if build != wanted:
     sys.exit(f"asked for the {wanted} build, got {build} from {sharecon.__file__}")
 n, trace = int(n), int(trace)
@@ -91,7 +94,8 @@ Iteration.wait_for_records = waiting
 async def main():
     count = 0
     start = cpu = None
-    async with ShareConsumer(bootstrap, group_id=group, topics=[topic]) as consumer:
+    tuning = {"max_records": int(limit)} if limit != "-" else {}
+    async with ShareConsumer(bootstrap, group_id=group, topics=[topic], **tuning) as consumer:
         if style == "records":
             async for _record in consumer:
                 if start is None:
@@ -137,12 +141,17 @@ def main() -> None:
     ap.add_argument(
         "--passes",
         default="records,batches,records,batches",
-        help="the styles of the passes, in order (records, batches)",
+        help="the styles of the passes, in order (records, batches), each with"
+        " ':N' for max_records=N (else sharecon's default)",
     )
     ap.add_argument("--build", choices=("pure", "compiled"), default="compiled")
     ap.add_argument("--trace", type=int, default=0, help="events to print of each records pass")
     args = ap.parse_args()
-    styles = [s for s in args.passes.split(",") if s]
+    passes = [s.partition(":") for s in args.passes.split(",") if s]
+    styles = [style for style, _, _ in passes]
+    limits = [n or "-" for _, _, n in passes]
+    if not all(n == "-" or n.isdigit() for n in limits):
+        ap.error(f"--passes: a pass's ':N' must be a number: {args.passes}")
     unknown = set(styles) - {"records", "batches"}
     if unknown:
         ap.error(f"--passes: unknown {', '.join(sorted(unknown))} (records, batches)")
@@ -161,12 +170,12 @@ def main() -> None:
             record_size=100,
             producer_props={"batch.size": "262144", "linger.ms": "20"},
         )
-        for k, style in enumerate(styles, 1):
+        for k, (style, limit) in enumerate(zip(styles, limits, strict=True), 1):
             group = f"bench-pace-{uuid.uuid4().hex[:6]}"
             tools.alter_group_config(group, {"share.auto.offset.reset": "earliest"})
             argv = [broker.bootstrap, topic, group, str(args.records), style, str(args.trace)]
             proc = subprocess.run(
-                [sys.executable, "-c", CHILD, *argv, args.build],
+                [sys.executable, "-c", CHILD, *argv, args.build, limit],
                 env=build_env(args.build),
                 cwd=tempfile.gettempdir(),  # not the checkout: no sharecon/ beside
                 capture_output=True,
@@ -179,7 +188,9 @@ def main() -> None:
                 sys.exit(f"pass {k} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
             r = json.loads(got[0][7:])
             print(
-                f"pass {k} ({r['build']}, {style}): {r['rate']:,.0f} records/s from the first,"
+                f"pass {k} ({r['build']}, {style}"
+                f"{'' if limit == '-' else f', max_records={limit}'}):"
+                f" {r['rate']:,.0f} records/s from the first,"
                 f" {r['cpu_us']:.2f} µs CPU a record, {r['answers']} answers of"
                 f" {r['per_answer']:,.0f} records, fetch {r['fetch_ms']:.2f} ms on average,"
                 f" {r['waits']} waits for records, {r['waited_s']:.2f} s of {r['wall_s']:.2f} s",
