@@ -406,6 +406,34 @@ def test_a_stale_answer_counts_the_records_of_its_ranges_only() -> None:
     assert m.stale_records == 40
 
 
+def test_a_stale_answer_is_refused_whichever_way_the_partition_moved() -> None:
+    """Rule 3 for a move to a leader of a lower node id: node 2's stalled answer is older
+    than node 1's delivery, and is refused (found by mutation testing: the leaders told
+    apart by ``>`` for ``!=`` passed every test, which moved partitions upwards only)."""
+    m = machine()
+    opened(m)
+    opened(m, node=2)
+    stalled = send(m, 1.0, node=2)
+    take(m, send(m, 2.0), answer((0, 3, 2)), 2.5)
+    assert not take(m, stalled, answer((0, 3, 1)), 3.0)
+    assert m.stale_records == 4
+
+
+def test_the_newest_delivery_is_the_one_sent_last() -> None:
+    """Each leader's delivery taken in becomes the newest when its fetch was sent after
+    the newest so far (found by mutation testing: kept only when sent *before*, the
+    first delivery stayed the newest, and a stalled answer of its leader was taken in
+    over a later one from the other leader)."""
+    m = machine()
+    opened(m)
+    take(m, send(m, 1.0), answer((0, 3, 1)), 1.1)
+    stalled = send(m, 1.5)
+    opened(m, node=2)
+    take(m, send(m, 2.0, node=2), answer((0, 3, 2)), 2.5)
+    assert not take(m, stalled, answer((0, 3, 3)), 3.0)
+    assert m.stale_records == 4
+
+
 def test_a_leader_s_own_deliveries_lose_nothing() -> None:
     m = machine()
     opened(m)
