@@ -43,10 +43,10 @@ is kept as a :class:`Violation`; the first one ends the schedule.
 23. An idle member does not spin: from the same time, no leader answers more than a few
     bare fetches empty in a second with no answer of the application's between them.
 24. A strict record limit holds: under ``acquire_mode="record_limit"``, whenever the
-    member takes records in, it holds no more than the limit of records its application
-    has not answered, counted over every leader (a record counts while its lock lasts and
-    its share session is still the member's current one with that leader: the broker
-    released the others, or will).
+    member takes records in, it holds no more than the limit, counted over every leader:
+    records buffered, handed out, or answered and not yet confirmed. A record counts
+    while its lock lasts, its share session is still the member's current one with that
+    leader, and the machine still holds it; one released with a delay does not count.
 
 9 to 18 and 22 to 24 are checked by :mod:`.world` (they need the brokers' or the member's
 state) through :meth:`Checker.fail`.

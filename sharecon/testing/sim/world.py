@@ -377,9 +377,6 @@ class World:
             draw = rng if tp.partition < 2 else prng
             for _ in range(draw.randint(1, 2)):
                 leader.produce(TOPIC, tp.partition, draw.randint(1, 3))
-        #: Offsets compaction removed from their batches (gaps the member must acknowledge
-        #: as such), per partition: in a third of the schedules, drawn from a stream of its
-        #: own, so the other draws of a seed stay as they were.
         compacted = _compaction(seed, {tp: self._log(tp) for tp in self.tps})
         # In half of those partitions the cleaner also removed a batch whole (all its
         # keys written again later), a gap in the log that Kafka acquires with no record
@@ -398,6 +395,10 @@ class World:
                 *compacted[tp],
                 *(o for o in range(first, last + 1) if o not in compacted[tp]),
             )
+        #: Offsets compaction removed, from inside their batches or with a whole batch
+        #: (gaps the member must acknowledge as such), per partition: in a third of the
+        #: schedules, drawn from streams of their own, so the other draws of a seed stay
+        #: as they were.
         self.holes: dict[TopicIdPartition, frozenset[int]] = {
             tp: frozenset(removed) for tp, removed in compacted.items()
         }
