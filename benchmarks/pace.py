@@ -2,7 +2,8 @@
 a trace of each fetch's send and answer and of every wait of the application for records.
 
 One topic of ``--partitions`` partitions is loaded with ``--records`` records of 100 B (as
-``consume.py`` loads it: 256 KiB batches, 20 ms linger), then read ``--passes`` times,
+``consume.py`` loads it: 256 KiB batches unless ``--batch-size`` says otherwise, 20 ms
+linger), then read ``--passes`` times,
 each pass through a fresh share group at sharecon's defaults, in the styles given
 (``records``: ``async for``; ``batches``: ``batches()``), one after the other in one
 child process per pass. Each pass prints one line: its rate from the first record, CPU
@@ -144,6 +145,12 @@ def main() -> None:
         help="the styles of the passes, in order (records, batches), each with"
         " ':N' for max_records=N (else sharecon's default)",
     )
+    ap.add_argument(
+        "--batch-size",
+        type=int,
+        default=262144,
+        help="the loading producer's batch.size in bytes (consume.py's 256 KiB by default)",
+    )
     ap.add_argument("--build", choices=("pure", "compiled"), default="compiled")
     ap.add_argument("--trace", type=int, default=0, help="events to print of each records pass")
     args = ap.parse_args()
@@ -168,7 +175,7 @@ def main() -> None:
             topic,
             args.records,
             record_size=100,
-            producer_props={"batch.size": "262144", "linger.ms": "20"},
+            producer_props={"batch.size": str(args.batch_size), "linger.ms": "20"},
         )
         for k, (style, limit) in enumerate(zip(styles, limits, strict=True), 1):
             group = f"bench-pace-{uuid.uuid4().hex[:6]}"
