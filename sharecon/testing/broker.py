@@ -108,6 +108,8 @@ TEST_BROKER_CONFIG: dict[str, str] = {
     "num.recovery.threads.per.data.dir": "1",
     # The cleaner's dedupe buffer is allocated on the heap: 128 MiB by default.
     "log.cleaner.dedupe.buffer.size": "2097152",
+    # An idle cleaner looks for work every 15 s by default; tests of compaction wait on it.
+    "log.cleaner.backoff.ms": "1000",
     "log.segment.delete.delay.ms": "1000",
     "group.initial.rebalance.delay.ms": "0",
     "group.consumer.min.heartbeat.interval.ms": "100",

@@ -128,7 +128,7 @@ async def test_the_offsets_of_a_batch_the_cleaner_removed_are_answered_as_gaps(
         await anyio.sleep(0.3)  # past segment.ms: the next record rolls the segment
         await producer.send_and_wait(topic, b"v", key=b"c", partition=0)
     removed = set(range(N, 2 * N))
-    # Wait for the cleaner (it looks every 15 s by default), asking throwaway groups.
+    # Wait for the cleaner (the test broker's looks every second), asking throwaway groups.
     deadline = time.monotonic() + 90
     while True:
         seen = await _offsets(kafka_bootstrap, topic, share_group_factory(), 3 * N + 1)
