@@ -541,33 +541,34 @@ class ShareMachine:
         assert plan is not None
         if plan.kind is RequestKind.SHARE_FETCH:
             params = self.params if turn.may_wait else self._prefetch_params
+            max_wait_ms = params.max_wait_ms
             if turn.may_wait and turn.wait_ms is not None:
-                params = replace(params, max_wait_ms=min(params.max_wait_ms, turn.wait_ms))
+                max_wait_ms = min(max_wait_ms, turn.wait_ms)
+            leader = self.leader(plan.tag.node_id)
             # Only what can arrive and be handled within the lock (:mod:`.fetch_size`).
-            fit = self.leader(plan.tag.node_id).sizer.size()
-            params = replace(
-                params,
-                max_bytes=fit.max_bytes,
-                max_records=fit.max_records,
-                batch_size=min(params.batch_size, fit.max_records),
-            )
-            if self.leader(plan.tag.node_id).guard.probing:
+            fit = leader.sizer.size()
+            max_bytes = fit.max_bytes
+            max_records = fit.max_records
+            batch_size = min(params.batch_size, max_records)
+            acquire_mode = params.acquire_mode
+            if leader.guard.probing:
                 # A fetch got no answer: one record's worth, record-limit acquisition
                 # (4.2+; 4.1 ignores it), to measure what arrives (rule 2 of .oversize).
-                params = replace(
-                    params,
-                    max_bytes=min(MIN_BYTES, params.max_bytes),
-                    max_records=1,
-                    batch_size=1,
-                    acquire_mode=1,
-                )
+                max_bytes = min(MIN_BYTES, max_bytes)
+                max_records = batch_size = acquire_mode = 1
             elif turn.granted:
-                params = replace(
-                    params,
-                    max_records=min(turn.granted, fit.max_records),
-                    batch_size=min(params.batch_size, turn.granted),
-                    acquire_mode=1,
-                )
+                max_records = min(turn.granted, max_records)
+                batch_size = min(batch_size, turn.granted)
+                acquire_mode = 1
+            # One copy per request (``replace`` is not cheap; a fetch is sent per answer).
+            params = replace(
+                params,
+                max_wait_ms=max_wait_ms,
+                max_bytes=max_bytes,
+                max_records=max_records,
+                batch_size=batch_size,
+                acquire_mode=acquire_mode,
+            )
             return share_fetch_request(plan, self.group_id, member_id, params)
         return share_acknowledge_request(plan, self.group_id, member_id)
 

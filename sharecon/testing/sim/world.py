@@ -132,6 +132,8 @@ PROGRESS_TICK = 0.25  #: how often the liveness check samples the brokers
 #: Invariant 11: this long after the last fault healed, the brokers refuse no request of
 #: the member's any more (its sessions, epochs and leaders agree with theirs again).
 SETTLE = PROGRESS_BOUND
+#: The states a record ends in: the schedule is over once every offset is in one.
+_FINISHED = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 #: Invariant 22: from :data:`SETTLE` after the faults healed, an answer the application
 #: gives is on the wire within this many virtual seconds: the acknowledgement linger, a
 #: parked record's shortest wait at the broker (``MIN_PARKED_WAIT_MS``), and as much
@@ -543,19 +545,23 @@ class World:
         m = self.member
         if m.app_busy or len(m.buffer) or m.machine.pending_acks() or self.check.live:
             return False
-        return not self._unfinished()
+        return next(self._each_unfinished(), None) is None
 
     def _unfinished(self) -> list[tuple[TopicIdPartition, int]]:
-        out = []
+        return list(self._each_unfinished())
+
+    def _each_unfinished(self) -> Iterator[tuple[TopicIdPartition, int]]:
+        """The offsets neither acknowledged nor archived, partition by partition (asked
+        after most events: it starts at the share-partition start offset, below which
+        every offset is archived, and the caller may stop at the first)."""
         for tp in self.tps:
             b = self.brokers[self.leader_of[tp]]
             sp = b._partition(GROUP, (TOPIC_ID, tp.partition), self.now)
             assert sp is not None
             log = b.logs[(TOPIC_ID, tp.partition)]
-            for o in range(log.start, log.end):
-                if sp.state_of(o).state not in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED):
-                    out.append((tp, o))
-        return out
+            for o in range(max(log.start, sp.start), log.end):
+                if sp.state_of(o).state not in _FINISHED:
+                    yield (tp, o)
 
     # -- faults ------------------------------------------------------------------------------
 
