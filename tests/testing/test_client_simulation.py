@@ -11,7 +11,7 @@ import pytest
 
 from sharecon._share.machine import ShareMachine
 from sharecon.testing.sim import client as sim
-from sharecon.testing.sim.client import MUTANTS, run, search
+from sharecon.testing.sim.client import MUTANTS, draw_plan, run, search
 from sharecon.types import AckType
 
 #: Seeds every version runs in CI (the schedules take about 0.1 to 0.3 CPU-s each).
@@ -26,6 +26,8 @@ FIRST_CAUGHT = {
     "leader-search-off": 0,
     "dlq-no-stub": 12,
     "new-leader-unfetched": 1,
+    "commit-waits": 3,
+    "commit-early": 8,
 }
 #: Seeds whose dead-letter copies the broker refuses for a while, by the error it answers
 #: (sim.client_dlq): 19 NOT_ENOUGH_REPLICAS for 40 s, 44 POLICY_VIOLATION for 10 s (each
@@ -50,6 +52,33 @@ def test_a_deliberate_bug_is_caught(mutant: str) -> None:
         f"python -m sharecon.testing.sim.client --seed {seed} --version 4.4 --mutant {mutant}"
     )
     assert run(seed, "4.4").violation is None  # the same schedule, without the bug
+
+
+def test_commits_are_answered_in_time_and_leave_nothing_unsent() -> None:
+    """In about a third of the seeds with an ``iter`` or ``explicit`` member the
+    application commits every 1, 3 or 7 records: every invariant holds (C1: a commit with
+    no fault near it returns within its bound; C2: it leaves no answer unsent), and some
+    commits are judged."""
+    judged = commits = 0
+    for seed in (8, 11, 12, 35):
+        plan = draw_plan(seed)
+        assert plan.commit is not None, seed
+        out = run(seed, "4.4")
+        assert out.violation is None, f"{out.violation}\n  replay: {out.replay()}"
+        commits += out.counters["commits"]
+        judged += out.counters["commits_judged"]
+    assert commits >= 50 and judged >= 20, (commits, judged)
+
+
+def test_the_two_commit_bugs_are_named() -> None:
+    """A machine that always says answers are pending makes the clients spin at one
+    virtual instant (invariant 9: the commit and the fetch loop wake each other for
+    ever); one that never says so lets a commit return before its answers went out
+    (C2)."""
+    waits = run(FIRST_CAUGHT["commit-waits"], "4.4", "commit-waits")
+    assert waits.violation is not None and waits.violation.startswith("invariant 9: ")
+    early = run(FIRST_CAUGHT["commit-early"], "4.4", "commit-early")
+    assert early.violation is not None and early.violation.startswith("invariant C2: ")
 
 
 def test_a_ledger_that_is_not_what_the_application_holds_is_named() -> None:

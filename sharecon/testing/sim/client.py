@@ -28,7 +28,8 @@ handlers slower than the lock (:mod:`~sharecon.testing.sim.client_slow`, S1), th
 transport's own faults: stalls, lost answers, cuts mid-request, a slow link
 (:mod:`~sharecon.testing.sim.client_net`, N1-N4), and several broker nodes, one of
 them crashing, a leader moving to another node, the coordinator's node down
-(:mod:`~sharecon.testing.sim.client_nodes`, M1).
+(:mod:`~sharecon.testing.sim.client_nodes`, M1). Applications that commit now and then:
+:mod:`~sharecon.testing.sim.client_commit` (C1-C2).
 
 Invariants (each violation names the seed and prints a one-line replay):
 
@@ -46,6 +47,12 @@ Invariants (each violation names the seed and prints a one-line replay):
 6. *No stall*: once the faults healed, a member with a free worker never goes
    :data:`STALL` seconds without a record while records of its partitions are available
    at the broker.
+
+Also 7 (the ledger is what the application holds) and 8 (every attempt spent unseen is
+counted), in docs/testing.md, and:
+
+9. *No spin*: the clients never go :data:`SPIN_BATCHES` scheduler passes at one virtual
+   instant (a loop that never waits would hold the virtual clock for good).
 """
 
 from __future__ import annotations
@@ -68,7 +75,12 @@ import anyio.abc
 from sharecon._net.connect import dialer
 from sharecon.config import ConnectionConfig, SaslConfig
 from sharecon.consumer import ShareConsumer
-from sharecon.errors import BrokerConnectError, DeadLetterError, DeadLetterTopicError
+from sharecon.errors import (
+    BrokerConnectError,
+    DeadLetterError,
+    DeadLetterTopicError,
+    KafkaTimeoutError,
+)
 from sharecon.producer import Producer
 from sharecon.protocol.api import encode_response
 from sharecon.protocol.messages.share_fetch import ShareFetchRequest
@@ -84,6 +96,12 @@ from sharecon.testing.sim.client_auth import (
     SimTokenProvider,
     TokenEndpoint,
     give_up_for_good,
+)
+from sharecon.testing.sim.client_commit import (
+    CommitPlan,
+    CommitWatch,
+    commit_early,
+    commit_waits,
 )
 from sharecon.testing.sim.client_dlq import (
     DlqPlan,
@@ -128,6 +146,9 @@ __all__ = ["BOUND", "MUTANTS", "STYLES", "ClientOutcome", "MemoryKafka", "main",
 TOPIC = "t"
 GROUP = "g"
 HOST, PORT = "fake.sim", 9092
+#: Invariant 9: scheduler passes at one virtual instant that make a spin (a normal run
+#: makes at most about 130: seeds 0 to 39 on 4.4).
+SPIN_BATCHES = 20_000
 #: Progress bound (invariant 2), virtual seconds after the last fault healed and the last
 #: write: a lock (15 s here) for records a fault stranded, plus back-offs and a rejoin.
 BOUND = 45.0
@@ -406,6 +427,17 @@ class MemoryKafka(FakeKafka):
         self._leader_model(partition).restore_leader(TOPIC, partition, self.now())
         self._notify()
 
+    def lock_of(self, partition: int, offset: int) -> tuple[str, int, float] | None:
+        """The share group's lock on a record now, at the node that leads its partition:
+        (member id, delivery count, deadline), or ``None`` if it is not acquired."""
+        model = self.cluster.model
+        key = (GROUP, (model.topics[TOPIC], partition))
+        sp = self._leader_model(partition).partitions.get(key)
+        st = sp.states.get(offset) if sp is not None else None
+        if st is None or st.state is not RecordState.ACQUIRED:
+            return None
+        return st.member, st.count, st.deadline
+
     def states(self, partitions: int, ends: list[int]) -> dict[tuple[int, int], RecordState]:
         """The share group's state of every record written, by (partition, offset): how
         it ended, once the start offset moved past it."""
@@ -508,6 +540,8 @@ class _Plan:
     nodes: NodesPlan | None = None
     #: a member that closes and opens again (sim.client_restart), the same way
     restart: RestartPlan | None = None
+    #: members that commit (sim.client_commit), the same way
+    commit: CommitPlan | None = None
 
     @classmethod
     def draw(cls, rng: random.Random) -> _Plan:
@@ -537,6 +571,7 @@ class _Plan:
             *([self.leader.describe()] if self.leader is not None else []),
             *([self.nodes.describe()] if self.nodes is not None else []),
             *([self.restart.describe()] if self.restart is not None else []),
+            *([self.commit.describe()] if self.commit is not None else []),
         ]
 
     @property
@@ -602,6 +637,8 @@ class _Schedule:
         #: when the restart cancelled the member's first consumer
         self.restart_left: float | None = None
         self.stopped_at = math.inf
+        #: the whole run's scope, once it runs: a spin (invariant 9) cancels it
+        self.root: anyio.CancelScope | None = None
         self.endpoint: TokenEndpoint | None = None
         self.auth: BrokerAuth | None = None
         if plan.auth is not None:
@@ -628,6 +665,13 @@ class _Schedule:
             self.dlq = DlqWatch(plan.dlq, anyio.current_time, lambda: self.kafka.cluster, bound)
             self.kafka.intercepts.append(self.dlq.intercept)
             self.healed_at = max(self.healed_at, plan.dlq.heals_at)
+        self.commit: CommitWatch | None = None
+        if plan.commit is not None:
+            self.commit = CommitWatch(
+                plan.commit,
+                lambda a, b: self.disturbed(a, b) or self.slowed(a, b),
+                self.kafka.lock_of,
+            )
         self.net: NetFaults | None = None
         if plan.net is not None:
             self.net = NetFaults(plan.net, self._partition_of, LOCK_MS / 1000, self._healed)
@@ -653,6 +697,11 @@ class _Schedule:
             out["dlq_spent"] = self.dlq.spent
         if self.slow is not None:
             out["slow_finished"] = self.slow.finished
+        if self.commit is not None:
+            out["commits"] = self.commit.commits
+            out["commits_judged"] = self.commit.judged
+            out["commits_timed_out"] = self.commit.timed_out
+            out["commit_longest_ms"] = round(self.commit.longest * 1000)
         if self.auth is not None and self.endpoint is not None:
             out["auth_endpoint_refused"] = self.endpoint.refused
             out["auth_tokens"] = self.endpoint.issued
@@ -934,6 +983,8 @@ class _Schedule:
                     self.held(consumer, record, index)
                     if self._poisoned(record):
                         await self._reject_to_dlq(consumer, record, watch)
+                    else:
+                        await self._answered(consumer, record, index)
             elif style == "explicit":
                 async for record in consumer:
                     self.seen(record, index)
@@ -950,6 +1001,7 @@ class _Schedule:
                         record.reject()
                     else:
                         record.accept()
+                    await self._answered(consumer, record, index)
             elif style == "poll":
                 while True:
                     got = await consumer.poll(1.0)
@@ -966,6 +1018,31 @@ class _Schedule:
                 watch.concurrency = concurrency
                 handler = self._handler(style, rng, index)
                 await consumer.process(handler, concurrency=concurrency)
+
+    async def _answered(
+        self, consumer: ShareConsumer[bytes, bytes], record: Record[bytes, bytes], index: int
+    ) -> None:
+        """The application answered ``record`` (or, implicit, holds it): it commits now
+        and then (sim.client_commit; C1 and C2 judge each commit)."""
+        watch = self.commit
+        if watch is None or not watch.answered(
+            index,
+            (record.partition, record.offset),
+            record.delivery_count,
+            math.inf if record.lock_deadline is None else record.lock_deadline,
+        ):
+            return
+        core = consumer._core
+        member_id = core.member_id if core is not None else ""
+        start = anyio.current_time()
+        try:
+            await consumer.commit()
+        except KafkaTimeoutError:
+            why = watch.timed_out_at(index, start, anyio.current_time())
+        else:
+            why = watch.returned(index, member_id, start, anyio.current_time())
+        if why is not None:
+            self.fail(why)
 
     def _slow(self, record: Record[bytes, bytes]) -> bool:
         plan = self.plan.slow
@@ -1218,54 +1295,57 @@ class _Schedule:
 
     async def main(self) -> None:
         token = dialer.set(self.kafka.dial)
+        self.root = root = anyio.CancelScope()
         try:
-            async with anyio.create_task_group() as server:
-                await self.kafka.serve(server)
-                for model in self.kafka._models():
-                    model.release_log = []  # invariant 8
-                self.kafka.cluster.create_topic(TOPIC, self.plan.partitions)
-                self.kafka.cluster.group_configs[GROUP] = {
-                    "share.auto.offset.reset": "earliest",
-                    "share.record.lock.duration.ms": str(LOCK_MS),
-                    "share.delivery.count.limit": str(DELIVERY_LIMIT),
-                }
-                self.kafka.cluster._apply_group_configs(GROUP)
-                with anyio.move_on_after(HORIZON) as horizon:
-                    async with anyio.create_task_group() as tg:
-                        tg.start_soon(self.watch, tg.cancel_scope)
-                        tg.start_soon(self.stalls)
-                        if self.plan.auth is not None:
-                            tg.start_soon(self.healthy)
-                        if self.net is not None:
-                            tg.start_soon(
-                                self.healthy, NET_HEALTH_BOUND, "N3", "the transport healed"
-                            )
-                            tg.start_soon(self.net.stalls)
-                        tg.start_soon(self.faults)
-                        if self.plan.leader is not None:
-                            tg.start_soon(self.leaderless, self.plan.leader)
-                        if self.plan.nodes is not None:
-                            tg.start_soon(self.node_faults, self.plan.nodes)
-                            tg.start_soon(self.outage_stalls)
-                        tg.start_soon(self._guard, self.write, "the producer")
-                        for i, style in enumerate(self.plan.styles):
-                            tg.start_soon(
-                                self._guard, self.member, f"member {i} ({style})", style, i
-                            )
-                if horizon.cancelled_caught:
-                    self.fail(f"the schedule did not end within {HORIZON:g} virtual seconds")
-                elif anyio.current_time() - self.stopped_at > CLOSE_BOUND:
-                    took = anyio.current_time() - self.stopped_at
-                    self.fail(f"invariant 5: the clients took {took:.1f} s to close")
-                if self.violation is None:
-                    limit = self.plan.dlq.max_deliveries if self.plan.dlq is not None else None
-                    releases = [r for m in self.kafka._models() for r in m.release_log or ()]
-                    why = self.unseen.check(releases, limit)
-                    if why is not None:
-                        self.fail(why)
-                server.cancel_scope.cancel()
+            with root:
+                await self._main()
         finally:
             dialer.reset(token)
+        if root.cancelled_caught and self.violation is None:
+            self.fail("the run was cancelled")
+
+    async def _main(self) -> None:
+        async with anyio.create_task_group() as server:
+            await self.kafka.serve(server)
+            for model in self.kafka._models():
+                model.release_log = []  # invariant 8
+            self.kafka.cluster.create_topic(TOPIC, self.plan.partitions)
+            self.kafka.cluster.group_configs[GROUP] = {
+                "share.auto.offset.reset": "earliest",
+                "share.record.lock.duration.ms": str(LOCK_MS),
+                "share.delivery.count.limit": str(DELIVERY_LIMIT),
+            }
+            self.kafka.cluster._apply_group_configs(GROUP)
+            with anyio.move_on_after(HORIZON) as horizon:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self.watch, tg.cancel_scope)
+                    tg.start_soon(self.stalls)
+                    if self.plan.auth is not None:
+                        tg.start_soon(self.healthy)
+                    if self.net is not None:
+                        tg.start_soon(self.healthy, NET_HEALTH_BOUND, "N3", "the transport healed")
+                        tg.start_soon(self.net.stalls)
+                    tg.start_soon(self.faults)
+                    if self.plan.leader is not None:
+                        tg.start_soon(self.leaderless, self.plan.leader)
+                    if self.plan.nodes is not None:
+                        tg.start_soon(self.node_faults, self.plan.nodes)
+                        tg.start_soon(self.outage_stalls)
+                    tg.start_soon(self._guard, self.write, "the producer")
+                    for i, style in enumerate(self.plan.styles):
+                        tg.start_soon(self._guard, self.member, f"member {i} ({style})", style, i)
+            if horizon.cancelled_caught:
+                self.fail(f"the schedule did not end within {HORIZON:g} virtual seconds")
+            elif anyio.current_time() - self.stopped_at > CLOSE_BOUND:
+                took = anyio.current_time() - self.stopped_at
+                self.fail(f"invariant 5: the clients took {took:.1f} s to close")
+            if self.violation is None:
+                limit = self.plan.dlq.max_deliveries if self.plan.dlq is not None else None
+                releases = [r for m in self.kafka._models() for r in m.release_log or ()]
+                why = self.unseen.check(releases, limit)
+                if why is not None:
+                    self.fail(why)
+            server.cancel_scope.cancel()
 
     async def _guard(self, fn: Callable[..., Any], what: str, *args: Any) -> None:
         """Invariants 1 and 5: nothing raised out of a client; a close ends in time."""
@@ -1290,6 +1370,52 @@ def _name(exc: BaseException) -> str:
 _FINAL = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 
 
+class _SpinWatch:
+    """Invariant 9, *no spin*: the virtual clock moves only when every task waits, so
+    clients that never wait (a loop that finds nothing to do and goes round again without
+    a deadline) stop it for good, and the run would never end. Counted per scheduler
+    batch (trio's ``before_io_wait``, once per pass over the runnable tasks): after
+    :data:`SPIN_BATCHES` passes at one virtual instant the run fails and is cancelled."""
+
+    def __init__(self, schedule: _Schedule, clock: Any) -> None:
+        self.schedule = schedule
+        self.clock = clock
+        self.at = -1.0
+        self.batches = 0
+        #: the most passes seen at one instant (a normal run's stays far below the bound)
+        self.most = 0
+
+    def before_io_wait(self, timeout: float) -> None:
+        del timeout
+        now = self.clock.current_time()
+        if now != self.at:
+            self.at = now
+            self.batches = 0
+            return
+        self.batches += 1
+        if self.batches > self.most:
+            self.most = self.batches
+            if self.batches == SPIN_BATCHES:
+                self.schedule.fail(
+                    f"invariant 9: the clients ran {SPIN_BATCHES:,} scheduler passes at"
+                    f" virtual time {now:.3f} without waiting (a busy loop)"
+                )
+                root = self.schedule.root
+                if root is not None:
+                    root.cancel()
+
+
+def _spin_instrument(watch: _SpinWatch) -> Any:
+    """``watch`` as a trio instrument (trio is imported only to run a schedule)."""
+    import trio.abc
+
+    class SpinInstrument(trio.abc.Instrument):
+        def before_io_wait(self, timeout: float) -> None:
+            watch.before_io_wait(timeout)
+
+    return SpinInstrument()
+
+
 #: Deliberate bugs (``--mutant``), planted in the real clients for one run: each must
 #: make some schedule fail (tests/testing/test_client_simulation.py).
 MUTANTS: dict[str, Callable[[], Any]] = {
@@ -1303,6 +1429,8 @@ MUTANTS: dict[str, Callable[[], Any]] = {
     "fetch-waits-forever": fetch_waits_forever,
     "leader-search-off": search_off,
     "new-leader-unfetched": new_leader_unfetched,
+    "commit-waits": commit_waits,
+    "commit-early": commit_early,
 }
 
 
@@ -1323,6 +1451,7 @@ def draw_plan(seed: int, *, net: bool = True) -> _Plan:
         # Not with the token endpoint's outage: a consumer opened while it is down cannot
         # log in, and its start fails (BrokerConnectError) as documented.
         plan.restart = RestartPlan.draw(seed, len(plan.styles))
+    plan.commit = CommitPlan.draw(seed, plan.styles)
     return plan
 
 
@@ -1348,12 +1477,13 @@ def run(
     deterministic = trio_run._ALLOW_DETERMINISTIC_SCHEDULING
     trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
     clock = trio.testing.MockClock(autojump_threshold=0)
+    spin = _spin_instrument(_SpinWatch(schedule, clock))
     try:
         with (
             planted,
             mock.patch("uuid.uuid4", lambda: uuid.UUID(int=ids.getrandbits(128), version=4)),
         ):
-            trio.run(schedule.main, clock=clock)
+            trio.run(schedule.main, clock=clock, instruments=[spin])
     except BaseException as exc:  # a crash of the run itself
         schedule.fail(f"the run crashed: {type(exc).__name__}: {exc}")
     finally:
