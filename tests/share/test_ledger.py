@@ -857,6 +857,20 @@ def test_a_run_stops_at_its_segments_end_and_at_a_record_not_buffered() -> None:
     assert taken is not None and taken.acks == {TP0: [b(0, 3, A)]}
 
 
+def test_a_run_finds_its_next_record_by_its_distance_from_the_segment_start() -> None:
+    """The run reads the next record's state at ``offset - first``: a segment starting at
+    1005 whose record 1006 was handed out by a bulk style stops the run there, while 1008
+    (at ``1006 ^ 1005``, where an index made with the wrong operator would look: a
+    mutant of seed 12's sample) is still buffered."""
+    ledger = AckLedger()
+    d = add(ledger, TP0, [(1005, 1012)])
+    ledger.deliver(TP0, 1006, 1006)
+    assert ledger.mark(TP0, 1005, A, d) is MarkResult.OK
+    assert not ledger.accept_next(TP0, 1006, *d)
+    taken = ledger.take(TAG)
+    assert taken is not None and taken.acks == {TP0: [b(1005, 1005, A)]}
+
+
 def test_a_session_lost_with_a_run_pending_fails_its_accepts() -> None:
     """The run's records were the application's: their accepts fail with the session, as
     accepts written one by one would, and none is left as an unseen buffered record."""
