@@ -71,10 +71,9 @@ def test_commits_are_answered_in_time_and_leave_nothing_unsent() -> None:
 
 
 def test_the_two_commit_bugs_are_named() -> None:
-    """A machine that always says answers are pending makes the clients spin at one
-    virtual instant (invariant 9: the commit and the fetch loop wake each other for
-    ever); one that never says so lets a commit return before its answers went out
-    (C2)."""
+    """A consumer that always says answers are pending makes the clients spin at one
+    virtual instant (invariant 9); one that never says so lets a commit return before
+    its answers went out (C2)."""
     waits = run(FIRST_CAUGHT["commit-waits"], "4.4", "commit-waits")
     assert waits.violation is not None and waits.violation.startswith("invariant 9: ")
     early = run(FIRST_CAUGHT["commit-early"], "4.4", "commit-early")

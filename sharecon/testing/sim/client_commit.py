@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from unittest import mock
 
-from sharecon._share.machine import ShareMachine
+from sharecon._consumer.core import ConsumerCore
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -132,14 +132,19 @@ class CommitWatch:
         )
 
 
+# The two mutants patch ConsumerCore.pending_acks, which commit() (pure Python in both
+# builds) calls: in the compiled build a compiled caller calls a compiled method directly,
+# past any patch, so patching the machine's would plant nothing there.
+
+
 def commit_waits() -> Any:
-    """Mutant ``commit-waits``: the machine always says answers are pending, so a commit
-    waits for its whole timeout (``pending_acks`` inverted, as a survivor of the
-    mutation sample had it)."""
-    return mock.patch.object(ShareMachine, "pending_acks", lambda self: True)
+    """Mutant ``commit-waits``: the consumer always says answers are pending, so a commit
+    waits for its whole timeout (as the survivor of the mutation sample, ``pending_acks``
+    inverted, had it whenever nothing was marked)."""
+    return mock.patch.object(ConsumerCore, "pending_acks", lambda self: True)
 
 
 def commit_early() -> Any:
-    """Mutant ``commit-early``: the machine never says answers are pending, so a commit
+    """Mutant ``commit-early``: the consumer never says answers are pending, so a commit
     returns before its answers were sent."""
-    return mock.patch.object(ShareMachine, "pending_acks", lambda self: False)
+    return mock.patch.object(ConsumerCore, "pending_acks", lambda self: False)
