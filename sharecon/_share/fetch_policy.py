@@ -5,8 +5,10 @@ Rules of this module:
 1. One request in flight per session. Each turn picks: a renew (IsRenewAck, no
    fetching) if any RENEW is marked, else a fetch carrying the pending acknowledgements
    when the buffer has room, else a ShareAcknowledge when acknowledgements waited
-   ``ack_linger`` or a commit asked for them. A new session (epoch 0) cannot carry
-   acknowledgements: it opens by fetching.
+   ``ack_linger`` for room (counted from when they began to wait, whatever wakes the
+   loop meanwhile) or a commit asked for them. They wait only while every lock they
+   answer has :data:`ACK_HOLD_MARGIN` left (and a lock of unknown end never waits). A
+   new session (epoch 0) cannot carry acknowledgements: it opens by fetching.
 2. While this member holds acquired records of the session, a fetch does not wait at
    the broker (MaxWaitMs 0): a long poll would sit in front of the acknowledgements that
    free the broker's per-partition record locks. If such a fetch comes back empty the
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from sharecon.protocol.error_codes import ErrorCode
 
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
     from .session import SessionTag, SharePlan, ShareSession
 
 __all__ = [
+    "ACK_HOLD_MARGIN",
     "Action",
     "AnswerVerdict",
     "FetchPlanner",
@@ -127,6 +130,10 @@ def top_level_action(kind: RequestKind, code: int) -> Action:
 
 # -- planning ------------------------------------------------------------------------------
 
+#: Acks wait for room in the buffer (rule 1) only while every lock they answer has at least
+#: this many seconds left: an answer must reach the broker before its lock ends.
+ACK_HOLD_MARGIN: Final = 1.0
+
 
 @dataclass(frozen=True, slots=True)
 class Turn:
@@ -148,7 +155,7 @@ class Turn:
 class FetchPlanner:
     """Picks each request of one share session (rules 1 and 2)."""
 
-    __slots__ = ("dry", "linger_expired", "session")
+    __slots__ = ("dry", "held_since", "linger_expired", "session")
 
     def __init__(self, session: ShareSession) -> None:
         self.session = session
@@ -156,6 +163,9 @@ class FetchPlanner:
         self.dry = False
         #: Acks waited ``ack_linger`` with no request to carry them: send them on their own.
         self.linger_expired = False
+        #: Since when acks have waited for room in the buffer to ride a fetch (rule 1);
+        #: ``None`` while none wait so.
+        self.held_since: float | None = None
 
     def next(
         self,
@@ -167,6 +177,8 @@ class FetchPlanner:
         extra_records: int = 0,
         parked: Mapping[TopicIdPartition, Container[int]] | None = None,
         wait_ms: int | None = None,
+        buffer_full: bool = False,
+        now: float | None = None,
     ) -> Turn:
         """Plan the next request.
 
@@ -176,6 +188,10 @@ class FetchPlanner:
         :param extra_records: records received but not buffered yet (pipelining).
         :param parked: offsets waiting out a delay, per partition: not held (rule 2).
         :param wait_ms: while any are parked, the longest a fetch may wait at the broker.
+        :param buffer_full: there is no room because the buffer is full (not because of
+            a budget of held records, which only answers can free): acks may wait for
+            room (rule 1).
+        :param now: the time; without it acks never wait for room.
         """
         session = self.session
         if session.is_new:
@@ -183,6 +199,8 @@ class FetchPlanner:
         tag = session.tag
         urgent = urgent or self.linger_expired
         marked = ledger.has_marked(tag)
+        if not marked:
+            self.held_since = None
         if parked:
             holding = extra_records > 0 or ledger.has_outstanding_besides(tag, parked)
         else:
@@ -190,8 +208,23 @@ class FetchPlanner:
             wait_ms = None
         if self.dry and not marked and not urgent and holding:
             return Turn(None, None, not holding)  # rule 2: wait for answers
+        if (
+            marked
+            and buffer_full
+            and not room
+            and not urgent
+            and now is not None
+            and ledger.marked_deadline(tag) - ACK_HOLD_MARGIN > now
+        ):
+            # Rule 1: the acks wait (ack_linger at most) for room to ride the next fetch.
+            # Sent alone now, they would hold the session's one request slot for a round
+            # trip just as the buffer frees up, and the fetch would wait behind them.
+            if self.held_since is None:
+                self.held_since = now
+            return Turn(None, None, not holding)
         taken = ledger.take(tag) if marked else None
         self.linger_expired = False
+        self.held_since = None
         plan: SharePlan | None
         if taken is not None and taken.is_renew:
             plan = session.build_acknowledge(taken.acks, is_renew=True)

@@ -103,6 +103,9 @@ _NO_STATES: Final = bytearray()
 _ACCEPT_BYTE: Final = bytes((int(AckType.ACCEPT),))
 #: No lock deadline known: such a segment never proves a lock was lost early.
 _NEVER: Final = float("-inf")
+#: :meth:`AckLedger.marked_deadline` with no acknowledgement waiting.
+_NO_MARKS: Final = float("inf")
+_RENEW_BYTE: Final = bytes((_RENEW,))
 _SENT_STATE = re.compile(rb"[\x20-\x24]")
 
 
@@ -843,6 +846,25 @@ class AckLedger:
             for seg in part.segments
             if seg.tag == tag
         )
+
+    def marked_deadline(self, tag: SessionTag) -> float:
+        """The earliest lock deadline among the segments of session ``tag`` holding
+        acknowledgements not sent yet: ``inf`` if there are none, ``-inf`` if one of them
+        is a RENEW or a lock's deadline is unknown (they may not wait at all)."""
+        self._settle()
+        earliest = _NO_MARKS
+        for part in self._parts.values():
+            for seg in part.segments:
+                if seg.tag != tag:
+                    continue
+                states = seg.states
+                if _MARKED_START.search(states) is None:
+                    continue
+                if _RENEW_BYTE in states:
+                    return _NEVER
+                if seg.deadline < earliest:
+                    earliest = seg.deadline
+        return earliest
 
     def outstanding(self, tag: SessionTag) -> int:
         """How many offsets acquired on ``tag`` are not finished (buffered, held, marked, sent)."""

@@ -98,6 +98,7 @@ from .effects import (
     Wake,
 )
 from .fetch_policy import (
+    ACK_HOLD_MARGIN,
     Action,
     FetchPlanner,
     Turn,
@@ -358,8 +359,15 @@ class ShareMachine:
         (MaxWaitMs) has passed since the empty fetch that made it dry (rule 2 of
         :mod:`.fetch_policy`; ``now``: the time, else a whole long poll from now)."""
         leader = self.leader(node_id)
-        if self.ledger.has_marked(leader.session.tag):
-            return ack_linger
+        tag = leader.session.tag
+        if self.ledger.has_marked(tag):
+            since = leader.planner.held_since
+            if since is None or now is None:
+                return ack_linger
+            # Waiting for room (rule 1 of .fetch_policy): the linger counts from when the
+            # acks began to wait, and ends early enough to answer before their locks end.
+            end = min(since + ack_linger, self.ledger.marked_deadline(tag) - ACK_HOLD_MARGIN)
+            return max(0.0, end - now)
         if leader.planner.dry:
             wait = self._dry_wait()
             if now is not None:
@@ -450,6 +458,9 @@ class ShareMachine:
         # Partitions whose batches cannot arrive within the lock are not fetched.
         want = leader.guard.wanted(want, now)
         budget = self.budget
+        # Acks may wait for room only when the buffer is what is full: a budget of held
+        # records (below) counts them until answered, so holding them would hold it.
+        buffer_full = not room and budget is None
         granted = 0
         if budget is None and room:
             # Batch acquisition: no fetch while the member holds more than it handles
@@ -501,6 +512,8 @@ class ShareMachine:
             extra_records=extra_records,
             parked=parked,
             wait_ms=self._parked_wait_ms(now) if parked else None,
+            buffer_full=buffer_full,
+            now=now,
         )
         if granted:
             if turn.plan is not None and turn.plan.fetches:

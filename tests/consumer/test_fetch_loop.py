@@ -272,12 +272,26 @@ class Counting(FetchDriver):
         self.expired += 1
 
 
-def test_marked_acknowledgements_go_out_without_a_fetch_when_no_fetch_is_due() -> None:
-    rig = Rig()
+def no_room_with_answers(rig: Rig, at: float = 0.0) -> None:
+    """The rig's three records fetched and answered at ``at`` while the buffer has no room
+    (no fetch is due to carry the answers)."""
     rig.fetch_once()
     assert rig.settle() == Idle(MIN_DRY_WAIT)
-    rig.buffer.held = lambda: True  # no room: no fetch is due to carry the acknowledgements
+    rig.buffer.held = lambda: True
+    rig.now = at
     rig.machine.answer_all_delivered(AckType.ACCEPT)
+
+
+def test_answers_wait_their_linger_for_room_then_go_out_on_their_own() -> None:
+    rig = Rig()
+    no_room_with_answers(rig)
+    assert rig.next() == Idle(LINGER)  # they wait for room to ride a fetch
+    # A wake-up in the middle (another answer, a record taken) does not start it again.
+    rig.now = 0.06
+    idle = rig.next()
+    assert type(idle) is Idle and idle.timeout == pytest.approx(LINGER - 0.06)
+    rig.now = LINGER
+    rig.loop.idle_expired()
     send = rig.next()
     assert type(send) is Send
     assert isinstance(send.body, ShareAcknowledgeRequest)
@@ -287,6 +301,62 @@ def test_marked_acknowledgements_go_out_without_a_fetch_when_no_fetch_is_due() -
     rig.answer()
     rig.until_done()
     assert [r.ok for r in rig.reported()] == [True]
+
+
+def test_answers_waiting_for_room_ride_the_fetch_once_there_is_room() -> None:
+    rig = Rig()
+    no_room_with_answers(rig)
+    assert rig.next() == Idle(LINGER)
+    rig.now = 0.05
+    rig.buffer.held = lambda: False  # the application took the buffered records
+    send = rig.next()
+    assert type(send) is Send
+    assert isinstance(send.body, ShareFetchRequest)
+    assert send.taken is not None and send.taken.count == 3
+    # The next answers wait a whole linger again: counted from when they began to wait.
+    rig.loop.sent(rig.now)
+    rig.body = send.body
+    rig.answer()
+    rig.until_done()
+    rig.buffer.held = lambda: True
+    rig.machine.answer_all_delivered(AckType.ACCEPT)
+    assert rig.machine.leader(NODE).planner.held_since is None
+
+
+def test_answers_near_their_lock_end_do_not_wait_for_room() -> None:
+    # The rig's lock is 30 s from the fetch at 0: a second before its end the answers go
+    # at once, and a wait that began earlier ends a second before it.
+    rig = Rig()
+    no_room_with_answers(rig, at=29.5)
+    send = rig.next()
+    assert type(send) is Send and isinstance(send.body, ShareAcknowledgeRequest)
+    rig = Rig()
+    no_room_with_answers(rig, at=28.95)
+    idle = rig.next()
+    assert type(idle) is Idle and idle.timeout == pytest.approx(0.05)
+
+
+def test_a_budget_of_held_records_sends_the_answers_at_once() -> None:
+    # Under a strict record limit answered records count against the budget until the
+    # broker has the answers: waiting for room would wait for themselves.
+    rig = Rig()
+    rig.machine = ShareMachine(GROUP, PARAMS, record_limit=3)
+    rig.loop = FetchLoop(
+        FetchDriver(rig.machine, rig.buffer, NODE, lambda: [TP], clock=lambda: rig.now),
+        "m1",
+        running=lambda: rig.running,
+        closing=lambda: not rig.running,
+        backoff=Backoff(initial=0.1, maximum=1.0, jitter=0.0),
+        timeout=30.0,
+        ack_timeout=10.0,
+        ack_linger=LINGER,
+    )
+    rig.fetch_once()
+    rig.buffer.held = lambda: True  # and the buffer is full
+    rig.machine.answer_all_delivered(AckType.ACCEPT)
+    send = rig.next()
+    assert type(send) is Send and isinstance(send.body, ShareAcknowledgeRequest)
+    assert send.taken is not None and send.taken.count == 3
 
 
 def test_a_transport_failure_pauses_longer_each_time_and_an_answer_resets_it() -> None:

@@ -60,13 +60,58 @@ def test_acks_ride_on_the_next_fetch_and_holding_records_forbids_a_long_poll() -
     assert not turn.may_wait  # nine records still held: MaxWaitMs 0
 
 
-def test_without_room_the_acks_go_alone() -> None:
+def test_without_room_for_a_reason_other_than_the_buffer_the_acks_go_alone() -> None:
     session, planner = opened()
     ledger = AckLedger()
-    ledger.add(TP0, session.tag, [(0, 9)])
+    ledger.add(TP0, session.tag, [(0, 9)], deadline=30.0)
     ledger.mark(TP0, 0, AckType.ACCEPT)
-    turn = planner.next(ledger, [TP0], room=False)
+    turn = planner.next(ledger, [TP0], room=False, now=1.0)  # a budget, say
     assert turn.plan is not None and turn.plan.kind is ACK
+
+
+def test_acks_wait_for_room_in_a_full_buffer_then_ride_the_fetch() -> None:
+    session, planner = opened()
+    ledger = AckLedger()
+    ledger.add(TP0, session.tag, [(0, 9)], deadline=30.0)
+    ledger.mark(TP0, 0, AckType.ACCEPT)
+    turn = planner.next(ledger, [TP0], room=False, buffer_full=True, now=1.0)
+    assert turn.plan is None and planner.held_since == 1.0
+    turn = planner.next(ledger, [TP0], room=False, buffer_full=True, now=1.05)
+    assert turn.plan is None and planner.held_since == 1.0  # since the first wait
+    turn = planner.next(ledger, [TP0], room=True, now=1.07)
+    assert turn.plan is not None and turn.plan.kind is FETCH
+    assert turn.taken is not None and turn.taken.count == 1
+    assert planner.held_since is None
+
+
+def test_acks_waiting_for_room_go_alone_once_their_linger_ends() -> None:
+    session, planner = opened()
+    ledger = AckLedger()
+    ledger.add(TP0, session.tag, [(0, 9)], deadline=30.0)
+    ledger.mark(TP0, 0, AckType.ACCEPT)
+    assert planner.next(ledger, [TP0], room=False, buffer_full=True, now=1.0).plan is None
+    planner.linger_expired = True
+    turn = planner.next(ledger, [TP0], room=False, buffer_full=True, now=1.1)
+    assert turn.plan is not None and turn.plan.kind is ACK
+
+
+@pytest.mark.parametrize(
+    ("deadline", "renew", "now"),
+    [(1.5, False, 1.0), (None, False, 1.0), (30.0, True, 1.0), (30.0, False, None)],
+    ids=["lock-ends-within-the-margin", "lock-end-unknown", "a-renew", "no-clock"],
+)
+def test_acks_that_may_not_wait_go_alone_with_a_full_buffer(
+    deadline: float | None, renew: bool, now: float | None
+) -> None:
+    session, planner = opened()
+    ledger = AckLedger()
+    ledger.add(TP0, session.tag, [(0, 9)], deadline=deadline)
+    ledger.mark(TP0, 0, AckType.ACCEPT)
+    if renew:
+        ledger.mark(TP0, 1, AckType.RENEW)
+    turn = planner.next(ledger, [TP0], room=False, buffer_full=True, now=now)
+    assert turn.plan is not None and turn.plan.kind is ACK
+    assert planner.held_since is None
 
 
 def test_a_commit_sends_the_acks_at_once_even_with_room() -> None:

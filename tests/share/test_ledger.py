@@ -945,3 +945,37 @@ def test_holds_by_offset_alone_finds_each_segment_s_first_and_last_record() -> N
     assert held == [*range(10, 20), *range(30, 40)]
     ledger.mark(TP0, 39, AckType.ACCEPT)
     assert ledger.holds(TP0, 38) and not ledger.holds(TP0, 39)
+
+
+# -- how long marks may wait (rule 1 of fetch_policy) -------------------------------------
+
+
+def test_marked_deadline_is_the_earliest_lock_among_the_sessions_marks() -> None:
+    ledger = AckLedger()
+    assert ledger.marked_deadline(TAG) == float("inf")  # nothing marked
+    ledger.add(TP0, TAG, [(0, 9)], deadline=30.0)
+    ledger.add(TP1, TAG, [(0, 9)], deadline=20.0)
+    ledger.add(TP1, TAG_NEXT, [(20, 29)], deadline=5.0)
+    assert ledger.marked_deadline(TAG) == float("inf")  # held, none marked
+    ledger.mark(TP0, 3, AckType.ACCEPT)
+    assert ledger.marked_deadline(TAG) == 30.0
+    ledger.mark(TP1, 3, AckType.RELEASE)
+    assert ledger.marked_deadline(TAG) == 20.0
+    ledger.mark(TP1, 25, AckType.ACCEPT)  # another session's marks are not this one's
+    assert ledger.marked_deadline(TAG) == 20.0
+    assert ledger.marked_deadline(TAG_NEXT) == 5.0
+    ledger.take(TAG)  # sent: no longer waiting
+    assert ledger.marked_deadline(TAG) == float("inf")
+
+
+def test_marked_deadline_is_minus_infinity_for_a_renew_or_an_unknown_lock() -> None:
+    ledger = AckLedger()
+    ledger.add(TP0, TAG, [(0, 9)], deadline=30.0)
+    ledger.add(TP1, TAG, [(0, 9)])  # no deadline known
+    ledger.mark(TP0, 1, AckType.ACCEPT)
+    ledger.mark(TP0, 2, AckType.RENEW)  # a renew never waits
+    assert ledger.marked_deadline(TAG) == float("-inf")
+    other = AckLedger()
+    other.add(TP1, TAG, [(0, 9)])
+    other.mark(TP1, 0, AckType.ACCEPT)
+    assert other.marked_deadline(TAG) == float("-inf")
