@@ -3,15 +3,16 @@ a trace of each fetch's send and answer and of every wait of the application for
 
 One topic of ``--partitions`` partitions is loaded with ``--records`` records of 100 B (as
 ``consume.py`` loads it: 256 KiB batches unless ``--batch-size`` says otherwise, 20 ms
-linger), then read ``--passes`` times,
-each pass through a fresh share group at sharecon's defaults, in the styles given
-(``records``: ``async for``; ``batches``: ``batches()``), one after the other in one
-child process per pass. Each pass prints one line: its rate from the first record, CPU
-per record, ShareFetch answers and records per answer, the mean time from a fetch to
-its answer, and how often and how long the application waited for records. With
-``--trace N`` a ``records`` pass also prints N events from its middle, in order: a
-fetch sent (with its MaxBytes, MaxRecords, MaxWaitMs and how many answers it carried),
-its answer received, and the application's waits, each with the records buffered then.
+linger), then read ``--passes`` times, each pass through a fresh share group at
+sharecon's defaults, in the styles given (``records``: ``async for``; ``batches``:
+``batches()``), one after the other in one child process per pass. Each pass prints one
+line: its rate from the first record, CPU per record, ShareFetch answers and records per
+answer, the mean time from a fetch to its answer, how often and how long the application
+waited for records, and the requests it sent by kind (a ShareAcknowledge carries answers
+on their own, with no fetch). With ``--trace N`` a pass also prints N events from its
+middle, in order: a request sent (its kind; a fetch's MaxBytes, MaxRecords and
+MaxWaitMs; how many answers it carried), its answer received, and the application's
+waits, each with the records buffered then.
 
 A fresh broker's JIT warms up over the passes, and the fetch times show it::
 
@@ -54,6 +55,7 @@ if build != wanted:
 n, trace = int(n), int(trace)
 events = []
 waits = [0, 0.0]
+kinds = {}  # requests sent, by kind
 
 def wrap_fetcher(name):
     inner = getattr(fetcher_module.NodeFetcher, name)
@@ -63,10 +65,15 @@ def wrap_fetcher(name):
         what = name.lstrip("_")
         if name == "_send":
             b = a.body
-            what += (
-                f" MaxBytes={getattr(b, 'max_bytes', '-')} MaxRecords={getattr(b, 'max_records', '-')}"
-                f" MaxWaitMs={getattr(b, 'max_wait_ms', '-')} answers={a.taken.count if a.taken else 0}"
-            )
+            kind = type(b).__name__.removesuffix("Request")
+            kinds[kind] = kinds.get(kind, 0) + 1
+            what += f" {kind}"
+            if hasattr(b, "max_bytes"):
+                what += (
+                    f" MaxBytes={b.max_bytes} MaxRecords={getattr(b, 'max_records', '-')}"
+                    f" MaxWaitMs={b.max_wait_ms}"
+                )
+            what += f" answers={a.taken.count if a.taken else 0}"
         events.append((time.perf_counter(), what + " begins", buf.records))
         try:
             return await inner(self, a, *args, **kwargs)
@@ -101,6 +108,7 @@ async def main():
             async for _record in consumer:
                 if start is None:
                     start, cpu, waits[:], events[:] = time.perf_counter(), time.process_time(), [0, 0.0], []
+                    kinds.clear()
                 count += 1
                 if count >= n:
                     break
@@ -108,6 +116,7 @@ async def main():
             async for batch in consumer.batches():
                 if start is None:
                     start, cpu, waits[:], events[:] = time.perf_counter(), time.process_time(), [0, 0.0], []
+                    kinds.clear()
                 count += len(batch)
                 if count >= n:
                     break
@@ -120,9 +129,9 @@ async def main():
         "rate": count / wall, "cpu_us": cpu / count * 1e6,
         "answers": fetched.events, "per_answer": fetched.total / max(fetched.events, 1),
         "fetch_ms": latency.total / max(latency.events, 1),
-        "waits": waits[0], "waited_s": waits[1], "wall_s": wall,
+        "waits": waits[0], "waited_s": waits[1], "wall_s": wall, "requests": dict(kinds),
     }
-    if trace and style == "records":
+    if trace:
         mid = len(events) // 2
         t0 = events[mid][0]
         out["trace"] = [
@@ -152,7 +161,7 @@ def main() -> None:
         help="the loading producer's batch.size in bytes (consume.py's 256 KiB by default)",
     )
     ap.add_argument("--build", choices=("pure", "compiled"), default="compiled")
-    ap.add_argument("--trace", type=int, default=0, help="events to print of each records pass")
+    ap.add_argument("--trace", type=int, default=0, help="events to print of each pass")
     args = ap.parse_args()
     passes = [s.partition(":") for s in args.passes.split(",") if s]
     styles = [style for style, _, _ in passes]
@@ -200,7 +209,9 @@ def main() -> None:
                 f" {r['rate']:,.0f} records/s from the first,"
                 f" {r['cpu_us']:.2f} µs CPU a record, {r['answers']} answers of"
                 f" {r['per_answer']:,.0f} records, fetch {r['fetch_ms']:.2f} ms on average,"
-                f" {r['waits']} waits for records, {r['waited_s']:.2f} s of {r['wall_s']:.2f} s",
+                f" {r['waits']} waits for records, {r['waited_s']:.2f} s of {r['wall_s']:.2f} s;"
+                " requests: "
+                + ", ".join(f"{n} {kind}" for kind, n in sorted(r["requests"].items())),
                 flush=True,
             )
             for line in r.get("trace", []):
