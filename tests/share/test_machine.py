@@ -1346,3 +1346,28 @@ def test_a_close_counts_the_buffered_records_it_releases_unseen() -> None:
     accept, release = int(AckType.ACCEPT), int(AckType.RELEASE)
     assert _taken_acks(m) == [(0, 5, (accept, *[release] * 5))]
     assert m.released_unseen == 4
+
+
+# -- answers waiting for room (rule 1 of fetch_policy) -------------------------------------
+
+
+@pytest.mark.parametrize("record_limit", [None, 5])
+def test_answers_wait_for_room_in_a_full_buffer_but_not_for_a_budget(
+    record_limit: int | None,
+) -> None:
+    """With the buffer full the answers wait (ack_linger at most, counted from when they
+    began to wait) for a fetch to carry them; under a strict record limit they count
+    against the budget until the broker has them, so they go at once."""
+    m = machine(record_limit)
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 2, 1)), 1.0)
+    hand_out(m, d, 0, 2)
+    m.accept(TP, 0, d.delivery)
+    turn = m.next_turn(NODE, [TP], room=False, now=1.5)
+    if record_limit is None:
+        assert turn.plan is None
+        assert m.idle_timeout(NODE, 0.1, now=1.55) == pytest.approx(0.05)
+        m.idle_expired(NODE)  # the linger ended unwoken: they go alone
+        turn = m.next_turn(NODE, [TP], room=False, now=1.6)
+    assert turn.plan is not None and turn.plan.kind is RequestKind.SHARE_ACKNOWLEDGE
+    assert turn.taken is not None and turn.taken.count == 1
