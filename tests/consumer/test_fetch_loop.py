@@ -65,13 +65,18 @@ class Counts:
 class Rig:
     """One leader, one partition, the model broker, and a port that records effects."""
 
-    def __init__(self, records: int = 3, driver: type[FetchDriver] = FetchDriver) -> None:
+    def __init__(
+        self,
+        records: int = 3,
+        driver: type[FetchDriver] = FetchDriver,
+        record_limit: int | None = None,
+    ) -> None:
         self.broker = ModelBroker("4.4", node_id=NODE)
         self.broker.create_topic(TOPIC, 1, TOPIC_ID)
         self.broker.configure_group(GROUP, lock_ms=30_000, earliest=True)
         if records:
             self.broker.produce(TOPIC, 0, records)
-        self.machine = ShareMachine(GROUP, PARAMS)
+        self.machine = ShareMachine(GROUP, PARAMS, record_limit=record_limit)
         self.buffer = DeliveryBuffer(max_records=100, max_bytes=1 << 20)
         self.running = True
         self.counts = Counts()
@@ -339,18 +344,7 @@ def test_answers_near_their_lock_end_do_not_wait_for_room() -> None:
 def test_a_budget_of_held_records_sends_the_answers_at_once() -> None:
     # Under a strict record limit answered records count against the budget until the
     # broker has the answers: waiting for room would wait for themselves.
-    rig = Rig()
-    rig.machine = ShareMachine(GROUP, PARAMS, record_limit=3)
-    rig.loop = FetchLoop(
-        FetchDriver(rig.machine, rig.buffer, NODE, lambda: [TP], clock=lambda: rig.now),
-        "m1",
-        running=lambda: rig.running,
-        closing=lambda: not rig.running,
-        backoff=Backoff(initial=0.1, maximum=1.0, jitter=0.0),
-        timeout=30.0,
-        ack_timeout=10.0,
-        ack_linger=LINGER,
-    )
+    rig = Rig(record_limit=3)
     rig.fetch_once()
     rig.buffer.held = lambda: True  # and the buffer is full
     rig.machine.answer_all_delivered(AckType.ACCEPT)
