@@ -318,14 +318,20 @@ def test_answers_waiting_for_room_ride_the_fetch_once_there_is_room() -> None:
     assert type(send) is Send
     assert isinstance(send.body, ShareFetchRequest)
     assert send.taken is not None and send.taken.count == 3
-    # The next answers wait a whole linger again: counted from when they began to wait.
+    assert rig.machine.leader(NODE).planner.held_since is None
+    # Later answers wait a whole linger again: counted from when they began to wait.
+    rig.broker.produce(TOPIC, 0, 3)
     rig.loop.sent(rig.now)
     rig.body = send.body
     rig.answer()
+    rig.until_done()  # three more records, and a fetch pipelined behind them
+    rig.answer()
     rig.until_done()
     rig.buffer.held = lambda: True
+    rig.now = 0.5
     rig.machine.answer_all_delivered(AckType.ACCEPT)
-    assert rig.machine.leader(NODE).planner.held_since is None
+    idle = rig.next()
+    assert type(idle) is Idle and idle.timeout == pytest.approx(LINGER)
 
 
 def test_answers_near_their_lock_end_do_not_wait_for_room() -> None:
