@@ -296,6 +296,24 @@ def test_a_dry_wait_restarted_by_each_wake_up_is_caught() -> None:
     assert run(found.seed, "4.4").violation is None
 
 
+def test_a_refused_renewal_taken_as_granted_is_caught() -> None:
+    """A renewal the broker refused for a partition taken as granted (the mutation
+    ``codes.get(tp) >= NONE`` of ``fetch_policy.renewed``, which survived the simulation):
+    with a delayed release the parked record's renewal comes back refused once its lock
+    is gone, and invariant 20 now checks each record the member believes renewed against
+    what the broker held for it when it read the renew, not only its lock's end."""
+    found = None
+    for seed in range(100):
+        out = run(seed, "4.4", "renew-refused-ok", delayed=True)
+        if out.violation is not None:
+            found = out
+            break
+    assert found is not None and found.violation is not None
+    assert found.violation.invariant == 20, str(found.violation)
+    assert "no longer held it" in str(found.violation)
+    assert run(found.seed, "4.4", delayed=True).violation is None
+
+
 def test_gathering_applications_get_the_records_written_while_they_hold_one() -> None:
     """Some schedules' application gathers (process(concurrency=2) whose handlers wait
     for each other) while a producer writes after the faults; those schedules keep every
@@ -513,6 +531,7 @@ def test_the_mutants_are_named() -> None:
         "answers-after-close",
         "dry-forever",
         "dry-restarts",
+        "renew-refused-ok",
     }
     with pytest.raises(ValueError, match="unknown mutant"):
         run(1, "4.4", "no-such-bug")

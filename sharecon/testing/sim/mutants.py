@@ -13,6 +13,12 @@ wait their linger, and its end never clears ``dry``.
 record of a batch but its last (an off-by-one in ``Handout.handed_out``): that record
 stays acquired in the ledger, as if still buffered, and the next batch's implicit accept
 leaves it out. Planted in the pure iteration's call, so it acts in both builds.
+
+``renew-refused-ok``: a renewal the broker refused for a partition (the partition's code
+in a ShareAcknowledge answer) is taken as granted, as the mutation
+``codes.get(tp) >= NONE`` in :func:`sharecon._share.fetch_policy.renewed` does: the
+member believes it holds a record the broker took back. Planted in the machine's module
+(its call to ``renewed``, a module of the pure build in both builds) for one run.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
 # The two machine-level functions are for the core simulation's fetch driver only.
-__all__ = ["dry_forever", "handed_short"]
+__all__ = ["dry_forever", "handed_short", "renew_refused_ok"]
 
 
 def dry_forever_idle_timeout(
@@ -68,3 +74,17 @@ def handed_short() -> AbstractContextManager[object]:
             real(self, records[:-1])
 
     return mock.patch.object(Handout, "handed_out", handed_out)
+
+
+def renew_refused_ok() -> AbstractContextManager[object]:
+    """Plant ``renew-refused-ok`` in :mod:`sharecon._share.machine` while the context
+    runs: per-partition renewal codes ignored, a whole answer's success taken for each."""
+    from sharecon._share import fetch_policy
+    from sharecon._share import machine as machine_module
+
+    real = fetch_policy.renewed
+
+    def renewed(plan: Any, *, ok: bool, codes: Any = None) -> Any:
+        return real(plan, ok=ok, codes=None)
+
+    return mock.patch.object(machine_module, "renewed", renewed)

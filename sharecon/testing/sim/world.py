@@ -175,13 +175,15 @@ PARAMS = FetchParams(
 #: supersede rule skipped, the buffer's per-record lock check skipped, the machine
 #: not told of the close (so it takes answers given after it), a planner that, after a
 #: no-wait fetch came back empty, waits for an answer before fetching again for ever,
-#: and one whose wait for that answer starts afresh at each wake-up.
+#: one whose wait for that answer starts afresh at each wake-up, and a machine that takes
+#: a renewal the broker refused for a partition as granted.
 MUTANTS = (
     "no-supersede",
     "no-record-lock-check",
     "answers-after-close",
     "dry-forever",
     "dry-restarts",
+    "renew-refused-ok",
 )
 
 
@@ -269,6 +271,9 @@ class Wire:
     #: offset -> when the broker's lock on a record this request renews ends, for the
     #: records still this member's once the broker read it (invariant 20)
     locked_until: dict[tuple[TopicIdPartition, int], float] = field(default_factory=dict)
+    #: the records this request renews that the broker, once it read it, no longer held
+    #: for this member (invariant 20: the member must not believe them renewed)
+    not_renewed: set[tuple[TopicIdPartition, int]] = field(default_factory=set)
 
 
 @dataclass(slots=True)
@@ -1446,7 +1451,7 @@ class Member:
 
     def _note_locks(self, broker: ModelBroker, wire: Wire) -> None:
         """When the broker's locks on the records this request renews end, once it read
-        the request (invariant 20): those still this member's."""
+        the request (invariant 20): those still this member's; the others, not renewed."""
         for t in wire.body.topics:
             sp = None
             for p in t.partitions:
@@ -1460,12 +1465,12 @@ class Member:
                         if (types[0] if len(types) == 1 else types[i]) != 4:
                             continue
                         st = sp.states.get(o)
-                        if (
-                            st is not None
-                            and st.state is RecordState.ACQUIRED
-                            and st.member == self.member_id
-                        ):
+                        if st is None or o < sp.start:
+                            continue  # gone from the window: Kafka ignores it, not judged
+                        if st.state is RecordState.ACQUIRED and st.member == self.member_id:
                             wire.locked_until[(tp, o)] = st.deadline
+                        else:
+                            wire.not_renewed.add((tp, o))
 
     def _judge_form(self, node: int, body: Any, resp: Any) -> None:
         """Invariant 19: the broker never refuses a request as malformed (top-level
@@ -1662,6 +1667,16 @@ class Member:
         w = self.world
         for handle in e.handles:
             rec = cast("Record[Any, Any]", handle)
+            if (rec.topic_partition, rec.offset) in wire.not_renewed:
+                tp = rec.topic_partition
+                w.check.fail(
+                    20,
+                    w.now,
+                    f"{tp.topic}-{tp.partition}@{rec.offset}: renewed until "
+                    f"{e.deadline:.3f} for the member, but the broker no longer held it "
+                    f"for the member when it read the renew",
+                )
+                return
             end = wire.locked_until.get((rec.topic_partition, rec.offset))
             if end is not None and e.deadline > end + 1e-9:
                 tp = rec.topic_partition
@@ -2357,7 +2372,12 @@ def run(
     application releases a record with a delay while a producer writes, on 4.2+;
     ``poll=False``: no ``poll()`` application, the schedule as it was before them, for
     the seeds of bugs found earlier)."""
-    return World(seed, version, mutant, trace, delayed, poll).run()
+    world = World(seed, version, mutant, trace, delayed, poll)
+    if mutant == "renew-refused-ok":
+        # The one mutant planted in the machine's module rather than the fetch driver.
+        with mutants.renew_refused_ok():
+            return world.run()
+    return world.run()
 
 
 class _NoSupersede(FetchDriver):
