@@ -8,7 +8,10 @@ Rules of this module:
    ``ack_linger`` for room (counted from when they began to wait, whatever wakes the
    loop meanwhile) or a commit asked for them. They wait only while every lock they
    answer has :data:`ACK_HOLD_MARGIN` left (and a lock of unknown end never waits). A
-   new session (epoch 0) cannot carry acknowledgements: it opens by fetching.
+   loop that waits with nothing marked and no timeout (no room, say) is woken by the
+   application's next answer to its session
+   (:attr:`FetchPlanner.awaits_answer`), so that answer too waits ``ack_linger`` at most.
+   A new session (epoch 0) cannot carry acknowledgements: it opens by fetching.
 2. While this member holds acquired records of the session, a fetch does not wait at
    the broker (MaxWaitMs 0): a long poll would sit in front of the acknowledgements that
    free the broker's per-partition record locks. If such a fetch comes back empty the
@@ -155,7 +158,7 @@ class Turn:
 class FetchPlanner:
     """Picks each request of one share session (rules 1 and 2)."""
 
-    __slots__ = ("dry", "held_since", "linger_expired", "session")
+    __slots__ = ("awaits_answer", "dry", "held_since", "linger_expired", "session")
 
     def __init__(self, session: ShareSession) -> None:
         self.session = session
@@ -166,6 +169,10 @@ class FetchPlanner:
         #: Since when acks have waited for room in the buffer to ride a fetch (rule 1);
         #: ``None`` while none wait so.
         self.held_since: float | None = None
+        #: The loop waits for a wake-up with nothing to send and no timeout (no room, no
+        #: acks marked): the application's next answer must wake it, so the answer waits
+        #: ``ack_linger`` at most (rule 1), not until something else wakes the loop.
+        self.awaits_answer = False
 
     def next(
         self,
@@ -194,6 +201,7 @@ class FetchPlanner:
         :param now: the time; without it acks never wait for room.
         """
         session = self.session
+        self.awaits_answer = False  # the loop is planning: awake
         if session.is_new:
             return Turn(session.build_fetch(want) if room else None)
         tag = session.tag

@@ -278,7 +278,8 @@ class ShareMachine:
         self.leaders: dict[int, Leader] = {}
         #: Effects not handed to the driver yet, oldest first.
         self.effects: list[Effect] = []
-        #: Some planner may be dry: an answer has work to do (a per-record check).
+        #: Some planner may be dry, or its loop idle with nothing marked: an answer has
+        #: work to do (a per-record check; rules 1 and 2 of .fetch_policy).
         self.any_dry = False
         #: Records with a RENEW pending or in flight: their session and driver handle.
         self.renewing: dict[tuple[TopicIdPartition, int], tuple[SessionTag | None, object]] = {}
@@ -373,6 +374,10 @@ class ShareMachine:
             if now is not None:
                 wait = min(wait, max(0.0, leader.dry_until - now))
             return wait
+        # Nothing marked, no timeout: the application's next answer wakes this loop
+        # (rule 1 of .fetch_policy), through the per-record check below.
+        leader.planner.awaits_answer = True
+        self.any_dry = True
         return None
 
     def _dry_wait(self) -> float:
@@ -1411,11 +1416,20 @@ class ShareMachine:
     # -- internals ----------------------------------------------------------------------------
 
     def _answered(self) -> None:
-        # The application answered records: wake the loops whose planner waits for that.
+        # The application answered records: wake the loops whose planner waits for that:
+        # a dry one (any answer), one idle with nothing marked (an answer to its session).
         self.any_dry = False
         for leader in self.leaders.values():
-            if leader.planner.answered():
+            planner = leader.planner
+            if planner.answered():
+                planner.awaits_answer = False
                 self.effects.append(Wake(leader.node_id))
+            elif planner.awaits_answer:
+                if self.ledger.has_marked(leader.session.tag):
+                    planner.awaits_answer = False
+                    self.effects.append(Wake(leader.node_id))
+                else:
+                    self.any_dry = True  # still waiting: keep the per-record check
 
     def _lock_lost(self, tp: TopicIdPartition, offset: int, ack: AckType) -> None:
         # The lock is gone (session reset or leader change): the broker redelivers it.

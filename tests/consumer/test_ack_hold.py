@@ -6,7 +6,12 @@ ShareAcknowledge in four requests, a quarter of ``async for``'s rate).
 The same scenario runs on FakeKafka and on a real broker: with a linger longer than the
 test only fetches carry answers before the close; with a linger of a millisecond answers
 go alone while the buffer is full, so the shape the first run avoided did occur. Every
-record is handed out once."""
+record is handed out once.
+
+An application that stalls while the buffer is full: the answers it gave before the stall
+go out within ``ack_linger``, though nothing else wakes the fetch loop (a heartbeat
+interval longer than the stall). Before, they waited for the next wake-up, past their
+locks, and the records came back to be handled again."""
 
 from __future__ import annotations
 
@@ -87,3 +92,51 @@ async def test_answers_given_while_the_buffer_is_full_ride_the_next_fetch_on_a_b
     assert held and set(held) == {"ShareFetch"}, held
     alone = await consume_all(kafka_bootstrap, topic, share_group_factory(), 0.001, caplog)
     assert "ShareAcknowledge" in alone, alone
+
+
+STALL_GROUP = {
+    "share.auto.offset.reset": "earliest",
+    "share.record.lock.duration.ms": "1000",
+    # Nothing but the application's answer may wake the fetch loop during the stall.
+    "share.heartbeat.interval.ms": "8000",
+}
+
+
+async def stall_mid_answer(bootstrap: str, topic: str, group: str) -> dict[bytes, int]:
+    """Take 25 records of the first answer of 50 (the buffer past its bound of 20), stall
+    for two locks, then take the rest: how many times each record was handed out."""
+    seen: dict[bytes, int] = {}
+    async with ShareConsumer(bootstrap, group_id=group, topics=[topic], max_records=10) as c:
+        with anyio.fail_after(60):
+            async for record in c:
+                value = record.value or b""
+                seen[value] = seen.get(value, 0) + 1
+                if len(seen) == 2 * PER_BATCH:
+                    break
+                await anyio.sleep(4.0 if len(seen) == 25 else 0.001)
+    return seen
+
+
+def _handled_twice(seen: dict[bytes, int]) -> list[bytes]:
+    assert len(seen) == 2 * PER_BATCH
+    # The record in hand during the stall lost its lock: it alone may come back.
+    return sorted(v for v, n in seen.items() if n > 1 and v != b"0-24")
+
+
+async def test_answers_given_before_a_stall_reach_the_broker_within_the_linger(
+    fake_kafka: FakeKafka,
+) -> None:
+    fake_kafka.create_topic("t", partitions=1)
+    await write(fake_kafka.bootstrap, "t")
+    fake_kafka.configure_group("stall", STALL_GROUP)
+    assert _handled_twice(await stall_mid_answer(fake_kafka.bootstrap, "t", "stall")) == []
+
+
+@pytest.mark.broker
+async def test_answers_given_before_a_stall_reach_the_broker_within_the_linger_on_a_broker(
+    kafka_bootstrap: str, topic_factory: TopicFactory, share_group_factory: ShareGroupFactory
+) -> None:
+    topic = topic_factory(1)
+    await write(kafka_bootstrap, topic)
+    group = share_group_factory(STALL_GROUP)
+    assert _handled_twice(await stall_mid_answer(kafka_bootstrap, topic, group)) == []

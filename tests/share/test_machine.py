@@ -1371,3 +1371,43 @@ def test_answers_wait_for_room_in_a_full_buffer_but_not_for_a_budget(
         turn = m.next_turn(NODE, [TP], room=False, now=1.6)
     assert turn.plan is not None and turn.plan.kind is RequestKind.SHARE_ACKNOWLEDGE
     assert turn.taken is not None and turn.taken.count == 1
+
+
+def test_an_answer_wakes_a_loop_idle_with_nothing_marked() -> None:
+    """A loop with no room and nothing marked waits for a wake-up with no timeout; the
+    application's next answer to its session must wake it, so that answer waits
+    ack_linger at most. Before, it waited for whatever woke the loop next (over a second
+    on FakeKafka, and at worst the answers' locks ran out: the records came back)."""
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 4, 1)), 1.0)
+    m.drain()
+    assert m.next_turn(NODE, [TP], room=False, now=1.0).plan is None
+    assert m.idle_timeout(NODE, 0.1, now=1.0) is None  # nothing marked: wait for a wake-up
+    assert m.any_dry  # the per-record check is on while the loop waits
+    hand_out(m, d, 0, 1)
+    m.accept(TP, 0, d.delivery)
+    assert Wake(NODE) in m.drain()
+    assert not m.any_dry  # woken: the fast path again
+    assert m.next_turn(NODE, [TP], room=False, now=1.01).plan is None  # held for room
+    assert m.idle_timeout(NODE, 0.1, now=1.01) == pytest.approx(0.1)
+    m.idle_expired(NODE)
+    turn = m.next_turn(NODE, [TP], room=False, now=1.11)
+    assert turn.plan is not None and turn.plan.kind is RequestKind.SHARE_ACKNOWLEDGE
+
+
+def test_an_answer_to_another_session_leaves_an_idle_loop_asleep() -> None:
+    """Only an answer its session can carry wakes a loop idle with nothing marked; the
+    per-record check stays on until one does."""
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 4, 1)), 1.0)
+    m.drain()
+    m.next_turn(NODE, [TP], room=False, now=1.0)
+    assert m.idle_timeout(NODE, 0.1, now=1.0) is None
+    m.next_turn(2, [], room=False, now=1.0)
+    assert m.idle_timeout(2, 0.1, now=1.0) is None  # another leader, idle too
+    hand_out(m, d, 0, 1)
+    m.accept(TP, 0, d.delivery)
+    assert [e for e in m.drain() if isinstance(e, Wake)] == [Wake(NODE)]
+    assert m.any_dry  # leader 2 still waits for an answer to its session

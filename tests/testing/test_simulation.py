@@ -151,10 +151,10 @@ def test_an_answer_held_back_by_a_long_poll_is_caught() -> None:
         return original(self, ledger, want, **kw)
 
     with mock.patch.object(FetchPlanner, "next", planned):
-        bad = run(17, "4.1").violation
+        bad = run(34, "4.1").violation
     assert bad is not None and bad.invariant == 22, bad
     assert "is not on the wire" in bad.what
-    assert run(17, "4.1").violation is None
+    assert run(34, "4.1").violation is None
 
 
 def test_a_member_that_spins_while_a_record_is_parked_is_caught() -> None:
