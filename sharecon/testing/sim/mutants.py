@@ -39,9 +39,15 @@ def dry_forever_idle_timeout(
     machine: ShareMachine, node_id: int, ack_linger: float, now: float | None = None
 ) -> float | None:
     """``ShareMachine.idle_timeout`` of the ``dry-forever`` mutant: ``ack_linger`` while
-    acknowledgements wait, else no timeout at all (a dry planner waits for a wake-up)."""
-    tag = machine.leader(node_id).session.tag
-    return ack_linger if machine.ledger.has_marked(tag) else None
+    acknowledgements wait, else no timeout at all (a dry planner waits for a wake-up).
+    Like the real one, a loop idle with nothing marked is woken by the next answer."""
+    leader = machine.leader(node_id)
+    if machine.ledger.has_marked(leader.session.tag):
+        return ack_linger
+    if not leader.planner.dry:
+        leader.planner.awaits_answer = True
+        machine.any_dry = True
+    return None
 
 
 def dry_forever_idle_expired(machine: ShareMachine, node_id: int) -> None:

@@ -146,6 +146,14 @@ ANSWER_BOUND = 2 * (ACK_LINGER + MIN_PARKED_WAIT_MS / 1000)
 #: application or as long, one with a parked record until that record's next renewal or
 #: release is due.
 SPIN_LIMIT = 5
+#: How long an unhurried handler takes near the end of the settling time (``Knobs.pause``),
+#: in virtual seconds: longer than the acknowledgement linger, shorter than a lock.
+PAUSE = (0.2, 0.6)
+UNHURRIED_BATCH = 8  #: records per batch written for an unhurried application
+#: The share of schedules with an unhurried application: each runs 6 virtual seconds
+#: longer than it would (invariant 22 judges answers only from :data:`SETTLE`), about
+#: twice the events, so a small share.
+UNHURRIED_SHARE = 0.125
 DELAY = 3 * LOCK  #: a ``release(delay=)`` longer than the lock (renewed meanwhile)
 PRODUCE_EVERY = 0.5  #: while a record waits out its delay, a record is written this often
 #: A gathering application (:meth:`Member._gather`) answers a record once a later one was
@@ -175,8 +183,9 @@ PARAMS = FetchParams(
 #: supersede rule skipped, the buffer's per-record lock check skipped, the machine
 #: not told of the close (so it takes answers given after it), a planner that, after a
 #: no-wait fetch came back empty, waits for an answer before fetching again for ever,
-#: one whose wait for that answer starts afresh at each wake-up, and a machine that takes
-#: a renewal the broker refused for a partition as granted.
+#: one whose wait for that answer starts afresh at each wake-up, a machine that takes
+#: a renewal the broker refused for a partition as granted, and a loop idle with nothing
+#: marked that the application's answers do not wake.
 MUTANTS = (
     "no-supersede",
     "no-record-lock-check",
@@ -184,6 +193,7 @@ MUTANTS = (
     "dry-forever",
     "dry-restarts",
     "renew-refused-ok",
+    "answer-no-wake",
 )
 
 
@@ -323,6 +333,9 @@ class Knobs:
     #: a ShareFetch answer's records arrive damaged: the last batch cut short (the broker
     #: cut the answer at its byte limit) or one batch failing its CRC
     damage: float = 0.0
+    #: near the end of the settling time, the share of records a healthy but unhurried
+    #: handler takes :data:`PAUSE` virtual seconds over (no fault: every bound still runs)
+    pause: float = 0.0
     #: the application calls ``poll(max_records=poll)`` (0: ``async for``)
     poll: int = 0
     #: a ShareFetch answer's fetch of one partition fails with a transient error
@@ -447,6 +460,11 @@ class World:
         # A stalled answer racing a leader move: a stream of its own too.
         self.srrng = srrng = random.Random(seed ^ 0x57A1E)
         self.knobs.stale_race = srrng.choice((0.0, 0.0, 0.0, 0.15))
+        # An unhurried application after the heal: a stream of its own too.
+        self.parng = parng = random.Random(seed ^ 0x9A05E)
+        self.knobs.pause = 0.3 if parng.random() < UNHURRIED_SHARE else 0.0
+        #: from when the unhurried application takes its time (:meth:`_write_while_unhurried`)
+        self.unhurried_from = float("inf")
         #: when the last fault heals (the coordinator's may outlast the fault window)
         self.heal_at = FAULT_WINDOW
         #: since when a record has been available at its leader with none handed out
@@ -582,6 +600,8 @@ class World:
             self.writing_until = self.now + DELAY
         if self.knobs.gather:
             self._write_while_gathering()
+        if self.knobs.pause:
+            self._write_while_unhurried()
 
     def _draw_gathering(self, seed: int) -> None:
         """Whether the application gathers: from a stream of its own (``grng``), so the
@@ -602,6 +622,23 @@ class World:
             t += grng.uniform(0.5, PROGRESS_BOUND)
             self.at(t, self._write_one, grng.choice(self.tps))
         self.writing_until = t
+
+    def _write_while_unhurried(self) -> None:
+        """After the faults, for an unhurried application (``Knobs.pause``): from a second
+        before the settling time ends, a producer writes a batch every second for three,
+        and the handlers take their time, so answers wait for room while one does, where
+        invariant 22 judges them. Only then: a slower application all along would make
+        every such schedule three times as long."""
+        t = self.unhurried_from = self.heal_at + SETTLE - 0.5
+        end = self.heal_at + SETTLE + 1.0
+        while t < end:
+            self.at(t, self._write_batch, self.parng.choice(self.tps))
+            t += 1.0
+        self.writing_until = max(self.writing_until, end)
+
+    def _write_batch(self, tp: TopicIdPartition) -> None:
+        """A producer writes one batch of :data:`UNHURRIED_BATCH` records to ``tp``."""
+        self.brokers[self.leader_of[tp]].produce(TOPIC, tp.partition, UNHURRIED_BATCH)
 
     def _write_one(self, tp: TopicIdPartition) -> None:
         """A producer writes one record to ``tp``."""
@@ -1991,6 +2028,8 @@ class Member:
             took = LOCK * rng.uniform(0.3, 2.0)
         elif not quiet and rng.random() < k.late:
             took = LOCK * rng.uniform(0.9, 1.1)
+        elif quiet and k.pause and w.now >= w.unhurried_from and w.parng.random() < k.pause:
+            took = w.parng.uniform(*PAUSE)
         else:
             took = rng.uniform(0.0, 0.05)
         if not quiet:
@@ -2432,11 +2471,25 @@ class _DryRestarts(FetchDriver):
         return self.machine.idle_timeout(self.node_id, ack_linger)
 
 
+class _AnswerNoWake(FetchDriver):
+    """The mutant ``answer-no-wake``: the fix of stop 50 undone. A loop idle with nothing
+    marked (no room) is not woken by the application's answers: they wait for whatever
+    wakes it next (its 1 s safety net)."""
+
+    __slots__ = ()
+
+    def idle_timeout(self, ack_linger: float, now: float | None = None) -> float | None:
+        timeout = self.machine.idle_timeout(self.node_id, ack_linger, now)
+        self.machine.leader(self.node_id).planner.awaits_answer = False
+        return timeout
+
+
 #: The fetch driver of each mutant that changes it.
 _DRIVERS: dict[str, type[FetchDriver]] = {
     "no-supersede": _NoSupersede,
     "dry-forever": _DryForever,
     "dry-restarts": _DryRestarts,
+    "answer-no-wake": _AnswerNoWake,
 }
 
 
