@@ -401,7 +401,7 @@ class ShareMachine:
         new = offset not in one
         one[offset] = wake_at
         if new and self.any_dry:
-            self._answered()  # a moved wake_at (each tick of the driver) wakes no one
+            self._answered(tp)  # a moved wake_at (each tick of the driver) wakes no one
 
     def unpark(self, tp: TopicIdPartition, offset: int) -> None:
         """The record at ``offset`` no longer waits out a delay (released, answered
@@ -1129,7 +1129,7 @@ class ShareMachine:
                 if tag is not None:
                     self.effects.append(Wake(tag.node_id))
             elif self.any_dry:
-                self._answered()
+                self._answered(tp)
         elif result is MARK_DEAD:
             self._lock_lost(tp, offset, ack)
         return result
@@ -1139,7 +1139,7 @@ class ShareMachine:
         result = self.ledger.mark(tp, offset, _ACCEPT, delivery)
         if result is MARK_OK:
             if self.any_dry:
-                self._answered()
+                self._answered(tp)
         elif result is MARK_DEAD:
             self._lock_lost(tp, offset, _ACCEPT)
 
@@ -1149,7 +1149,7 @@ class ShareMachine:
         result = self.ledger.mark_of(tp, offset, _ACCEPT_CODE, lo, hi)
         if result is MARK_OK:
             if self.any_dry:
-                self._answered()
+                self._answered(tp)
         elif result is MARK_DEAD:
             self._lock_lost(tp, offset, _ACCEPT)
 
@@ -1161,7 +1161,7 @@ class ShareMachine:
             result = self.ledger.mark(tp, offset, ack)
             if result is MarkResult.OK:
                 if self.any_dry:
-                    self._answered()
+                    self._answered(tp)
             elif result is MarkResult.DEAD:
                 self._lock_lost(tp, offset, ack)
             if result is not MarkResult.UNKNOWN:
@@ -1415,9 +1415,12 @@ class ShareMachine:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _answered(self) -> None:
-        # The application answered records: wake the loops whose planner waits for that:
-        # a dry one (any answer), one idle with nothing marked (an answer to its session).
+    def _answered(self, tp: TopicIdPartition | None = None) -> None:
+        # The application answered records (of ``tp``, if one partition): wake the loops
+        # whose planner waits for that: a dry one (any answer), one idle with nothing
+        # marked (an answer its session carries: ``tp`` is one of its partitions; for
+        # answers to many, its session has marks). Per record only a dict lookup each:
+        # ``has_marked`` scans every partition.
         self.any_dry = False
         for leader in self.leaders.values():
             planner = leader.planner
@@ -1425,7 +1428,8 @@ class ShareMachine:
                 planner.awaits_answer = False
                 self.effects.append(Wake(leader.node_id))
             elif planner.awaits_answer:
-                if self.ledger.has_marked(leader.session.tag):
+                session = leader.session
+                if session.holds(tp) if tp is not None else self.ledger.has_marked(session.tag):
                     planner.awaits_answer = False
                     self.effects.append(Wake(leader.node_id))
                 else:

@@ -221,6 +221,10 @@ class ShareSession:
         """The partitions the broker holds in this session (as we last told it)."""
         return tuple(self._partitions)
 
+    def holds(self, tp: TopicIdPartition) -> bool:
+        """Whether ``tp`` is one of this session's partitions (as we last told the broker)."""
+        return tp in self._partitions
+
     def reset(self) -> SessionTag:
         """Forget the session: epoch 0, no partitions, a new generation (rule 2).
 
