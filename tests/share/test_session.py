@@ -78,6 +78,19 @@ def test_open_is_full_and_carries_no_acks() -> None:
     assert (s.epoch, s.partitions, s.in_flight) == (1, (A0, B0), None)
 
 
+def test_holds_names_the_partitions_the_broker_was_told_of() -> None:
+    """``holds`` (what wakes an idle loop for an answer) follows the session's partitions:
+    none while new, those of the opening fetch once answered, none after a reset."""
+    s = ShareSession(node_id=3)
+    assert not s.holds(A0)
+    plan = s.build_fetch([A0])
+    assert plan is not None
+    s.on_response(plan, 0)
+    assert s.holds(A0) and not s.holds(B0)
+    s.reset()
+    assert not s.holds(A0)
+
+
 def test_new_session_rejects_acks_and_skips_when_empty() -> None:
     s = ShareSession(node_id=3)
     with pytest.raises(ValueError):
