@@ -624,11 +624,11 @@ class World:
         self.writing_until = t
 
     def _write_while_unhurried(self) -> None:
-        """After the faults, for an unhurried application (``Knobs.pause``): from a second
-        before the settling time ends, a producer writes a batch every second for three,
-        and the handlers take their time, so answers wait for room while one does, where
-        invariant 22 judges them. Only then: a slower application all along would make
-        every such schedule three times as long."""
+        """After the faults, for an unhurried application (``Knobs.pause``): from half a
+        second before the settling time ends, a producer writes a batch, and another a
+        second later, and the handlers take their time, so answers wait for room while
+        one does, where invariant 22 judges them. Only then: a slower application all
+        along made such schedules about three times as long."""
         t = self.unhurried_from = self.heal_at + SETTLE - 0.5
         end = self.heal_at + SETTLE + 1.0
         while t < end:
