@@ -346,6 +346,12 @@ class ConsumerCore:
         if leader is not None:
             self.fetchers.wake(leader)
 
+    def records_wanted(self) -> None:
+        """The application waits for records: answers gathering after a dry fetch go now
+        (rule 2 of :mod:`sharecon._share.fetch_policy`)."""
+        self.machine.records_wanted()
+        self.apply_effects()
+
     def wake_fetchers(self) -> None:
         """Wake every fetcher (the buffer has room again)."""
         self.fetchers.wake()

@@ -84,6 +84,10 @@ class LivenessPort(Protocol):
         """Whether any answer is marked or in flight."""
         ...
 
+    def records_wanted(self) -> None:
+        """The application waits for records: answers gathering to ride one fetch go now."""
+        ...
+
 
 class Liveness:
     """What liveness counts of one application, and the jobs it runs (rules 1-4).
@@ -107,6 +111,7 @@ class Liveness:
     async def wait_for_records(self, core: LivenessPort) -> None:
         """Wait for buffered records; a wait is an ask (rule 1)."""
         self.waiting += 1
+        core.records_wanted()
         try:
             await core.buffer.data.wait()
         finally:

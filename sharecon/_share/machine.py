@@ -380,6 +380,14 @@ class ShareMachine:
         self.any_dry = True
         return None
 
+    def records_wanted(self) -> None:
+        """The application waits for records (its buffer is empty): answers gathering
+        after a dry fetch go now, with the fetch it needs (rule 2 of
+        :mod:`.fetch_policy`)."""
+        for leader in self.leaders.values():
+            if leader.planner.records_wanted():
+                self.effects.append(Wake(leader.node_id))
+
     def _dry_wait(self) -> float:
         return max(MIN_DRY_WAIT, self.params.max_wait_ms / 1000)
 
@@ -441,6 +449,7 @@ class ShareMachine:
         room: bool,
         urgent: bool = False,
         extra_records: int = 0,
+        buffered: int = 0,
         now: float | None = None,
     ) -> Turn:
         """Plan ``node_id``'s next request (``plan=None``: nothing to send now).
@@ -449,6 +458,7 @@ class ShareMachine:
         :param room: whether the buffer can take another answer (with ``extra_records``).
         :param urgent: a ``commit()`` waits for the acknowledgements.
         :param extra_records: records received but not taken in yet (pipelining).
+        :param buffered: records in the buffer, waiting for the application.
         :param now: the time (bounds a fetch's wait while records are parked: :meth:`park`;
             ``None``: the configured MaxWaitMs).
         """
@@ -518,6 +528,7 @@ class ShareMachine:
             parked=parked,
             wait_ms=self._parked_wait_ms(now) if parked else None,
             buffer_full=buffer_full,
+            buffered=buffered,
             now=now,
         )
         if granted:

@@ -166,6 +166,78 @@ def test_a_long_poll_that_found_nothing_is_not_dry() -> None:
     assert not planner.dry
 
 
+def dry_with_ten_held() -> tuple[ShareSession, FetchPlanner, AckLedger]:
+    """A session holding ten records whose last no-wait fetch came back empty."""
+    session, planner = opened()
+    ledger = AckLedger()
+    ledger.add(TP0, session.tag, [(0, 9)], deadline=30.0)
+    turn = planner.next(ledger, [TP0], room=True, now=1.0)
+    assert turn.plan is not None and not turn.may_wait
+    answer_verdict(session, ledger, turn.plan, 0)
+    planner.fetched(turn.plan, may_wait=False, acquired=0)
+    assert planner.dry
+    return session, planner, ledger
+
+
+def test_answers_after_a_dry_fetch_gather_for_the_linger_then_ride_one_fetch() -> None:
+    _, planner, ledger = dry_with_ten_held()
+    ledger.mark(TP0, 0, AckType.ACCEPT)
+    assert planner.answered()  # the first answer wakes the loop...
+    turn = planner.next(ledger, [TP0], room=True, buffered=8, now=1.2)
+    assert turn.plan is None and planner.held_since == 1.2  # ...which waits for company
+    ledger.mark(TP0, 1, AckType.ACCEPT)
+    assert not planner.answered()  # the next answers wake no one
+    assert planner.next(ledger, [TP0], room=True, buffered=7, now=1.25).plan is None
+    planner.linger_expired = True  # the loop's idle wait (ack_linger) ran out
+    turn = planner.next(ledger, [TP0], room=True, buffered=7, now=1.3)
+    assert turn.plan is not None and turn.plan.kind is FETCH  # not on their own
+    assert turn.taken is not None and turn.taken.count == 2
+    assert not turn.may_wait and not planner.gathering and planner.held_since is None
+
+
+def test_gathered_answers_go_at_once_when_the_application_waits_for_records() -> None:
+    _, planner, ledger = dry_with_ten_held()
+    ledger.mark(TP0, 0, AckType.ACCEPT)
+    planner.answered()
+    assert planner.next(ledger, [TP0], room=True, buffered=1, now=1.2).plan is None
+    assert planner.records_wanted()  # wake the loop
+    assert not planner.records_wanted()  # once
+    turn = planner.next(ledger, [TP0], room=True, buffered=1, now=1.21)
+    assert turn.plan is not None and turn.plan.kind is FETCH
+
+
+@pytest.mark.parametrize(
+    ("buffered", "deadline", "room", "now"),
+    [(0, 30.0, True, 1.2), (5, 1.5, True, 1.2), (5, 30.0, True, None), (5, 30.0, False, 1.2)],
+    ids=["nothing-buffered", "lock-ends-within-the-margin", "no-clock", "no-room"],
+)
+def test_answers_after_a_dry_fetch_that_may_not_gather_go_now(
+    buffered: int, deadline: float, room: bool, now: float | None
+) -> None:
+    session, planner = opened()
+    ledger = AckLedger()
+    ledger.add(TP0, session.tag, [(0, 9)], deadline=deadline)
+    turn = planner.next(ledger, [TP0], room=True)
+    assert turn.plan is not None
+    answer_verdict(session, ledger, turn.plan, 0)
+    planner.fetched(turn.plan, may_wait=False, acquired=0)
+    ledger.mark(TP0, 0, AckType.ACCEPT)
+    assert planner.answered()
+    turn = planner.next(ledger, [TP0], room=room, buffered=buffered, now=now)
+    assert turn.plan is not None and turn.taken is not None
+    assert turn.plan.kind is (FETCH if room else ACK)
+
+
+def test_answers_without_a_dry_fetch_before_them_do_not_gather() -> None:
+    session, planner = opened()
+    ledger = AckLedger()
+    ledger.add(TP0, session.tag, [(0, 9)], deadline=30.0)
+    ledger.mark(TP0, 0, AckType.ACCEPT)
+    assert not planner.answered()
+    turn = planner.next(ledger, [TP0], room=True, buffered=9, now=1.0)
+    assert turn.plan is not None and turn.plan.kind is FETCH
+
+
 # -- error policy ------------------------------------------------------------------------------
 
 

@@ -592,6 +592,47 @@ def test_a_dry_planner_waits_for_an_answer_then_wakes_its_loop() -> None:
     assert m.next_turn(NODE, [TP], room=True).plan is not None
 
 
+def test_answers_after_a_dry_fetch_gather_until_the_linger_or_the_application_waits() -> None:
+    """Rule 2 of fetch_policy: a slow handler working through records it holds answered
+    each one into a no-wait fetch that came back empty (one request per record); now the
+    answers wait ``ack_linger`` to ride one fetch, unless the application runs out."""
+    m = machine()
+    opened(m)
+    [d] = take(m, send(m, 1.0), answer((0, 9, 1)), 1.0)
+    hand_out(m, d, 0, 0)
+    take(m, send(m, 2.0), answer(), 2.0)  # dry
+    m.accept(TP, 0, d.delivery)
+    assert m.drain() == [Wake(NODE)]
+    assert m.next_turn(NODE, [TP], room=True, buffered=9, now=2.1).plan is None
+    assert m.idle_timeout(NODE, 0.1, 2.15) == pytest.approx(0.05)  # the linger's rest
+    hand_out(m, d, 1, 1)
+    m.accept(TP, 1, d.delivery)
+    assert m.drain() == []  # no wake per answer
+    m.idle_expired(NODE)
+    turn = m.next_turn(NODE, [TP], room=True, buffered=8, now=2.2)
+    assert turn.plan is not None and turn.plan.fetches and turn.taken is not None
+    assert turn.taken.count == 2
+    # Again, and this time the application takes the rest and waits for records.
+    take(m, m.sent(NODE, turn, 2.2), answer(), 2.2)
+    hand_out(m, d, 2, 9)
+    m.accept(TP, 2, d.delivery)
+    assert m.drain() == [Wake(NODE)]
+    assert m.next_turn(NODE, [TP], room=True, buffered=0, now=2.3).plan is not None
+    m2 = machine()
+    opened(m2)
+    [d2] = take(m2, send(m2, 1.0), answer((0, 9, 1)), 1.0)
+    hand_out(m2, d2, 0, 0)
+    take(m2, send(m2, 2.0), answer(), 2.0)
+    m2.accept(TP, 0, d2.delivery)
+    m2.drain()
+    assert m2.next_turn(NODE, [TP], room=True, buffered=9, now=2.1).plan is None
+    m2.records_wanted()
+    assert m2.drain() == [Wake(NODE)]
+    assert m2.next_turn(NODE, [TP], room=True, buffered=0, now=2.12).plan is not None
+    m2.records_wanted()
+    assert m2.drain() == []  # nothing gathers: no wake
+
+
 def test_a_parked_record_never_holds_up_fetching() -> None:
     """Issue 30, behaviour 1: one member, one record released with a delay. The old rule
     counted it as held, so an empty no-wait fetch made the planner dry until the delay

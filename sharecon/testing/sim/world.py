@@ -1935,6 +1935,11 @@ class Member:
         """Carry out the machine's effects."""
         self._apply(None)
 
+    def records_wanted(self) -> None:
+        """The application waits for records (``ConsumerCore.records_wanted``)."""
+        self.machine.records_wanted()
+        self.apply_effects()
+
     def note_error(self, exc: errors.KafkaError) -> None:
         """An error the consumer keeps for ``recent_errors``: kept in the fault list."""
         w = self.world
@@ -1981,6 +1986,8 @@ class Member:
             got = self.cursor.take(self.app_buffer, self._clock)
         if got is None:
             self.app_busy = False
+            # It waits for records, as Liveness.wait_for_records tells the consumer.
+            self.records_wanted()
             if self.buffer.has_room():
                 self._wake(None)
             return
@@ -2053,6 +2060,7 @@ class Member:
         records = self.buffer.pop_many(w.knobs.poll, self._clock)
         if not records:
             self.app_busy = False
+            self.records_wanted()  # as Liveness.wait_for_records
             if self.buffer.has_room():
                 self._wake(None)
             return
