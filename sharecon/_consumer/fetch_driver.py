@@ -115,7 +115,6 @@ class FetchDriver:
             room=room,
             urgent=urgent is not None and urgent(),
             extra_records=extra_records,
-            buffered=buffer.records,
             now=None if clock is None else clock(),
         )
 

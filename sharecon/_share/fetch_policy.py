@@ -6,7 +6,11 @@ Rules of this module:
    fetching) if any RENEW is marked, else a fetch carrying the pending acknowledgements
    when the buffer has room, else a ShareAcknowledge when acknowledgements waited
    ``ack_linger`` for room (counted from when they began to wait, whatever wakes the
-   loop meanwhile) or a commit asked for them. They wait only while every lock they
+   loop meanwhile) or a commit asked for them; a member holding more than it handles
+   within half the lock has no room either, and its acks wait the same way (sent one by
+   one, each freeing one place, they cost a request per record). Should the application
+   run out of records meanwhile, they go at once (:meth:`FetchPlanner.records_wanted`).
+   They wait only while every lock they
    answer has :data:`ACK_HOLD_MARGIN` left (and a lock of unknown end never waits). A
    loop that waits with nothing marked and no timeout (no room, say) is woken by the
    application's next answer to its session
@@ -26,12 +30,12 @@ Rules of this module:
    nothing else held a fetch may wait at the broker, but no longer than the caller's
    ``wait_ms`` (until the next renew or release of a parked record falls due), so a
    long poll never sits in front of them either. The answers that end a dry spell
-   *gather*: they wait ``ack_linger`` (from the first, as in rule 1) to ride one fetch
-   while the application has buffered records to go on with, and the loop wakes at
-   once when it has none and waits for records (:meth:`FetchPlanner.records_wanted`).
-   Woken by every answer, a slow handler working through a batch it holds cost one
-   no-wait fetch per record, each coming back empty (1,000 requests for 2,000 records at
-   1 ms a record).
+   *gather*: they wait ``ack_linger`` (from the first, as in rule 1, and never within
+   :data:`ACK_HOLD_MARGIN` of a lock's end) to ride one fetch, and the loop wakes at once
+   when the application runs out and waits for records
+   (:meth:`FetchPlanner.records_wanted`). Woken by every answer, a slow handler working
+   through records it holds cost one no-wait fetch per record, each coming back empty
+   (about 1,000 requests for 2,000 records at 1 ms a record).
 3. Error policy, per partition: NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH mean the
    leader moved (use the answer's hint, else refresh metadata); UNKNOWN_TOPIC_OR_PARTITION
    and UNKNOWN_TOPIC_ID mean refresh metadata; either way the old leader's locks are gone.
@@ -164,7 +168,15 @@ class Turn:
 class FetchPlanner:
     """Picks each request of one share session (rules 1 and 2)."""
 
-    __slots__ = ("awaits_answer", "dry", "gathering", "held_since", "linger_expired", "session")
+    __slots__ = (
+        "awaits_answer",
+        "dry",
+        "gathering",
+        "held_since",
+        "linger_expired",
+        "session",
+        "wanted",
+    )
 
     def __init__(self, session: ShareSession) -> None:
         self.session = session
@@ -181,6 +193,8 @@ class FetchPlanner:
         self.awaits_answer = False
         #: Answers came after a dry fetch: they gather to ride one fetch (rule 2).
         self.gathering = False
+        #: The application ran out and waits for records: acks wait no more (rules 1, 2).
+        self.wanted = False
 
     def next(
         self,
@@ -193,7 +207,6 @@ class FetchPlanner:
         parked: Mapping[TopicIdPartition, Container[int]] | None = None,
         wait_ms: int | None = None,
         buffer_full: bool = False,
-        buffered: int = 0,
         now: float | None = None,
     ) -> Turn:
         """Plan the next request.
@@ -204,11 +217,10 @@ class FetchPlanner:
         :param extra_records: records received but not buffered yet (pipelining).
         :param parked: offsets waiting out a delay, per partition: not held (rule 2).
         :param wait_ms: while any are parked, the longest a fetch may wait at the broker.
-        :param buffer_full: there is no room because the buffer is full (not because of
-            a budget of held records, which only answers can free): acks may wait for
-            room (rule 1).
-        :param buffered: records waiting for the application (buffered or received):
-            while there are any, answers after a dry fetch gather (rule 2).
+        :param buffer_full: there is no room because the member holds enough: its buffer
+            is full, or it holds more than it handles within half the lock (not because
+            of a strict budget, sized to what it may hold): acks may wait for room
+            (rule 1).
         :param now: the time; without it acks never wait for room or gather.
         """
         session = self.session
@@ -234,25 +246,25 @@ class FetchPlanner:
         if (
             marked
             and not urgent
+            and not self.wanted
             and now is not None
-            and (
-                (buffer_full and not room)
-                or (self.gathering and room and holding and buffered + extra_records > 0)
-            )
+            and ((buffer_full and not room) or ((self.gathering or self.dry) and room))
             and ledger.marked_deadline(tag) - ACK_HOLD_MARGIN > now
         ):
             # Rule 1: the acks wait (ack_linger at most) for room to ride the next fetch.
             # Sent alone now, they would hold the session's one request slot for a round
             # trip just as the buffer frees up, and the fetch would wait behind them.
-            # Rule 2: after a dry fetch they wait as long for company: a fetch now would
-            # most likely come back as empty as the last one.
+            # Rule 2: after a dry fetch they wait as long for company (those given before
+            # its empty answer came too): a fetch now would most likely come back as
+            # empty as the last one. Should the application run out of records
+            # meanwhile, records_wanted() ends either wait.
             if self.held_since is None:
                 self.held_since = now
             return Turn(None, None, not holding)
         taken = ledger.take(tag) if marked else None
         self.linger_expired = False
         self.held_since = None
-        self.gathering = False
+        self.gathering = self.wanted = False
         plan: SharePlan | None
         if taken is not None and taken.is_renew:
             plan = session.build_acknowledge(taken.acks, is_renew=True)
@@ -281,11 +293,12 @@ class FetchPlanner:
         return was
 
     def records_wanted(self) -> bool:
-        """The application waits for records: answers gathering go at once (rule 2). True
-        if they were gathering (wake the loop)."""
-        was = self.gathering and self.held_since is not None
-        self.gathering = False
-        return was
+        """The application waits for records: acks waiting for room or gathering go at
+        once (rules 1 and 2). True if some waited (wake the loop)."""
+        if self.held_since is None or self.wanted:
+            return False
+        self.wanted = True
+        return True
 
 
 # -- answers ------------------------------------------------------------------------------

@@ -449,7 +449,6 @@ class ShareMachine:
         room: bool,
         urgent: bool = False,
         extra_records: int = 0,
-        buffered: int = 0,
         now: float | None = None,
     ) -> Turn:
         """Plan ``node_id``'s next request (``plan=None``: nothing to send now).
@@ -458,7 +457,6 @@ class ShareMachine:
         :param room: whether the buffer can take another answer (with ``extra_records``).
         :param urgent: a ``commit()`` waits for the acknowledgements.
         :param extra_records: records received but not taken in yet (pipelining).
-        :param buffered: records in the buffer, waiting for the application.
         :param now: the time (bounds a fetch's wait while records are parked: :meth:`park`;
             ``None``: the configured MaxWaitMs).
         """
@@ -473,8 +471,9 @@ class ShareMachine:
         # Partitions whose batches cannot arrive within the lock are not fetched.
         want = leader.guard.wanted(want, now)
         budget = self.budget
-        # Acks may wait for room only when the buffer is what is full: a budget of held
-        # records (below) counts them until answered, so holding them would hold it.
+        # Acks may wait for room only when the buffer is full or the member holds more
+        # than it handles within half the lock: a strict budget of held records (below)
+        # is sized to what the member may hold, so holding them would hold it.
         buffer_full = not room and budget is None
         granted = 0
         if budget is None and room:
@@ -487,7 +486,12 @@ class ShareMachine:
             if rate is not None and self._held() + extra_records >= max(
                 self.handlers, hold_limit(_NO_CEILING, rate, lock)
             ):
+                # The answers wait too (rule 1 of .fetch_policy): with more than half a
+                # lock's work in hand, an answer each sent on its own to free one place
+                # (a request per record) gains nothing; should the application run out,
+                # records_wanted() sends them.
                 room = False
+                buffer_full = True
         if budget is not None and room:
             want = list(want)
             starved = self.starved
@@ -528,7 +532,6 @@ class ShareMachine:
             parked=parked,
             wait_ms=self._parked_wait_ms(now) if parked else None,
             buffer_full=buffer_full,
-            buffered=buffered,
             now=now,
         )
         if granted:

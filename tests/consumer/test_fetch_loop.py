@@ -311,6 +311,8 @@ def test_answers_wait_their_linger_for_room_then_go_out_on_their_own() -> None:
 def test_answers_waiting_for_room_ride_the_fetch_once_there_is_room() -> None:
     rig = Rig()
     no_room_with_answers(rig)
+    # Rule 1 alone: the answers do not follow a dry fetch (they would gather, rule 2).
+    rig.machine.leader(NODE).planner.gathering = False
     assert rig.next() == Idle(LINGER)
     rig.now = 0.05
     rig.buffer.held = lambda: False  # the application took the buffered records

@@ -183,36 +183,75 @@ def test_answers_after_a_dry_fetch_gather_for_the_linger_then_ride_one_fetch() -
     _, planner, ledger = dry_with_ten_held()
     ledger.mark(TP0, 0, AckType.ACCEPT)
     assert planner.answered()  # the first answer wakes the loop...
-    turn = planner.next(ledger, [TP0], room=True, buffered=8, now=1.2)
+    turn = planner.next(ledger, [TP0], room=True, now=1.2)
     assert turn.plan is None and planner.held_since == 1.2  # ...which waits for company
     ledger.mark(TP0, 1, AckType.ACCEPT)
     assert not planner.answered()  # the next answers wake no one
-    assert planner.next(ledger, [TP0], room=True, buffered=7, now=1.25).plan is None
+    assert planner.next(ledger, [TP0], room=True, now=1.25).plan is None
     planner.linger_expired = True  # the loop's idle wait (ack_linger) ran out
-    turn = planner.next(ledger, [TP0], room=True, buffered=7, now=1.3)
+    turn = planner.next(ledger, [TP0], room=True, now=1.3)
     assert turn.plan is not None and turn.plan.kind is FETCH  # not on their own
     assert turn.taken is not None and turn.taken.count == 2
     assert not turn.may_wait and not planner.gathering and planner.held_since is None
+
+
+def test_answers_given_before_the_empty_answer_came_gather_too() -> None:
+    """Found by simulation (invariant 25, seed 636 on 4.4): an answer marked while the
+    no-wait fetch was out never told the dry planner (it was not dry yet); when the empty
+    answer came the loop planned at once and sent it on another no-wait fetch."""
+    session, planner = opened()
+    ledger = AckLedger()
+    ledger.add(TP0, session.tag, [(0, 9)], deadline=30.0)
+    turn = planner.next(ledger, [TP0], room=True, now=1.0)
+    assert turn.plan is not None
+    ledger.mark(TP0, 0, AckType.ACCEPT)  # while the fetch is out
+    answer_verdict(session, ledger, turn.plan, 0)
+    planner.fetched(turn.plan, may_wait=False, acquired=0)
+    assert planner.next(ledger, [TP0], room=True, now=1.1).plan is None
+    assert planner.held_since == 1.1
+    assert planner.records_wanted() and not planner.records_wanted()  # wake once
+    turn = planner.next(ledger, [TP0], room=True, now=1.15)
+    assert turn.plan is not None and turn.plan.kind is FETCH
+    assert not planner.wanted
+
+
+def test_answers_held_back_by_the_hold_limit_go_when_the_application_waits() -> None:
+    """With more than half a lock's work in hand (no room, ``buffer_full``), answers wait
+    for room as in a full buffer; the application running out sends them at once."""
+    session, planner = opened()
+    ledger = AckLedger()
+    ledger.add(TP0, session.tag, [(0, 9)], deadline=30.0)
+    ledger.mark(TP0, 0, AckType.ACCEPT)
+    assert planner.next(ledger, [TP0], room=False, buffer_full=True, now=1.0).plan is None
+    assert planner.records_wanted()
+    turn = planner.next(ledger, [TP0], room=False, buffer_full=True, now=1.01)
+    assert turn.plan is not None and turn.plan.kind is ACK
+
+
+def test_a_dry_planner_with_nothing_gathered_stays_dry_when_records_are_wanted() -> None:
+    _, planner, ledger = dry_with_ten_held()
+    assert not planner.records_wanted()
+    assert planner.dry and planner.next(ledger, [TP0], room=True, now=1.2).plan is None
 
 
 def test_gathered_answers_go_at_once_when_the_application_waits_for_records() -> None:
     _, planner, ledger = dry_with_ten_held()
     ledger.mark(TP0, 0, AckType.ACCEPT)
     planner.answered()
-    assert planner.next(ledger, [TP0], room=True, buffered=1, now=1.2).plan is None
+    assert planner.next(ledger, [TP0], room=True, now=1.2).plan is None
     assert planner.records_wanted()  # wake the loop
     assert not planner.records_wanted()  # once
-    turn = planner.next(ledger, [TP0], room=True, buffered=1, now=1.21)
+    turn = planner.next(ledger, [TP0], room=True, now=1.21)
     assert turn.plan is not None and turn.plan.kind is FETCH
 
 
 @pytest.mark.parametrize(
-    ("buffered", "deadline", "room", "now"),
-    [(0, 30.0, True, 1.2), (5, 1.5, True, 1.2), (5, 30.0, True, None), (5, 30.0, False, 1.2)],
-    ids=["nothing-buffered", "lock-ends-within-the-margin", "no-clock", "no-room"],
+    ("deadline", "room", "now"),
+    [(1.5, True, 1.2), (30.0, True, None), (30.0, False, 1.2)],
+    ids=["lock-ends-within-the-margin", "no-clock", "no-room"],
 )
 def test_answers_after_a_dry_fetch_that_may_not_gather_go_now(
-    buffered: int, deadline: float, room: bool, now: float | None
+    deadline: float, room: bool, now: float | None
 ) -> None:
     session, planner = opened()
     ledger = AckLedger()
@@ -223,7 +262,7 @@ def test_answers_after_a_dry_fetch_that_may_not_gather_go_now(
     planner.fetched(turn.plan, may_wait=False, acquired=0)
     ledger.mark(TP0, 0, AckType.ACCEPT)
     assert planner.answered()
-    turn = planner.next(ledger, [TP0], room=room, buffered=buffered, now=now)
+    turn = planner.next(ledger, [TP0], room=room, now=now)
     assert turn.plan is not None and turn.taken is not None
     assert turn.plan.kind is (FETCH if room else ACK)
 
@@ -234,7 +273,7 @@ def test_answers_without_a_dry_fetch_before_them_do_not_gather() -> None:
     ledger.add(TP0, session.tag, [(0, 9)], deadline=30.0)
     ledger.mark(TP0, 0, AckType.ACCEPT)
     assert not planner.answered()
-    turn = planner.next(ledger, [TP0], room=True, buffered=9, now=1.0)
+    turn = planner.next(ledger, [TP0], room=True, now=1.0)
     assert turn.plan is not None and turn.plan.kind is FETCH
 
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sharecon._share.effects import Reach
+import pytest
+
+from sharecon._share.effects import Reach, Wake
 from sharecon._share.reach import unreachable
 from tests.share.test_machine import NODE, TP, answer, machine, opened, send, take
 
 if TYPE_CHECKING:
     from sharecon._share.fetch_policy import Turn
+    from sharecon._share.machine import ShareMachine
 
 
 def test_answers_whose_first_record_cannot_be_reached_in_time_are_released() -> None:
@@ -41,6 +44,39 @@ def test_batch_acquisition_holds_no_more_than_half_a_lock_of_work() -> None:
     m.drain()
     turn = m.next_turn(NODE, [TP], room=True)  # 96 held: answers only, no records asked
     assert turn.plan is None or not turn.plan.fetches
+
+
+def test_answers_past_the_hold_wait_their_linger_or_until_the_application_waits() -> None:
+    """Past the hold no fetch is due: each answer went alone at once, a ShareAcknowledge
+    per record for a handler of 10 ms (300 for 1,000 records on FakeKafka). Now they
+    wait ``ack_linger`` as in a full buffer, and go at once when the application runs
+    out of records."""
+
+    def past_the_hold() -> ShareMachine:
+        m = machine()
+        opened(m)
+        [d] = take(m, send(m, 1.0), answer((0, 99, 1)), 1.0)
+        m.leader(NODE).sizer.lock = 10.0
+        m.handling_rate.sent(NODE, 1.0, 0, backlog=True)
+        m.handling_rate.sent(NODE, 2.0, 4, backlog=True)  # 4/s: 20 records in half the lock
+        for offset in range(4):
+            m.deliver(TP, offset, offset)
+            m.accept(TP, offset, d.delivery)
+        m.drain()
+        assert m.next_turn(NODE, [TP], room=True, now=2.0).plan is None  # 96 held: wait
+        return m
+
+    m = past_the_hold()
+    assert m.idle_timeout(NODE, 0.1, 2.05) == pytest.approx(0.05)
+    m.idle_expired(NODE)
+    turn = m.next_turn(NODE, [TP], room=True, now=2.1)
+    assert turn.plan is not None and not turn.plan.fetches
+    assert turn.taken is not None and turn.taken.count == 4
+    m = past_the_hold()
+    m.records_wanted()
+    assert m.drain() == [Wake(NODE)]
+    turn = m.next_turn(NODE, [TP], room=True, now=2.01)
+    assert turn.plan is not None and turn.taken is not None and turn.taken.count == 4
 
 
 def test_a_request_carrying_answers_under_a_backlog_asks_the_driver_to_look() -> None:
