@@ -126,6 +126,7 @@ def test_the_seeds_of_found_bugs_replay_as_they_were_found() -> None:
         ("no-record-lock-check", 1),
         ("dry-forever", 9),
         ("answer-no-wake", 22),
+        ("answers-ungathered", 25),
     ],
 )
 @pytest.mark.parametrize("version", ["4.1", "4.4"])
@@ -135,8 +136,9 @@ def test_a_deliberate_bug_is_caught(mutant: str, invariant: int, version: str) -
     delivery), the buffer's per-record lock check skipped, and the fix of rule 2 of
     _share/fetch_policy.py reverted (after an empty no-wait fetch the planner waits for
     an answer for ever; a gathering application answers only once it has seen another
-    record), and a loop idle with nothing marked left asleep by the application's answers
-    (an unhurried application near the end of the settling time)."""
+    record), a loop idle with nothing marked left asleep by the application's answers
+    (an unhurried application near the end of the settling time), and answers after an
+    empty no-wait fetch sent a fetch each instead of gathering."""
     found = first_failure(list(range(2000)), (version,), mutant)
     assert found is not None, f"{mutant} was not caught in 2000 schedules"
     assert found.violation is not None
@@ -539,6 +541,7 @@ def test_the_mutants_are_named() -> None:
         "dry-restarts",
         "renew-refused-ok",
         "answer-no-wake",
+        "answers-ungathered",
     }
     with pytest.raises(ValueError, match="unknown mutant"):
         run(1, "4.4", "no-such-bug")

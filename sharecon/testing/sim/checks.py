@@ -47,8 +47,13 @@ is kept as a :class:`Violation`; the first one ends the schedule.
     records buffered, handed out, or answered and not yet confirmed. A record counts
     while its lock lasts, its share session is still the member's current one with that
     leader, and the machine still holds it; one released with a delay does not count.
+25. Answers wait together: from the same time as 22, two requests of one kind to one
+    leader that carry answers and bring nothing else (ShareAcknowledges, or no-wait
+    fetches that come back empty) are at least half the acknowledgement linger apart,
+    unless the application waited for records between them, an answer's lock ends
+    within the hold margin and a linger, or a strict record limit holds.
 
-9 to 18 and 22 to 24 are checked by :mod:`.world` (they need the brokers' or the member's
+9 to 18 and 22 to 25 are checked by :mod:`.world` (they need the brokers' or the member's
 state) through :meth:`Checker.fail`.
 """
 
@@ -72,7 +77,7 @@ ANSWERED = 2  #: the application answered; the outcome is not reported yet
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One broken invariant: its number (0 for a crash, 1-24), when, and what happened."""
+    """One broken invariant: its number (0 for a crash, 1-25), when, and what happened."""
 
     invariant: int
     at: float
@@ -103,6 +108,9 @@ class Checker:
     violation: Violation | None = None
     #: broker delivery id -> its lock deadline (rule 1)
     deadline_of: dict[int, float] = field(default_factory=dict)
+    #: broker delivery id -> its lock deadline when acquired, before any renewal (the
+    #: member's ledger keeps that one: rule 25)
+    acquired_deadline: dict[int, float] = field(default_factory=dict)
     #: the broker's current delivery of an offset
     current: dict[Key, int] = field(default_factory=dict)
     #: offsets the broker accepted (rule 4)
@@ -131,7 +139,7 @@ class Checker:
         self.next_id += 1
         d = self.next_id
         self.current[key] = d
-        self.deadline_of[d] = deadline
+        self.deadline_of[d] = self.acquired_deadline[d] = deadline
         return d
 
     def applied(self, key: Key, meant: int | None, accepted: bool, at: float) -> None:

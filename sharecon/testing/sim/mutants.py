@@ -19,6 +19,11 @@ in a ShareAcknowledge answer) is taken as granted, as the mutation
 ``codes.get(tp) >= NONE`` in :func:`sharecon._share.fetch_policy.renewed` does: the
 member believes it holds a record the broker took back. Planted in the machine's module
 (its call to ``renewed``, a module of the pure build in both builds) for one run.
+
+``answers-ungathered``: rule 2's gathering of :mod:`sharecon._share.fetch_policy` undone
+(stop 51): an answer that follows an empty no-wait fetch wakes the loop into another
+no-wait fetch at once, as do answers given before that empty answer came. A slow
+handler's answers go a fetch each. Planted in the planner's class for one run.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
 # The two machine-level functions are for the core simulation's fetch driver only.
-__all__ = ["dry_forever", "handed_short", "renew_refused_ok"]
+__all__ = ["answers_ungathered", "dry_forever", "handed_short", "renew_refused_ok"]
 
 
 def dry_forever_idle_timeout(
@@ -94,3 +99,29 @@ def renew_refused_ok() -> AbstractContextManager[object]:
         return real(plan, ok=ok, codes=None)
 
     return mock.patch.object(machine_module, "renewed", renewed)
+
+
+def answers_ungathered() -> AbstractContextManager[object]:
+    """Plant ``answers-ungathered`` in :class:`~sharecon._share.fetch_policy.FetchPlanner`
+    while the context runs: an answer ends a dry spell without gathering, and a dry
+    planner with answers marked plans as if it were not dry."""
+    from contextlib import ExitStack
+
+    from sharecon._share.fetch_policy import FetchPlanner
+
+    real_next = FetchPlanner.next
+
+    def answered(self: FetchPlanner) -> bool:
+        was = self.dry
+        self.dry = False
+        return was
+
+    def next_turn(self: FetchPlanner, ledger: Any, want: Any, **kw: Any) -> Any:
+        if self.dry and ledger.has_marked(self.session.tag):
+            self.dry = False
+        return real_next(self, ledger, want, **kw)
+
+    stack = ExitStack()
+    stack.enter_context(mock.patch.object(FetchPlanner, "answered", answered))
+    stack.enter_context(mock.patch.object(FetchPlanner, "next", next_turn))
+    return stack

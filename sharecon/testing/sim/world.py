@@ -74,6 +74,7 @@ from sharecon._consumer.handout import Handout, owner_of
 from sharecon._consumer.liveness import Liveness
 from sharecon._consumer.membership_loop import Beat, MembershipLoop, Sleep
 from sharecon._share.effects import FetchLate, LocksRenewed, NoteError, PartitionBlocked
+from sharecon._share.fetch_policy import ACK_HOLD_MARGIN
 from sharecon._share.ledger import MarkResult
 from sharecon._share.machine import MIN_PARKED_WAIT_MS, ShareMachine
 from sharecon._share.membership import EARLY_HEARTBEAT, Membership
@@ -194,6 +195,7 @@ MUTANTS = (
     "dry-restarts",
     "renew-refused-ok",
     "answer-no-wake",
+    "answers-ungathered",
 )
 
 
@@ -898,6 +900,11 @@ class Member:
         self.refused_at: dict[int, float] = {}
         #: per leader, when its empty answers to bare fetches came (invariant 23)
         self.empty_at: dict[int, list[float]] = {}
+        #: per leader and kind (a ShareAcknowledge, an empty no-wait fetch), when it last
+        #: took a request carrying answers and bringing nothing, and when the application
+        #: last waited for records (invariant 25)
+        self.empty_acked_at: dict[tuple[int, bool], float] = {}
+        self.wanted_at = 0.0
         #: Invariant 19: nodes whose session a ``busy`` fault left a step behind (the
         #: broker failed a request without reading it), until a new session opens there.
         self.epoch_behind: set[int] = set()
@@ -1091,8 +1098,8 @@ class Member:
         :data:`SPIN_LIMIT` bare fetches (no acknowledgements, no renewal) empty in any
         virtual second with no answer of the application's between them: an idle
         member's fetches wait at the broker, or wait for the application, and do not
-        spin. (Each answer wakes every dry planner, rule 2 of ``fetch_policy``, so a
-        busy application may see an empty fetch per answer.)"""
+        spin. (An answer wakes every dry planner, rule 2 of ``fetch_policy``; the
+        answers then gather, invariant 25, rather than go a fetch each.)"""
         w = self.world
         if not w.quiet or w.now < w.heal_at + SETTLE or self.closing:
             return
@@ -1111,6 +1118,58 @@ class Member:
                 f"(from t={times[0]:.3f}) with no answer of the application's between "
                 "them: the member spins",
             )
+
+    def _answers_gather(self, node: int, body: ShareFetchRequest | ShareAcknowledgeRequest) -> None:
+        """Invariant 25: from :data:`SETTLE` after the heal, two requests of one kind to
+        one leader that carry answers and nothing else the member needed (two
+        ShareAcknowledges, or two no-wait fetches that came back empty) are at least half
+        the acknowledgement linger apart, unless the application waited for records between them or the later one
+        carries an answer whose lock ends within the hold margin and a linger. Answers
+        wait for the linger, for room (rule 1 of ``fetch_policy``) or for company after
+        an empty fetch (rule 2), not a request each. Not under a strict record limit
+        (``acquire_mode="record_limit"``), where each answer is what lets the next
+        record be fetched."""
+        w = self.world
+        if not w.quiet or w.now < w.heal_at + SETTLE or self.closing:
+            return
+        if self.machine.budget is not None:
+            return  # a strict record limit: only sent answers make room for the next
+        if isinstance(body, ShareFetchRequest) and body.max_wait_ms:
+            return
+        ends = [
+            end
+            for t in body.topics
+            for p in t.partitions
+            for b in p.acknowledgement_batches
+            for o in range(b.first_offset, b.last_offset + 1)
+            if (end := self._broker_deadline(t.topic_id, p.partition_index, o)) is not None
+        ]
+        if not ends:
+            return
+        # Kind by kind: a ShareAcknowledge that frees room is rightly followed at once by
+        # the fetch the room lets go out, which may come back empty.
+        kind = (node, isinstance(body, ShareFetchRequest))
+        last = self.empty_acked_at.get(kind)
+        self.empty_acked_at[kind] = w.now
+        if last is None or last < self.wanted_at or w.now - last >= ACK_LINGER / 2:
+            return
+        if min(ends) <= w.now + ACK_HOLD_MARGIN + ACK_LINGER:
+            return  # an answer near its lock's end may not wait
+        w.check.fail(
+            25,
+            w.now,
+            f"node {node} took two {type(body).__name__}s carrying answers and bringing nothing"
+            f" {w.now - last:.3f} s apart (t={last:.3f}, {w.now:.3f}) while the application"
+            " had records: its answers went a request each instead of waiting together",
+        )
+
+    def _broker_deadline(self, topic_id: uuid.UUID, partition: int, offset: int) -> float | None:
+        # The lock deadline the broker gave its current delivery of the offset, if any:
+        # as acquired, before renewals, as the member's ledger keeps it (a renewal moves
+        # the record's deadline, not its acquisition's).
+        check = self.world.check
+        d = check.current.get((TopicIdPartition(topic_id, partition, TOPIC), offset))
+        return None if d is None else check.acquired_deadline.get(d)
 
     def _asks_as_configured(self, node: int, body: ShareFetchRequest) -> None:
         """Invariant 18: a fetch asks for what the member was configured to acquire.
@@ -1201,6 +1260,13 @@ class Member:
         self._note_locks(broker, wire)
         self._judge_form(node, body, resp)
         if (
+            isinstance(body, ShareAcknowledgeRequest)
+            and not body.is_renew_ack
+            and not wire.closing
+            and not resp.error_code
+        ):
+            self._answers_gather(node, body)
+        if (
             k.part_error
             and not w.quiet
             and not wire.closing
@@ -1215,6 +1281,7 @@ class Member:
             if not got and not body.is_renew_ack and not resp.error_code:
                 if not wire.closing:
                     self._no_spin(node, body)
+                    self._answers_gather(node, body)
                 if body.max_wait_ms > 0:
                     # An empty fetch waits at the broker, here until a lock ends at the
                     # latest (then records may be acquirable again). An error (the
@@ -1937,6 +2004,7 @@ class Member:
 
     def records_wanted(self) -> None:
         """The application waits for records (``ConsumerCore.records_wanted``)."""
+        self.wanted_at = self.world.now
         self.machine.records_wanted()
         self.apply_effects()
 
@@ -2421,8 +2489,12 @@ def run(
     the seeds of bugs found earlier)."""
     world = World(seed, version, mutant, trace, delayed, poll)
     if mutant == "renew-refused-ok":
-        # The one mutant planted in the machine's module rather than the fetch driver.
+        # Mutants planted in the machine's module or the planner's class for one run,
+        # rather than through the fetch driver.
         with mutants.renew_refused_ok():
+            return world.run()
+    if mutant == "answers-ungathered":
+        with mutants.answers_ungathered():
             return world.run()
     return world.run()
 
