@@ -903,7 +903,7 @@ class Member:
         #: per leader and kind (a ShareAcknowledge, an empty no-wait fetch), when it last
         #: took a request carrying answers and bringing nothing, and when the application
         #: last waited for records (invariant 25)
-        self.empty_acked_at: dict[tuple[int, bool], float] = {}
+        self.empty_acked_at: dict[tuple[int, bool], list[float]] = {}
         self.wanted_at = 0.0
         #: Invariant 19: nodes whose session a ``busy`` fault left a step behind (the
         #: broker failed a request without reading it), until a new session opens there.
@@ -1120,15 +1120,16 @@ class Member:
             )
 
     def _answers_gather(self, node: int, body: ShareFetchRequest | ShareAcknowledgeRequest) -> None:
-        """Invariant 25: from :data:`SETTLE` after the heal, two requests of one kind to
-        one leader that carry answers and nothing else the member needed (two
-        ShareAcknowledges, or two no-wait fetches that came back empty) are at least half
-        the acknowledgement linger apart, unless the application waited for records between them or the later one
-        carries an answer whose lock ends within the hold margin and a linger. Answers
-        wait for the linger, for room (rule 1 of ``fetch_policy``) or for company after
-        an empty fetch (rule 2), not a request each. Not under a strict record limit
-        (``acquire_mode="record_limit"``), where each answer is what lets the next
-        record be fetched."""
+        """Invariant 25: from :data:`SETTLE` after the heal, of three requests of one kind
+        in a row to one leader that carry answers and nothing else the member needed
+        (ShareAcknowledges, or no-wait fetches that came back empty, with no fetch that
+        brought records between them), the first and the third are at least half the
+        acknowledgement linger apart, unless the application waited for records between
+        them or the third carries an answer whose lock ends within the hold margin and a
+        linger. Answers wait for the linger, for room (rule 1 of ``fetch_policy``) or for
+        company after a second empty fetch (rule 2), not a request each. Not under a
+        strict record limit (``acquire_mode="record_limit"``), where each answer is what
+        lets the next record be fetched."""
         w = self.world
         if not w.quiet or w.now < w.heal_at + SETTLE or self.closing:
             return
@@ -1148,20 +1149,31 @@ class Member:
             return
         # Kind by kind: a ShareAcknowledge that frees room is rightly followed at once by
         # the fetch the room lets go out, which may come back empty.
+        # The first answer after one empty fetch rightly goes at once (the broker's lock
+        # limit may have emptied it): three of a kind in a row are judged, the first and
+        # the third.
         kind = (node, isinstance(body, ShareFetchRequest))
-        last = self.empty_acked_at.get(kind)
-        self.empty_acked_at[kind] = w.now
-        if last is None or last < self.wanted_at or w.now - last >= ACK_LINGER / 2:
+        times = self.empty_acked_at.setdefault(kind, [])
+        times.append(w.now)
+        if len(times) < 3:
+            return
+        first = times.pop(0)
+        if first < self.wanted_at or w.now - first >= ACK_LINGER / 2:
             return
         if min(ends) <= w.now + ACK_HOLD_MARGIN + ACK_LINGER:
             return  # an answer near its lock's end may not wait
         w.check.fail(
             25,
             w.now,
-            f"node {node} took two {type(body).__name__}s carrying answers and bringing nothing"
-            f" {w.now - last:.3f} s apart (t={last:.3f}, {w.now:.3f}) while the application"
-            " had records: its answers went a request each instead of waiting together",
+            f"node {node} took three {type(body).__name__}s carrying answers and bringing"
+            f" nothing within {w.now - first:.3f} s (t={first:.3f} to {w.now:.3f}) while the"
+            " application had records: its answers went a request each instead of waiting"
+            " together",
         )
+
+    def _fetch_brought(self, node: int) -> None:
+        # Invariant 25: a fetch that brought records ends a run of empty ones.
+        self.empty_acked_at.pop((node, True), None)
 
     def _broker_deadline(self, topic_id: uuid.UUID, partition: int, offset: int) -> float | None:
         # The lock deadline the broker gave its current delivery of the offset, if any:
@@ -1278,6 +1290,8 @@ class Member:
         delay = self._delay()
         if isinstance(body, ShareFetchRequest):
             got = self._acquired(broker, resp)  # type: ignore[arg-type]
+            if got:
+                self._fetch_brought(node)
             if not got and not body.is_renew_ack and not resp.error_code:
                 if not wire.closing:
                     self._no_spin(node, body)
