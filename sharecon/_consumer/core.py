@@ -347,8 +347,8 @@ class ConsumerCore:
             self.fetchers.wake(leader)
 
     def records_wanted(self) -> None:
-        """The application waits for records: answers gathering after a dry fetch go now
-        (rule 2 of :mod:`sharecon._share.fetch_policy`)."""
+        """The application waits for records: answers waiting for room or gathering after
+        empty fetches go now (rules 1 and 2 of :mod:`sharecon._share.fetch_policy`)."""
         self.machine.records_wanted()
         self.apply_effects()
 

@@ -85,7 +85,7 @@ class LivenessPort(Protocol):
         ...
 
     def records_wanted(self) -> None:
-        """The application waits for records: answers gathering to ride one fetch go now."""
+        """The application waits for records: answers held back to go together go now."""
         ...
 
 

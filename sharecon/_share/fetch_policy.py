@@ -10,8 +10,8 @@ Rules of this module:
    within half the lock has no room either, and its acks wait the same way (sent one by
    one, each freeing one place, they cost a request per record). Should the application
    run out of records meanwhile, they go at once (:meth:`FetchPlanner.records_wanted`).
-   They wait only while every lock they
-   answer has :data:`ACK_HOLD_MARGIN` left (and a lock of unknown end never waits). A
+   They wait only while every lock they answer has :data:`ACK_HOLD_MARGIN` left (and a
+   lock of unknown end never waits). A
    loop that waits with nothing marked and no timeout (no room, say) is woken by the
    application's next answer to its session
    (:attr:`FetchPlanner.awaits_answer`), so that answer too waits ``ack_linger`` at most.

@@ -381,9 +381,9 @@ class ShareMachine:
         return None
 
     def records_wanted(self) -> None:
-        """The application waits for records (its buffer is empty): answers gathering
-        after a dry fetch go now, with the fetch it needs (rule 2 of
-        :mod:`.fetch_policy`)."""
+        """The application waits for records (its buffer is empty): answers waiting for
+        room or gathering after empty fetches go now, with the fetch it needs (rules 1
+        and 2 of :mod:`.fetch_policy`)."""
         for leader in self.leaders.values():
             if leader.planner.records_wanted():
                 self.effects.append(Wake(leader.node_id))

@@ -47,11 +47,12 @@ is kept as a :class:`Violation`; the first one ends the schedule.
     records buffered, handed out, or answered and not yet confirmed. A record counts
     while its lock lasts, its share session is still the member's current one with that
     leader, and the machine still holds it; one released with a delay does not count.
-25. Answers wait together: from the same time as 22, two requests of one kind to one
-    leader that carry answers and bring nothing else (ShareAcknowledges, or no-wait
-    fetches that come back empty) are at least half the acknowledgement linger apart,
-    unless the application waited for records between them, an answer's lock ends
-    within the hold margin and a linger, or a strict record limit holds.
+25. Answers wait together: from the same time as 22, of three requests of one kind in a
+    row to one leader that carry answers and bring nothing else (ShareAcknowledges, or
+    no-wait fetches that come back empty), the first and the third are at least half the
+    acknowledgement linger apart, unless the application waited for records between
+    them, an answer's lock ends within the hold margin and a linger, or a strict record
+    limit holds.
 
 9 to 18 and 22 to 25 are checked by :mod:`.world` (they need the brokers' or the member's
 state) through :meth:`Checker.fail`.
