@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sharecon.errors import UnknownTopicOrPartitionError
 from sharecon.testing._jvm import (
     DEFAULT_JVM_OPTS,
     NodeProcess,
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
 
     from typing_extensions import Self
 
+    from sharecon.admin import PartitionDescription, TopicDescription
     from sharecon.testing.fault_proxy import FaultProxy, ToxiproxyServer
 
 __all__ = ["CLUSTER_BROKER_CONFIG", "ClusterBroker", "ClusterController", "KafkaCluster"]
@@ -79,7 +81,9 @@ _BROKER_JVM = [
     "-Xmx512m",
     *DEFAULT_JVM_OPTS[2:],
 ]
-_FIRST_CONTROLLER_ID = 100  # broker ids are 1..N, so the ids say which kind a node is
+_FIRST_CONTROLLER_ID = 100
+#: How long a new topic may take to reach the metadata of the broker asked about it.
+_NEW_TOPIC_WAIT = 30.0  # broker ids are 1..N, so the ids say which kind a node is
 
 #: Settings every cluster broker gets on top of
 #: :data:`~sharecon.testing.broker.TEST_BROKER_CONFIG`: the internal topics (offsets,
@@ -241,6 +245,37 @@ class ClusterBroker(_Node):
         return self.client_port
 
 
+def describe_partition(
+    bootstrap: str, topic: str, partition: int, *, timeout: float = _NEW_TOPIC_WAIT
+) -> PartitionDescription:
+    """``topic``-``partition`` as the cluster at ``bootstrap`` describes it.
+
+    Waits, up to ``timeout`` seconds, while the broker asked does not know the topic or the
+    partition yet: right after ``create_topic`` the other brokers' metadata lags the
+    controller's by a moment, and a test asking then must not fail for it.
+
+    :raises UnknownTopicOrPartitionError: still unknown after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            described: dict[str, TopicDescription] = with_admin(
+                bootstrap, lambda a: a.describe_topics([topic])
+            )
+            partitions = described[topic].partitions
+            for p in partitions:
+                if p.partition == partition:
+                    return p
+            problem = f"topic {topic!r} has {len(partitions)} partitions here"
+        except UnknownTopicOrPartitionError as e:
+            problem = str(e)
+        if time.monotonic() >= deadline:
+            raise UnknownTopicOrPartitionError(
+                f"{topic}-{partition} still unknown after {timeout:.0f} s: {problem}"
+            )
+        time.sleep(0.25)
+
+
 class KafkaCluster(Server):
     """A KRaft controller quorum and ``brokers`` brokers on 127.0.0.1, share groups on.
 
@@ -332,10 +367,12 @@ class KafkaCluster(Server):
     def leader_of(self, topic: str, partition: int) -> ClusterBroker:
         """The broker leading ``topic``-``partition`` now (asked over INTERNAL).
 
+        A topic created a moment ago is waited for (up to 30 s) until the broker asked knows
+        it: each broker learns a new topic from the controller on its own schedule.
+
         :raises BrokerStartError: the partition has no leader (all its replicas are down).
         """
-        described = with_admin(self.plaintext_bootstrap, lambda a: a.describe_topics([topic]))
-        leader = described[topic].partitions[partition].leader_id
+        leader = describe_partition(self.plaintext_bootstrap, topic, partition).leader_id
         if leader < 0:
             raise BrokerStartError(f"{topic}-{partition} has no leader now")
         return self.broker(leader)
@@ -383,8 +420,7 @@ class KafkaCluster(Server):
         ``to`` already holds a replica), then runs a preferred-leader election: what an
         operator does with ``kafka-reassign-partitions`` and ``kafka-leader-election``.
         """
-        described = with_admin(self.plaintext_bootstrap, lambda a: a.describe_topics([topic]))
-        replicas = list(described[topic].partitions[partition].replicas)
+        replicas = list(describe_partition(self.plaintext_bootstrap, topic, partition).replicas)
         if to in replicas:
             replicas.remove(to)
         else:
