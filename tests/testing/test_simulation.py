@@ -127,6 +127,7 @@ def test_the_seeds_of_found_bugs_replay_as_they_were_found() -> None:
         ("dry-forever", 9),
         ("answer-no-wake", 22),
         ("answers-ungathered", 25),
+        ("partitions-cut-short", 26),
     ],
 )
 @pytest.mark.parametrize("version", ["4.1", "4.4"])
@@ -138,7 +139,8 @@ def test_a_deliberate_bug_is_caught(mutant: str, invariant: int, version: str) -
     an answer for ever; a gathering application answers only once it has seen another
     record), a loop idle with nothing marked left asleep by the application's answers
     (an unhurried application near the end of the settling time), and answers after an
-    empty no-wait fetch sent a fetch each instead of gathering."""
+    empty no-wait fetch sent a fetch each instead of gathering, and an answer's records
+    taken in only up to its first partition that brought only acknowledgement codes."""
     found = first_failure(list(range(2000)), (version,), mutant)
     assert found is not None, f"{mutant} was not caught in 2000 schedules"
     assert found.violation is not None
@@ -542,6 +544,7 @@ def test_the_mutants_are_named() -> None:
         "renew-refused-ok",
         "answer-no-wake",
         "answers-ungathered",
+        "partitions-cut-short",
     }
     with pytest.raises(ValueError, match="unknown mutant"):
         run(1, "4.4", "no-such-bug")

@@ -53,8 +53,11 @@ is kept as a :class:`Violation`; the first one ends the schedule.
     acknowledgement linger apart, unless the application waited for records between
     them, an answer's lock ends within the hold margin and a linger, or a strict record
     limit holds.
+26. Every record acquired is taken in: each record the broker acquired for the member in
+    an answer its current session took in is buffered, unless a rule leaves it out (a
+    stale answer's partition, an offset compaction emptied).
 
-9 to 18 and 22 to 25 are checked by :mod:`.world` (they need the brokers' or the member's
+9 to 18 and 22 to 26 are checked by :mod:`.world` (they need the brokers' or the member's
 state) through :meth:`Checker.fail`.
 """
 
@@ -78,7 +81,7 @@ ANSWERED = 2  #: the application answered; the outcome is not reported yet
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One broken invariant: its number (0 for a crash, 1-25), when, and what happened."""
+    """One broken invariant: its number (0 for a crash, 1-26), when, and what happened."""
 
     invariant: int
     at: float
@@ -118,6 +121,8 @@ class Checker:
     accepted: set[Key] = field(default_factory=set)
     #: the member's deliveries not ended yet, oldest first (rule 3)
     live: dict[Key, list[Live]] = field(default_factory=dict)
+    #: every delivery ever taken in (rule 26)
+    took: set[int] = field(default_factory=set)
     #: per offset and member, the newest delivery it took in and its leader (rule 21)
     newest: dict[tuple[Key, str], tuple[int, int]] = field(default_factory=dict)
     next_id: int = 0
@@ -160,6 +165,7 @@ class Checker:
 
     def taken_in(self, key: Key, d: int, member: str, node: int) -> None:
         """``member`` buffered delivery ``d`` of ``key`` from leader ``node``."""
+        self.took.add(d)
         self.live.setdefault(key, []).append(Live(d, member, node))
         seen = self.newest.get((key, member))
         if seen is None or d > seen[0]:

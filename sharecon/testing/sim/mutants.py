@@ -24,6 +24,13 @@ member believes it holds a record the broker took back. Planted in the machine's
 (stop 51): an answer that follows an empty no-wait fetch wakes the loop into another
 no-wait fetch at once, as do answers given before that empty answer came. A slow
 handler's answers go a fetch each. Planted in the planner's class for one run.
+
+``partitions-cut-short``: the machine stops taking in a topic's records at its first
+partition that brings neither an error nor records (an ack-only partition, whose codes
+``fetch_answered`` took), as the mutation ``continue`` to ``break`` in
+:meth:`ShareMachine.fetch_records` does: records the broker acquired for the member in
+the partitions after it sit under their locks unseen until the locks end (stop 52; a
+survivor of the mutation sample of seed 15). Planted in the machine's class for one run.
 """
 
 from __future__ import annotations
@@ -37,7 +44,13 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
 # The two machine-level functions are for the core simulation's fetch driver only.
-__all__ = ["answers_ungathered", "dry_forever", "handed_short", "renew_refused_ok"]
+__all__ = [
+    "answers_ungathered",
+    "dry_forever",
+    "handed_short",
+    "partitions_cut_short",
+    "renew_refused_ok",
+]
 
 
 def dry_forever_idle_timeout(
@@ -125,3 +138,25 @@ def answers_ungathered() -> AbstractContextManager[object]:
     stack.enter_context(mock.patch.object(FetchPlanner, "answered", answered))
     stack.enter_context(mock.patch.object(FetchPlanner, "next", next_turn))
     return stack
+
+
+def partitions_cut_short() -> AbstractContextManager[object]:
+    """Plant ``partitions-cut-short`` in :class:`ShareMachine` while the context runs: each
+    topic of a ShareFetch answer is cut before its first partition with no error and no
+    records, before the machine takes the records in."""
+    from dataclasses import replace
+
+    real = ShareMachine.fetch_records
+
+    def fetch_records(self: ShareMachine, f: Any, resp: Any, names: Any, **kw: Any) -> None:
+        topics = []
+        for t in resp.responses:
+            kept = []
+            for p in t.partitions:
+                if not p.error_code and not p.acquired_records:
+                    break
+                kept.append(p)
+            topics.append(replace(t, partitions=tuple(kept)))
+        real(self, f, replace(resp, responses=tuple(topics)), names, **kw)
+
+    return mock.patch.object(ShareMachine, "fetch_records", fetch_records)

@@ -185,8 +185,10 @@ PARAMS = FetchParams(
 #: not told of the close (so it takes answers given after it), a planner that, after a
 #: no-wait fetch came back empty, waits for an answer before fetching again for ever,
 #: one whose wait for that answer starts afresh at each wake-up, a machine that takes
-#: a renewal the broker refused for a partition as granted, and a loop idle with nothing
-#: marked that the application's answers do not wake.
+#: a renewal the broker refused for a partition as granted, a loop idle with nothing
+#: marked that the application's answers do not wake, answers after an empty no-wait
+#: fetch not gathered, and an answer's records taken in only up to its first ack-only
+#: partition.
 MUTANTS = (
     "no-supersede",
     "no-record-lock-check",
@@ -196,6 +198,7 @@ MUTANTS = (
     "renew-refused-ok",
     "answer-no-wake",
     "answers-ungathered",
+    "partitions-cut-short",
 )
 
 
@@ -892,6 +895,7 @@ class Member:
             self.machine.handlers = GATHER_HANDLERS
         self._released = False
         self._got: dict[Any, int] = {}  #: the answer being taken in: its delivery ids
+        self._damaged_answer = False  #: the answer being taken in arrived damaged
         #: the request whose answer is being taken in (invariant 12)
         self._owed: Wire | None = None
         #: RENEW acknowledgements the member's requests carried (invariant 16)
@@ -1636,6 +1640,7 @@ class Member:
         ):
             # Its records arrive damaged (on the way, or the broker cut the answer).
             resp = self._damaged(resp)
+            self._damaged_answer = True  # released unread, some of it: not for 26
         if resp.error_code and not wire.closing:
             # Invariant 13: the next request to this leader waits out the back-off.
             self.refused_at[node] = w.now
@@ -1654,6 +1659,7 @@ class Member:
         w = self.world
         got = self._got
         self._got = {}
+        damaged, self._damaged_answer = self._damaged_answer, False
         f = a.f
         owed = self._owed
         if owed is not None and owed.f is f:
@@ -1676,6 +1682,14 @@ class Member:
                     key[0], node, f.sent_at
                 ):
                     w.check.taken_in(key, d, self.member_id, node)
+        elif (
+            a.ok
+            and not damaged
+            and f is not None
+            and f.plan.kind is RequestKind.SHARE_FETCH
+            and f.plan.tag == self.machine.leader(node).session.tag
+        ):
+            self._all_taken_in(node, f.sent_at, got)
         if a.answered and not a.final:
             self._session_agrees(node)
         self._counters_agree()
@@ -1686,6 +1700,28 @@ class Member:
             return True  # the loop stops now
         self._wake(node)
         return False
+
+    def _all_taken_in(self, node: int, sent_at: float, got: dict[Any, int]) -> None:
+        """Invariant 26: every record the broker acquired for the member in an answer its
+        current session took in is taken in: buffered (a Deliver), or left out by a rule
+        that says so (a stale answer's partition, an offset compaction emptied). One left
+        out silently would sit under its lock at the broker, a delivery attempt spent
+        where neither the application nor the member's counts see it."""
+        w = self.world
+        check = w.check
+        for key, d in got.items():
+            if d in check.took or key[1] in w.holes.get(key[0], ()):
+                continue
+            if self.machine.stale(key[0], node, sent_at):
+                continue
+            check.fail(
+                26,
+                w.now,
+                f"{key[0].topic}-{key[0].partition}@{key[1]}: delivery {d}, acquired for "
+                f"{self.member_id} in an answer from node {node} its session took in, was "
+                "never taken in",
+            )
+            return
 
     def _reported(self, wire: Wire) -> None:
         """Invariant 12: every answer the broker took in ``wire``'s request has its
@@ -2509,6 +2545,9 @@ def run(
             return world.run()
     if mutant == "answers-ungathered":
         with mutants.answers_ungathered():
+            return world.run()
+    if mutant == "partitions-cut-short":
+        with mutants.partitions_cut_short():
             return world.run()
     return world.run()
 
