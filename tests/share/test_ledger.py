@@ -933,6 +933,20 @@ def test_rebuilt_finds_an_offset_held_past_a_segment_s_start(first: int) -> None
     assert ledger.rebuilt(TP0, TAG, [(first + 3, first + 3)], 1.0)
 
 
+def test_rebuilt_looks_past_segments_of_other_sessions_and_ended_locks() -> None:
+    """A range acquired again can span several segments: one whose lock ended, or of
+    another session, met before a held one of this session does not end the search (a
+    ``break`` there survived the simulation)."""
+    ledger = AckLedger()
+    ledger.add(TP0, TAG, [(0, 9)], deadline=30.0)
+    ledger.add(TP0, OTHER, [(10, 19)], deadline=30.0)
+    ledger.add(TP0, TAG, [(20, 29)], deadline=5.0)
+    assert ledger.rebuilt(TP0, TAG, [(0, 29)], 1.0)
+    assert ledger.rebuilt(TP0, TAG, [(0, 29)], 10.0)  # 20-29's lock ended; 0-9 still held
+    assert ledger.rebuilt(TP0, TAG, [(5, 15)], 10.0)  # across 10-19 (another session's)
+    assert not ledger.rebuilt(TP0, TAG, [(10, 29)], 10.0)  # not ours, and ended
+
+
 def test_holds_by_offset_alone_finds_each_segment_s_first_and_last_record() -> None:
     # Without a delivery to look in (a record with no session owner), the partition's
     # segments are searched by offset: the last offset of a segment is held, an offset
