@@ -30,21 +30,28 @@ def test_answers_whose_first_record_cannot_be_reached_in_time_are_released() -> 
     assert unreachable(15.0, 40.0, [(15.0, 10), (None, 5), (20.0, 0)]) == [0]
 
 
-def past_the_hold() -> ShareMachine:
-    """A member holding 100 records that answered 4 of them at a measured 4 records/s
-    with a 10 s lock: 96 held, more than it handles within half the lock (20)."""
+def measured(taken: int, answered: int) -> ShareMachine:
+    """A member that took ``taken`` records in one answer (unmeasured: it fetched) and
+    answered the first ``answered`` of them in a second, with a 10 s lock: a measured
+    ``answered`` records a second, ``5 * answered`` handled within half the lock."""
     m = machine()
     opened(m)
-    [d] = take(m, send(m, 1.0), answer((0, 99, 1)), 1.0)  # unmeasured: it fetched
+    [d] = take(m, send(m, 1.0), answer((0, taken - 1, 1)), 1.0)
     assert d.deadline is not None
     m.leader(NODE).sizer.lock = 10.0
     m.handling_rate.sent(NODE, 1.0, 0, backlog=True)
-    m.handling_rate.sent(NODE, 2.0, 4, backlog=True)  # 4/s: 20 records in half the lock
-    for offset in range(4):
+    m.handling_rate.sent(NODE, 2.0, answered, backlog=True)
+    for offset in range(answered):
         m.deliver(TP, offset, offset)
         m.accept(TP, offset, d.delivery)
     m.drain()
     return m
+
+
+def past_the_hold() -> ShareMachine:
+    """A member holding 100 records that answered 4 of them at a measured 4 records/s
+    with a 10 s lock: 96 held, more than it handles within half the lock (20)."""
+    return measured(100, 4)
 
 
 def test_batch_acquisition_holds_no_more_than_half_a_lock_of_work() -> None:
@@ -56,17 +63,7 @@ def test_batch_acquisition_fetches_while_it_holds_less_than_half_a_lock_of_work(
     """The hold has no ceiling but the rate and the lock: 110 records held at a measured
     40 records/s with a 10 s lock (200 in half of it) still fetch, however many that is
     (a ceiling of 62 survived the simulation, which judges no prefetch size)."""
-    m = machine()
-    opened(m)
-    [d] = take(m, send(m, 1.0), answer((0, 149, 1)), 1.0)
-    m.leader(NODE).sizer.lock = 10.0
-    m.handling_rate.sent(NODE, 1.0, 0, backlog=True)
-    m.handling_rate.sent(NODE, 2.0, 40, backlog=True)  # 40/s: 200 records in half the lock
-    for offset in range(40):
-        m.deliver(TP, offset, offset)
-        m.accept(TP, offset, d.delivery)
-    m.drain()
-    turn = m.next_turn(NODE, [TP], room=True, now=2.0)
+    turn = measured(150, 40).next_turn(NODE, [TP], room=True, now=2.0)
     assert turn.plan is not None and turn.plan.fetches  # 110 held, under 200: it fetches
     assert turn.taken is not None and turn.taken.count == 40
 
