@@ -81,9 +81,9 @@ _BROKER_JVM = [
     "-Xmx512m",
     *DEFAULT_JVM_OPTS[2:],
 ]
-_FIRST_CONTROLLER_ID = 100
+_FIRST_CONTROLLER_ID = 100  # broker ids are 1..N, so the ids say which kind a node is
 #: How long a new topic may take to reach the metadata of the broker asked about it.
-_NEW_TOPIC_WAIT = 30.0  # broker ids are 1..N, so the ids say which kind a node is
+_NEW_TOPIC_WAIT = 30.0
 
 #: Settings every cluster broker gets on top of
 #: :data:`~sharecon.testing.broker.TEST_BROKER_CONFIG`: the internal topics (offsets,

@@ -1677,11 +1677,8 @@ class Member:
             # Offsets compaction emptied are not deliveries (as in :meth:`_deliver`): the
             # release covers them, but its outcome ends none (:meth:`_outcome`).
             # Nor are a stale answer's (rule 3 of the machine): not taken in at all.
-            for key, d in got.items():
-                if key[1] not in w.holes.get(key[0], ()) and not self.machine.stale(
-                    key[0], node, f.sent_at
-                ):
-                    w.check.taken_in(key, d, self.member_id, node)
+            for key, d in self._to_take_in(node, f.sent_at, got):
+                w.check.taken_in(key, d, self.member_id, node)
         elif (
             a.ok
             and not damaged
@@ -1701,6 +1698,18 @@ class Member:
         self._wake(node)
         return False
 
+    def _to_take_in(
+        self, node: int, sent_at: float, got: dict[Any, int]
+    ) -> Iterator[tuple[Any, int]]:
+        """The deliveries of an answer its session took in that the member must take in:
+        not offsets compaction emptied (the model counts no delivery there), nor a stale
+        answer's partition (rule 3 of the machine: a newer delivery from another leader)."""
+        holes = self.world.holes
+        stale = self.machine.stale
+        for key, d in got.items():
+            if key[1] not in holes.get(key[0], ()) and not stale(key[0], node, sent_at):
+                yield key, d
+
     def _all_taken_in(self, node: int, sent_at: float, got: dict[Any, int]) -> None:
         """Invariant 26: every record the broker acquired for the member in an answer its
         current session took in is taken in: buffered (a Deliver), or left out by a rule
@@ -1709,10 +1718,8 @@ class Member:
         where neither the application nor the member's counts see it."""
         w = self.world
         check = w.check
-        for key, d in got.items():
-            if d in check.took or key[1] in w.holes.get(key[0], ()):
-                continue
-            if self.machine.stale(key[0], node, sent_at):
+        for key, d in self._to_take_in(node, sent_at, got):
+            if d in check.took:
                 continue
             check.fail(
                 26,
