@@ -221,6 +221,26 @@ def test_an_answer_of_single_record_ranges_is_pipelined() -> None:
     assert got.proceed and got.pipeline and got.acquired == 2
 
 
+def test_an_answer_counts_every_offset_it_acquired_up_to_a_bound() -> None:
+    """The count of offsets acquired sizes the pipelined request's room (``extra_records``):
+    a range of 5,000 counts 5,000, and a hostile range counts at most 2**31, so the sum
+    never grows into a bignum (found by mutation testing: the bound written as ``1 | 31``
+    capped every range at 31 records, and nothing noticed)."""
+    m = machine()
+    opened(m)
+    got = m.fetch_answered(send(m, 1.0), answer((0, 4_999, 1)), NAMES, 1.1, pipeline=True)
+    assert got.acquired == 5_000
+    # One record on the wire, a range of 2**62 + 1 offsets claimed for it.
+    resp = answer((5_000, 5_000, 1))
+    [topic] = resp.responses
+    [part] = topic.partitions
+    huge = sf.AcquiredRecords(first_offset=5_000, last_offset=5_000 + 2**62, delivery_count=1)
+    part = dataclasses.replace(part, acquired_records=(huge,))
+    resp = dataclasses.replace(resp, responses=(dataclasses.replace(topic, partitions=(part,)),))
+    hostile = m.fetch_answered(send(m, 2.0), resp, NAMES, 2.1, pipeline=True)
+    assert hostile.acquired == 2**31
+
+
 def test_lock_deadline_counts_from_the_send_not_the_answer() -> None:
     m = machine()
     opened(m)
