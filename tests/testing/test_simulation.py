@@ -128,6 +128,8 @@ def test_the_seeds_of_found_bugs_replay_as_they_were_found() -> None:
         ("answer-no-wake", 22),
         ("answers-ungathered", 25),
         ("partitions-cut-short", 26),
+        ("no-transport-backoff", 13),
+        ("pipelines-closing", 27),
     ],
 )
 @pytest.mark.parametrize("version", ["4.1", "4.4"])
@@ -139,8 +141,11 @@ def test_a_deliberate_bug_is_caught(mutant: str, invariant: int, version: str) -
     an answer for ever; a gathering application answers only once it has seen another
     record), a loop idle with nothing marked left asleep by the application's answers
     (an unhurried application near the end of the settling time), and answers after an
-    empty no-wait fetch sent a fetch each instead of gathering, and an answer's records
-    taken in only up to its first partition that brought only acknowledgement codes."""
+    empty no-wait fetch sent a fetch each instead of gathering, an answer's records
+    taken in only up to its first partition that brought only acknowledgement codes, and
+    a broker asked again at once after a request to it failed in transport, and an
+    answer pipelined while the member closes (its next fetch acquires records the close
+    releases unseen)."""
     found = first_failure(list(range(2000)), (version,), mutant)
     assert found is not None, f"{mutant} was not caught in 2000 schedules"
     assert found.violation is not None
@@ -545,6 +550,8 @@ def test_the_mutants_are_named() -> None:
         "answer-no-wake",
         "answers-ungathered",
         "partitions-cut-short",
+        "no-transport-backoff",
+        "pipelines-closing",
     }
     with pytest.raises(ValueError, match="unknown mutant"):
         run(1, "4.4", "no-such-bug")

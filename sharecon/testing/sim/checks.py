@@ -26,8 +26,8 @@ is kept as a :class:`Violation`; the first one ends the schedule.
 11. Once the faults heal (and a settling bound passed), the brokers refuse nothing.
 12. Every answer the broker took is reported: once the answer to the request that carried
     it is taken in, the delivery it was meant for has ended.
-13. A refusal is backed off from: after a top-level error, the member asks that broker
-    nothing for the back-off's first step.
+13. A refusal is backed off from: after a top-level error, or a request that failed in
+    transport, the member asks that broker nothing for the back-off's first step.
 14. The member never fails: every fault of a schedule is transient.
 15. Health names a cause only when there is one: once the faults healed, no error noted,
     no fetch late, no partition blocked.
@@ -56,8 +56,10 @@ is kept as a :class:`Violation`; the first one ends the schedule.
 26. Every record acquired is taken in: each record the broker acquired for the member in
     an answer its current session took in is buffered, unless a rule leaves it out (a
     stale answer's partition, an offset compaction emptied).
+27. A closing member fetches nothing: once its close began, no ShareFetch it sends asks
+    for records.
 
-9 to 18 and 22 to 26 are checked by :mod:`.world` (they need the brokers' or the member's
+9 to 18 and 22 to 27 are checked by :mod:`.world` (they need the brokers' or the member's
 state) through :meth:`Checker.fail`.
 """
 
@@ -81,7 +83,7 @@ ANSWERED = 2  #: the application answered; the outcome is not reported yet
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One broken invariant: its number (0 for a crash, 1-26), when, and what happened."""
+    """One broken invariant: its number (0 for a crash, 1-27), when, and what happened."""
 
     invariant: int
     at: float

@@ -31,6 +31,19 @@ partition that brings neither an error nor records (an ack-only partition, whose
 :meth:`ShareMachine.fetch_records` does: records the broker acquired for the member in
 the partitions after it sit under their locks unseen until the locks end (stop 52; a
 survivor of the mutation sample of seed 15). Planted in the machine's class for one run.
+
+``no-transport-backoff``: a request that failed in transport (its connection refused or
+cut) asks for no back-off, as the mutation ``if not back_off`` in
+:meth:`ShareMachine.transport_failed` does: the loop asks the same broker again at once,
+and against a broker that keeps refusing it would retry without pause (stop 53; a
+survivor of the mutation sample of seed 16). Planted in the machine's class for one run.
+
+``pipelines-closing``: the machine pipelines every answer that acquired records, even
+while the member closes (the driver's ``pipeline=False`` ignored, as the mutation ``or
+not hidden`` for ``and not hidden`` in :meth:`ShareMachine.fetch_answered` does when
+records came): the next fetch goes out during the close, and what it acquires is
+released unseen (stop 53; a survivor of the mutation sample of seed 16). Planted in the
+machine's class for one run.
 """
 
 from __future__ import annotations
@@ -48,7 +61,9 @@ __all__ = [
     "answers_ungathered",
     "dry_forever",
     "handed_short",
+    "no_transport_backoff",
     "partitions_cut_short",
+    "pipelines_closing",
     "renew_refused_ok",
 ]
 
@@ -160,3 +175,27 @@ def partitions_cut_short() -> AbstractContextManager[object]:
         real(self, f, replace(resp, responses=tuple(topics)), names, **kw)
 
     return mock.patch.object(ShareMachine, "fetch_records", fetch_records)
+
+
+def no_transport_backoff() -> AbstractContextManager[object]:
+    """Plant ``no-transport-backoff`` in :class:`ShareMachine` while the context runs: a
+    transport failure never asks for a back-off."""
+    real = ShareMachine.transport_failed
+
+    def transport_failed(self: ShareMachine, node_id: int, plan: Any, **kw: Any) -> None:
+        real(self, node_id, plan, back_off=False)
+
+    return mock.patch.object(ShareMachine, "transport_failed", transport_failed)
+
+
+def pipelines_closing() -> AbstractContextManager[object]:
+    """Plant ``pipelines-closing`` in :class:`ShareMachine` while the context runs: every
+    ShareFetch answer is taken in as if the loop went on after it."""
+    real = ShareMachine.fetch_answered
+
+    def fetch_answered(
+        self: ShareMachine, f: Any, resp: Any, names: Any, now: float, *, pipeline: bool
+    ) -> Any:
+        return real(self, f, resp, names, now, pipeline=True)
+
+    return mock.patch.object(ShareMachine, "fetch_answered", fetch_answered)

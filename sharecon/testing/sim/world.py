@@ -187,8 +187,9 @@ PARAMS = FetchParams(
 #: one whose wait for that answer starts afresh at each wake-up, a machine that takes
 #: a renewal the broker refused for a partition as granted, a loop idle with nothing
 #: marked that the application's answers do not wake, answers after an empty no-wait
-#: fetch not gathered, and an answer's records taken in only up to its first ack-only
-#: partition.
+#: fetch not gathered, an answer's records taken in only up to its first ack-only
+#: partition, no back-off after a request failed in transport, and answers pipelined
+#: while the member closes.
 MUTANTS = (
     "no-supersede",
     "no-record-lock-check",
@@ -199,6 +200,8 @@ MUTANTS = (
     "answer-no-wake",
     "answers-ungathered",
     "partitions-cut-short",
+    "no-transport-backoff",
+    "pipelines-closing",
 )
 
 
@@ -900,7 +903,8 @@ class Member:
         self._owed: Wire | None = None
         #: RENEW acknowledgements the member's requests carried (invariant 16)
         self.renews_on_wire = 0
-        #: per leader, when it last answered with a top-level error (invariant 13)
+        #: per leader, when it last answered with a top-level error or a request to it
+        #: failed in transport (invariant 13)
         self.refused_at: dict[int, float] = {}
         #: per leader, when its empty answers to bare fetches came (invariant 23)
         self.empty_at: dict[int, list[float]] = {}
@@ -1076,16 +1080,20 @@ class Member:
             w.check.fail(
                 13,
                 w.now,
-                f"node {node} refused a request at t={refused:.3f} (a top-level error); "
-                f"the member asked it again {w.now - refused:.3f} s later, before its back-off",
+                f"node {node} refused a request or it failed in transport at "
+                f"t={refused:.3f}; the member asked it again {w.now - refused:.3f} s later, "
+                "before its back-off",
             )
         if isinstance(a.body, ShareFetchRequest) and not a.body.is_renew_ack and not a.final:
             self._asks_as_configured(node, a.body)
+            if self.closing:
+                self._fetches_nothing_closing(node, a.body)
         if not a.final and not w.quiet and w.srng.random() < w.knobs.refuse:
             w.faults.append(f"refused@{w.now:.2f}")
             if port.conn is not None:
                 w.brokers[node].disconnect(port.conn, w.now)
                 port.conn = None
+            self.refused_at[node] = w.now
             loop.send_failed(w.now)
             return
         if port.conn is None:
@@ -1210,6 +1218,20 @@ class Member:
                 f"node {node}: a fetch asked for {n} records with acquire mode {mode}, not {want}",
             )
 
+    def _fetches_nothing_closing(self, node: int, body: ShareFetchRequest) -> None:
+        """Invariant 27: once its close began, the member asks for no records: what a
+        fetch acquired then would be released unseen, a delivery attempt of each record
+        spent where the application never saw it. Its requests carry answers and close
+        its sessions only."""
+        if body.max_records > 0 or body.max_bytes > 0:
+            w = self.world
+            w.check.fail(
+                27,
+                w.now,
+                f"node {node}: a fetch asked for {body.max_records} records "
+                f"({body.max_bytes} bytes) after the member began to close",
+            )
+
     def _meant(
         self, body: ShareFetchRequest | ShareAcknowledgeRequest, node: int
     ) -> dict[Any, int | None]:
@@ -1237,6 +1259,7 @@ class Member:
         if wire.conn != self.ports[node].conn or loop.conn_dead:
             # The connection is gone: the broker never read it.
             if loop.inflight is wire.f:
+                self._failed_in_transport(node, wire)
                 loop.failed(w.now)
                 self._drive(node)
             return
@@ -1547,8 +1570,16 @@ class Member:
             return
         self.world.brokers[node].disconnect(wire.conn, self.world.now)
         self.ports[node].conn = None
+        self._failed_in_transport(node, wire)
         loop.failed(self.world.now)
         self._drive(node)
+
+    def _failed_in_transport(self, node: int, wire: Wire) -> None:
+        """Invariant 13: the request of ``wire`` failed in transport, so the next request
+        to ``node`` waits out the back-off (the FINAL request's failure ends the session
+        closing, and nothing follows it)."""
+        if not wire.closing:
+            self.refused_at[node] = self.world.now
 
     def cut(self, node: int, *, broker_side: bool = True) -> None:
         """The network closes ``node``'s connection."""
@@ -1565,6 +1596,7 @@ class Member:
         if wire is not None and wire.conn == conn and loop.inflight is wire.f:
             # The request out fails with its connection (the FINAL one too: the loop
             # knows which it was).
+            self._failed_in_transport(node, wire)
             loop.failed(w.now)
             self._drive(node)
         else:
@@ -2555,6 +2587,12 @@ def run(
             return world.run()
     if mutant == "partitions-cut-short":
         with mutants.partitions_cut_short():
+            return world.run()
+    if mutant == "no-transport-backoff":
+        with mutants.no_transport_backoff():
+            return world.run()
+    if mutant == "pipelines-closing":
+        with mutants.pipelines_closing():
             return world.run()
     return world.run()
 
