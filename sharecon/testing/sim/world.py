@@ -94,6 +94,7 @@ from sharecon.types import AckType, TopicIdPartition
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterator
+    from contextlib import AbstractContextManager
 
     from sharecon._share.effects import (
         Deliver,
@@ -2583,24 +2584,22 @@ def run(
     ``poll=False``: no ``poll()`` application, the schedule as it was before them, for
     the seeds of bugs found earlier)."""
     world = World(seed, version, mutant, trace, delayed, poll)
-    if mutant == "renew-refused-ok":
-        # Mutants planted in the machine's module or the planner's class for one run,
-        # rather than through the fetch driver.
-        with mutants.renew_refused_ok():
-            return world.run()
-    if mutant == "answers-ungathered":
-        with mutants.answers_ungathered():
-            return world.run()
-    if mutant == "partitions-cut-short":
-        with mutants.partitions_cut_short():
-            return world.run()
-    if mutant == "no-transport-backoff":
-        with mutants.no_transport_backoff():
-            return world.run()
-    if mutant == "pipelines-closing":
-        with mutants.pipelines_closing():
-            return world.run()
-    return world.run()
+    plant = _PLANTED.get(mutant) if mutant is not None else None
+    if plant is None:
+        return world.run()
+    with plant():
+        return world.run()
+
+
+#: Mutants planted in the machine's module or class, or the planner's class, for one run
+#: (:mod:`.mutants`), rather than through the fetch driver.
+_PLANTED: dict[str, Callable[[], AbstractContextManager[object]]] = {
+    "renew-refused-ok": mutants.renew_refused_ok,
+    "answers-ungathered": mutants.answers_ungathered,
+    "partitions-cut-short": mutants.partitions_cut_short,
+    "no-transport-backoff": mutants.no_transport_backoff,
+    "pipelines-closing": mutants.pipelines_closing,
+}
 
 
 class _NoSupersede(FetchDriver):
