@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -123,6 +123,15 @@ def send(
     return m.sent(node, turn, now)
 
 
+def with_partition(resp: ShareFetchResponse, **changes: Any) -> ShareFetchResponse:
+    """``resp`` (an :func:`answer`: one topic, one partition) with that partition's fields
+    changed."""
+    [topic] = resp.responses
+    [part] = topic.partitions
+    part = dataclasses.replace(part, **changes)
+    return dataclasses.replace(resp, responses=(dataclasses.replace(topic, partitions=(part,)),))
+
+
 def deliveries(effects: list[Effect]) -> list[Deliver]:
     return [e for e in effects if isinstance(e, Deliver)]
 
@@ -231,12 +240,8 @@ def test_an_answer_counts_every_offset_it_acquired_up_to_a_bound() -> None:
     got = m.fetch_answered(send(m, 1.0), answer((0, 4_999, 1)), NAMES, 1.1, pipeline=True)
     assert got.acquired == 5_000
     # One record on the wire, a range of 2**62 + 1 offsets claimed for it.
-    resp = answer((5_000, 5_000, 1))
-    [topic] = resp.responses
-    [part] = topic.partitions
     huge = sf.AcquiredRecords(first_offset=5_000, last_offset=5_000 + 2**62, delivery_count=1)
-    part = dataclasses.replace(part, acquired_records=(huge,))
-    resp = dataclasses.replace(resp, responses=(dataclasses.replace(topic, partitions=(part,)),))
+    resp = with_partition(answer((5_000, 5_000, 1)), acquired_records=(huge,))
     hostile = m.fetch_answered(send(m, 2.0), resp, NAMES, 2.1, pipeline=True)
     assert hostile.acquired == 2**31
 
@@ -432,11 +437,9 @@ def test_a_stale_answer_counts_the_records_of_its_ranges_only() -> None:
     opened(m, node=2)
     take(m, send(m, 2.0, node=2), answer((0, 3, 2)), 2.5)
     resp = answer((0, 39, 1))
-    [topic] = resp.responses
-    [part] = topic.partitions
     inverted = sf.AcquiredRecords(first_offset=9, last_offset=8, delivery_count=1)
-    part = dataclasses.replace(part, acquired_records=(*part.acquired_records, inverted))
-    resp = dataclasses.replace(resp, responses=(dataclasses.replace(topic, partitions=(part,)),))
+    acquired = resp.responses[0].partitions[0].acquired_records
+    resp = with_partition(resp, acquired_records=(*acquired, inverted))
     assert m.fetch_answered(stalled, resp, NAMES, 3.0, pipeline=False).proceed
     m.fetch_records(stalled, resp, NAMES)
     assert not deliveries(m.drain())
@@ -1056,10 +1059,7 @@ def _kilobyte_records(first: int, last: int) -> ShareFetchResponse:
         [WireRecord(o, 0, None, b"x" * 1000, ()) for o in range(first, last + 1)],
         base_offset=first,
     )
-    [topic] = resp.responses
-    [part] = topic.partitions
-    part = dataclasses.replace(part, records=data)
-    return dataclasses.replace(resp, responses=(dataclasses.replace(topic, partitions=(part,)),))
+    return with_partition(resp, records=data)
 
 
 def test_the_next_fetch_asks_for_what_the_link_carried_in_time() -> None:

@@ -36,7 +36,8 @@ survivor of the mutation sample of seed 15). Planted in the machine's class for 
 cut) asks for no back-off, as the mutation ``if not back_off`` in
 :meth:`ShareMachine.transport_failed` does: the loop asks the same broker again at once,
 and against a broker that keeps refusing it would retry without pause (stop 53; a
-survivor of the mutation sample of seed 16). Planted in the machine's class for one run.
+survivor of the mutation sample of seed 16). Planted in the machine's class for one run,
+in the two methods the driver calls.
 
 ``pipelines-closing``: the machine pipelines every answer that acquired records, even
 while the member closes (the driver's ``pipeline=False`` ignored, as the mutation ``or
